@@ -1,0 +1,231 @@
+// Package config reads mailwatch's configuration from the environment.
+//
+// Every variable is declared once in Vars, with its default and meaning, so
+// that the README table, the start-up log line and the parser cannot drift
+// apart. Secret values are redacted whenever the configuration is printed.
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Var describes one environment variable.
+type Var struct {
+	Name    string
+	Default string
+	Secret  bool
+	Meaning string
+}
+
+// Vars is the table of every environment variable mailwatch reads.
+var Vars = []Var{
+	{Name: "DATABASE_URL", Default: "", Secret: true, Meaning: "Postgres connection URL (required by every role). `scripts/run` and `scripts/test` start a local cluster when it is unset."},
+	{Name: "LISTEN_ADDR", Default: ":8080", Meaning: "Address the REST API listens on (`api`, `dev`)."},
+	{Name: "SMTP_ADDR", Default: ":2525", Meaning: "Address the inbound SMTP listener binds (`smtp`, `dev`)."},
+	{Name: "INBOUND_DOMAIN", Default: "inbound.mailwatch.localhost", Meaning: "Domain of receiver and reporting addresses; the SMTP listener accepts mail only for it."},
+	{Name: "MAILWATCH_SECRET_KEY", Default: "", Secret: true, Meaning: "32 bytes, standard base64. Encrypts signing secrets at rest (AES-256-GCM). `dev` and `scripts/run` generate one for local use when it is unset."},
+	{Name: "MAILWATCH_SECRET_KEY_PREVIOUS", Default: "", Secret: true, Meaning: "Comma-separated older keys (base64), still accepted for decryption during a key rotation."},
+	{Name: "REDIS_URL", Default: "", Secret: true, Meaning: "When set, rate-limit counters live in Redis and are shared by every API replica; otherwise each replica counts alone, in memory."},
+	{Name: "DNS_RESOLVER", Default: "", Meaning: "DNS server (host:port) used for domain checks; empty means the first nameserver of /etc/resolv.conf."},
+	{Name: "WEBHOOK_ALLOWED_CIDRS", Default: "", Meaning: "Comma-separated CIDRs that webhook destinations may resolve to even though they are private, loopback or otherwise reserved."},
+	{Name: "INBOUND_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Standard Webhooks secret (whsec_...) that signs requests to the email ingress webhook."},
+	{Name: "TWILIO_AUTH_TOKEN", Default: "", Secret: true, Meaning: "Twilio auth token used to verify X-Twilio-Signature on the SMS ingress webhook."},
+	{Name: "EVENT_RETENTION_DAYS", Default: "90", Meaning: "Events older than this are deleted by a periodic job; unacknowledged alerts are kept."},
+	{Name: "RATE_LIMIT_PER_MINUTE", Default: "100", Meaning: "Requests per minute per API key (fixed window); unauthenticated routes are limited per client IP with the same budget."},
+	{Name: "REQUEST_TIMEOUT", Default: "30s", Meaning: "Deadline for one API request (long-poll waits get their own timeout plus a margin)."},
+	{Name: "BODY_LIMIT_BYTES", Default: "1048576", Meaning: "Largest accepted request body; larger requests get 413."},
+	{Name: "SHUTDOWN_TIMEOUT", Default: "25s", Meaning: "How long a stopping process waits for in-flight requests and jobs to finish."},
+	{Name: "DB_MAX_CONNS", Default: "20", Meaning: "Size of each process's Postgres connection pool."},
+	{Name: "TRUSTED_PROXIES", Default: "", Meaning: "Comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted for the client IP (per-IP rate limits)."},
+	{Name: "WORKER_CONCURRENCY", Default: "100", Meaning: "River workers per queue in a `worker` process."},
+	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error."},
+	{Name: "LOG_FORMAT", Default: "json", Meaning: "json or text."},
+}
+
+// Config is the parsed configuration.
+type Config struct {
+	DatabaseURL            string
+	ListenAddr             string
+	SMTPAddr               string
+	InboundDomain          string
+	SecretKey              []byte
+	PreviousSecretKeys     [][]byte
+	RedisURL               string
+	DNSResolver            string
+	WebhookAllowedCIDRs    string
+	InboundWebhookSecret   string
+	TwilioAuthToken        string
+	EventRetentionDays     int
+	RateLimitPerMinute     int
+	RequestTimeout         time.Duration
+	BodyLimitBytes         int
+	ShutdownTimeout        time.Duration
+	DBMaxConns             int
+	TrustedProxies         []string
+	WorkerConcurrency      int
+	LogLevel               slog.Level
+	LogFormat              string
+	GeneratedSecretKeyNote bool
+}
+
+// Lookup returns the value of an environment variable.
+type Lookup func(name string) (string, bool)
+
+// FromEnv reads the configuration from the process environment.
+func FromEnv() (*Config, error) { return Parse(os.LookupEnv) }
+
+// Parse reads the configuration through lookup, applying defaults. Every
+// problem is reported, not just the first.
+func Parse(lookup Lookup) (*Config, error) {
+	get := func(name string) string {
+		if v, ok := lookup(name); ok && v != "" {
+			return v
+		}
+		for _, v := range Vars {
+			if v.Name == name {
+				return v.Default
+			}
+		}
+		panic("config: undeclared variable " + name)
+	}
+	var errs []error
+	atoi := func(name string, min, max int) int {
+		n, err := strconv.Atoi(get(name))
+		if err != nil || n < min || n > max {
+			errs = append(errs, fmt.Errorf("%s must be a whole number from %d to %d", name, min, max))
+		}
+		return n
+	}
+	duration := func(name string) time.Duration {
+		d, err := time.ParseDuration(get(name))
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 30s", name))
+		}
+		return d
+	}
+
+	cfg := &Config{
+		DatabaseURL:          get("DATABASE_URL"),
+		ListenAddr:           get("LISTEN_ADDR"),
+		SMTPAddr:             get("SMTP_ADDR"),
+		InboundDomain:        strings.ToLower(strings.TrimSuffix(get("INBOUND_DOMAIN"), ".")),
+		RedisURL:             get("REDIS_URL"),
+		DNSResolver:          get("DNS_RESOLVER"),
+		WebhookAllowedCIDRs:  get("WEBHOOK_ALLOWED_CIDRS"),
+		InboundWebhookSecret: get("INBOUND_WEBHOOK_SECRET"),
+		TwilioAuthToken:      get("TWILIO_AUTH_TOKEN"),
+		EventRetentionDays:   atoi("EVENT_RETENTION_DAYS", 1, 3650),
+		RateLimitPerMinute:   atoi("RATE_LIMIT_PER_MINUTE", 1, 1_000_000),
+		RequestTimeout:       duration("REQUEST_TIMEOUT"),
+		BodyLimitBytes:       atoi("BODY_LIMIT_BYTES", 1024, 1<<30),
+		ShutdownTimeout:      duration("SHUTDOWN_TIMEOUT"),
+		DBMaxConns:           atoi("DB_MAX_CONNS", 2, 1000),
+		WorkerConcurrency:    atoi("WORKER_CONCURRENCY", 1, 10_000),
+		LogFormat:            get("LOG_FORMAT"),
+	}
+	if s := get("TRUSTED_PROXIES"); s != "" {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				cfg.TrustedProxies = append(cfg.TrustedProxies, p)
+			}
+		}
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(get("LOG_LEVEL"))); err != nil {
+		errs = append(errs, errors.New("LOG_LEVEL must be debug, info, warn or error"))
+	}
+	if cfg.LogFormat != "json" && cfg.LogFormat != "text" {
+		errs = append(errs, errors.New("LOG_FORMAT must be json or text"))
+	}
+	if s := get("MAILWATCH_SECRET_KEY"); s != "" {
+		key, err := DecodeKey(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("MAILWATCH_SECRET_KEY: %w", err))
+		}
+		cfg.SecretKey = key
+	}
+	if s := get("MAILWATCH_SECRET_KEY_PREVIOUS"); s != "" {
+		for _, part := range strings.Split(s, ",") {
+			key, err := DecodeKey(strings.TrimSpace(part))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("MAILWATCH_SECRET_KEY_PREVIOUS: %w", err))
+				continue
+			}
+			cfg.PreviousSecretKeys = append(cfg.PreviousSecretKeys, key)
+		}
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// DecodeKey decodes a 32-byte key given in standard base64.
+func DecodeKey(s string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, errors.New("must be standard base64")
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("must decode to 32 bytes, got %d", len(key))
+	}
+	return key, nil
+}
+
+// Require reports an error naming each of the given settings that is empty.
+func (c *Config) Require(names ...string) error {
+	var errs []error
+	for _, n := range names {
+		switch n {
+		case "DATABASE_URL":
+			if c.DatabaseURL == "" {
+				errs = append(errs, errors.New("DATABASE_URL is required"))
+			}
+		case "MAILWATCH_SECRET_KEY":
+			if len(c.SecretKey) == 0 {
+				errs = append(errs, errors.New("MAILWATCH_SECRET_KEY is required (32 bytes, base64); generate one with: head -c32 /dev/urandom | base64"))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Redacted returns the effective settings with secret values masked, sorted
+// by name, for logging at start-up.
+func Redacted(lookup Lookup) map[string]string {
+	out := make(map[string]string, len(Vars))
+	for _, v := range Vars {
+		val, ok := lookup(v.Name)
+		if !ok || val == "" {
+			val = v.Default
+		}
+		if v.Secret && val != "" {
+			val = "[redacted]"
+		}
+		out[v.Name] = val
+	}
+	return out
+}
+
+// MarkdownTable renders Vars as the README's configuration table.
+func MarkdownTable() string {
+	var b strings.Builder
+	b.WriteString("| Variable | Default | Secret | Meaning |\n|---|---|---|---|\n")
+	for _, v := range Vars {
+		def := v.Default
+		if def == "" {
+			def = "(empty)"
+		} else {
+			def = "`" + def + "`"
+		}
+		secret := ""
+		if v.Secret {
+			secret = "yes"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", v.Name, def, secret, v.Meaning)
+	}
+	return b.String()
+}
