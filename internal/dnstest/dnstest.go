@@ -8,7 +8,9 @@
 // work: it follows CNAMEs within its own data (RFC 1034 section 4.3.2),
 // returns NXDOMAIN for names that do not exist and NODATA (NOERROR with an
 // empty answer) for names that exist with other types, including empty
-// non-terminals. It has no wildcards, no delegation and no DNSSEC records.
+// non-terminals. Wildcards are expanded as in RFC 4592 section 3.3.1 (the
+// "*" label under the closest encloser). It has no delegation and no DNSSEC
+// records.
 package dnstest
 
 import (
@@ -263,13 +265,13 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 
 	cur := name
 	for range maxCNAMEChain {
-		if rrs := s.records[rrKey{cur, q.Qtype}]; len(rrs) > 0 {
+		if rrs := s.lookup(cur, q.Qtype); len(rrs) > 0 {
 			m.Answer = append(m.Answer, rrs...)
 			break
 		}
-		cname := s.records[rrKey{cur, dns.TypeCNAME}]
+		cname := s.lookup(cur, dns.TypeCNAME)
 		if q.Qtype == dns.TypeCNAME || len(cname) == 0 {
-			if !s.names[cur] {
+			if !s.names[cur] && s.wildcard(cur) == "" {
 				m.Rcode = dns.RcodeNameError
 			}
 			break
@@ -283,6 +285,43 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		}
 	}
 	_ = w.WriteMsg(m)
+}
+
+// lookup returns the records of name and type, synthesised from a wildcard
+// when name does not exist.
+func (s *Server) lookup(name string, rtype uint16) []dns.RR {
+	if s.names[name] {
+		return s.records[rrKey{name, rtype}]
+	}
+	wild := s.wildcard(name)
+	if wild == "" {
+		return nil
+	}
+	var rrs []dns.RR
+	for _, rr := range s.records[rrKey{wild, rtype}] {
+		rr = dns.Copy(rr)
+		rr.Header().Name = name
+		rrs = append(rrs, rr)
+	}
+	return rrs
+}
+
+// wildcard returns the wildcard name that covers a name that does not exist:
+// "*." plus its closest existing ancestor, if that wildcard exists.
+func (s *Server) wildcard(name string) string {
+	for {
+		i := strings.IndexByte(name, '.')
+		if i < 0 || i == len(name)-1 {
+			return ""
+		}
+		name = name[i+1:]
+		if s.names[name] {
+			if wild := "*." + name; s.names[wild] {
+				return wild
+			}
+			return ""
+		}
+	}
 }
 
 func (s *Server) authenticated(name string) bool {
