@@ -591,10 +591,17 @@ func TestParseRetryAfter(t *testing.T) {
 func BenchmarkSend(b *testing.B) {
 	guard, err := netguard.ParseGuard("127.0.0.1/32,::1/128")
 	require.NoError(b, err)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusNoContent)
 	}))
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
 	b.Cleanup(srv.Close)
 
 	client := NewClient(guard, ClientOptions{})
@@ -614,5 +621,6 @@ func BenchmarkSend(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pushes/s")
+	b.ReportMetric(float64(conns.Load()), "conns")
 	require.Zero(b, failed.Load())
 }
