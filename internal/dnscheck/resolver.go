@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -196,6 +197,28 @@ func isTimeout(err error) bool {
 // LookupTXT implements Resolver. The character strings of one TXT record are
 // concatenated without separator, as RFC 7208 section 3.3 requires.
 func (c *Client) LookupTXT(ctx context.Context, name string) ([]string, error) {
+	return lookupTXT(ctx, c, name)
+}
+
+// LookupMX implements Resolver. Hosts are returned sorted by preference and
+// without trailing dot; a null MX (RFC 7505) has Host ".".
+func (c *Client) LookupMX(ctx context.Context, name string) ([]*net.MX, error) {
+	return lookupMX(ctx, c, name)
+}
+
+// LookupNetIP implements Resolver. network is "ip4" (A), "ip6" (AAAA) or "ip"
+// (both, queried concurrently). For "ip" the lookup is void only if both
+// are, and temporary if either failed and neither found addresses.
+func (c *Client) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	return lookupNetIP(ctx, c, network, host)
+}
+
+// querier is the part of Resolver the Lookup methods are built on.
+type querier interface {
+	Query(ctx context.Context, name string, qtype uint16) (*Answer, error)
+}
+
+func lookupTXT(ctx context.Context, c querier, name string) ([]string, error) {
 	a, err := c.Query(ctx, name, dns.TypeTXT)
 	if err != nil {
 		return nil, err
@@ -207,9 +230,7 @@ func (c *Client) LookupTXT(ctx context.Context, name string) ([]string, error) {
 	return txts, nil
 }
 
-// LookupMX implements Resolver. Hosts are returned sorted by preference and
-// without trailing dot; a null MX (RFC 7505) has Host ".".
-func (c *Client) LookupMX(ctx context.Context, name string) ([]*net.MX, error) {
+func lookupMX(ctx context.Context, c querier, name string) ([]*net.MX, error) {
 	a, err := c.Query(ctx, name, dns.TypeMX)
 	if err != nil {
 		return nil, err
@@ -227,15 +248,12 @@ func (c *Client) LookupMX(ctx context.Context, name string) ([]*net.MX, error) {
 	return mxs, nil
 }
 
-// LookupNetIP implements Resolver. network is "ip4" (A), "ip6" (AAAA) or "ip"
-// (both, queried concurrently). For "ip" the lookup is void only if both
-// are, and temporary if either failed and neither found addresses.
-func (c *Client) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+func lookupNetIP(ctx context.Context, c querier, network, host string) ([]netip.Addr, error) {
 	switch network {
 	case "ip4":
-		return c.lookupIP(ctx, host, dns.TypeA)
+		return lookupIP(ctx, c, host, dns.TypeA)
 	case "ip6":
-		return c.lookupIP(ctx, host, dns.TypeAAAA)
+		return lookupIP(ctx, c, host, dns.TypeAAAA)
 	case "ip":
 	default:
 		return nil, fmt.Errorf("unsupported network %q", network)
@@ -246,10 +264,10 @@ func (c *Client) LookupNetIP(ctx context.Context, network, host string) ([]netip
 	}
 	ch := make(chan result, 1)
 	go func() {
-		addrs, err := c.lookupIP(ctx, host, dns.TypeAAAA)
+		addrs, err := lookupIP(ctx, c, host, dns.TypeAAAA)
 		ch <- result{addrs, err}
 	}()
-	v4, err4 := c.lookupIP(ctx, host, dns.TypeA)
+	v4, err4 := lookupIP(ctx, c, host, dns.TypeA)
 	r6 := <-ch
 	addrs := append(v4, r6.addrs...)
 	switch {
@@ -263,7 +281,7 @@ func (c *Client) LookupNetIP(ctx context.Context, network, host string) ([]netip
 	return nil, err4
 }
 
-func (c *Client) lookupIP(ctx context.Context, host string, qtype uint16) ([]netip.Addr, error) {
+func lookupIP(ctx context.Context, c querier, host string, qtype uint16) ([]netip.Addr, error) {
 	a, err := c.Query(ctx, host, qtype)
 	if err != nil {
 		return nil, err
@@ -282,4 +300,76 @@ func (c *Client) lookupIP(ctx context.Context, host string, qtype uint16) ([]net
 		}
 	}
 	return addrs, nil
+}
+
+// IsTemporary reports whether err is a failure that says nothing about the
+// records: a timeout, SERVFAIL or a cancelled context. Any error that is not
+// IsNotFound is temporary.
+func IsTemporary(err error) bool {
+	return err != nil && !IsNotFound(err)
+}
+
+// cache is a Resolver that answers each name and type once, for the
+// duration of one CheckAll: SPF, MX and MTA-STS ask for the same MX and
+// address records. Concurrent askers of the same question share one query.
+type cache struct {
+	r  Resolver
+	mu sync.Mutex
+	m  map[cacheKey]*cacheEntry
+}
+
+type cacheKey struct {
+	name  string
+	qtype uint16
+}
+
+type cacheEntry struct {
+	done chan struct{}
+	a    *Answer
+	err  error
+}
+
+func newCache(r Resolver) *cache {
+	return &cache{r: r, m: map[cacheKey]*cacheEntry{}}
+}
+
+func (c *cache) Query(ctx context.Context, name string, qtype uint16) (*Answer, error) {
+	k := cacheKey{strings.ToLower(strings.TrimSuffix(name, ".")), qtype}
+	c.mu.Lock()
+	e, ok := c.m[k]
+	if !ok {
+		e = &cacheEntry{done: make(chan struct{})}
+		c.m[k] = e
+	}
+	c.mu.Unlock()
+	if !ok {
+		e.a, e.err = c.r.Query(ctx, name, qtype)
+		close(e.done)
+		if IsTemporary(e.err) {
+			// A timeout may come from the asker's own budget; let the next
+			// asker try again.
+			c.mu.Lock()
+			delete(c.m, k)
+			c.mu.Unlock()
+		}
+		return e.a, e.err
+	}
+	select {
+	case <-e.done:
+		return e.a, e.err
+	case <-ctx.Done():
+		return nil, &net.DNSError{Err: ctx.Err().Error(), Name: name, IsTimeout: true, IsTemporary: true}
+	}
+}
+
+func (c *cache) LookupTXT(ctx context.Context, name string) ([]string, error) {
+	return lookupTXT(ctx, c, name)
+}
+
+func (c *cache) LookupMX(ctx context.Context, name string) ([]*net.MX, error) {
+	return lookupMX(ctx, c, name)
+}
+
+func (c *cache) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	return lookupNetIP(ctx, c, network, host)
 }

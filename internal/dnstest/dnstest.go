@@ -182,28 +182,31 @@ func (s *Server) Remove(name string, rtype uint16) {
 	delete(s.records, rrKey{canonical(name), rtype})
 }
 
-// ServFail makes the server answer SERVFAIL for every query for name.
+// ServFail makes the server answer SERVFAIL for every query for name and
+// the names below it.
 func (s *Server) ServFail(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.servfail[canonical(name)] = true
 }
 
-// Delay makes the server wait d before answering queries for name.
+// Delay makes the server wait d before answering queries for name and the
+// names below it.
 func (s *Server) Delay(name string, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.delay[canonical(name)] = d
 }
 
-// Drop makes the server never answer queries for name, so clients time out.
+// Drop makes the server never answer queries for name and the names below
+// it, so clients time out.
 func (s *Server) Drop(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drop[canonical(name)] = true
 }
 
-// Truncate makes UDP answers for name empty with the TC bit set (RFC 1035
+// Truncate makes UDP answers for name (and the names below it) empty with the TC bit set (RFC 1035
 // section 4.1.1), so clients must retry over TCP, where the full answer is
 // given.
 func (s *Server) Truncate(name string) {
@@ -234,8 +237,8 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 
 	s.mu.Lock()
 	s.perName[name]++
-	drop := s.drop[name]
-	delay := s.delay[name]
+	_, drop := under(s.drop, name)
+	delay, _ := under(s.delay, name)
 	s.mu.Unlock()
 	if drop {
 		return
@@ -251,12 +254,13 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if opt := req.IsEdns0(); opt != nil {
 		m.SetEdns0(opt.UDPSize(), false)
 	}
-	if s.servfail[name] {
+	if _, fail := under(s.servfail, name); fail {
 		m.Rcode = dns.RcodeServerFailure
 		_ = w.WriteMsg(m)
 		return
 	}
-	if _, isUDP := w.RemoteAddr().(*net.UDPAddr); isUDP && s.truncate[name] {
+	_, trunc := under(s.truncate, name)
+	if _, isUDP := w.RemoteAddr().(*net.UDPAddr); isUDP && trunc {
 		m.Truncated = true
 		_ = w.WriteMsg(m)
 		return
@@ -278,7 +282,7 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		}
 		m.Answer = append(m.Answer, cname[0])
 		cur = canonical(cname[0].(*dns.CNAME).Target)
-		if s.servfail[cur] {
+		if _, fail := under(s.servfail, cur); fail {
 			m.Answer = nil
 			m.Rcode = dns.RcodeServerFailure
 			break
@@ -349,6 +353,7 @@ func (s *Server) addName(name string) {
 func parse(zone string) ([]dns.RR, error) {
 	zp := dns.NewZoneParser(strings.NewReader(zone), ".", "zone")
 	zp.SetIncludeAllowed(false)
+	zp.SetDefaultTTL(3600)
 	var rrs []dns.RR
 	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
 		rrs = append(rrs, rr)
@@ -361,4 +366,19 @@ func parse(zone string) ([]dns.RR, error) {
 
 func canonical(name string) string {
 	return strings.ToLower(dns.Fqdn(name))
+}
+
+// under returns the value for name or its closest ancestor in m.
+func under[V any](m map[string]V, name string) (V, bool) {
+	for {
+		if v, ok := m[name]; ok {
+			return v, true
+		}
+		i := strings.IndexByte(name, '.')
+		if i < 0 || i == len(name)-1 {
+			var zero V
+			return zero, false
+		}
+		name = name[i+1:]
+	}
 }
