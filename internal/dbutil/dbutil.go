@@ -107,3 +107,6 @@ func NewPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, erro
 	}
 	return pool, nil
 }
+
+// Tx is an alias of pgx.Tx so callers of WithTx need not import pgx.
+type Tx = pgx.Tx

@@ -1,0 +1,117 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/internal/apikey"
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+)
+
+// APIKey describes a key without revealing it.
+type APIKey struct {
+	ID            uuid.UUID  `json:"id" validate:"required"`
+	Label         string     `json:"label" validate:"required"`
+	KeyIdentifier string     `json:"key_identifier" validate:"required" description:"The key's first 7 characters."`
+	CreatedAt     time.Time  `json:"created_at" validate:"required"`
+	LastUsedAt    *time.Time `json:"last_used_at" validate:"required" description:"Recorded in batches; may lag by up to 10 s."`
+}
+
+// NewAPIKey is a key as returned once, at creation.
+type NewAPIKey struct {
+	APIKey
+	Key string `json:"key" validate:"required" description:"The full key (mw_ + 40 characters). Shown only in this response."`
+}
+
+func apiKeyFromRow(k dbsqlc.APIKey) APIKey {
+	out := APIKey{ID: k.ID, Label: k.Label, KeyIdentifier: k.KeyIdentifier, CreatedAt: k.CreatedAt.UTC()}
+	if k.LastUsedAt != nil {
+		t := k.LastUsedAt.UTC()
+		out.LastUsedAt = &t
+	}
+	return out
+}
+
+// CreateAPIKeyRequest is the body of POST /api/accounts/me/api-keys.
+type CreateAPIKeyRequest struct {
+	Label string `json:"label" validate:"required,min=1,max=100" description:"Unique among the account's active keys."`
+}
+
+// APIKeyPath names one key.
+type APIKeyPath struct {
+	ID uuid.UUID `path:"id" format:"uuid"`
+}
+
+func (s *Server) apiKeyRoutes() {
+	Handle(s.router, Endpoint[CreateAPIKeyRequest, NewAPIKey]{
+		Method: "POST", Path: "/api/accounts/me/api-keys", Status: 201, OperationID: "createAPIKey", Tag: "api keys",
+		Summary: "Create an API key", Description: "The full key is in this response only; a duplicate label is 409.",
+		Errors: []int{409},
+		Call: func(ctx context.Context, req *CreateAPIKeyRequest) (*NewAPIKey, error) {
+			caller := mustCaller(ctx)
+			key := apikey.Generate()
+			row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.APIKey, error) {
+				return s.q.APIKeyInsert(ctx, tx, dbsqlc.APIKeyInsertParams{
+					ID: uuid.Must(uuid.NewV7()), AccountID: caller.AccountID, Label: req.Label, KeyIdentifier: key.Identifier, KeyHash: key.Hash,
+				})
+			})
+			if dbutil.IsUniqueViolation(err, "api_keys_account_label_active_key") {
+				return nil, Conflict("an API key labelled %q already exists", req.Label)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return &NewAPIKey{APIKey: apiKeyFromRow(row), Key: key.Plain}, nil
+		},
+	})
+	Handle(s.router, Endpoint[emptyRequest, []APIKey]{
+		Method: "GET", Path: "/api/accounts/me/api-keys", OperationID: "listAPIKeys", Tag: "api keys",
+		Summary: "List the account's active API keys", Description: "Never includes a key or its hash.",
+		Call: func(ctx context.Context, _ *emptyRequest) (*[]APIKey, error) {
+			rows, err := s.q.APIKeyListByAccount(ctx, s.db, mustCaller(ctx).AccountID)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]APIKey, len(rows))
+			for i, r := range rows {
+				out[i] = apiKeyFromRow(r)
+			}
+			return &out, nil
+		},
+	})
+	Handle(s.router, Endpoint[APIKeyPath, NoContent]{
+		Method: "DELETE", Path: "/api/accounts/me/api-keys/{id}", Status: 204, OperationID: "revokeAPIKey", Tag: "api keys",
+		Summary: "Revoke an API key",
+		Description: "The key answers 401 at once on this replica and within 5 s on every other. " +
+			"The account's last active key cannot be revoked (409): create its successor first.",
+		Errors: []int{404, 409},
+		Call: func(ctx context.Context, req *APIKeyPath) (*NoContent, error) {
+			caller := mustCaller(ctx)
+			hash, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) ([]byte, error) {
+				hash, err := s.q.APIKeyRevoke(ctx, tx, dbsqlc.APIKeyRevokeParams{ID: req.ID, AccountID: caller.AccountID})
+				if dbutil.IsNotFound(err) {
+					return nil, NotFound("API key")
+				}
+				if err != nil {
+					return nil, err
+				}
+				left, err := s.q.APIKeyCountActive(ctx, tx, caller.AccountID)
+				if err != nil {
+					return nil, err
+				}
+				if left == 0 {
+					return nil, Conflict("this is the account's last active API key; create another before revoking it")
+				}
+				return hash, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			s.router.guard.evict(hash)
+			return &NoContent{}, nil
+		},
+	})
+}

@@ -1,0 +1,256 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// AuthMode says who may call an endpoint.
+type AuthMode int
+
+const (
+	// AuthKey requires a valid API key (the default).
+	AuthKey AuthMode = iota
+	// AuthNone is a public route, limited per client IP.
+	AuthNone
+	// AuthAdmin requires a key of an admin account; others get 404.
+	AuthAdmin
+	// AuthOps is an unauthenticated, unlimited operational route.
+	AuthOps
+)
+
+// Endpoint describes one route: its contract for OpenAPI and the function
+// that serves it.
+type Endpoint[Req, Resp any] struct {
+	Method      string
+	Path        string // OpenAPI syntax: /api/things/{id}
+	Status      int    // success status; 200 when zero
+	OperationID string
+	Summary     string
+	Description string
+	Tag         string
+	Auth        AuthMode
+	// Errors lists the error statuses this route can answer beyond those
+	// every route of its auth mode can (400/401/404/413/422/429/500/503).
+	Errors []int
+	// Timeout overrides the per-request deadline (long polls).
+	Timeout func(req *Req) time.Duration
+	Call    func(ctx context.Context, req *Req) (*Resp, error)
+}
+
+// StatusCoder lets a response choose its status (e.g. 200 or 204).
+type StatusCoder interface{ HTTPStatus() int }
+
+// HeaderSetter lets a response add headers (pagination cursors).
+type HeaderSetter interface{ ResponseHeaders() map[string]string }
+
+// RawBody is a non-JSON response body.
+type RawBody struct {
+	ContentType string
+	Body        []byte
+}
+
+// NoContent is an empty 204 response.
+type NoContent struct{}
+
+// HTTPStatus implements StatusCoder.
+func (NoContent) HTTPStatus() int { return http.StatusNoContent }
+
+// Handle registers ep on the router and records it in the OpenAPI document.
+func Handle[Req, Resp any](r *Router, ep Endpoint[Req, Resp]) {
+	if ep.Status == 0 {
+		ep.Status = http.StatusOK
+	}
+	plan := planRequest(reflect.TypeFor[Req]())
+	r.document(ep.Method, ep.Path, ep.Status, ep.OperationID, ep.Summary, ep.Description, ep.Tag, ep.Auth, ep.Errors,
+		new(Req), new(Resp), plan.hasBody)
+
+	handler := func(c *fiber.Ctx) error {
+		req := new(Req)
+		if err := plan.decode(c, req); err != nil {
+			return err
+		}
+		if err := r.validate(req); err != nil {
+			return err
+		}
+		ctx := c.UserContext()
+		if ep.Timeout != nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ep.Timeout(req))
+			defer cancel()
+		}
+		resp, err := ep.Call(ctx, req)
+		if err != nil {
+			return err
+		}
+		return writeResponse(c, ep.Status, resp)
+	}
+	r.add(ep.Method, ep.Path, ep.Auth, ep.Timeout != nil, handler)
+}
+
+// HandleRaw registers a route served by a plain Fiber handler (raw bodies,
+// signatures over exact bytes, non-JSON responses). Req and Resp only
+// document it; ep.Call is not used.
+func HandleRaw[Req, Resp any](r *Router, ep Endpoint[Req, Resp], h fiber.Handler) {
+	if ep.Status == 0 {
+		ep.Status = http.StatusOK
+	}
+	plan := planRequest(reflect.TypeFor[Req]())
+	r.document(ep.Method, ep.Path, ep.Status, ep.OperationID, ep.Summary, ep.Description, ep.Tag, ep.Auth, ep.Errors,
+		new(Req), new(Resp), plan.hasBody)
+	r.add(ep.Method, ep.Path, ep.Auth, false, h)
+}
+
+func writeResponse(c *fiber.Ctx, status int, resp any) error {
+	if hs, ok := resp.(HeaderSetter); ok {
+		for k, v := range hs.ResponseHeaders() {
+			if v != "" {
+				c.Set(k, v)
+			}
+		}
+	}
+	if sc, ok := resp.(StatusCoder); ok {
+		status = sc.HTTPStatus()
+	}
+	if status == http.StatusNoContent {
+		return c.SendStatus(status)
+	}
+	if raw, ok := resp.(*RawBody); ok {
+		c.Set(fiber.HeaderContentType, raw.ContentType)
+		return c.Status(status).Send(raw.Body)
+	}
+	return c.Status(status).JSON(resp)
+}
+
+// requestPlan is the reflected shape of a request struct: which fields come
+// from the path, the query string and the JSON body.
+type requestPlan struct {
+	path    []fieldRef
+	query   []fieldRef
+	hasBody bool
+}
+
+type fieldRef struct {
+	index []int
+	name  string
+	typ   reflect.Type
+}
+
+func planRequest(t reflect.Type) requestPlan {
+	var p requestPlan
+	if t.Kind() != reflect.Struct {
+		panic("api: request type must be a struct: " + t.String())
+	}
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() {
+			continue
+		}
+		switch {
+		case f.Tag.Get("path") != "":
+			p.path = append(p.path, fieldRef{f.Index, f.Tag.Get("path"), f.Type})
+		case f.Tag.Get("query") != "":
+			p.query = append(p.query, fieldRef{f.Index, f.Tag.Get("query"), f.Type})
+		case f.Tag.Get("json") != "" && f.Tag.Get("json") != "-":
+			p.hasBody = true
+		}
+	}
+	return p
+}
+
+func (p requestPlan) decode(c *fiber.Ctx, req any) error {
+	v := reflect.ValueOf(req).Elem()
+	for _, f := range p.path {
+		// Fiber reuses its buffers: copy the value out.
+		raw := strings.Clone(c.Params(f.name))
+		if err := setScalar(v.FieldByIndex(f.index), raw); err != nil {
+			// A malformed identifier can never name an existing resource.
+			return &Error{Status: http.StatusNotFound, Detail: fmt.Sprintf("%s not found", strings.ReplaceAll(f.name, "_", " "))}
+		}
+	}
+	for _, f := range p.query {
+		raw := c.Context().QueryArgs().Peek(f.name)
+		if raw == nil {
+			continue
+		}
+		if err := setScalar(v.FieldByIndex(f.index), string(raw)); err != nil {
+			return BadRequest("query parameter %s: %v", f.name, err)
+		}
+	}
+	if p.hasBody {
+		body := c.Body()
+		if len(bytes.TrimSpace(body)) == 0 {
+			return nil // required fields then fail validation with 422
+		}
+		if ct := string(c.Request().Header.ContentType()); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+			return &Error{Status: http.StatusUnsupportedMediaType, Detail: "request body must be application/json"}
+		}
+		if err := decodeJSON(body, req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func decodeJSON(body []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		var (
+			syntaxErr *json.SyntaxError
+			typeErr   *json.UnmarshalTypeError
+		)
+		switch {
+		case errors.As(err, &syntaxErr):
+			return BadRequest("malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+		case errors.As(err, &typeErr):
+			field := typeErr.Field
+			if field == "" {
+				return BadRequest("request body must be a JSON object")
+			}
+			return BadRequest("field %s must be %s, not %s", field, jsonKind(typeErr.Type), typeErr.Value)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return BadRequest("malformed JSON: unexpected end of input")
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return InvalidField(name, "unknown field")
+		default:
+			return BadRequest("malformed JSON: %v", err)
+		}
+	}
+	if dec.More() {
+		return BadRequest("malformed JSON: unexpected data after the object")
+	}
+	return nil
+}
+
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}

@@ -1,0 +1,226 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/stretchr/testify/require"
+	"github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/store/memory"
+
+	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// testBundle is one API server on its own transaction (or database).
+type testBundle struct {
+	srv *api.Server
+	db  dbutil.Executor
+}
+
+type setupOpts struct {
+	db    dbutil.Executor
+	limit int64
+	now   func() time.Time
+}
+
+func setup(t *testing.T, opts ...func(*setupOpts)) *testBundle {
+	t.Helper()
+	o := setupOpts{limit: 1000}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.db == nil {
+		o.db = dbtest.Tx(t)
+	}
+	srv := api.New(api.Deps{
+		DB:      o.db,
+		Limiter: limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: o.limit}),
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:     o.now,
+	})
+	return &testBundle{srv: srv, db: o.db}
+}
+
+// response is a captured HTTP response.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r response) JSON(t *testing.T, v any) {
+	t.Helper()
+	require.NoError(t, json.Unmarshal(r.Body, v), "body: %s", r.Body)
+}
+
+func (r response) Detail(t *testing.T) string {
+	t.Helper()
+	var e struct {
+		Detail string `json:"detail"`
+	}
+	r.JSON(t, &e)
+	require.NotEmpty(t, e.Detail, "error responses carry a detail: %s", r.Body)
+	return e.Detail
+}
+
+// do sends one request through the whole Fiber stack and checks the
+// response (and, for successful calls, the request) against the OpenAPI
+// document.
+func (b *testBundle) do(t *testing.T, method, path, key string, body any) response {
+	t.Helper()
+	var raw []byte
+	switch v := body.(type) {
+	case nil:
+	case string:
+		raw = []byte(v)
+	case []byte:
+		raw = v
+	default:
+		var err error
+		raw, err = json.Marshal(v)
+		require.NoError(t, err)
+	}
+	req := httptest.NewRequest(method, path, bytes.NewReader(raw))
+	if raw != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := b.srv.App().Test(req, -1)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := response{Status: resp.StatusCode, Header: resp.Header, Body: got}
+	checkConformance(t, b.srv, method, path, key, raw, out)
+	return out
+}
+
+var (
+	specOnce  sync.Once
+	specValid validator.Validator
+	specErr   error
+)
+
+func specValidator(t *testing.T, srv *api.Server) validator.Validator {
+	t.Helper()
+	specOnce.Do(func() {
+		doc, err := srv.Router().OpenAPI()
+		if err != nil {
+			specErr = err
+			return
+		}
+		d, err := libopenapi.NewDocument(doc)
+		if err != nil {
+			specErr = err
+			return
+		}
+		v, errs := validator.NewValidator(d)
+		if len(errs) > 0 {
+			specErr = errs[0]
+			return
+		}
+		specValid = v
+	})
+	require.NoError(t, specErr)
+	return specValid
+}
+
+var specMu sync.Mutex
+
+func checkConformance(t *testing.T, srv *api.Server, method, path, key string, body []byte, resp response) {
+	t.Helper()
+	if path == "/metrics" {
+		return
+	}
+	newReq := func() *http.Request {
+		r := httptest.NewRequest(method, "http://mailwatch.test"+path, bytes.NewReader(body))
+		if body != nil {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		if key != "" {
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
+		return r
+	}
+	httpResp := &http.Response{
+		StatusCode: resp.Status,
+		Header:     resp.Header,
+		Body:       io.NopCloser(bytes.NewReader(resp.Body)),
+		Request:    newReq(),
+	}
+	v := specValidator(t, srv)
+	specMu.Lock() // the validator's caches are not safe for parallel use
+	defer specMu.Unlock()
+	if resp.Status < 300 {
+		ok, errs := v.ValidateHttpRequest(newReq())
+		require.True(t, ok, "request %s %s does not match OpenAPI: %s", method, path, validationText(errs))
+	}
+	ok, errs := v.ValidateHttpResponse(newReq(), httpResp)
+	require.True(t, ok, "response %d to %s %s does not match OpenAPI: %s\nbody: %s", resp.Status, method, path, validationText(errs), resp.Body)
+}
+
+func validationText(errs any) string {
+	b, _ := json.MarshalIndent(errs, "", "  ")
+	s := string(b)
+	if len(s) > 4000 {
+		s = s[:4000]
+	}
+	return strings.TrimSpace(s)
+}
+
+// account is a created account with its first key.
+type account struct {
+	ID    string
+	Email string
+	Key   string
+}
+
+var emailSeq struct {
+	sync.Mutex
+	n int
+}
+
+func uniqueEmail(t *testing.T) string {
+	emailSeq.Lock()
+	defer emailSeq.Unlock()
+	emailSeq.n++
+	name := strings.NewReplacer("/", "-", "_", "-").Replace(strings.ToLower(t.Name()))
+	if len(name) > 40 {
+		name = name[len(name)-40:]
+	}
+	return strings.Trim(name, "-") + "-" + time.Now().Format("150405.000000") + "-" + string(rune('a'+emailSeq.n%26)) + "@example.com"
+}
+
+func (b *testBundle) createAccount(t *testing.T) account {
+	t.Helper()
+	email := uniqueEmail(t)
+	resp := b.do(t, "POST", "/api/accounts", "", map[string]string{"email": email, "password": "correct horse battery"})
+	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	var out struct {
+		Account struct {
+			ID    string `json:"id"`
+			Email string `json:"email"`
+		} `json:"account"`
+		APIKey struct {
+			Key string `json:"key"`
+		} `json:"api_key"`
+	}
+	resp.JSON(t, &out)
+	return account{ID: out.Account.ID, Email: out.Account.Email, Key: out.APIKey.Key}
+}

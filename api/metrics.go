@@ -1,0 +1,89 @@
+package api
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg *prometheus.Registry, pool *pgxpool.Pool) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailwatch_http_requests_total",
+			Help: "API requests by method, route pattern and status code.",
+		}, []string{"method", "route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mailwatch_http_request_duration_seconds",
+			Help:    "API request latency by method and route pattern.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"method", "route"}),
+	}
+	reg.MustRegister(m.requests, m.latency)
+	registerRuntime(reg)
+	if pool != nil {
+		reg.MustRegister(NewPoolCollector(pool))
+	}
+	return m
+}
+
+// registerRuntime adds the Go and process collectors once per registry.
+func registerRuntime(reg *prometheus.Registry) {
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			if _, dup := err.(prometheus.AlreadyRegisteredError); !dup {
+				panic(err)
+			}
+		}
+	}
+}
+
+// PoolCollector exports pgxpool statistics.
+type PoolCollector struct {
+	pool                                    *pgxpool.Pool
+	total, idle, acquired, max              *prometheus.Desc
+	acquireCount, acquireWait, emptyAcquire *prometheus.Desc
+}
+
+// NewPoolCollector returns a collector for pool.
+func NewPoolCollector(pool *pgxpool.Pool) *PoolCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("mailwatch_db_pool_"+name, help, nil, nil)
+	}
+	return &PoolCollector{
+		pool:         pool,
+		total:        d("connections", "Open connections in the pool."),
+		idle:         d("idle_connections", "Idle connections in the pool."),
+		acquired:     d("acquired_connections", "Connections currently in use."),
+		max:          d("max_connections", "Pool size limit."),
+		acquireCount: d("acquires_total", "Connections acquired from the pool."),
+		acquireWait:  d("acquire_wait_seconds_total", "Time spent waiting for a connection."),
+		emptyAcquire: d("empty_acquires_total", "Acquires that had to wait because the pool was empty."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.total, c.idle, c.acquired, c.max, c.acquireCount, c.acquireWait, c.emptyAcquire} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.pool.Stat()
+	ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(s.TotalConns()))
+	ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(s.IdleConns()))
+	ch <- prometheus.MustNewConstMetric(c.acquired, prometheus.GaugeValue, float64(s.AcquiredConns()))
+	ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(s.MaxConns()))
+	ch <- prometheus.MustNewConstMetric(c.acquireCount, prometheus.CounterValue, float64(s.AcquireCount()))
+	ch <- prometheus.MustNewConstMetric(c.acquireWait, prometheus.CounterValue, s.AcquireDuration().Seconds())
+	ch <- prometheus.MustNewConstMetric(c.emptyAcquire, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
+}

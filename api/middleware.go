@@ -1,0 +1,104 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+)
+
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	callerKey
+)
+
+func requestID(c *fiber.Ctx) string {
+	if id, ok := c.Locals(requestIDKey).(string); ok {
+		return id
+	}
+	return ""
+}
+
+func validRequestID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// observe is the outermost middleware: request id, panic recovery, access
+// log and metrics, in that order, so that even a panic is logged, counted
+// and answered as JSON.
+func (s *Server) observe() fiber.Handler {
+	return func(c *fiber.Ctx) (err error) {
+		start := time.Now()
+		id := string(c.Request().Header.Peek(fiber.HeaderXRequestID))
+		if !validRequestID(id) {
+			id = uuid.Must(uuid.NewV7()).String()
+		}
+		c.Locals(requestIDKey, id)
+		c.Set(fiber.HeaderXRequestID, id)
+		c.SetUserContext(context.WithValue(c.UserContext(), requestIDKey, id))
+
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					s.logger.ErrorContext(c.UserContext(), "panic serving request",
+						slog.String("request_id", id), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+					err = fmt.Errorf("panic: %v", p)
+				}
+			}()
+			err = c.Next()
+		}()
+		if err != nil {
+			if herr := s.app.ErrorHandler(c, err); herr != nil {
+				_ = c.SendStatus(fiber.StatusInternalServerError)
+			}
+			err = nil
+		}
+
+		status := c.Response().StatusCode()
+		route := "unmatched"
+		if r := c.Route(); r != nil && r.Path != "/" && r.Path != "" {
+			route = r.Path
+		}
+		elapsed := time.Since(start)
+		s.metrics.requests.WithLabelValues(c.Method(), route, strconv.Itoa(status)).Inc()
+		s.metrics.latency.WithLabelValues(c.Method(), route).Observe(elapsed.Seconds())
+
+		attrs := []slog.Attr{
+			slog.String("request_id", id),
+			slog.String("method", c.Method()),
+			slog.String("route", route),
+			slog.String("path", c.Path()),
+			slog.Int("status", status),
+			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+			slog.String("ip", c.IP()),
+		}
+		if caller, ok := CallerFrom(c.UserContext()); ok {
+			attrs = append(attrs, slog.String("account_id", caller.AccountID.String()), slog.String("key", caller.KeyIdentifier))
+		}
+		level := slog.LevelInfo
+		if status >= 500 {
+			level = slog.LevelError
+		}
+		s.logger.LogAttrs(c.UserContext(), level, "request", attrs...)
+		return nil
+	}
+}

@@ -1,0 +1,165 @@
+// Package api is mailwatch's REST API: a Fiber app whose routes are
+// declared as typed endpoints (request struct, response struct, one
+// function), documented in OpenAPI from the same declarations.
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/ulule/limiter/v3"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/usage"
+)
+
+// Deps is what the API needs from the outside world.
+type Deps struct {
+	// DB is a pool in production; tests may pass a transaction.
+	DB dbutil.Executor
+	// Pool, when set, is reported in /metrics.
+	Pool *pgxpool.Pool
+	// River inserts jobs in the request's transaction (insert-only client).
+	River *river.Client[pgx.Tx]
+	// Limiter holds the per-key and per-IP budgets.
+	Limiter *limiter.Limiter
+	// Usage collects per-key request counts; flushed by its own loop.
+	Usage *usage.Tracker
+	// Registry receives the API's metrics; a new one when nil.
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+	Now      func() time.Time
+
+	RequestTimeout time.Duration
+	BodyLimit      int
+	TrustedProxies []string
+}
+
+// Server is the REST API.
+type Server struct {
+	app      *fiber.App
+	router   *Router
+	deps     Deps
+	db       dbutil.Executor
+	q        *dbsqlc.Queries
+	logger   *slog.Logger
+	metrics  *httpMetrics
+	now      func() time.Time
+	inflight atomic.Int64
+}
+
+// New builds the API with every route registered.
+func New(deps Deps) *Server {
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.RequestTimeout == 0 {
+		deps.RequestTimeout = 30 * time.Second
+	}
+	if deps.BodyLimit == 0 {
+		deps.BodyLimit = 1 << 20
+	}
+	if deps.Usage == nil {
+		deps.Usage = usage.NewTracker()
+	}
+	if deps.Registry == nil {
+		deps.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{
+		deps:   deps,
+		db:     deps.DB,
+		q:      dbsqlc.New(),
+		logger: deps.Logger,
+		now:    deps.Now,
+	}
+	s.metrics = newHTTPMetrics(deps.Registry, deps.Pool)
+	s.app = fiber.New(fiber.Config{
+		AppName:                 "mailwatch",
+		ErrorHandler:            errorHandler(deps.Logger),
+		BodyLimit:               deps.BodyLimit,
+		DisableStartupMessage:   true,
+		ReadTimeout:             90 * time.Second,
+		WriteTimeout:            90 * time.Second,
+		IdleTimeout:             120 * time.Second,
+		EnableTrustedProxyCheck: len(deps.TrustedProxies) > 0,
+		TrustedProxies:          deps.TrustedProxies,
+		ProxyHeader:             proxyHeader(deps.TrustedProxies),
+	})
+	s.router = &Router{
+		app:            s.app,
+		reflector:      newReflector(),
+		validator:      newValidator(),
+		requestTimeout: deps.RequestTimeout,
+		rawTypes:       map[string]string{},
+		guard: &guard{
+			db:      deps.DB,
+			q:       s.q,
+			limiter: deps.Limiter,
+			usage:   deps.Usage,
+			logger:  deps.Logger,
+			now:     deps.Now,
+			cache:   map[[32]byte]cachedKey{},
+		},
+	}
+	s.app.Use(s.observe())
+	s.routes()
+	return s
+}
+
+func proxyHeader(trusted []string) string {
+	if len(trusted) > 0 {
+		return fiber.HeaderXForwardedFor
+	}
+	return ""
+}
+
+// App exposes the Fiber app (tests drive it with app.Test).
+func (s *Server) App() *fiber.App { return s.app }
+
+// Router exposes the route table and OpenAPI document.
+func (s *Server) Router() *Router { return s.router }
+
+// Usage returns the usage tracker whose flush loop the caller runs.
+func (s *Server) Usage() *usage.Tracker { return s.deps.Usage }
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.app.Listener(ln)
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests
+// until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.app.ShutdownWithContext(ctx)
+}
+
+func (s *Server) routes() {
+	s.opsRoutes()
+	s.accountRoutes()
+	s.apiKeyRoutes()
+	s.dashboardRoutes()
+}
+
+// ping checks the database for /readyz.
+func (s *Server) ping(ctx context.Context) error {
+	var one int
+	return s.db.QueryRow(ctx, "SELECT 1").Scan(&one)
+}
+
