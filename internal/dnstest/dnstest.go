@@ -97,6 +97,11 @@ func NewServer(zone string) (*Server, error) {
 			lastErr = err
 			continue
 		}
+		// A larger receive buffer (up to the kernel's rmem_max) keeps bursts
+		// of concurrent queries from being dropped.
+		if uc, ok := pc.(*net.UDPConn); ok {
+			_ = uc.SetReadBuffer(4 << 20)
+		}
 		s.addr = tl.Addr().String()
 		s.udp = &dns.Server{PacketConn: pc, Handler: s}
 		s.tcp = &dns.Server{Listener: tl, Handler: s}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
@@ -42,6 +43,9 @@ func Normalize(input string) (string, error) {
 	}
 	if len(s) > maxInputLength {
 		return "", fmt.Errorf("%w: domain is longer than %d characters", ErrInvalid, maxNameLength)
+	}
+	if !utf8.ValidString(s) {
+		return "", fmt.Errorf("%w: domain is not valid UTF-8 text", ErrInvalid)
 	}
 	s = strings.TrimSuffix(s, ".")
 	if s == "" {
