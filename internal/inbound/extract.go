@@ -27,9 +27,9 @@ const (
 	// maxLinkScanBytes is how much of each body Links scans.
 	maxLinkScanBytes = 1 << 20
 
-	// maxCodeScanBytes is how much of the text Codes scans: codes sit near
-	// the top of a message.
-	maxCodeScanBytes = 256 << 10
+	// maxCodeScanBytes is how much of the subject and of the text Codes
+	// scans: codes sit near the top of a message.
+	maxCodeScanBytes = 128 << 10
 
 	// Distances, in bytes, within which a candidate counts as "near" a
 	// keyword when it follows or precedes it ("482913 is your code").
@@ -162,7 +162,7 @@ func trimURLPunctuation(s string) string {
 func Codes(subject, text string) []string {
 	// One string, so that a keyword in the subject ("Your sign-in code")
 	// also anchors a code at the top of the body.
-	s := subject + "\n\n\n" + truncate(text, maxCodeScanBytes)
+	s := truncate(subject, maxCodeScanBytes) + "\n\n\n" + truncate(text, maxCodeScanBytes)
 	masked := maskNonCodes(s)
 
 	keywords := codeKeywordRE.FindAllStringIndex(masked, -1)

@@ -32,6 +32,15 @@ const (
 	// MaxRecipients is the number of addresses kept for each of To and Cc.
 	MaxRecipients = 500
 
+	// MaxParts is the number of MIME parts Parse reads; the rest of a
+	// message with more is ignored (and reported in Warnings). enmime's
+	// cost grows with the square of the number of text parts.
+	MaxParts = 200
+
+	// maxBoundaries bounds the distinct boundaries looked for when counting
+	// parts.
+	maxBoundaries = 64
+
 	// maxWarnings bounds Message.Warnings.
 	maxWarnings = 20
 )
@@ -141,7 +150,13 @@ func Parse(raw []byte) (msg *Message, err error) {
 		// Statistical detection misreads short Latin-1 and Shift_JIS bodies.
 		enmime.DisableCharacterDetection(true),
 	)
-	env, err := parser.ReadEnvelope(bytes.NewReader(raw))
+	var warnings []string
+	body := raw
+	if cut := partLimitOffset(raw, MaxParts); cut >= 0 {
+		body = raw[:cut]
+		warnings = append(warnings, fmt.Sprintf("message has more than %d MIME parts; the rest was ignored", MaxParts))
+	}
+	env, err := parser.ReadEnvelope(bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedMessage, err)
 	}
@@ -155,7 +170,6 @@ func Parse(raw []byte) (msg *Message, err error) {
 		Attachments: attachments(env),
 	}
 
-	var warnings []string
 	if from := addressList(env, "From", &warnings); len(from) > 0 {
 		msg.From = from[0]
 	} else if sender := addressList(env, "Sender", &warnings); len(sender) > 0 {
@@ -182,6 +196,51 @@ func Parse(raw []byte) (msg *Message, err error) {
 	msg.Links = Links(msg.Text, msg.HTML)
 	msg.Codes = Codes(msg.Subject, msg.Text)
 	return msg, nil
+}
+
+// boundaryParamRE finds the boundary parameters of multipart Content-Type
+// fields (RFC 2046 section 5.1.1), anywhere in the message.
+var boundaryParamRE = regexp.MustCompile(`(?i)\bboundary\s*=\s*(?:"([^"\r\n]{1,70})"|([^\s;"]{1,70}))`)
+
+// partLimitOffset returns the offset of the boundary line that starts part
+// number limit+1, or -1 when the message has at most limit parts. Only lines
+// that start with "--" and a declared boundary count, so a text body full of
+// "-----" separators is never cut.
+func partLimitOffset(raw []byte, limit int) int {
+	var boundaries [][]byte
+	for _, m := range boundaryParamRE.FindAllSubmatch(raw, maxBoundaries) {
+		b := m[1]
+		if b == nil {
+			b = m[2]
+		}
+		boundaries = append(boundaries, append([]byte("--"), b...))
+	}
+	if len(boundaries) == 0 {
+		return -1
+	}
+
+	count := 0
+	for off := 0; off < len(raw); {
+		line := raw[off:]
+		next := len(raw)
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i]
+			next = off + i + 1
+		}
+		if bytes.HasPrefix(line, []byte("--")) {
+			for _, b := range boundaries {
+				if bytes.HasPrefix(line, b) {
+					count++
+					if count > limit {
+						return off
+					}
+					break
+				}
+			}
+		}
+		off = next
+	}
+	return -1
 }
 
 // addressList parses an address header, falling back to picking out

@@ -3,6 +3,7 @@ package inbound
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -182,12 +183,27 @@ func TestParse(t *testing.T) {
 		_, err = Parse(make([]byte, MaxMessageBytes+1))
 		require.ErrorIs(t, err, ErrMessageTooLarge)
 
+		// Parts beyond MaxParts are ignored; "--" lines that are not
+		// boundaries don't count.
+		var parts strings.Builder
+		parts.WriteString("Content-Type: multipart/mixed; boundary=\"sep\"\r\n\r\n")
+		parts.WriteString("--sep\r\nContent-Type: text/plain\r\n\r\n" + strings.Repeat("-----\r\n", 2*MaxParts) + "\r\n")
+		for i := range MaxParts + 50 {
+			fmt.Fprintf(&parts, "--sep\r\nContent-Type: application/octet-stream\r\nContent-Disposition: attachment; filename=f%d.bin\r\n\r\nxx\r\n", i)
+		}
+		parts.WriteString("--sep--\r\n")
+		msg, err := Parse([]byte(parts.String()))
+		require.NoError(t, err)
+		require.Len(t, msg.Attachments, MaxParts-1)
+		require.Equal(t, 2*MaxParts, strings.Count(msg.Text, "-----"))
+		require.Contains(t, msg.Warnings[0], "MIME parts")
+
 		var b strings.Builder
 		for range MaxHeaders + 10 {
 			b.WriteString("X-Filler: " + strings.Repeat("v", 10) + "\r\n")
 		}
 		b.WriteString("X-Long: " + strings.Repeat("é", MaxHeaderValueBytes) + "\r\n\r\nbody\r\n")
-		msg, err := Parse([]byte(b.String()))
+		msg, err = Parse([]byte(b.String()))
 		require.NoError(t, err)
 		require.Len(t, msg.Headers, MaxHeaders)
 		for _, h := range msg.Headers {
