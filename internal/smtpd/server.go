@@ -1,0 +1,272 @@
+// Package smtpd is mailwatch's inbound SMTP listener (RFC 5321), built on
+// emersion/go-smtp. It accepts mail only for <local>@<INBOUND_DOMAIN>, asks a
+// Store whether each recipient is a live receiver (refusing the others with
+// 550 at RCPT, so senders learn at once), enforces a message size cap
+// (RFC 1870, 552) and offers STARTTLS (RFC 3207) when given a certificate.
+//
+// Accepted messages are handed to the Store with their envelope, raw bytes
+// prefixed by the Return-Path and Received trace fields that RFC 5321
+// section 4.4 asks of a final delivery server, and the time DATA ended.
+// Parsing and storage are the Store's business.
+package smtpd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultAddr            = ":2525"
+	DefaultMaxMessageBytes = 10 << 20
+	DefaultMaxRecipients   = 50
+	// DefaultReadTimeout is how long the server waits for a command or for
+	// more DATA. RFC 5321 section 4.5.3.2.7 suggests 5 minutes; receivers are
+	// short-lived, so a stuck client is cut off sooner.
+	DefaultReadTimeout  = 2 * time.Minute
+	DefaultWriteTimeout = time.Minute
+
+	// maxLineLength is the longest line accepted, in commands and DATA.
+	// RFC 5321 section 4.5.3.1.6 sets 1000 octets, but generated HTML mail
+	// routinely breaks it and a test inbox must show what was sent.
+	maxLineLength = 64 << 10
+
+	// Deadlines of the Store calls; the client is waiting on each.
+	acceptTimeout  = 10 * time.Second
+	deliverTimeout = 30 * time.Second
+)
+
+var (
+	// ErrUnknownRecipient is returned by Store.AcceptRecipient for an
+	// address that is no receiver. The client gets 550 5.1.1.
+	ErrUnknownRecipient = errors.New("unknown recipient")
+
+	// ErrExpired is returned by Store.AcceptRecipient for a receiver past
+	// its expiry. The client gets 550 5.1.1.
+	ErrExpired = errors.New("recipient expired")
+)
+
+// Store is what the listener needs from storage; the integrator implements it
+// over Postgres. Both methods are called concurrently from many sessions and
+// must respect ctx.
+type Store interface {
+	// AcceptRecipient is called at RCPT TO for an address of the inbound
+	// domain, given as "<local>@<domain>": the local part exactly as sent,
+	// the domain in lower case. It returns nil to accept, ErrUnknownRecipient
+	// or ErrExpired (possibly wrapped) to refuse with 550, and any other
+	// error to answer 451 so the sender retries later.
+	AcceptRecipient(ctx context.Context, address string) error
+
+	// Deliver stores one message for all its accepted recipients. An error
+	// answers 451 to DATA, so the sender retries: Deliver should be
+	// all-or-nothing.
+	Deliver(ctx context.Context, env Envelope) error
+}
+
+// Envelope is one accepted message.
+type Envelope struct {
+	// From is the reverse path of MAIL FROM; empty for a bounce ("<>").
+	From string
+	// To lists the accepted recipients, in RCPT order, without duplicates,
+	// in the form given to AcceptRecipient.
+	To []string
+	// Raw is the message as received, preceded by the Return-Path and
+	// Received fields added here.
+	Raw []byte
+	// ReceivedAt is when the end of DATA was read, before Deliver is
+	// called: the start of the end-to-end latency a waiter sees.
+	ReceivedAt time.Time
+	// RemoteAddr is the client's address, "ip:port".
+	RemoteAddr string
+	// Helo is the name the client gave in EHLO/HELO.
+	Helo string
+	// TLS reports whether the message came over STARTTLS.
+	TLS bool
+}
+
+// Config configures the listener. Domain is required; zero values of the
+// others take the Default constants.
+type Config struct {
+	// Addr is the TCP address ListenAndServe listens on (SMTP_ADDR).
+	Addr string
+	// Domain is the inbound domain (INBOUND_DOMAIN): only recipients
+	// <local>@<Domain>, compared case-insensitively, are accepted.
+	Domain string
+	// Hostname is the name in the greeting and in Received fields;
+	// defaults to Domain.
+	Hostname string
+	// MaxMessageBytes caps a message; larger ones get 552 (RFC 1870).
+	MaxMessageBytes int64
+	// MaxRecipients caps RCPT TO commands per message; more get 452.
+	MaxRecipients int
+	// ReadTimeout and WriteTimeout bound each wait on the client.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	// TLSConfig, when set, enables STARTTLS (RFC 3207).
+	TLSConfig *tls.Config
+}
+
+// Server is the inbound SMTP listener.
+type Server struct {
+	cfg    Config
+	store  Store
+	logger *slog.Logger
+	smtp   *smtp.Server
+
+	// ctx bounds the Store calls of every session; it is cancelled when
+	// Close or an expired Shutdown gives up on sessions.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	conns map[*smtp.Conn]struct{}
+}
+
+// NewServer validates cfg and builds a server that accepts mail for
+// cfg.Domain on behalf of store.
+func NewServer(cfg Config, store Store, logger *slog.Logger) (*Server, error) {
+	cfg.Domain = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(cfg.Domain), "."))
+	if cfg.Domain == "" {
+		return nil, errors.New("smtpd: Domain (INBOUND_DOMAIN) is required")
+	}
+	if store == nil {
+		return nil, errors.New("smtpd: a Store is required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname = cfg.Domain
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.MaxRecipients <= 0 {
+		cfg.MaxRecipients = DefaultMaxRecipients
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+
+	s := &Server{
+		cfg:    cfg,
+		store:  store,
+		logger: logger.With("component", "smtpd"),
+		conns:  make(map[*smtp.Conn]struct{}),
+	}
+	// The root of the sessions' contexts: a listener has no request context
+	// to inherit from, and its lifetime is the server's.
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+
+	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
+	srv.Addr = cfg.Addr
+	srv.Domain = cfg.Hostname
+	srv.MaxMessageBytes = cfg.MaxMessageBytes
+	srv.MaxRecipients = cfg.MaxRecipients
+	srv.MaxLineLength = maxLineLength
+	srv.ReadTimeout = cfg.ReadTimeout
+	srv.WriteTimeout = cfg.WriteTimeout
+	srv.TLSConfig = cfg.TLSConfig
+	srv.EnableSMTPUTF8 = true // RFC 6531: addresses and headers may be UTF-8.
+	srv.ErrorLog = errorLog{s.logger}
+	s.smtp = srv
+	return s, nil
+}
+
+// ListenAndServe listens on Config.Addr and serves until Shutdown or Close,
+// after which it returns nil.
+func (s *Server) ListenAndServe() error {
+	l, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("error listening for SMTP on %s: %w", s.cfg.Addr, err)
+	}
+	return s.Serve(l)
+}
+
+// Serve accepts SMTP sessions on l until Shutdown or Close, after which it
+// returns nil. It closes l.
+func (s *Server) Serve(l net.Listener) error {
+	s.logger.Info("SMTP listener started", "addr", l.Addr().String(), "domain", s.cfg.Domain,
+		"starttls", s.cfg.TLSConfig != nil, "max_message_bytes", s.cfg.MaxMessageBytes)
+	if err := s.smtp.Serve(l); err != nil {
+		return fmt.Errorf("error serving SMTP: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting connections and waits for open sessions to end
+// (clients QUIT or time out). If ctx ends first, it cancels the sessions'
+// Store calls, closes their connections and returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.smtp.Shutdown(ctx)
+	if ctx.Err() == nil {
+		s.cancel()
+		if errors.Is(err, smtp.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+	s.closeSessions()
+	return ctx.Err()
+}
+
+// Close stops the server at once, dropping open sessions.
+func (s *Server) Close() error {
+	err := s.smtp.Close()
+	s.closeSessions()
+	if errors.Is(err, smtp.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// closeSessions cancels every Store call and closes every connection. go-smtp
+// drops its own list of connections once Shutdown has begun, so the server
+// keeps one.
+func (s *Server) closeSessions() {
+	s.cancel()
+	// Closing a connection ends its session, which takes s.mu: collect first.
+	s.mu.Lock()
+	conns := make([]*smtp.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	return &session{srv: s, conn: c, logger: s.logger.With("remote_addr", c.Conn().RemoteAddr().String())}, nil
+}
+
+func (s *Server) endSession(c *smtp.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// errorLog routes go-smtp's internal error reports to slog.
+type errorLog struct{ logger *slog.Logger }
+
+func (l errorLog) Printf(format string, v ...any) { l.logger.Warn(fmt.Sprintf(format, v...)) }
+func (l errorLog) Println(v ...any)               { l.logger.Warn(strings.TrimSuffix(fmt.Sprintln(v...), "\n")) }

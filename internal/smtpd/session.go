@@ -1,0 +1,212 @@
+package smtpd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/emersion/go-smtp"
+)
+
+// session is one SMTP transaction state (RFC 5321 section 3.3): reset by
+// RSET, by a new MAIL and after DATA.
+type session struct {
+	srv    *Server
+	conn   *smtp.Conn
+	logger *slog.Logger
+
+	from string
+	to   []string
+}
+
+// Replies, with enhanced status codes from RFC 3463. go-smtp recognises an
+// *smtp.SMTPError only unwrapped, so these are returned as they are.
+func replyNoSuchUser() error {
+	return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "No such recipient here"}
+}
+
+func replyExpired() error {
+	return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "Recipient has expired"}
+}
+
+func replyWrongDomain() error {
+	return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 2}, Message: "Not accepting mail for this domain"}
+}
+
+func replyBadAddress() error {
+	return &smtp.SMTPError{Code: 501, EnhancedCode: smtp.EnhancedCode{5, 1, 3}, Message: "Bad recipient address syntax"}
+}
+
+func replyTempFailure() error {
+	return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary failure, try again later"}
+}
+
+// Mail starts a transaction. go-smtp has already refused a SIZE parameter
+// over the limit with 552 (RFC 1870 section 6.2).
+func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+	s.from = from
+	s.to = nil
+	return nil
+}
+
+// Rcpt accepts a recipient of the inbound domain that the Store knows.
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	address, err := s.srv.recipientAddress(to)
+	if err != nil {
+		s.logger.Debug("recipient refused", "rcpt", to, "reason", err.Error())
+		return err
+	}
+	for _, existing := range s.to {
+		if existing == address {
+			return nil
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(s.srv.ctx, acceptTimeout)
+	defer cancel()
+	switch err := s.srv.store.AcceptRecipient(ctx, address); {
+	case err == nil:
+	case errors.Is(err, ErrUnknownRecipient):
+		s.logger.Debug("recipient refused", "rcpt", address, "reason", "unknown")
+		return replyNoSuchUser()
+	case errors.Is(err, ErrExpired):
+		s.logger.Debug("recipient refused", "rcpt", address, "reason", "expired")
+		return replyExpired()
+	default:
+		s.logger.Error("error checking recipient", "rcpt", address, "error", err)
+		return replyTempFailure()
+	}
+
+	s.to = append(s.to, address)
+	return nil
+}
+
+// recipientAddress checks that to is <local>@<inbound domain> and returns it
+// with the domain in lower case, or the reply refusing it.
+func (s *Server) recipientAddress(to string) (string, error) {
+	at := strings.LastIndexByte(to, '@')
+	if at <= 0 || at == len(to)-1 {
+		return "", replyBadAddress()
+	}
+	local, domain := to[:at], to[at+1:]
+	// RFC 5321 section 4.5.3.1.1: a local part is at most 64 octets.
+	if len(local) > 64 {
+		return "", replyBadAddress()
+	}
+	domain = strings.TrimSuffix(domain, ".")
+	if !strings.EqualFold(domain, s.cfg.Domain) {
+		return "", replyWrongDomain()
+	}
+	return local + "@" + s.cfg.Domain, nil
+}
+
+// Data reads the message and hands it to the Store. go-smtp stops the read
+// with ErrDataTooLarge (552 5.3.4) at Config.MaxMessageBytes and only calls
+// Data once at least one recipient was accepted.
+func (s *session) Data(r io.Reader) error {
+	var buf bytes.Buffer
+	_, err := buf.ReadFrom(&deadlineReader{r: r, conn: s.conn.Conn(), timeout: s.srv.cfg.ReadTimeout})
+	if err != nil {
+		var smtpErr *smtp.SMTPError
+		if errors.As(err, &smtpErr) {
+			s.logger.Info("message refused", "reason", smtpErr.Message, "rcpt_count", len(s.to))
+			return smtpErr
+		}
+		return fmt.Errorf("error reading message data: %w", err)
+	}
+	receivedAt := time.Now()
+
+	tlsState, isTLS := s.conn.TLSConnectionState()
+	env := Envelope{
+		From:       s.from,
+		To:         append([]string(nil), s.to...),
+		ReceivedAt: receivedAt,
+		RemoteAddr: s.conn.Conn().RemoteAddr().String(),
+		Helo:       s.conn.Hostname(),
+		TLS:        isTLS && tlsState.HandshakeComplete,
+	}
+	env.Raw = append(s.srv.traceFields(env), buf.Bytes()...)
+
+	ctx, cancel := context.WithTimeout(s.srv.ctx, deliverTimeout)
+	defer cancel()
+	if err := s.srv.store.Deliver(ctx, env); err != nil {
+		s.logger.Error("error delivering message", "rcpt_count", len(env.To), "size", len(env.Raw), "error", err)
+		return replyTempFailure()
+	}
+	s.logger.Info("message accepted", "from", env.From, "rcpt_count", len(env.To), "size", len(env.Raw), "tls", env.TLS)
+	return nil
+}
+
+// traceFields returns the Return-Path and Received fields a final delivery
+// server prepends (RFC 5321 section 4.4; "with ESMTPS" per RFC 3848).
+func (s *Server) traceFields(env Envelope) []byte {
+	ip := env.RemoteAddr
+	if host, _, err := net.SplitHostPort(ip); err == nil {
+		ip = host
+	}
+	protocol := "ESMTP"
+	if env.TLS {
+		protocol = "ESMTPS"
+	}
+	returnPath := "" // The null reverse path of a bounce stays "<>".
+	if env.From != "" {
+		returnPath = traceText(env.From)
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "Return-Path: <%s>\r\n", returnPath)
+	fmt.Fprintf(&b, "Received: from %s ([%s])\r\n\tby %s with %s;\r\n\t%s\r\n",
+		traceText(env.Helo), ip, s.cfg.Hostname, protocol, env.ReceivedAt.UTC().Format(time.RFC1123Z))
+	return b.Bytes()
+}
+
+// traceText keeps client-supplied text from breaking a header field: no
+// control characters, parentheses or angle brackets, at most 255 bytes.
+func traceText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x21 || r == 0x7f || strings.ContainsRune("()<>", r) {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > 255 {
+		s = s[:255]
+	}
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// Reset aborts the transaction (RSET).
+func (s *session) Reset() {
+	s.from = ""
+	s.to = nil
+}
+
+// Logout ends the session when the connection closes or after STARTTLS.
+func (s *session) Logout() error {
+	s.srv.endSession(s.conn)
+	return nil
+}
+
+// deadlineReader pushes the read deadline forward before each read of DATA:
+// go-smtp sets it once per command line, which would bound the whole upload
+// of a large message by ReadTimeout.
+type deadlineReader struct {
+	r       io.Reader
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	if err := d.conn.SetReadDeadline(time.Now().Add(d.timeout)); err != nil {
+		return 0, fmt.Errorf("error setting read deadline: %w", err)
+	}
+	return d.r.Read(p)
+}
