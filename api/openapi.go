@@ -119,7 +119,7 @@ func defaultErrors(auth AuthMode, hasInput bool) []int {
 	var out []int
 	switch auth {
 	case AuthOps:
-		return nil
+		return []int{http.StatusInternalServerError}
 	case AuthNone:
 		out = []int{http.StatusTooManyRequests}
 	default:

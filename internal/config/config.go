@@ -28,6 +28,7 @@ type Var struct {
 var Vars = []Var{
 	{Name: "DATABASE_URL", Default: "", Secret: true, Meaning: "Postgres connection URL (required by every role). `scripts/run` and `scripts/test` start a local cluster when it is unset."},
 	{Name: "LISTEN_ADDR", Default: ":8080", Meaning: "Address the REST API listens on (`api`, `dev`)."},
+	{Name: "METRICS_ADDR", Default: ":9091", Meaning: "Address where `worker` and `smtp` processes serve /healthz, /readyz and /metrics (the API serves them on LISTEN_ADDR)."},
 	{Name: "SMTP_ADDR", Default: ":2525", Meaning: "Address the inbound SMTP listener binds (`smtp`, `dev`)."},
 	{Name: "INBOUND_DOMAIN", Default: "inbound.mailwatch.localhost", Meaning: "Domain of receiver and reporting addresses; the SMTP listener accepts mail only for it."},
 	{Name: "MAILWATCH_SECRET_KEY", Default: "", Secret: true, Meaning: "32 bytes, standard base64. Encrypts signing secrets at rest (AES-256-GCM). `dev` and `scripts/run` generate one for local use when it is unset."},
@@ -53,6 +54,7 @@ var Vars = []Var{
 type Config struct {
 	DatabaseURL            string
 	ListenAddr             string
+	MetricsAddr            string
 	SMTPAddr               string
 	InboundDomain          string
 	SecretKey              []byte
@@ -114,6 +116,7 @@ func Parse(lookup Lookup) (*Config, error) {
 	cfg := &Config{
 		DatabaseURL:          get("DATABASE_URL"),
 		ListenAddr:           get("LISTEN_ADDR"),
+		MetricsAddr:          get("METRICS_ADDR"),
 		SMTPAddr:             get("SMTP_ADDR"),
 		InboundDomain:        strings.ToLower(strings.TrimSuffix(get("INBOUND_DOMAIN"), ".")),
 		RedisURL:             get("REDIS_URL"),

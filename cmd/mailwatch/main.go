@@ -1,0 +1,99 @@
+// Command mailwatch runs every role of the service from one binary:
+//
+//	mailwatch api        REST API (Fiber)
+//	mailwatch worker     River workers and periodic jobs
+//	mailwatch migrate    apply River's migrations, then mailwatch's
+//	mailwatch dev        every role in one process, for a laptop
+//	mailwatch admin      grant or revoke admin rights
+//	mailwatch config     print the configuration table or the effective settings
+//
+// Configuration comes from the environment; see `mailwatch config`.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mailwatch/mailwatch/internal/config"
+)
+
+const usage = `usage: mailwatch <command> [arguments]
+
+commands:
+  api                      serve the REST API on LISTEN_ADDR
+  worker                   work River jobs (all queues) and run periodic jobs
+  migrate                  apply River's migrations and then mailwatch's
+  dev                      migrate, then run api and worker in one process
+  admin grant <email>      make an account an admin
+  admin revoke <email>     take admin rights away
+  config [table]           print effective settings (secrets redacted), or the Markdown table
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "mailwatch:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprint(os.Stderr, usage)
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"no command given"}
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	logger := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	switch args[0] {
+	case "api":
+		return runAPI(ctx, cfg, logger)
+	case "worker":
+		return runWorker(ctx, cfg, logger)
+	case "migrate":
+		return runMigrate(ctx, cfg, logger, stdout)
+	case "dev":
+		return runDev(ctx, cfg, logger, stderr)
+	case "admin":
+		return runAdmin(ctx, cfg, args[1:], stdout)
+	case "config":
+		if len(args) > 1 && args[1] == "table" {
+			fmt.Fprint(stdout, config.MarkdownTable())
+			return nil
+		}
+		for _, v := range config.Vars {
+			fmt.Fprintf(stdout, "%s=%s\n", v.Name, config.Redacted(os.LookupEnv)[v.Name])
+		}
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return usageError{fmt.Sprintf("unknown command %q", args[0])}
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

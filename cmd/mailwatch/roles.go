@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
+	"github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/store/memory"
+	sredis "github.com/ulule/limiter/v3/drivers/store/redis"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/migrate"
+	"github.com/mailwatch/mailwatch/jobs"
+)
+
+func openPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
+	if err := cfg.Require("DATABASE_URL"); err != nil {
+		return nil, err
+	}
+	return dbutil.NewPool(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
+}
+
+func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	applied, err := migrate.Up(ctx, pool, logger)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "database is up to date")
+	} else {
+		fmt.Fprintln(stdout, "applied:", strings.Join(applied, ", "))
+	}
+	return nil
+}
+
+// newLimiter returns the rate limiter: in Redis when REDIS_URL is set, so
+// that every replica shares one budget, otherwise in memory.
+func newLimiter(ctx context.Context, cfg *config.Config) (*limiter.Limiter, func(), error) {
+	rate := limiter.Rate{Period: time.Minute, Limit: int64(cfg.RateLimitPerMinute)}
+	if cfg.RedisURL == "" {
+		return limiter.New(memory.NewStore(), rate), func() {}, nil
+	}
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error parsing REDIS_URL: %w", err)
+	}
+	client := redis.NewClient(opts)
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := client.Ping(pingCtx).Err(); err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("error reaching Redis at REDIS_URL: %w", err)
+	}
+	store, err := sredis.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: "mailwatch:ratelimit", MaxRetry: 3})
+	if err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("error creating Redis rate-limit store: %w", err)
+	}
+	return limiter.New(store, rate), func() { client.Close() }, nil
+}
+
+// apiRole is a running API: the server and the loops it needs.
+type apiRole struct {
+	srv      *api.Server
+	closeLim func()
+}
+
+func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, riverClient *river.Client[pgx.Tx]) (*apiRole, error) {
+	lim, closeLim, err := newLimiter(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	srv := api.New(api.Deps{
+		DB:             pool,
+		Pool:           pool,
+		River:          riverClient,
+		Limiter:        lim,
+		Registry:       reg,
+		Logger:         logger,
+		RequestTimeout: cfg.RequestTimeout,
+		BodyLimit:      cfg.BodyLimitBytes,
+		TrustedProxies: cfg.TrustedProxies,
+	})
+	return &apiRole{srv: srv, closeLim: closeLim}, nil
+}
+
+// serve runs the API until ctx ends, then shuts down gracefully: the
+// listener closes, in-flight requests finish (up to SHUTDOWN_TIMEOUT) and
+// pending usage counts are flushed.
+func (r *apiRole) serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool) error {
+	defer r.closeLim()
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("error listening on %s: %w", cfg.ListenAddr, err)
+	}
+	logger.Info("API listening", slog.String("addr", ln.Addr().String()))
+	usageCtx, stopUsage := context.WithCancel(context.WithoutCancel(ctx))
+	usageDone := make(chan struct{})
+	go func() {
+		defer close(usageDone)
+		r.srv.Usage().Run(usageCtx, pool, 10*time.Second, logger)
+	}()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- r.srv.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		stopUsage()
+		<-usageDone
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("API shutting down; waiting for in-flight requests")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	err = r.srv.Shutdown(shutdownCtx)
+	stopUsage()
+	<-usageDone
+	if err != nil {
+		return fmt.Errorf("error shutting down API: %w", err)
+	}
+	return <-serveErr
+}
+
+func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	logStart(logger, "api")
+	deps := jobs.Deps{Pool: pool, Logger: logger}
+	riverClient, err := jobs.NewClient(deps, jobs.Options{})
+	if err != nil {
+		return err
+	}
+	role, err := newAPIRole(ctx, cfg, logger, pool, prometheus.NewRegistry(), riverClient)
+	if err != nil {
+		return err
+	}
+	return role.serve(ctx, cfg, logger, pool)
+}
+
+func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	logStart(logger, "worker")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), api.NewPoolCollector(pool))
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return runWorkerClient(gctx, cfg, logger, pool) })
+	g.Go(func() error { return serveOps(gctx, cfg.MetricsAddr, pool, reg, logger) })
+	return g.Wait()
+}
+
+// runWorkerClient works jobs until ctx ends, then stops River gracefully:
+// running jobs get SHUTDOWN_TIMEOUT to finish before they are cancelled.
+func runWorkerClient(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool) error {
+	client, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{Concurrency: cfg.WorkerConcurrency, WithPeriodic: true})
+	if err != nil {
+		return err
+	}
+	if err := client.Start(ctx); err != nil {
+		return fmt.Errorf("error starting River: %w", err)
+	}
+	logger.Info("worker started", slog.Int("concurrency", cfg.WorkerConcurrency))
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		logger.Warn("River did not stop in time; cancelling running jobs", slog.Any("error", err))
+		hardCtx, hardCancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer hardCancel()
+		return client.StopAndCancel(hardCtx)
+	}
+	return nil
+}
+
+// serveOps serves /healthz, /readyz and /metrics for roles without the API.
+func serveOps(ctx context.Context, addr string, pool *pgxpool.Pool, reg *prometheus.Registry, logger *slog.Logger) error {
+	if addr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	app.Get("/readyz", func(c *fiber.Ctx) error {
+		pingCtx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+		defer cancel()
+		if err := pool.Ping(pingCtx); err != nil {
+			return c.Status(503).JSON(fiber.Map{"detail": "database unreachable"})
+		}
+		return c.JSON(fiber.Map{"status": "ok"})
+	})
+	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("error listening on METRICS_ADDR %s: %w", addr, err)
+	}
+	logger.Info("ops endpoints listening", slog.String("addr", ln.Addr().String()))
+	go func() {
+		<-ctx.Done()
+		_ = app.ShutdownWithTimeout(5 * time.Second)
+	}()
+	if err := app.Listener(ln); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// runDev runs migrations and then the API and a worker in one process.
+func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr io.Writer) error {
+	if len(cfg.SecretKey) == 0 {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return err
+		}
+		cfg.SecretKey = key
+		fmt.Fprintln(stderr, "mailwatch dev: MAILWATCH_SECRET_KEY is unset; generated a throwaway key for this run.\n"+
+			"  Secrets encrypted with it cannot be read after a restart. To keep one, export:\n"+
+			"  MAILWATCH_SECRET_KEY="+base64.StdEncoding.EncodeToString(key))
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := migrate.Up(ctx, pool, logger); err != nil {
+		return err
+	}
+	logStart(logger, "dev")
+	deps := jobs.Deps{Pool: pool, Logger: logger}
+	insertClient, err := jobs.NewClient(deps, jobs.Options{})
+	if err != nil {
+		return err
+	}
+	role, err := newAPIRole(ctx, cfg, logger, pool, prometheus.NewRegistry(), insertClient)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return role.serve(gctx, cfg, logger, pool) })
+	g.Go(func() error { return runWorkerClient(gctx, cfg, logger, pool) })
+	return g.Wait()
+}
+
+func runAdmin(ctx context.Context, cfg *config.Config, args []string, stdout io.Writer) error {
+	if len(args) != 2 || (args[0] != "grant" && args[0] != "revoke") {
+		return usageError{"usage: mailwatch admin grant|revoke <email>"}
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	email := strings.ToLower(strings.TrimSpace(args[1]))
+	n, err := dbsqlc.New().AccountSetAdmin(ctx, pool, dbsqlc.AccountSetAdminParams{Email: email, IsAdmin: args[0] == "grant"})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("no account with email %s", email)
+	}
+	if args[0] == "grant" {
+		fmt.Fprintf(stdout, "%s is now an admin (effective within 5 s)\n", email)
+	} else {
+		fmt.Fprintf(stdout, "%s is no longer an admin (effective within 5 s)\n", email)
+	}
+	return nil
+}
+
+func logStart(logger *slog.Logger, role string) {
+	attrs := []any{slog.String("role", role)}
+	for k, v := range config.Redacted(os.LookupEnv) {
+		attrs = append(attrs, slog.String(k, v))
+	}
+	logger.Info("starting mailwatch", attrs...)
+}

@@ -1,0 +1,130 @@
+// Package jobs holds mailwatch's River job kinds, their workers and the
+// client configuration every role shares.
+//
+// Job args carry identifiers only, never secrets or payloads: a worker
+// reads the current state of its rows when it runs, so whoever triggers a
+// run (the API, River's scheduler, an operator in River UI, the rescuer)
+// the rows converge.
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// Queue names. Each role can be scaled on its own; a worker process works
+// every queue unless told otherwise.
+const (
+	QueueDefault     = river.QueueDefault
+	QueueMaintenance = "maintenance"
+)
+
+// Deps is what workers need.
+type Deps struct {
+	Pool   *pgxpool.Pool
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Options tune a client.
+type Options struct {
+	// Concurrency is MaxWorkers per queue; zero makes an insert-only client.
+	Concurrency int
+	// FetchCooldown is lowered from River's 100 ms so that a job inserted by
+	// the API starts within milliseconds (PERFORMANCE.md): it applies both
+	// to the inserting client's notify debounce and to the fetch loop.
+	FetchCooldown time.Duration
+	// WithPeriodic enables the periodic jobs (every worker process may set
+	// it; River elects one leader to enqueue them).
+	WithPeriodic bool
+}
+
+// Workers returns every registered worker.
+func Workers(deps Deps) *river.Workers {
+	w := river.NewWorkers()
+	river.AddWorker(w, &UsagePruneWorker{deps: deps})
+	return w
+}
+
+// PeriodicJobs returns the schedules a leader enqueues.
+func PeriodicJobs() []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+			return UsagePruneArgs{}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "usage_prune"}),
+	}
+}
+
+// NewClient returns a River client. With opts.Concurrency zero it only
+// inserts jobs (the API's client); otherwise it works every queue.
+func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
+	if opts.FetchCooldown == 0 {
+		opts.FetchCooldown = 10 * time.Millisecond
+	}
+	cfg := &river.Config{
+		Logger:        deps.Logger,
+		Workers:       Workers(deps),
+		FetchCooldown: opts.FetchCooldown,
+		// A job whose process died is retried after minutes, not River's
+		// default hour.
+		RescueStuckJobsAfter: 5 * time.Minute,
+	}
+	if opts.Concurrency > 0 {
+		cfg.FetchPollInterval = 200 * time.Millisecond
+		cfg.Queues = map[string]river.QueueConfig{
+			QueueDefault:     {MaxWorkers: opts.Concurrency},
+			QueueMaintenance: {MaxWorkers: 2},
+		}
+		if opts.WithPeriodic {
+			cfg.PeriodicJobs = PeriodicJobs()
+		}
+	}
+	client, err := river.NewClient(riverpgxv5.New(deps.Pool), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("error creating River client: %w", err)
+	}
+	return client, nil
+}
+
+// usageRetention is how long per-day API usage is kept.
+const usageRetention = 400 * 24 * time.Hour
+
+// UsagePruneArgs prunes old usage counters and long-revoked keys.
+type UsagePruneArgs struct{}
+
+// Kind implements river.JobArgs.
+func (UsagePruneArgs) Kind() string { return "usage_prune" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (UsagePruneArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+}
+
+// UsagePruneWorker works UsagePruneArgs.
+type UsagePruneWorker struct {
+	river.WorkerDefaults[UsagePruneArgs]
+	deps Deps
+}
+
+// Work deletes usage rows older than the retention, then revoked keys that
+// no usage row refers to any more.
+func (w *UsagePruneWorker) Work(ctx context.Context, job *river.Job[UsagePruneArgs]) error {
+	now := time.Now
+	if w.deps.Now != nil {
+		now = w.deps.Now
+	}
+	cutoff := now().UTC().Add(-usageRetention)
+	rows, err := pruneUsage(ctx, w.deps.Pool, cutoff)
+	if err != nil {
+		return err
+	}
+	w.deps.Logger.InfoContext(ctx, "pruned API usage", slog.Int64("rows", rows), slog.Time("before", cutoff))
+	return nil
+}

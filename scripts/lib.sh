@@ -1,0 +1,132 @@
+# Shared set-up for scripts/run, scripts/test and scripts/bench: a private
+# Postgres cluster (and, for tests, Redis) under .local/ of the checkout, so
+# the scripts work on a bare Debian machine with Go and nothing running, as
+# root or as a normal user. Source it; do not run it.
+
+set -euo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+local_dir="$repo_root/.local"
+mkdir -p "$local_dir"
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# as_root runs a command as root (directly, or through sudo).
+as_root() {
+	if is_root; then "$@"
+	elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
+	else return 1
+	fi
+}
+
+apt_updated=""
+apt_install() {
+	command -v apt-get >/dev/null 2>&1 || return 1
+	if [ -z "$apt_updated" ]; then
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || return 1
+		apt_updated=1
+	fi
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+}
+
+pg_bindir() {
+	local d
+	d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+	if [ -n "$d" ] && [ -x "$d/initdb" ]; then echo "$d"; return 0; fi
+	if command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; then pg_config --bindir; return 0; fi
+	return 1
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# pg_run runs a Postgres server binary as the cluster's owner: initdb and
+# postgres refuse to run as root, so root uses the postgres system user.
+pg_run() {
+	if is_root; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# ensure_postgres starts (or reuses) the private cluster and sets
+# MW_PG_URL to a superuser URL of its "postgres" database.
+ensure_postgres() {
+	local bindir
+	if ! bindir=$(pg_bindir); then
+		log "PostgreSQL server binaries not found; installing the postgresql package"
+		apt_install postgresql >/dev/null || die "could not install postgresql (need root or passwordless sudo)"
+		bindir=$(pg_bindir) || die "postgresql installed but initdb not found"
+	fi
+
+	local data="$local_dir/pg"
+	if is_root; then
+		id postgres >/dev/null 2>&1 || die "user postgres missing (install the postgresql package)"
+		# The postgres user must reach the data directory; a checkout under a
+		# private home (e.g. /root) is not reachable, so use /tmp then.
+		if ! runuser -u postgres -- test -x "$local_dir" 2>/dev/null; then
+			data="/tmp/mailwatch-pg-$(printf '%s' "$repo_root" | sha256sum | cut -c1-12)"
+		fi
+	fi
+	mkdir -p "$data"
+	is_root && chown postgres:postgres "$data" && chmod 700 "$data"
+
+	if [ ! -f "$data/PG_VERSION" ]; then
+		log "initialising a private Postgres cluster in $data"
+		pg_run "$bindir/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null 2>&1 ||
+			pg_run "$bindir/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null
+	fi
+
+	local port
+	if pg_run "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+		port=$(sed -n 4p "$data/postmaster.pid")
+	else
+		port=55432
+		while port_in_use "$port"; do port=$((port + 1)); done
+		log "starting Postgres on 127.0.0.1:$port"
+		pg_run "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
+			-o "-c listen_addresses=127.0.0.1 -p $port -k $data -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB" \
+			start >/dev/null || { cat "$data/server.log" >&2; die "Postgres did not start"; }
+		MW_PG_STARTED="$data"
+	fi
+	MW_PG_BINDIR="$bindir"
+	MW_PG_DATA="$data"
+	MW_PG_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+	export MW_PG_URL
+}
+
+stop_postgres() {
+	if [ -n "${MW_PG_STARTED:-}" ]; then
+		pg_run "$MW_PG_BINDIR/pg_ctl" -D "$MW_PG_STARTED" -m fast -w stop >/dev/null 2>&1 || true
+	fi
+}
+
+# ensure_redis sets MW_REDIS_URL to a Redis that answers: REDIS_URL's if
+# given, else a throwaway redis-server of ours (installed when missing).
+ensure_redis() {
+	if ! command -v redis-server >/dev/null 2>&1; then
+		log "redis-server not found; installing the redis-server package"
+		apt_install redis-server >/dev/null || { log "could not install redis-server; Redis tests will be skipped"; return 0; }
+	fi
+	local port=56379
+	while port_in_use "$port"; do port=$((port + 1)); done
+	redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
+		--pidfile "$local_dir/redis-$port.pid" --logfile "$local_dir/redis-$port.log" --dir "$local_dir" >/dev/null
+	for _ in $(seq 1 50); do port_in_use "$port" && break; sleep 0.1; done
+	MW_REDIS_STARTED="$local_dir/redis-$port.pid"
+	MW_REDIS_URL="redis://127.0.0.1:$port/0"
+	export MW_REDIS_URL
+}
+
+stop_redis() {
+	if [ -n "${MW_REDIS_STARTED:-}" ] && [ -f "$MW_REDIS_STARTED" ]; then
+		kill "$(cat "$MW_REDIS_STARTED")" 2>/dev/null || true
+	fi
+}
+
+# ensure_go checks the Go toolchain.
+ensure_go() {
+	if ! command -v go >/dev/null 2>&1; then
+		[ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH" || die "Go is required (https://go.dev/dl)"
+	fi
+	export PATH="$(go env GOPATH)/bin:$PATH"
+}
