@@ -196,4 +196,3 @@ func (g *guard) charge(c *fiber.Ctx, key string) error {
 	}
 	return nil
 }
-

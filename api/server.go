@@ -162,4 +162,3 @@ func (s *Server) ping(ctx context.Context) error {
 	var one int
 	return s.db.QueryRow(ctx, "SELECT 1").Scan(&one)
 }
-
