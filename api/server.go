@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,10 @@ import (
 	"github.com/ulule/limiter/v3"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/usage"
 )
@@ -35,6 +40,22 @@ type Deps struct {
 	Limiter *limiter.Limiter
 	// Usage collects per-key request counts; flushed by its own loop.
 	Usage *usage.Tracker
+	// Emitter writes events (and their deliveries) in a transaction.
+	Emitter *events.Emitter
+	// Keyring encrypts and decrypts signing secrets at rest.
+	Keyring *secretbox.Keyring
+	// WebhookGuard checks webhook destinations against SSRF rules.
+	WebhookGuard *netguard.Guard
+	// WebhookClient sends subscription test pushes.
+	WebhookClient *http.Client
+	// InboundDomain is the domain of receiver and reporting addresses.
+	InboundDomain string
+	// InboundWebhookSecret verifies the email ingress webhook.
+	InboundWebhookSecret string
+	// TwilioAuthToken verifies the SMS ingress webhook.
+	TwilioAuthToken string
+	// Resolver answers the domain checks' DNS queries.
+	Resolver dnscheck.Resolver
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -74,6 +95,9 @@ func New(deps Deps) *Server {
 	}
 	if deps.Usage == nil {
 		deps.Usage = usage.NewTracker()
+	}
+	if deps.Emitter == nil {
+		deps.Emitter = &events.Emitter{River: deps.River}
 	}
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
@@ -155,6 +179,15 @@ func (s *Server) routes() {
 	s.accountRoutes()
 	s.apiKeyRoutes()
 	s.dashboardRoutes()
+	s.eventRoutes()        // events.go
+	s.alertRoutes()        // alerts.go
+	s.adminEventRoutes()   // admin_events.go
+	s.subscriptionRoutes() // subscriptions.go
+	s.deliveryRoutes()     // deliveries.go
+	s.receiverRoutes()     // receivers.go
+	s.inboundRoutes()      // inbound.go
+	s.adminSMSRoutes()     // admin_sms.go
+	s.domainRoutes()       // domains.go
 }
 
 // ping checks the database for /readyz.

@@ -11,12 +11,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/secretbox"
 )
 
 // Queue names. Each role can be scaled on its own; a worker process works
@@ -24,13 +30,28 @@ import (
 const (
 	QueueDefault     = river.QueueDefault
 	QueueMaintenance = "maintenance"
+	QueueWebhooks    = "webhooks"
+	QueueDNS         = "dns"
 )
+
+// AllQueues lists every queue a worker works by default.
+var AllQueues = []string{QueueDefault, QueueMaintenance, QueueWebhooks, QueueDNS}
 
 // Deps is what workers need.
 type Deps struct {
 	Pool   *pgxpool.Pool
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Config is the process configuration (retention, inbound domain...).
+	Config *config.Config
+	// Keyring decrypts subscription signing secrets.
+	Keyring *secretbox.Keyring
+	// WebhookClient pushes deliveries (SSRF-guarded, no redirects).
+	WebhookClient *http.Client
+	// Resolver answers DNS checks.
+	Resolver dnscheck.Resolver
+	// Registry receives worker metrics; may be nil.
+	Registry *prometheus.Registry
 }
 
 // Options tune a client.
@@ -44,22 +65,36 @@ type Options struct {
 	// WithPeriodic enables the periodic jobs (every worker process may set
 	// it; River elects one leader to enqueue them).
 	WithPeriodic bool
+	// Queues limits the queues worked; empty means AllQueues.
+	Queues []string
+	// WebhookConcurrency is MaxWorkers of the webhooks queue; pushes are
+	// I/O-bound, so it is sized apart from the rest. Zero means Concurrency.
+	WebhookConcurrency int
 }
 
 // Workers returns every registered worker.
 func Workers(deps Deps) *river.Workers {
 	w := river.NewWorkers()
 	river.AddWorker(w, &UsagePruneWorker{deps: deps})
+	addEventWorkers(w, deps)    // events.go
+	addWebhookWorkers(w, deps)  // webhooks.go
+	addReceiverWorkers(w, deps) // receivers.go
+	addDomainWorkers(w, deps)   // domains.go
 	return w
 }
 
 // PeriodicJobs returns the schedules a leader enqueues.
-func PeriodicJobs() []*river.PeriodicJob {
-	return []*river.PeriodicJob{
+func PeriodicJobs(deps Deps) []*river.PeriodicJob {
+	out := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 			return UsagePruneArgs{}, nil
 		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "usage_prune"}),
 	}
+	out = append(out, eventPeriodicJobs(deps)...)
+	out = append(out, webhookPeriodicJobs(deps)...)
+	out = append(out, receiverPeriodicJobs(deps)...)
+	out = append(out, domainPeriodicJobs(deps)...)
+	return out
 }
 
 // NewClient returns a River client. With opts.Concurrency zero it only
@@ -78,12 +113,25 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 	}
 	if opts.Concurrency > 0 {
 		cfg.FetchPollInterval = 200 * time.Millisecond
-		cfg.Queues = map[string]river.QueueConfig{
-			QueueDefault:     {MaxWorkers: opts.Concurrency},
-			QueueMaintenance: {MaxWorkers: 2},
+		queues := opts.Queues
+		if len(queues) == 0 {
+			queues = AllQueues
+		}
+		cfg.Queues = map[string]river.QueueConfig{}
+		for _, q := range queues {
+			n := opts.Concurrency
+			switch q {
+			case QueueMaintenance:
+				n = min(n, 4)
+			case QueueWebhooks:
+				if opts.WebhookConcurrency > 0 {
+					n = opts.WebhookConcurrency
+				}
+			}
+			cfg.Queues[q] = river.QueueConfig{MaxWorkers: n}
 		}
 		if opts.WithPeriodic {
-			cfg.PeriodicJobs = PeriodicJobs()
+			cfg.PeriodicJobs = PeriodicJobs(deps)
 		}
 	}
 	client, err := river.NewClient(riverpgxv5.New(deps.Pool), cfg)

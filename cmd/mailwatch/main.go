@@ -2,6 +2,8 @@
 //
 //	mailwatch api        REST API (Fiber)
 //	mailwatch worker     River workers and periodic jobs
+//	mailwatch smtp       inbound SMTP listener
+//	mailwatch jobs       operator commands over River's client API
 //	mailwatch migrate    apply River's migrations, then mailwatch's
 //	mailwatch dev        every role in one process, for a laptop
 //	mailwatch admin      grant or revoke admin rights
@@ -27,7 +29,9 @@ const usage = `usage: mailwatch <command> [arguments]
 
 commands:
   api                      serve the REST API on LISTEN_ADDR
-  worker                   work River jobs (all queues) and run periodic jobs
+  worker [--queues=a,b]    work River jobs (all queues unless named) and run periodic jobs
+  smtp                     receive mail for receivers on SMTP_ADDR
+  jobs list|retry|cancel   inspect and steer River jobs (as River UI does)
   migrate                  apply River's migrations and then mailwatch's
   dev                      migrate, then run api and worker in one process
   admin grant <email>      make an account an admin
@@ -67,7 +71,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "api":
 		return runAPI(ctx, cfg, logger)
 	case "worker":
-		return runWorker(ctx, cfg, logger)
+		return runWorker(ctx, cfg, logger, args[1:])
+	case "smtp":
+		return runSMTP(ctx, cfg, logger) // smtp.go
+	case "jobs":
+		return runJobs(ctx, cfg, logger, args[1:], stdout) // jobscli.go
 	case "migrate":
 		return runMigrate(ctx, cfg, logger, stdout)
 	case "dev":

@@ -32,6 +32,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/migrate"
+	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -93,15 +94,26 @@ type apiRole struct {
 }
 
 func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, riverClient *river.Client[pgx.Tx]) (*apiRole, error) {
+	sh, err := buildShared(cfg)
+	if err != nil {
+		return nil, err
+	}
 	lim, closeLim, err := newLimiter(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	srv := api.New(api.Deps{
-		DB:             pool,
-		Pool:           pool,
-		River:          riverClient,
-		Limiter:        lim,
+		DB:                   pool,
+		Pool:                 pool,
+		River:                riverClient,
+		Keyring:              sh.keyring,
+		WebhookGuard:         sh.guard,
+		WebhookClient:        webhook.NewClient(sh.guard, webhook.ClientOptions{}),
+		InboundDomain:        cfg.InboundDomain,
+		InboundWebhookSecret: cfg.InboundWebhookSecret,
+		TwilioAuthToken:      cfg.TwilioAuthToken,
+		Resolver:             sh.resolver,
+		Limiter:              lim,
 		Registry:       reg,
 		Logger:         logger,
 		RequestTimeout: cfg.RequestTimeout,
@@ -168,7 +180,19 @@ func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error 
 	return role.serve(ctx, cfg, logger, pool)
 }
 
-func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger, args []string) error {
+	var queues []string
+	for _, a := range args {
+		v, ok := strings.CutPrefix(a, "--queues=")
+		if !ok {
+			return usageError{fmt.Sprintf("unknown worker flag %q", a)}
+		}
+		for _, q := range strings.Split(v, ",") {
+			if q = strings.TrimSpace(q); q != "" {
+				queues = append(queues, q)
+			}
+		}
+	}
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
 		return err
@@ -179,15 +203,25 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), api.NewPoolCollector(pool))
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return runWorkerClient(gctx, cfg, logger, pool) })
+	deps, err := workerDeps(cfg, logger, pool, reg)
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return runWorkerClient(gctx, cfg, deps, queues) })
 	g.Go(func() error { return serveOps(gctx, cfg.MetricsAddr, pool, reg, logger) })
 	return g.Wait()
 }
 
 // runWorkerClient works jobs until ctx ends, then stops River gracefully:
 // running jobs get SHUTDOWN_TIMEOUT to finish before they are cancelled.
-func runWorkerClient(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool) error {
-	client, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{Concurrency: cfg.WorkerConcurrency, WithPeriodic: true})
+func runWorkerClient(ctx context.Context, cfg *config.Config, deps jobs.Deps, queues []string) error {
+	logger := deps.Logger
+	client, err := jobs.NewClient(deps, jobs.Options{
+		Concurrency:        cfg.WorkerConcurrency,
+		WebhookConcurrency: cfg.WebhookConcurrency,
+		WithPeriodic:       true,
+		Queues:             queues,
+	})
 	if err != nil {
 		return err
 	}
@@ -269,9 +303,13 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr
 	if err != nil {
 		return err
 	}
+	wdeps, err := workerDeps(cfg, logger, pool, nil)
+	if err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return role.serve(gctx, cfg, logger, pool) })
-	g.Go(func() error { return runWorkerClient(gctx, cfg, logger, pool) })
+	g.Go(func() error { return runWorkerClient(gctx, cfg, wdeps, nil) })
 	return g.Wait()
 }
 

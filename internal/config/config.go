@@ -45,6 +45,7 @@ var Vars = []Var{
 	{Name: "SHUTDOWN_TIMEOUT", Default: "25s", Meaning: "How long a stopping process waits for in-flight requests and jobs to finish."},
 	{Name: "DB_MAX_CONNS", Default: "20", Meaning: "Size of each process's Postgres connection pool."},
 	{Name: "TRUSTED_PROXIES", Default: "", Meaning: "Comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted for the client IP (per-IP rate limits)."},
+	{Name: "WEBHOOK_CONCURRENCY", Default: "200", Meaning: "Concurrent webhook pushes per worker process (the `webhooks` queue's MaxWorkers); pushes are I/O-bound."},
 	{Name: "WORKER_CONCURRENCY", Default: "100", Meaning: "River workers per queue in a `worker` process."},
 	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error."},
 	{Name: "LOG_FORMAT", Default: "json", Meaning: "json or text."},
@@ -72,6 +73,7 @@ type Config struct {
 	DBMaxConns             int
 	TrustedProxies         []string
 	WorkerConcurrency      int
+	WebhookConcurrency     int
 	LogLevel               slog.Level
 	LogFormat              string
 	GeneratedSecretKeyNote bool
@@ -131,6 +133,7 @@ func Parse(lookup Lookup) (*Config, error) {
 		ShutdownTimeout:      duration("SHUTDOWN_TIMEOUT"),
 		DBMaxConns:           atoi("DB_MAX_CONNS", 2, 1000),
 		WorkerConcurrency:    atoi("WORKER_CONCURRENCY", 1, 10_000),
+		WebhookConcurrency:   atoi("WEBHOOK_CONCURRENCY", 1, 10_000),
 		LogFormat:            get("LOG_FORMAT"),
 	}
 	if s := get("TRUSTED_PROXIES"); s != "" {

@@ -5,6 +5,7 @@
 package dbsqlc
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,4 +36,19 @@ type ApiUsageDaily struct {
 	APIKeyID  uuid.UUID
 	Day       time.Time
 	Requests  int64
+}
+
+type Event struct {
+	ID               uuid.UUID
+	AccountID        uuid.UUID
+	EventType        string
+	Severity         string
+	Domain           *string
+	Tags             []string
+	Payload          json.RawMessage
+	CreatedAt        time.Time
+	AcknowledgedAt   *time.Time
+	AcknowledgedBy   *string
+	AcknowledgedNote *string
+	AcknowledgedKey  *string
 }

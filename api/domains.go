@@ -1,0 +1,4 @@
+package api
+
+// domainRoutes registers its routes; they land with the domains issue.
+func (s *Server) domainRoutes() {}

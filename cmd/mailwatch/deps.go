@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/secretbox"
+	"github.com/mailwatch/mailwatch/internal/webhook"
+	"github.com/mailwatch/mailwatch/jobs"
+)
+
+// shared holds what the API and the workers both build from the config.
+type shared struct {
+	keyring  *secretbox.Keyring
+	guard    *netguard.Guard
+	resolver dnscheck.Resolver
+}
+
+func buildShared(cfg *config.Config) (*shared, error) {
+	if err := cfg.Require("MAILWATCH_SECRET_KEY"); err != nil {
+		return nil, err
+	}
+	keyring, err := secretbox.NewKeyring(cfg.SecretKey, cfg.PreviousSecretKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("MAILWATCH_SECRET_KEY: %w", err)
+	}
+	guard, err := netguard.ParseGuard(cfg.WebhookAllowedCIDRs)
+	if err != nil {
+		return nil, fmt.Errorf("WEBHOOK_ALLOWED_CIDRS: %w", err)
+	}
+	resolverAddr, err := dnscheck.ResolverAddress(cfg.DNSResolver)
+	if err != nil {
+		return nil, fmt.Errorf("DNS_RESOLVER: %w", err)
+	}
+	return &shared{keyring: keyring, guard: guard, resolver: dnscheck.NewClient(resolverAddr, 3*time.Second)}, nil
+}
+
+func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry) (jobs.Deps, error) {
+	sh, err := buildShared(cfg)
+	if err != nil {
+		return jobs.Deps{}, err
+	}
+	return jobs.Deps{
+		Pool:     pool,
+		Logger:   logger,
+		Config:   cfg,
+		Keyring:  sh.keyring,
+		Resolver: sh.resolver,
+		Registry: reg,
+		WebhookClient: webhook.NewClient(sh.guard, webhook.ClientOptions{
+			MaxIdleConnsPerHost: cfg.WebhookConcurrency,
+		}),
+	}, nil
+}

@@ -1,0 +1,103 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+)
+
+// Event is what a producer emits.
+type Event struct {
+	AccountID uuid.UUID
+	Type      string
+	// Payload is marshalled to JSON; it must match the type's schema.
+	Payload any
+	// Domain and Tags let subscriptions filter (domain_filter, tag_filter).
+	Domain string
+	Tags   []string
+	// Severity overrides the type's default (escalation); empty = default.
+	Severity Severity
+	// At is the event time; zero means now.
+	At time.Time
+}
+
+// ErrUnknownType is returned for a type that is not registered.
+var ErrUnknownType = errors.New("unknown event type")
+
+// Emitter inserts events and fans them out to subscriptions.
+type Emitter struct {
+	// River inserts delivery jobs in the emitting transaction. When nil, the
+	// client is taken from the context (inside a River worker).
+	River *river.Client[pgx.Tx]
+}
+
+func (e *Emitter) client(ctx context.Context) (*river.Client[pgx.Tx], error) {
+	if e != nil && e.River != nil {
+		return e.River, nil
+	}
+	c, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return nil, fmt.Errorf("events: no River client to fan out with: %w", err)
+	}
+	return c, nil
+}
+
+// Emit inserts ev in tx and, in the same transaction, creates the
+// deliveries of every matching subscription. It returns the stored row.
+func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, ev Event) (dbsqlc.Event, error) {
+	t, ok := Lookup(ev.Type)
+	if !ok {
+		return dbsqlc.Event{}, fmt.Errorf("%w: %q", ErrUnknownType, ev.Type)
+	}
+	sev := ev.Severity
+	if sev == "" {
+		sev = t.DefaultSeverity
+	}
+	if !sev.Valid() {
+		return dbsqlc.Event{}, fmt.Errorf("events: invalid severity %q", sev)
+	}
+	payload, err := json.Marshal(ev.Payload)
+	if err != nil {
+		return dbsqlc.Event{}, fmt.Errorf("error encoding %s payload: %w", ev.Type, err)
+	}
+	if len(payload) == 0 || payload[0] != '{' {
+		return dbsqlc.Event{}, fmt.Errorf("events: %s payload must be a JSON object", ev.Type)
+	}
+	at := ev.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	tags := ev.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	var domain *string
+	if ev.Domain != "" {
+		domain = &ev.Domain
+	}
+	row, err := dbsqlc.New().EventInsert(ctx, tx, dbsqlc.EventInsertParams{
+		ID:        uuid.Must(uuid.NewV7()),
+		AccountID: ev.AccountID,
+		EventType: ev.Type,
+		Severity:  string(sev),
+		Domain:    domain,
+		Tags:      tags,
+		Payload:   payload,
+		CreatedAt: at.UTC(),
+	})
+	if err != nil {
+		return dbsqlc.Event{}, fmt.Errorf("error inserting event: %w", err)
+	}
+	if err := e.fanOut(ctx, tx, row); err != nil {
+		return dbsqlc.Event{}, err
+	}
+	return row, nil
+}

@@ -1,0 +1,175 @@
+// Package events is mailwatch's event log: the registry of event types and
+// the one function every producer uses to emit an event inside its own
+// transaction, so that an event exists if and only if the change that
+// caused it committed.
+package events
+
+import (
+	"encoding/json"
+	"sort"
+)
+
+// Severity of an event. A critical event is an alert.
+type Severity string
+
+// Severities.
+const (
+	SeverityInfo     Severity = "info"
+	SeverityWarning  Severity = "warning"
+	SeverityCritical Severity = "critical"
+)
+
+// Valid reports whether s is a known severity.
+func (s Severity) Valid() bool {
+	return s == SeverityInfo || s == SeverityWarning || s == SeverityCritical
+}
+
+// Type names.
+const (
+	TypeHealthScoreChanged      = "health_score_changed"
+	TypeBounceSpike             = "bounce_spike"
+	TypeComplaintSpike          = "complaint_spike"
+	TypeDNSRecordChanged        = "dns_record_changed"
+	TypeWebhookDeliveryFailed   = "webhook_delivery_failed"
+	TypeSubscriptionDisabled    = "subscription_disabled"
+	TypeDMARCReportReceived     = "dmarc_report_received"
+	TypeReceiverMessageReceived = "receiver_message_received"
+	TypeAlertAcknowledged       = "alert_acknowledged"
+	TypeAlertUnacknowledged     = "alert_unacknowledged"
+	TypeMessageDeleted          = "message_deleted"
+)
+
+// Type describes one kind of event.
+type Type struct {
+	Name            string          `json:"name"`
+	Description     string          `json:"description"`
+	DefaultSeverity Severity        `json:"default_severity"`
+	Escalation      string          `json:"escalation,omitempty"`
+	Audit           bool            `json:"audit"`
+	PayloadSchema   json.RawMessage `json:"payload_schema"`
+}
+
+func schema(s string) json.RawMessage { return json.RawMessage(s) }
+
+// types is the registry. Payload schemas are JSON Schema (2020-12); tests
+// validate every emitted payload against them.
+var types = map[string]Type{
+	TypeHealthScoreChanged: {
+		Name:            TypeHealthScoreChanged,
+		Description:     "A domain's health score moved by 5 points or more.",
+		DefaultSeverity: SeverityWarning,
+		Escalation:      "critical when the new score is below 50 or fell by 20 points or more",
+		PayloadSchema: schema(`{"type":"object","required":["domain","previous_score","score","delta"],"properties":{
+			"domain":{"type":"string"},"previous_score":{"type":"integer","minimum":0,"maximum":100},
+			"score":{"type":"integer","minimum":0,"maximum":100},"delta":{"type":"integer"},
+			"reasons":{"type":"array","items":{"type":"string"}}}}`),
+	},
+	TypeBounceSpike: {
+		Name:            TypeBounceSpike,
+		Description:     "A domain's bounce rate over a recent window rose above its threshold.",
+		DefaultSeverity: SeverityWarning,
+		Escalation:      "critical when the rate is at least twice the threshold",
+		PayloadSchema: schema(`{"type":"object","required":["domain","window_minutes","rate","threshold","bounces","sent"],"properties":{
+			"domain":{"type":"string"},"provider":{"type":"string"},"window_minutes":{"type":"integer","minimum":1},
+			"rate":{"type":"number","minimum":0},"threshold":{"type":"number","minimum":0},
+			"bounces":{"type":"integer","minimum":0},"sent":{"type":"integer","minimum":0}}}`),
+	},
+	TypeComplaintSpike: {
+		Name:            TypeComplaintSpike,
+		Description:     "A domain's spam-complaint rate over a recent window rose above its threshold.",
+		DefaultSeverity: SeverityWarning,
+		Escalation:      "critical when the rate is at least twice the threshold",
+		PayloadSchema: schema(`{"type":"object","required":["domain","window_minutes","rate","threshold","complaints","sent"],"properties":{
+			"domain":{"type":"string"},"provider":{"type":"string"},"window_minutes":{"type":"integer","minimum":1},
+			"rate":{"type":"number","minimum":0},"threshold":{"type":"number","minimum":0},
+			"complaints":{"type":"integer","minimum":0},"sent":{"type":"integer","minimum":0}}}`),
+	},
+	TypeDNSRecordChanged: {
+		Name:            TypeDNSRecordChanged,
+		Description:     "A DNS check of a domain found a different record set or status than the previous check.",
+		DefaultSeverity: SeverityWarning,
+		Escalation:      "critical when a check that passed now fails or is missing",
+		PayloadSchema: schema(`{"type":"object","required":["domain","check","before","after"],"properties":{
+			"domain":{"type":"string"},"check":{"type":"string"},
+			"before":{"type":"object","required":["status","records"],"properties":{"status":{"type":"string"},"records":{"type":"array","items":{"type":"string"}}}},
+			"after":{"type":"object","required":["status","records"],"properties":{"status":{"type":"string"},"records":{"type":"array","items":{"type":"string"}}}}}}`),
+	},
+	TypeWebhookDeliveryFailed: {
+		Name:            TypeWebhookDeliveryFailed,
+		Description:     "A webhook delivery used all its attempts (or hit a permanent error) and ended failed.",
+		DefaultSeverity: SeverityWarning,
+		PayloadSchema: schema(`{"type":"object","required":["delivery_id","subscription_id","event_id","event_type","attempts"],"properties":{
+			"delivery_id":{"type":"string","format":"uuid"},"subscription_id":{"type":"string","format":"uuid"},
+			"event_id":{"type":"string","format":"uuid"},"event_type":{"type":"string"},"url":{"type":"string"},
+			"attempts":{"type":"integer","minimum":0},"last_status_code":{"type":["integer","null"]},"last_error":{"type":["string","null"]}}}`),
+	},
+	TypeSubscriptionDisabled: {
+		Name:            TypeSubscriptionDisabled,
+		Description:     "An event subscription was disabled: its endpoint answered 410 Gone, or every delivery failed for 5 days.",
+		DefaultSeverity: SeverityCritical,
+		PayloadSchema: schema(`{"type":"object","required":["subscription_id","url","reason"],"properties":{
+			"subscription_id":{"type":"string","format":"uuid"},"url":{"type":"string"},"reason":{"type":"string"}}}`),
+	},
+	TypeDMARCReportReceived: {
+		Name:            TypeDMARCReportReceived,
+		Description:     "A DMARC aggregate report for a domain was received and stored.",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["domain","org_name","report_id"],"properties":{
+			"domain":{"type":"string"},"org_name":{"type":"string"},"report_id":{"type":"string"},
+			"begin":{"type":"string","format":"date-time"},"end":{"type":"string","format":"date-time"},
+			"messages":{"type":"integer","minimum":0},"pass_rate":{"type":"number","minimum":0,"maximum":1}}}`),
+	},
+	TypeReceiverMessageReceived: {
+		Name:            TypeReceiverMessageReceived,
+		Description:     "A receiver got a message (email or SMS).",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["receiver_id","message_id","channel"],"properties":{
+			"receiver_id":{"type":"string","format":"uuid"},"message_id":{"type":"string","format":"uuid"},
+			"channel":{"type":"string","enum":["email","sms"]},"from":{"type":"string"},"subject":{"type":"string"},
+			"label":{"type":"string"}}}`),
+	},
+	TypeAlertAcknowledged: {
+		Name:            TypeAlertAcknowledged,
+		Description:     "Audit: an alert was acknowledged.",
+		DefaultSeverity: SeverityInfo,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["alert_id","alert_type","acknowledged_by","key_identifier"],"properties":{
+			"alert_id":{"type":"string","format":"uuid"},"alert_type":{"type":"string"},
+			"acknowledged_by":{"type":"string"},"note":{"type":["string","null"]},"key_identifier":{"type":"string"}}}`),
+	},
+	TypeAlertUnacknowledged: {
+		Name:            TypeAlertUnacknowledged,
+		Description:     "Audit: an alert's acknowledgement was withdrawn.",
+		DefaultSeverity: SeverityInfo,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["alert_id","alert_type","key_identifier"],"properties":{
+			"alert_id":{"type":"string","format":"uuid"},"alert_type":{"type":"string"},
+			"previously_acknowledged_by":{"type":["string","null"]},"previous_note":{"type":["string","null"]},
+			"key_identifier":{"type":"string"}}}`),
+	},
+	TypeMessageDeleted: {
+		Name:            TypeMessageDeleted,
+		Description:     "Audit: a receiver's message was deleted.",
+		DefaultSeverity: SeverityInfo,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["receiver_id","message_id","key_identifier"],"properties":{
+			"receiver_id":{"type":"string","format":"uuid"},"message_id":{"type":"string","format":"uuid"},
+			"key_identifier":{"type":"string"}}}`),
+	},
+}
+
+// Lookup returns the registered type called name.
+func Lookup(name string) (Type, bool) {
+	t, ok := types[name]
+	return t, ok
+}
+
+// Types returns every registered type, sorted by name.
+func Types() []Type {
+	out := make([]Type, 0, len(types))
+	for _, t := range types {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
