@@ -114,11 +114,11 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		TwilioAuthToken:      cfg.TwilioAuthToken,
 		Resolver:             sh.resolver,
 		Limiter:              lim,
-		Registry:       reg,
-		Logger:         logger,
-		RequestTimeout: cfg.RequestTimeout,
-		BodyLimit:      cfg.BodyLimitBytes,
-		TrustedProxies: cfg.TrustedProxies,
+		Registry:             reg,
+		Logger:               logger,
+		RequestTimeout:       cfg.RequestTimeout,
+		BodyLimit:            cfg.BodyLimitBytes,
+		TrustedProxies:       cfg.TrustedProxies,
 	})
 	return &apiRole{srv: srv, closeLim: closeLim}, nil
 }
