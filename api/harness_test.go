@@ -21,6 +21,10 @@ import (
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/secretbox"
+	"github.com/mailwatch/mailwatch/internal/webhook"
+	"github.com/mailwatch/mailwatch/jobs"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -36,7 +40,22 @@ type setupOpts struct {
 	limit int64
 	lim   *limiter.Limiter
 	now   func() time.Time
+	// deps adjusts the server's dependencies before it is built.
+	deps func(*api.Deps)
 }
+
+// testGuard admits loopback webhook destinations only, as DESIGN.md asks.
+func testGuard(t *testing.T) *netguard.Guard {
+	g, err := netguard.ParseGuard("127.0.0.1/32,::1/128")
+	require.NoError(t, err)
+	return g
+}
+
+// testInboundSecret signs the email ingress webhook in tests.
+const testInboundSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// testTwilioToken verifies the SMS ingress webhook in tests.
+const testTwilioToken = "test-twilio-auth-token"
 
 func setup(t *testing.T, opts ...func(*setupOpts)) *testBundle {
 	t.Helper()
@@ -50,12 +69,29 @@ func setup(t *testing.T, opts ...func(*setupOpts)) *testBundle {
 	if o.lim == nil {
 		o.lim = limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: o.limit})
 	}
-	srv := api.New(api.Deps{
-		DB:      o.db,
-		Limiter: o.lim,
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:     o.now,
-	})
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	riverClient, err := jobs.NewClient(jobs.Deps{Logger: logger}, jobs.Options{})
+	require.NoError(t, err)
+	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{7}, 32))
+	require.NoError(t, err)
+	guard := testGuard(t)
+	deps := api.Deps{
+		DB:                   o.db,
+		River:                riverClient,
+		Keyring:              keyring,
+		WebhookGuard:         guard,
+		WebhookClient:        webhook.NewClient(guard, webhook.ClientOptions{}),
+		InboundDomain:        "inbound.mailwatch.test",
+		InboundWebhookSecret: testInboundSecret,
+		TwilioAuthToken:      testTwilioToken,
+		Limiter:              o.lim,
+		Logger:               logger,
+		Now:                  o.now,
+	}
+	if o.deps != nil {
+		o.deps(&deps)
+	}
+	srv := api.New(deps)
 	return &testBundle{srv: srv, db: o.db}
 }
 
