@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"syscall"
 )
@@ -48,6 +49,12 @@ func main() {
 		os.Exit(1)
 	}
 	defer env.close()
+	if path := os.Getenv("BENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
 	for _, name := range os.Args[1:] {
 		b, ok := benchmarks[name]
 		if !ok {

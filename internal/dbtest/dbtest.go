@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/migrate"
 )
 
@@ -215,6 +216,7 @@ func sharedDB() (*pgxpool.Pool, error) {
 			return
 		}
 		cfg.MaxConns = 32
+		cfg.AfterConnect = dbutil.AfterConnect
 		sharedPool, sharedErr = pgxpool.NewWithConfig(ctx, cfg)
 	})
 	return sharedPool, sharedErr
@@ -255,6 +257,7 @@ func NewDB(t testing.TB) (*pgxpool.Pool, string) {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = 20
+	cfg.AfterConnect = dbutil.AfterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -85,6 +85,13 @@ func IsSerializationFailure(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }
 
+// AfterConnect prepares a new connection: google/uuid values are encoded
+// natively instead of through database/sql's Valuer (a text round trip).
+func AfterConnect(_ context.Context, conn *pgx.Conn) error {
+	registerUUID(conn.TypeMap())
+	return nil
+}
+
 // NewPool opens a pgx pool for url with at most maxConns connections.
 func NewPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
@@ -98,6 +105,7 @@ func NewPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, erro
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	cfg.AfterConnect = AfterConnect
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "mailwatch"
 	}
