@@ -1,0 +1,71 @@
+package config
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func env(m map[string]string) Lookup {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestParseDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, ":8080", cfg.ListenAddr)
+	require.Equal(t, ":2525", cfg.SMTPAddr)
+	require.Equal(t, 90, cfg.EventRetentionDays)
+	require.Equal(t, 100, cfg.RateLimitPerMinute)
+	require.Equal(t, 30*time.Second, cfg.RequestTimeout)
+	require.Equal(t, "json", cfg.LogFormat)
+	require.Empty(t, cfg.SecretKey)
+	require.ErrorContains(t, cfg.Require("DATABASE_URL", "MAILWATCH_SECRET_KEY"), "DATABASE_URL is required")
+}
+
+func TestParseReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	_, err := Parse(env(map[string]string{
+		"MAILWATCH_SECRET_KEY": base64.StdEncoding.EncodeToString([]byte("too short")),
+		"EVENT_RETENTION_DAYS": "0",
+		"LOG_LEVEL":            "loud",
+		"LOG_FORMAT":           "xml",
+		"REQUEST_TIMEOUT":      "soon",
+	}))
+	require.Error(t, err)
+	for _, want := range []string{"MAILWATCH_SECRET_KEY: must decode to 32 bytes", "EVENT_RETENTION_DAYS", "LOG_LEVEL", "LOG_FORMAT", "REQUEST_TIMEOUT"} {
+		require.ErrorContains(t, err, want)
+	}
+}
+
+func TestSecretKeyAndRedaction(t *testing.T) {
+	t.Parallel()
+	key := base64.StdEncoding.EncodeToString(make([]byte, 32))
+	vars := map[string]string{"MAILWATCH_SECRET_KEY": key, "DATABASE_URL": "postgres://u:hunter2@db/x", "LISTEN_ADDR": ":9999"}
+	cfg, err := Parse(env(vars))
+	require.NoError(t, err)
+	require.Len(t, cfg.SecretKey, 32)
+	require.NoError(t, cfg.Require("DATABASE_URL", "MAILWATCH_SECRET_KEY"))
+
+	red := Redacted(env(vars))
+	require.Equal(t, "[redacted]", red["DATABASE_URL"])
+	require.Equal(t, "[redacted]", red["MAILWATCH_SECRET_KEY"])
+	require.Equal(t, ":9999", red["LISTEN_ADDR"])
+	for _, v := range red {
+		require.NotContains(t, v, "hunter2")
+	}
+}
+
+func TestMarkdownTableListsEveryVariable(t *testing.T) {
+	t.Parallel()
+	table := MarkdownTable()
+	for _, v := range Vars {
+		require.Contains(t, table, "| `"+v.Name+"` |")
+		require.NotEmpty(t, v.Meaning, v.Name)
+	}
+	require.Equal(t, len(Vars)+2, strings.Count(table, "\n"))
+}
