@@ -6,3 +6,81 @@ RETURNING *;
 
 -- name: EventGetByID :one
 SELECT * FROM events WHERE id = @id::uuid AND account_id = @account_id::uuid;
+
+-- Listing (events and alerts) is composed in internal/events/list.go from
+-- fixed fragments, one statement per filter combination, so that each
+-- statement's predicates match the partial indexes literally.
+
+-- name: AlertAcknowledge :one
+-- Conditional: of concurrent acknowledgements exactly one updates the row;
+-- the others find acknowledged_at set once the winner commits.
+UPDATE events
+SET acknowledged_at   = @acknowledged_at::timestamptz,
+    acknowledged_by   = @acknowledged_by::text,
+    acknowledged_note = sqlc.narg('note')::text,
+    acknowledged_key  = @key_identifier::text
+WHERE id = @id::uuid
+  AND account_id = @account_id::uuid
+  AND severity = 'critical'
+  AND acknowledged_at IS NULL
+RETURNING *;
+
+-- name: AlertUnacknowledge :one
+-- Returns the cleared row and the acknowledgement it withdrew.
+WITH prev AS (
+    SELECT id, acknowledged_by, acknowledged_note
+    FROM events
+    WHERE id = @id::uuid
+      AND account_id = @account_id::uuid
+      AND severity = 'critical'
+      AND acknowledged_at IS NOT NULL
+    FOR UPDATE
+)
+UPDATE events e
+SET acknowledged_at = NULL, acknowledged_by = NULL, acknowledged_note = NULL, acknowledged_key = NULL
+FROM prev
+WHERE e.id = prev.id AND e.acknowledged_at IS NOT NULL
+RETURNING e.id, e.account_id, e.event_type, e.severity, e.domain, e.tags, e.payload, e.created_at,
+          prev.acknowledged_by AS previous_by, prev.acknowledged_note AS previous_note;
+
+-- name: EventCountUnacknowledgedAlerts :one
+SELECT count(*) FROM events
+WHERE account_id = @account_id::uuid AND severity = 'critical' AND acknowledged_at IS NULL;
+
+-- name: EventCountBySeveritySince :many
+SELECT severity, count(*) AS events FROM events
+WHERE account_id = @account_id::uuid AND created_at > @since::timestamptz
+GROUP BY severity;
+
+-- name: EventDailyVolume :many
+-- Per UTC day and severity; days without events are filled in by the caller.
+SELECT (created_at AT TIME ZONE 'UTC')::date AS day, severity, count(*) AS events
+FROM events
+WHERE account_id = @account_id::uuid AND created_at >= @since::timestamptz
+GROUP BY 1, 2
+ORDER BY 1, 2;
+
+-- name: EventTypeBreakdown :many
+SELECT event_type,
+       count(*) AS events,
+       count(*) FILTER (WHERE severity = 'info') AS info,
+       count(*) FILTER (WHERE severity = 'warning') AS warning,
+       count(*) FILTER (WHERE severity = 'critical') AS critical
+FROM events
+WHERE account_id = @account_id::uuid AND created_at > @since::timestamptz
+GROUP BY event_type
+ORDER BY events DESC, event_type;
+
+-- name: EventPruneBatch :execrows
+-- Deletes up to batch_size events older than the cutoff, keeping
+-- unacknowledged alerts. SKIP LOCKED lets two pruners (or an acknowledgement
+-- in flight) proceed without waiting on each other.
+DELETE FROM events
+WHERE id IN (
+    SELECT id FROM events
+    WHERE created_at < @before::timestamptz
+      AND (severity <> 'critical' OR acknowledged_at IS NOT NULL)
+    ORDER BY created_at
+    LIMIT @batch_size::int
+    FOR UPDATE SKIP LOCKED
+);

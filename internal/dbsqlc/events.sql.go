@@ -13,6 +13,204 @@ import (
 	"github.com/google/uuid"
 )
 
+const alertAcknowledge = `-- name: AlertAcknowledge :one
+
+UPDATE events
+SET acknowledged_at   = $1::timestamptz,
+    acknowledged_by   = $2::text,
+    acknowledged_note = $3::text,
+    acknowledged_key  = $4::text
+WHERE id = $5::uuid
+  AND account_id = $6::uuid
+  AND severity = 'critical'
+  AND acknowledged_at IS NULL
+RETURNING id, account_id, event_type, severity, domain, tags, payload, created_at, acknowledged_at, acknowledged_by, acknowledged_note, acknowledged_key
+`
+
+type AlertAcknowledgeParams struct {
+	AcknowledgedAt time.Time
+	AcknowledgedBy string
+	Note           *string
+	KeyIdentifier  string
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+}
+
+// Listing (events and alerts) is composed in internal/events/list.go from
+// fixed fragments, one statement per filter combination, so that each
+// statement's predicates match the partial indexes literally.
+// Conditional: of concurrent acknowledgements exactly one updates the row;
+// the others find acknowledged_at set once the winner commits.
+func (q *Queries) AlertAcknowledge(ctx context.Context, db DBTX, arg AlertAcknowledgeParams) (Event, error) {
+	row := db.QueryRow(ctx, alertAcknowledge,
+		arg.AcknowledgedAt,
+		arg.AcknowledgedBy,
+		arg.Note,
+		arg.KeyIdentifier,
+		arg.ID,
+		arg.AccountID,
+	)
+	var i Event
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.EventType,
+		&i.Severity,
+		&i.Domain,
+		&i.Tags,
+		&i.Payload,
+		&i.CreatedAt,
+		&i.AcknowledgedAt,
+		&i.AcknowledgedBy,
+		&i.AcknowledgedNote,
+		&i.AcknowledgedKey,
+	)
+	return i, err
+}
+
+const alertUnacknowledge = `-- name: AlertUnacknowledge :one
+WITH prev AS (
+    SELECT id, acknowledged_by, acknowledged_note
+    FROM events
+    WHERE id = $1::uuid
+      AND account_id = $2::uuid
+      AND severity = 'critical'
+      AND acknowledged_at IS NOT NULL
+    FOR UPDATE
+)
+UPDATE events e
+SET acknowledged_at = NULL, acknowledged_by = NULL, acknowledged_note = NULL, acknowledged_key = NULL
+FROM prev
+WHERE e.id = prev.id AND e.acknowledged_at IS NOT NULL
+RETURNING e.id, e.account_id, e.event_type, e.severity, e.domain, e.tags, e.payload, e.created_at,
+          prev.acknowledged_by AS previous_by, prev.acknowledged_note AS previous_note
+`
+
+type AlertUnacknowledgeParams struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+}
+
+type AlertUnacknowledgeRow struct {
+	ID           uuid.UUID
+	AccountID    uuid.UUID
+	EventType    string
+	Severity     string
+	Domain       *string
+	Tags         []string
+	Payload      json.RawMessage
+	CreatedAt    time.Time
+	PreviousBy   *string
+	PreviousNote *string
+}
+
+// Returns the cleared row and the acknowledgement it withdrew.
+func (q *Queries) AlertUnacknowledge(ctx context.Context, db DBTX, arg AlertUnacknowledgeParams) (AlertUnacknowledgeRow, error) {
+	row := db.QueryRow(ctx, alertUnacknowledge, arg.ID, arg.AccountID)
+	var i AlertUnacknowledgeRow
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.EventType,
+		&i.Severity,
+		&i.Domain,
+		&i.Tags,
+		&i.Payload,
+		&i.CreatedAt,
+		&i.PreviousBy,
+		&i.PreviousNote,
+	)
+	return i, err
+}
+
+const eventCountBySeveritySince = `-- name: EventCountBySeveritySince :many
+SELECT severity, count(*) AS events FROM events
+WHERE account_id = $1::uuid AND created_at > $2::timestamptz
+GROUP BY severity
+`
+
+type EventCountBySeveritySinceParams struct {
+	AccountID uuid.UUID
+	Since     time.Time
+}
+
+type EventCountBySeveritySinceRow struct {
+	Severity string
+	Events   int64
+}
+
+func (q *Queries) EventCountBySeveritySince(ctx context.Context, db DBTX, arg EventCountBySeveritySinceParams) ([]EventCountBySeveritySinceRow, error) {
+	rows, err := db.Query(ctx, eventCountBySeveritySince, arg.AccountID, arg.Since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EventCountBySeveritySinceRow
+	for rows.Next() {
+		var i EventCountBySeveritySinceRow
+		if err := rows.Scan(&i.Severity, &i.Events); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const eventCountUnacknowledgedAlerts = `-- name: EventCountUnacknowledgedAlerts :one
+SELECT count(*) FROM events
+WHERE account_id = $1::uuid AND severity = 'critical' AND acknowledged_at IS NULL
+`
+
+func (q *Queries) EventCountUnacknowledgedAlerts(ctx context.Context, db DBTX, accountID uuid.UUID) (int64, error) {
+	row := db.QueryRow(ctx, eventCountUnacknowledgedAlerts, accountID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const eventDailyVolume = `-- name: EventDailyVolume :many
+SELECT (created_at AT TIME ZONE 'UTC')::date AS day, severity, count(*) AS events
+FROM events
+WHERE account_id = $1::uuid AND created_at >= $2::timestamptz
+GROUP BY 1, 2
+ORDER BY 1, 2
+`
+
+type EventDailyVolumeParams struct {
+	AccountID uuid.UUID
+	Since     time.Time
+}
+
+type EventDailyVolumeRow struct {
+	Day      time.Time
+	Severity string
+	Events   int64
+}
+
+// Per UTC day and severity; days without events are filled in by the caller.
+func (q *Queries) EventDailyVolume(ctx context.Context, db DBTX, arg EventDailyVolumeParams) ([]EventDailyVolumeRow, error) {
+	rows, err := db.Query(ctx, eventDailyVolume, arg.AccountID, arg.Since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EventDailyVolumeRow
+	for rows.Next() {
+		var i EventDailyVolumeRow
+		if err := rows.Scan(&i.Day, &i.Severity, &i.Events); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const eventGetByID = `-- name: EventGetByID :one
 SELECT id, account_id, event_type, severity, domain, tags, payload, created_at, acknowledged_at, acknowledged_by, acknowledged_note, acknowledged_key FROM events WHERE id = $1::uuid AND account_id = $2::uuid
 `
@@ -87,4 +285,83 @@ func (q *Queries) EventInsert(ctx context.Context, db DBTX, arg EventInsertParam
 		&i.AcknowledgedKey,
 	)
 	return i, err
+}
+
+const eventPruneBatch = `-- name: EventPruneBatch :execrows
+DELETE FROM events
+WHERE id IN (
+    SELECT id FROM events
+    WHERE created_at < $1::timestamptz
+      AND (severity <> 'critical' OR acknowledged_at IS NOT NULL)
+    ORDER BY created_at
+    LIMIT $2::int
+    FOR UPDATE SKIP LOCKED
+)
+`
+
+type EventPruneBatchParams struct {
+	Before    time.Time
+	BatchSize int32
+}
+
+// Deletes up to batch_size events older than the cutoff, keeping
+// unacknowledged alerts. SKIP LOCKED lets two pruners (or an acknowledgement
+// in flight) proceed without waiting on each other.
+func (q *Queries) EventPruneBatch(ctx context.Context, db DBTX, arg EventPruneBatchParams) (int64, error) {
+	result, err := db.Exec(ctx, eventPruneBatch, arg.Before, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const eventTypeBreakdown = `-- name: EventTypeBreakdown :many
+SELECT event_type,
+       count(*) AS events,
+       count(*) FILTER (WHERE severity = 'info') AS info,
+       count(*) FILTER (WHERE severity = 'warning') AS warning,
+       count(*) FILTER (WHERE severity = 'critical') AS critical
+FROM events
+WHERE account_id = $1::uuid AND created_at > $2::timestamptz
+GROUP BY event_type
+ORDER BY events DESC, event_type
+`
+
+type EventTypeBreakdownParams struct {
+	AccountID uuid.UUID
+	Since     time.Time
+}
+
+type EventTypeBreakdownRow struct {
+	EventType string
+	Events    int64
+	Info      int64
+	Warning   int64
+	Critical  int64
+}
+
+func (q *Queries) EventTypeBreakdown(ctx context.Context, db DBTX, arg EventTypeBreakdownParams) ([]EventTypeBreakdownRow, error) {
+	rows, err := db.Query(ctx, eventTypeBreakdown, arg.AccountID, arg.Since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EventTypeBreakdownRow
+	for rows.Next() {
+		var i EventTypeBreakdownRow
+		if err := rows.Scan(
+			&i.EventType,
+			&i.Events,
+			&i.Info,
+			&i.Warning,
+			&i.Critical,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -71,6 +71,11 @@ func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, ev Event) (dbsqlc.Event, 
 	if len(payload) == 0 || payload[0] != '{' {
 		return dbsqlc.Event{}, fmt.Errorf("events: %s payload must be a JSON object", ev.Type)
 	}
+	// The schemas are the contract subscribers code against: a payload that
+	// breaks it is a producer bug, caught here rather than by a customer.
+	if err := ValidatePayload(ev.Type, payload); err != nil {
+		return dbsqlc.Event{}, err
+	}
 	at := ev.At
 	if at.IsZero() {
 		at = time.Now()

@@ -47,6 +47,8 @@ type Type struct {
 	Escalation      string          `json:"escalation,omitempty"`
 	Audit           bool            `json:"audit"`
 	PayloadSchema   json.RawMessage `json:"payload_schema"`
+	// Example is a payload that matches PayloadSchema.
+	Example json.RawMessage `json:"example"`
 }
 
 func schema(s string) json.RawMessage { return json.RawMessage(s) }
@@ -161,13 +163,17 @@ var types = map[string]Type{
 // Lookup returns the registered type called name.
 func Lookup(name string) (Type, bool) {
 	t, ok := types[name]
+	if ok {
+		t.Example = examples[name]
+	}
 	return t, ok
 }
 
 // Types returns every registered type, sorted by name.
 func Types() []Type {
 	out := make([]Type, 0, len(types))
-	for _, t := range types {
+	for name, t := range types {
+		t.Example = examples[name]
 		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

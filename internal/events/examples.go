@@ -1,0 +1,35 @@
+package events
+
+import "encoding/json"
+
+// examples holds one valid payload per registered type: shown by
+// GET /api/accounts/me/events/types (operators copy them into the
+// injection endpoint) and validated against the schemas by a test.
+var examples = map[string]json.RawMessage{
+	TypeHealthScoreChanged: json.RawMessage(`{"domain":"example.com","previous_score":82,"score":45,"delta":-37,` +
+		`"reasons":["DMARC policy changed to none","SPF exceeds 10 DNS lookups"]}`),
+	TypeBounceSpike: json.RawMessage(`{"domain":"example.com","provider":"postmark","window_minutes":60,` +
+		`"rate":0.082,"threshold":0.05,"bounces":41,"sent":500}`),
+	TypeComplaintSpike: json.RawMessage(`{"domain":"example.com","provider":"ses","window_minutes":1440,` +
+		`"rate":0.004,"threshold":0.003,"complaints":12,"sent":3000}`),
+	TypeDNSRecordChanged: json.RawMessage(`{"domain":"example.com","check":"spf",` +
+		`"before":{"status":"pass","records":["v=spf1 include:_spf.example.net -all"]},` +
+		`"after":{"status":"fail","records":[]}}`),
+	TypeWebhookDeliveryFailed: json.RawMessage(`{"delivery_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f70",` +
+		`"subscription_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f71","event_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f72",` +
+		`"event_type":"bounce_spike","url":"https://hooks.example.com/mailwatch","attempts":10,` +
+		`"last_status_code":500,"last_error":"HTTP 500"}`),
+	TypeSubscriptionDisabled: json.RawMessage(`{"subscription_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f71",` +
+		`"url":"https://hooks.example.com/mailwatch","reason":"endpoint answered 410 Gone"}`),
+	TypeDMARCReportReceived: json.RawMessage(`{"domain":"example.com","org_name":"google.com","report_id":"1234567890",` +
+		`"begin":"2026-01-01T00:00:00Z","end":"2026-01-02T00:00:00Z","messages":1520,"pass_rate":0.98}`),
+	TypeReceiverMessageReceived: json.RawMessage(`{"receiver_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f73",` +
+		`"message_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f74","channel":"email","from":"noreply@example.com",` +
+		`"subject":"Your sign-in code","label":"signup test"}`),
+	TypeAlertAcknowledged: json.RawMessage(`{"alert_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f75","alert_type":"health_score_changed",` +
+		`"acknowledged_by":"alice@example.com","note":"DMARC record restored","key_identifier":"mw_AbCd"}`),
+	TypeAlertUnacknowledged: json.RawMessage(`{"alert_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f75","alert_type":"health_score_changed",` +
+		`"previously_acknowledged_by":"alice@example.com","previous_note":"DMARC record restored","key_identifier":"mw_AbCd"}`),
+	TypeMessageDeleted: json.RawMessage(`{"receiver_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f73",` +
+		`"message_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f74","key_identifier":"mw_AbCd"}`),
+}
