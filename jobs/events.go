@@ -1,9 +1,73 @@
 package jobs
 
-import "github.com/riverqueue/river"
+import (
+	"context"
+	"log/slog"
+	"time"
 
-// addEventWorkers registers this feature's workers; they land with the events issue.
-func addEventWorkers(w *river.Workers, deps Deps) {}
+	"github.com/riverqueue/river"
 
-// eventPeriodicJobs returns this feature's schedules.
-func eventPeriodicJobs(deps Deps) []*river.PeriodicJob { return nil }
+	"github.com/mailwatch/mailwatch/internal/events"
+)
+
+// defaultEventRetentionDays applies when Deps.Config is nil (tests, tools).
+const defaultEventRetentionDays = 90
+
+// EventPruneArgs deletes events older than EVENT_RETENTION_DAYS, keeping
+// unacknowledged alerts.
+type EventPruneArgs struct{}
+
+// Kind implements river.JobArgs.
+func (EventPruneArgs) Kind() string { return "event_prune" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (EventPruneArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 30 * time.Minute}}
+}
+
+// EventPruneWorker works EventPruneArgs.
+type EventPruneWorker struct {
+	river.WorkerDefaults[EventPruneArgs]
+	deps Deps
+}
+
+// NewEventPruneWorker returns the worker (tests run its Work directly).
+func NewEventPruneWorker(deps Deps) *EventPruneWorker { return &EventPruneWorker{deps: deps} }
+
+// Timeout implements river.Worker: a large backlog is drained in batches,
+// and a run cut short is finished by the next one.
+func (w *EventPruneWorker) Timeout(*river.Job[EventPruneArgs]) time.Duration { return 10 * time.Minute }
+
+// Work deletes, in batches of events.PruneBatchSize, every event created
+// before the retention cutoff except unacknowledged alerts.
+func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[EventPruneArgs]) error {
+	now := time.Now
+	if w.deps.Now != nil {
+		now = w.deps.Now
+	}
+	days := defaultEventRetentionDays
+	if w.deps.Config != nil && w.deps.Config.EventRetentionDays > 0 {
+		days = w.deps.Config.EventRetentionDays
+	}
+	cutoff := now().UTC().AddDate(0, 0, -days)
+	n, err := events.Prune(ctx, w.deps.Pool, cutoff, events.PruneBatchSize)
+	if w.deps.Logger != nil {
+		w.deps.Logger.InfoContext(ctx, "pruned events", slog.Int64("events", n), slog.Time("before", cutoff))
+	}
+	return err
+}
+
+// addEventWorkers registers this feature's workers.
+func addEventWorkers(w *river.Workers, deps Deps) {
+	river.AddWorker(w, &EventPruneWorker{deps: deps})
+}
+
+// eventPeriodicJobs returns this feature's schedules: retention hourly, so
+// each run only has an hour's worth of expired events to delete.
+func eventPeriodicJobs(deps Deps) []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+			return EventPruneArgs{}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "event_prune"}),
+	}
+}
