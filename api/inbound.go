@@ -1,4 +1,206 @@
 package api
 
-// inboundRoutes registers its routes; they land with the receivers issue.
-func (s *Server) inboundRoutes() {}
+import (
+	"errors"
+	"net/http"
+	"net/mail"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/internal/inbound"
+	"github.com/mailwatch/mailwatch/internal/receivers"
+	"github.com/mailwatch/mailwatch/internal/twilio"
+)
+
+// defaultMaxMessageBytes caps an ingress message when Deps leaves it zero;
+// it matches the SMTP listener's default.
+const defaultMaxMessageBytes = 10 << 20
+
+// EmailIngressRequest documents POST /api/webhooks/email. The body is the
+// raw message; it is read by the handler, not decoded.
+type EmailIngressRequest struct {
+	To string `query:"to" validate:"required" description:"The receiver's address, e.g. abc@inbound.example.com (an optional display name or angle brackets are accepted)."`
+}
+
+// IngressResult is what an ingress webhook stored.
+type IngressResult struct {
+	ReceiverID uuid.UUID `json:"receiver_id" validate:"required"`
+	MessageID  uuid.UUID `json:"message_id" validate:"required"`
+	Duplicate  bool      `json:"duplicate" validate:"required" description:"True when this webhook-id had already been stored: nothing new was stored."`
+}
+
+// ParseIngressRecipient reads the `to` parameter of the email ingress
+// webhook: a bare address or one mailbox such as `"Ann" <a@b>`. It returns
+// the address with the domain in lower case (the local part as given; the
+// lookup ignores case).
+func ParseIngressRecipient(raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", errors.New("is required")
+	}
+	if len(raw) > 512 {
+		return "", errors.New("is too long")
+	}
+	addr, err := mail.ParseAddress(raw)
+	if err != nil {
+		return "", errors.New("must be one email address such as abc@inbound.example.com")
+	}
+	at := strings.LastIndexByte(addr.Address, '@')
+	if at <= 0 || at == len(addr.Address)-1 || at > 64 {
+		return "", errors.New("must be one email address such as abc@inbound.example.com")
+	}
+	domain := strings.TrimSuffix(strings.ToLower(addr.Address[at+1:]), ".")
+	return addr.Address[:at] + "@" + domain, nil
+}
+
+func (s *Server) inboundRoutes() {
+	store := &receivers.Store{
+		DB: s.db, Emitter: s.deps.Emitter, Logger: s.logger, Now: s.now, Delivered: s.deps.Waiters.WakeLocal,
+	}
+	var verifier *inbound.WebhookVerifier
+	var verifierErr error
+	if s.deps.InboundWebhookSecret != "" {
+		verifier, verifierErr = inbound.NewWebhookVerifier(s.deps.InboundWebhookSecret)
+	}
+	maxBytes := s.deps.MaxMessageBytes
+	if maxBytes <= 0 {
+		maxBytes = defaultMaxMessageBytes
+	}
+
+	HandleRaw(s.router, Endpoint[EmailIngressRequest, IngressResult]{
+		Method: "POST", Path: "/api/webhooks/email", OperationID: "ingestEmail", Tag: "webhook ingress", Auth: AuthNone,
+		Summary: "Deliver a raw email to a receiver (Standard Webhooks signed)",
+		Description: "The body is one raw RFC 5322 message (Content-Type message/rfc822 or application/octet-stream); " +
+			"`to` names the receiver. Signed with Standard Webhooks headers (webhook-id, webhook-timestamp within 5 minutes, " +
+			"webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>) under INBOUND_WEBHOOK_SECRET. The signature covers " +
+			"the body only, so a webhook-id is single-use: a repeat answers 200 with the message stored the first time " +
+			"(duplicate: true) and is never stored twice or for another receiver. 401 bad or missing " +
+			"signature, 404 unknown receiver, 410 expired receiver, 413 message over the size cap, 422 unreadable message " +
+			"or bad `to`, 503 when no secret is configured. No API key; limited per client IP like every public route.",
+		Errors: []int{401, 404, 410, 413, 415, 422, 503},
+	}, func(c *fiber.Ctx) error {
+		if verifier == nil {
+			if verifierErr != nil {
+				return &Error{Status: http.StatusServiceUnavailable, Detail: "email ingress is misconfigured on this server", Cause: verifierErr}
+			}
+			return Unavailable("email ingress is not configured on this server (INBOUND_WEBHOOK_SECRET is unset)")
+		}
+		body := c.Body()
+		if int64(len(body)) > maxBytes {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "message larger than the " + byteCount(maxBytes) + " cap"}
+		}
+		headers := http.Header{}
+		for _, h := range []string{inbound.HeaderWebhookID, inbound.HeaderWebhookTimestamp, inbound.HeaderWebhookSignature} {
+			if v := c.Get(h); v != "" {
+				headers.Set(h, strings.Clone(v))
+			}
+		}
+		if err := verifier.Verify(headers, body, s.now()); err != nil {
+			if errors.Is(err, inbound.ErrWebhookTimestamp) {
+				return unauthorized("webhook-timestamp is missing or more than 5 minutes from the server's clock")
+			}
+			return unauthorized("missing or invalid Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature)")
+		}
+		ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
+		if ct != "" && ct != "message/rfc822" && ct != "application/octet-stream" && ct != "text/plain" {
+			return &Error{Status: http.StatusUnsupportedMediaType, Detail: "the body must be a raw message: Content-Type message/rfc822 or application/octet-stream"}
+		}
+		to, err := ParseIngressRecipient(string(c.Context().QueryArgs().Peek("to")))
+		if err != nil {
+			return InvalidField("to", err.Error())
+		}
+		raw := append([]byte(nil), body...) // Fiber reuses the body buffer
+		delivered, err := store.DeliverEmail(c.UserContext(), receivers.EmailDelivery{
+			Raw: raw, Recipients: []string{to}, ReceivedAt: s.now(), WebhookID: strings.Clone(c.Get(inbound.HeaderWebhookID)),
+		})
+		switch {
+		case err == nil:
+			return c.Status(http.StatusOK).JSON(IngressResult{ReceiverID: delivered[0].ReceiverID, MessageID: delivered[0].MessageID})
+		case errors.Is(err, receivers.ErrDuplicate):
+			prev, err := s.q.MessageGetByWebhookID(c.UserContext(), s.db, c.Get(inbound.HeaderWebhookID))
+			if err != nil {
+				return err
+			}
+			return c.Status(http.StatusOK).JSON(IngressResult{ReceiverID: prev.ReceiverID, MessageID: prev.ID, Duplicate: true})
+		case errors.Is(err, receivers.ErrUnknownRecipient):
+			return NotFound("receiver " + to)
+		case errors.Is(err, receivers.ErrExpired):
+			return Gone("receiver %s has expired", to)
+		case errors.Is(err, inbound.ErrMessageTooLarge):
+			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "message too large"}
+		case errors.Is(err, inbound.ErrEmptyMessage):
+			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send one raw RFC 5322 message"}
+		case errors.Is(err, inbound.ErrMalformedMessage):
+			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is not a readable RFC 5322 / MIME message"}
+		default:
+			return err
+		}
+	})
+
+	s.router.rawTypes["POST /api/webhooks/sms"] = "text/xml"
+	HandleRaw(s.router, Endpoint[emptyRequest, RawBody]{
+		Method: "POST", Path: "/api/webhooks/sms", OperationID: "ingestSMS", Tag: "webhook ingress", Auth: AuthNone,
+		Summary: "Twilio incoming-message webhook",
+		Description: "Point a pool number's \"A message comes in\" webhook (HTTP POST) here. The form is checked against " +
+			"X-Twilio-Signature with TWILIO_AUTH_TOKEN over the public URL (PUBLIC_BASE_URL + path and query, or the request's " +
+			"own scheme and host), then filed under the receiver holding `To`. Answers an empty TwiML <Response/> " +
+			"(text/xml). 401 bad signature, 404 no receiver holds the number, 410 its receiver expired, 422 not an " +
+			"inbound message, 503 when no token is configured. No API key; limited per client IP.",
+		Errors: []int{401, 404, 410, 415, 422, 503},
+	}, func(c *fiber.Ctx) error {
+		if s.deps.TwilioAuthToken == "" {
+			return Unavailable("SMS ingress is not configured on this server (TWILIO_AUTH_TOKEN is unset)")
+		}
+		if !strings.HasPrefix(strings.ToLower(c.Get(fiber.HeaderContentType)), "application/x-www-form-urlencoded") {
+			return &Error{Status: http.StatusUnsupportedMediaType, Detail: "Twilio posts application/x-www-form-urlencoded"}
+		}
+		form, err := url.ParseQuery(string(c.Body()))
+		if err != nil {
+			return BadRequest("malformed form body: %v", err)
+		}
+		fullURL := s.publicURL(c)
+		if !twilio.ValidateSignature(s.deps.TwilioAuthToken, fullURL, form, c.Get(twilio.HeaderSignature)) {
+			return unauthorized("missing or invalid X-Twilio-Signature for " + fullURL)
+		}
+		sms, err := twilio.ParseInboundSMS(form)
+		if err != nil {
+			return InvalidField("form", err.Error())
+		}
+		_, err = store.DeliverSMS(c.UserContext(), sms, s.now())
+		switch {
+		case errors.Is(err, receivers.ErrUnknownRecipient):
+			return NotFound("receiver holding " + sms.To)
+		case errors.Is(err, receivers.ErrExpired):
+			return Gone("the receiver holding %s has expired", sms.To)
+		case err != nil:
+			return err
+		}
+		c.Set(fiber.HeaderContentType, "text/xml")
+		return c.Status(http.StatusOK).SendString(`<?xml version="1.0" encoding="UTF-8"?><Response/>`)
+	})
+}
+
+// publicURL rebuilds the URL the client requested: PUBLIC_BASE_URL when set
+// (behind a proxy), else the request's scheme and Host, plus the original
+// path and query.
+func (s *Server) publicURL(c *fiber.Ctx) string {
+	base := strings.TrimSuffix(s.deps.PublicBaseURL, "/")
+	if base == "" {
+		base = c.Protocol() + "://" + string(c.Request().Host())
+	}
+	return base + string(c.Request().RequestURI())
+}
+
+func byteCount(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}

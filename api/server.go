@@ -24,6 +24,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/usage"
 )
@@ -54,6 +55,17 @@ type Deps struct {
 	InboundWebhookSecret string
 	// TwilioAuthToken verifies the SMS ingress webhook.
 	TwilioAuthToken string
+	// Waiters wakes receiver long polls (one LISTEN connection per process;
+	// the caller runs it). When nil the API makes a hub without a listener,
+	// woken only by writes this process makes (tests on one transaction).
+	Waiters *receivers.Hub
+	// PublicBaseURL is the scheme://host[:port] clients (Twilio) use to reach
+	// the API, for checking signatures behind a proxy; empty means the
+	// request's own scheme and host.
+	PublicBaseURL string
+	// MaxMessageBytes caps a message sent to the email ingress webhook (413
+	// beyond); zero means 10 MiB. BodyLimit caps every body first.
+	MaxMessageBytes int64
 	// Resolver answers the domain checks' DNS queries.
 	Resolver dnscheck.Resolver
 	// Registry receives the API's metrics; a new one when nil.

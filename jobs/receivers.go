@@ -1,9 +1,103 @@
 package jobs
 
-import "github.com/riverqueue/river"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
 
-// addReceiverWorkers registers this feature's workers; they land with the receivers issue.
-func addReceiverWorkers(w *river.Workers, deps Deps) {}
+	"github.com/riverqueue/river"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+)
+
+// ReceiverPurgeGrace is how long an expired receiver and its messages are
+// kept (their routes answer 410) before ReceiverExpireWorker deletes them
+// (then 404). It matches api.ReceiverPurgeGrace.
+const ReceiverPurgeGrace = 24 * time.Hour
+
+// receiverPurgeBatch bounds one DELETE so that purging a backlog never holds
+// long locks.
+const receiverPurgeBatch = 500
+
+// addReceiverWorkers registers this feature's workers.
+func addReceiverWorkers(w *river.Workers, deps Deps) {
+	river.AddWorker(w, &ReceiverExpireWorker{deps: deps})
+}
 
 // receiverPeriodicJobs returns this feature's schedules.
-func receiverPeriodicJobs(deps Deps) []*river.PeriodicJob { return nil }
+func receiverPeriodicJobs(deps Deps) []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(time.Minute), func() (river.JobArgs, *river.InsertOpts) {
+			return ReceiverExpireArgs{}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "receiver_expire"}),
+	}
+}
+
+// ReceiverExpireArgs expires receivers: it releases the SMS numbers of
+// expired receivers, marks them expired and purges those past the grace
+// period with their messages. It carries no ids: every run converges on
+// the current rows.
+type ReceiverExpireArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ReceiverExpireArgs) Kind() string { return "receiver_expire" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (ReceiverExpireArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Minute}}
+}
+
+// ReceiverExpireWorker works ReceiverExpireArgs.
+type ReceiverExpireWorker struct {
+	river.WorkerDefaults[ReceiverExpireArgs]
+	deps Deps
+}
+
+// Timeout bounds one run; a big backlog continues in the next run.
+func (w *ReceiverExpireWorker) Timeout(*river.Job[ReceiverExpireArgs]) time.Duration { return 5 * time.Minute }
+
+// Work releases, marks and purges.
+func (w *ReceiverExpireWorker) Work(ctx context.Context, job *river.Job[ReceiverExpireArgs]) error {
+	now := time.Now().UTC()
+	if w.deps.Now != nil {
+		now = w.deps.Now().UTC()
+	}
+	res, err := ExpireReceivers(ctx, w.deps.Pool, now)
+	if err != nil {
+		return err
+	}
+	if res.Released+res.Marked+res.Purged > 0 {
+		w.deps.Logger.InfoContext(ctx, "expired receivers",
+			slog.Int64("numbers_released", res.Released), slog.Int64("marked", res.Marked), slog.Int64("purged", res.Purged))
+	}
+	return nil
+}
+
+// ExpireResult counts what one expiry run changed.
+type ExpireResult struct {
+	Released, Marked, Purged int64
+}
+
+// ExpireReceivers is the expiry run at time now, on any executor.
+func ExpireReceivers(ctx context.Context, db dbsqlc.DBTX, now time.Time) (ExpireResult, error) {
+	q := dbsqlc.New()
+	var res ExpireResult
+	var err error
+	if res.Released, err = q.SMSNumberReleaseExpired(ctx, db, now); err != nil {
+		return res, fmt.Errorf("error releasing SMS numbers: %w", err)
+	}
+	if res.Marked, err = q.ReceiverMarkExpired(ctx, db, now); err != nil {
+		return res, fmt.Errorf("error marking expired receivers: %w", err)
+	}
+	for {
+		n, err := q.ReceiverPurgeExpired(ctx, db, dbsqlc.ReceiverPurgeExpiredParams{Cutoff: now.Add(-ReceiverPurgeGrace), Max: receiverPurgeBatch})
+		if err != nil {
+			return res, fmt.Errorf("error purging expired receivers: %w", err)
+		}
+		res.Purged += n
+		if n < receiverPurgeBatch || ctx.Err() != nil {
+			return res, nil
+		}
+	}
+}

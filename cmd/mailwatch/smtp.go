@@ -2,13 +2,85 @@ package main
 
 import (
 	"context"
-	"errors"
+	"crypto/tls"
+	"fmt"
 	"log/slog"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/riverqueue/river"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/receivers"
+	"github.com/mailwatch/mailwatch/internal/smtpd"
+	"github.com/mailwatch/mailwatch/jobs"
 )
 
-// runSMTP runs the inbound SMTP listener; it lands with the receivers issue.
+// runSMTP runs the inbound SMTP listener (and /healthz, /readyz, /metrics on
+// METRICS_ADDR) until ctx ends.
 func runSMTP(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
-	return errors.New("the smtp role is not available yet")
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	logStart(logger, "smtp")
+	riverClient, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{})
+	if err != nil {
+		return err
+	}
+	srv, err := newSMTPServer(cfg, logger, pool, riverClient)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), api.NewPoolCollector(pool))
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveSMTP(gctx, cfg, logger, srv) })
+	g.Go(func() error { return serveOps(gctx, cfg.MetricsAddr, pool, reg, logger) })
+	return g.Wait()
+}
+
+// newSMTPServer builds the listener over the Postgres receiver store.
+func newSMTPServer(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, riverClient *river.Client[pgx.Tx]) (*smtpd.Server, error) {
+	var tlsConfig *tls.Config
+	if cfg.SMTPTLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.SMTPTLSCert, cfg.SMTPTLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("error loading SMTP_TLS_CERT / SMTP_TLS_KEY: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	store := &receivers.Store{DB: pool, Emitter: &events.Emitter{River: riverClient}, Logger: logger}
+	return smtpd.NewServer(smtpd.Config{
+		Addr:            cfg.SMTPAddr,
+		Domain:          cfg.InboundDomain,
+		MaxMessageBytes: cfg.SMTPMaxMessageBytes,
+		TLSConfig:       tlsConfig,
+	}, store, logger)
+}
+
+// serveSMTP serves until ctx ends, then lets open sessions finish for up to
+// SHUTDOWN_TIMEOUT.
+func serveSMTP(ctx context.Context, cfg *config.Config, logger *slog.Logger, srv *smtpd.Server) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("SMTP listener shutting down; waiting for open sessions")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), min(cfg.ShutdownTimeout, 30*time.Second))
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("SMTP sessions cut off at shutdown", slog.Any("error", err))
+	}
+	return <-errc
 }

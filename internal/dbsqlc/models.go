@@ -52,3 +52,40 @@ type Event struct {
 	AcknowledgedNote *string
 	AcknowledgedKey  *string
 }
+
+type Receiver struct {
+	ID         uuid.UUID
+	AccountID  uuid.UUID
+	Channel    string
+	Label      string
+	Address    string
+	TtlSeconds int32
+	ExpiresAt  time.Time
+	CreatedAt  time.Time
+	ExpiredAt  *time.Time
+	LastSeq    int64
+}
+
+type ReceiverMessage struct {
+	ID         uuid.UUID
+	ReceiverID uuid.UUID
+	AccountID  uuid.UUID
+	Seq        int64
+	Channel    string
+	Sender     string
+	Subject    string
+	TextBody   string
+	HtmlBody   string
+	Parsed     json.RawMessage
+	Raw        []byte
+	SizeBytes  int32
+	WebhookID  *string
+	ReceivedAt time.Time
+}
+
+type SmsNumber struct {
+	PhoneNumber string
+	ReceiverID  *uuid.UUID
+	ClaimedAt   *time.Time
+	CreatedAt   time.Time
+}

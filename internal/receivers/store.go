@@ -1,0 +1,309 @@
+package receivers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/inbound"
+	"github.com/mailwatch/mailwatch/internal/smtpd"
+	"github.com/mailwatch/mailwatch/internal/twilio"
+)
+
+// Channels of a receiver.
+const (
+	ChannelEmail = "email"
+	ChannelSMS   = "sms"
+)
+
+var (
+	// ErrUnknownRecipient: no receiver has the address or number.
+	ErrUnknownRecipient = smtpd.ErrUnknownRecipient
+	// ErrExpired: the receiver exists but has expired.
+	ErrExpired = smtpd.ErrExpired
+	// ErrDuplicate: an email ingress request with this webhook-id was
+	// already stored (a retry or a replay).
+	ErrDuplicate = errors.New("webhook id already delivered")
+)
+
+// Details is the part of a message stored as JSON (parsed) beside its
+// columns; the API shows it as it is.
+type Details struct {
+	From        inbound.Address      `json:"from"`
+	To          []inbound.Address    `json:"to"`
+	Cc          []inbound.Address    `json:"cc"`
+	Recipients  []string             `json:"recipients"`
+	Date        *time.Time           `json:"date,omitempty"`
+	MessageID   string               `json:"message_id,omitempty"`
+	Headers     []inbound.Header     `json:"headers"`
+	Attachments []inbound.Attachment `json:"attachments"`
+	Links       []string             `json:"links"`
+	Codes       []string             `json:"codes"`
+	Media       []twilio.Media       `json:"media"`
+}
+
+// Delivered names one stored message.
+type Delivered struct {
+	AccountID  uuid.UUID
+	ReceiverID uuid.UUID
+	MessageID  uuid.UUID
+}
+
+// Store files inbound messages under receivers. It is safe for concurrent
+// use.
+type Store struct {
+	DB      dbutil.Executor
+	Emitter *events.Emitter
+	Logger  *slog.Logger
+	Now     func() time.Time
+	// Delivered, when set, is called after a delivery committed, with the
+	// receivers that got a message (an in-process wake-up for hubs without
+	// a LISTEN connection).
+	Delivered func(receiverIDs ...uuid.UUID)
+}
+
+var _ smtpd.Store = (*Store)(nil)
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (s *Store) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// LookupEmail returns the email receiver of address (compared in lower
+// case), or ErrUnknownRecipient / ErrExpired.
+func (s *Store) LookupEmail(ctx context.Context, address string) (dbsqlc.Receiver, error) {
+	r, err := dbsqlc.New().ReceiverGetEmailByAddress(ctx, s.DB, strings.ToLower(address))
+	if dbutil.IsNotFound(err) {
+		return r, ErrUnknownRecipient
+	}
+	if err != nil {
+		return r, fmt.Errorf("error looking up receiver: %w", err)
+	}
+	if !s.now().Before(r.ExpiresAt) {
+		return r, ErrExpired
+	}
+	return r, nil
+}
+
+// AcceptRecipient implements smtpd.Store.
+func (s *Store) AcceptRecipient(ctx context.Context, address string) error {
+	_, err := s.LookupEmail(ctx, address)
+	return err
+}
+
+// Deliver implements smtpd.Store: it stores the message for every accepted
+// recipient that is still live. A recipient that expired or was deleted
+// between RCPT and the end of DATA is skipped (logged); the message is still
+// accepted for the others.
+func (s *Store) Deliver(ctx context.Context, env smtpd.Envelope) error {
+	_, err := s.DeliverEmail(ctx, EmailDelivery{
+		Raw: env.Raw, Sender: env.From, Recipients: env.To, ReceivedAt: env.ReceivedAt,
+	})
+	if errors.Is(err, ErrUnknownRecipient) || errors.Is(err, ErrExpired) {
+		s.logger().InfoContext(ctx, "message dropped: its recipients went away during the session",
+			slog.Int("rcpt_count", len(env.To)), slog.Any("reason", err))
+		return nil
+	}
+	return err
+}
+
+// EmailDelivery is one raw message for one or more receiver addresses.
+type EmailDelivery struct {
+	Raw        []byte
+	Sender     string   // envelope sender; the From header when empty
+	Recipients []string // receiver addresses
+	ReceivedAt time.Time
+	// WebhookID is the Standard Webhooks id of an ingress request; a second
+	// delivery with the same id fails with ErrDuplicate.
+	WebhookID string
+}
+
+// DeliverEmail parses d.Raw once and stores one message per live receiver
+// among d.Recipients, in one transaction. It fails with ErrUnknownRecipient
+// or ErrExpired when no recipient is a live receiver, with an error wrapping
+// one of inbound's Parse errors for a message that can't be read, and with
+// ErrDuplicate for a repeated webhook id.
+func (s *Store) DeliverEmail(ctx context.Context, d EmailDelivery) ([]Delivered, error) {
+	msg, err := inbound.Parse(d.Raw)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		ids     []uuid.UUID
+		expired bool
+	)
+	for _, addr := range d.Recipients {
+		r, err := s.LookupEmail(ctx, addr)
+		switch {
+		case errors.Is(err, ErrExpired):
+			expired = true
+			continue
+		case errors.Is(err, ErrUnknownRecipient):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if !slices.Contains(ids, r.ID) {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		if expired {
+			return nil, ErrExpired
+		}
+		return nil, ErrUnknownRecipient
+	}
+	sender := d.Sender
+	if sender == "" {
+		sender = msg.From.Address
+	}
+	details := Details{
+		From: msg.From, To: msg.To, Cc: msg.Cc, Recipients: nonNil(d.Recipients), Date: msg.Date,
+		MessageID: msg.MessageID, Headers: msg.Headers, Attachments: msg.Attachments,
+		Links: msg.Links, Codes: msg.Codes, Media: []twilio.Media{},
+	}
+	var webhookID *string
+	if d.WebhookID != "" {
+		webhookID = &d.WebhookID
+	}
+	return s.store(ctx, ids, stored{
+		channel: ChannelEmail, sender: sender, subject: msg.Subject, text: msg.Text, html: msg.HTML,
+		details: details, raw: d.Raw, size: len(d.Raw), webhookID: webhookID, receivedAt: d.ReceivedAt,
+	})
+}
+
+// DeliverSMS stores an inbound SMS under the receiver holding sms.To.
+func (s *Store) DeliverSMS(ctx context.Context, sms *twilio.InboundSMS, receivedAt time.Time) (Delivered, error) {
+	r, err := dbsqlc.New().ReceiverGetBySMSNumber(ctx, s.DB, sms.To)
+	if dbutil.IsNotFound(err) {
+		return Delivered{}, ErrUnknownRecipient
+	}
+	if err != nil {
+		return Delivered{}, fmt.Errorf("error looking up SMS receiver: %w", err)
+	}
+	if !s.now().Before(r.ExpiresAt) {
+		return Delivered{}, ErrExpired
+	}
+	media := sms.Media
+	if media == nil {
+		media = []twilio.Media{}
+	}
+	details := Details{
+		From: inbound.Address{Address: sms.From}, To: []inbound.Address{{Address: sms.To}}, Cc: []inbound.Address{},
+		Recipients: []string{sms.To}, MessageID: sms.MessageSid, Headers: []inbound.Header{},
+		Attachments: []inbound.Attachment{}, Links: nonNil(inbound.Links(sms.Body, "")),
+		Codes: nonNil(inbound.Codes("", sms.Body)), Media: media,
+	}
+	out, err := s.store(ctx, []uuid.UUID{r.ID}, stored{
+		channel: ChannelSMS, sender: sms.From, text: sms.Body, details: details, size: len(sms.Body), receivedAt: receivedAt,
+	})
+	if err != nil {
+		return Delivered{}, err
+	}
+	return out[0], nil
+}
+
+type stored struct {
+	channel, sender, subject, text, html string
+	details                              Details
+	raw                                  []byte
+	size                                 int
+	webhookID                            *string
+	receivedAt                           time.Time
+}
+
+func (s *Store) store(ctx context.Context, ids []uuid.UUID, m stored) ([]Delivered, error) {
+	parsed, err := json.Marshal(m.details)
+	if err != nil {
+		return nil, fmt.Errorf("error encoding message details: %w", err)
+	}
+	if m.receivedAt.IsZero() {
+		m.receivedAt = s.now()
+	}
+	// Lock receivers in one order so that concurrent multi-recipient
+	// deliveries cannot deadlock.
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+	q := dbsqlc.New()
+	now := s.now()
+	out, err := dbutil.WithTxV(ctx, s.DB, func(ctx context.Context, tx pgx.Tx) ([]Delivered, error) {
+		var out []Delivered
+		for _, id := range ids {
+			r, err := q.ReceiverNextSeq(ctx, tx, dbsqlc.ReceiverNextSeqParams{ID: id, Now: now})
+			if dbutil.IsNotFound(err) {
+				continue // expired or deleted since the lookup
+			}
+			if err != nil {
+				return nil, fmt.Errorf("error locking receiver: %w", err)
+			}
+			msgID, err := q.MessageInsert(ctx, tx, dbsqlc.MessageInsertParams{
+				ID: uuid.Must(uuid.NewV7()), ReceiverID: id, AccountID: r.AccountID, Seq: r.LastSeq, Channel: m.channel,
+				Sender: m.sender, Subject: m.subject, TextBody: m.text, HtmlBody: m.html, Parsed: parsed, Raw: m.raw,
+				SizeBytes: int32(m.size), WebhookID: m.webhookID, ReceivedAt: m.receivedAt.UTC(),
+			})
+			if dbutil.IsUniqueViolation(err, "receiver_messages_webhook_id_key") {
+				return nil, ErrDuplicate
+			}
+			if err != nil {
+				return nil, fmt.Errorf("error inserting message: %w", err)
+			}
+			from := m.details.From.Address
+			if from == "" {
+				from = m.sender
+			}
+			if _, err := s.Emitter.Emit(ctx, tx, events.Event{
+				AccountID: r.AccountID,
+				Type:      events.TypeReceiverMessageReceived,
+				Payload: map[string]any{
+					"receiver_id": id, "message_id": msgID, "channel": m.channel,
+					"from": from, "subject": m.subject, "label": r.Label,
+				},
+				At: m.receivedAt,
+			}); err != nil {
+				return nil, err
+			}
+			out = append(out, Delivered{AccountID: r.AccountID, ReceiverID: id, MessageID: msgID})
+		}
+		if len(out) == 0 {
+			return nil, ErrExpired
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.Delivered != nil {
+		woken := make([]uuid.UUID, len(out))
+		for i, d := range out {
+			woken[i] = d.ReceiverID
+		}
+		s.Delivered(woken...)
+	}
+	return out, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,54 @@
+-- name: MessageInsert :one
+INSERT INTO receiver_messages (id, receiver_id, account_id, seq, channel, sender, subject, text_body, html_body,
+                               parsed, raw, size_bytes, webhook_id, received_at)
+VALUES (@id::uuid, @receiver_id::uuid, @account_id::uuid, @seq::bigint, @channel::text, @sender::text,
+        @subject::text, @text_body::text, @html_body::text, @parsed::jsonb, sqlc.narg('raw')::bytea,
+        @size_bytes::integer, sqlc.narg('webhook_id')::text, @received_at::timestamptz)
+RETURNING id;
+
+-- name: MessageGetByWebhookID :one
+SELECT id, receiver_id, account_id FROM receiver_messages WHERE webhook_id = @webhook_id::text;
+
+-- name: MessageGet :one
+SELECT id, receiver_id, account_id, seq, channel, sender, subject, text_body, html_body, parsed, size_bytes, received_at
+FROM receiver_messages
+WHERE id = @id::uuid AND receiver_id = @receiver_id::uuid AND account_id = @account_id::uuid;
+
+-- name: MessageGetRaw :one
+SELECT raw FROM receiver_messages
+WHERE id = @id::uuid AND receiver_id = @receiver_id::uuid AND account_id = @account_id::uuid;
+
+-- name: MessageGetSeq :one
+SELECT seq FROM receiver_messages WHERE id = @id::uuid AND receiver_id = @receiver_id::uuid;
+
+-- name: MessageListDesc :many
+SELECT id, receiver_id, seq, channel, sender, subject, parsed, size_bytes, received_at
+FROM receiver_messages
+WHERE receiver_id = @receiver_id::uuid AND seq < @before_seq::bigint
+ORDER BY seq DESC
+LIMIT @max::integer;
+
+-- name: MessageListAsc :many
+SELECT id, receiver_id, seq, channel, sender, subject, parsed, size_bytes, received_at
+FROM receiver_messages
+WHERE receiver_id = @receiver_id::uuid AND seq > @after_seq::bigint
+ORDER BY seq
+LIMIT @max::integer;
+
+-- name: MessageNextForWait :one
+-- The oldest message after @after_seq of a receiver of the account, with the
+-- receiver's expiry: one round trip for a waiter's common case.
+SELECT r.expires_at, m.id, m.receiver_id, m.account_id, m.seq, m.channel, m.sender, m.subject, m.text_body,
+       m.html_body, m.parsed, m.size_bytes, m.received_at
+FROM receivers r
+JOIN receiver_messages m ON m.receiver_id = r.id
+WHERE r.id = @receiver_id::uuid AND r.account_id = @account_id::uuid AND m.seq > @after_seq::bigint
+ORDER BY m.seq
+LIMIT 1;
+
+-- name: MessageDelete :execrows
+DELETE FROM receiver_messages
+WHERE id = @id::uuid AND receiver_id = @receiver_id::uuid AND account_id = @account_id::uuid;
+
+-- name: MessageCountSince :one
+SELECT count(*) FROM receiver_messages WHERE account_id = @account_id::uuid AND received_at > @since::timestamptz;
