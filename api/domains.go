@@ -2,14 +2,539 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/domainname"
+	"github.com/mailwatch/mailwatch/internal/health"
+	"github.com/mailwatch/mailwatch/jobs"
 )
 
-// domainRoutes registers its routes; they land with the domains issue.
-func (s *Server) domainRoutes() {}
+// Limits of a domain's lists.
+const (
+	maxDomainTags      = 20
+	maxDomainTagLength = 64
+	maxDKIMSelectors   = 20
+)
+
+// Domain is a monitored domain with its latest score and check summary.
+type Domain struct {
+	ID            uuid.UUID  `json:"id" validate:"required"`
+	Domain        string     `json:"domain" validate:"required" description:"The normalised name: IDNA A-labels, lower case, no trailing dot."`
+	Tags          []string   `json:"tags" validate:"required" description:"Carried by the domain's events; event subscriptions filter on them (tag_filter)."`
+	DKIMSelectors []string   `json:"dkim_selectors" validate:"required" description:"Selectors checked besides the common ones probed."`
+	Score         *int       `json:"score" validate:"required" description:"Latest health score (0..100); null until the first complete check."`
+	ScoredAt      *time.Time `json:"scored_at" validate:"required"`
+	CheckedAt     *time.Time `json:"checked_at" validate:"required" description:"When the latest DNS check started; null until the first check."`
+	Checks        CheckMap   `json:"checks" validate:"required" description:"Status of each check in the latest DNS check: pass, warn, fail, none, neutral, temperror or permerror."`
+	CreatedAt     time.Time  `json:"created_at" validate:"required"`
+	UpdatedAt     time.Time  `json:"updated_at" validate:"required"`
+}
+
+// CheckMap maps a check name (spf, dmarc, dkim, mx, mta_sts, tls_rpt, bimi,
+// dnssec) to its status.
+type CheckMap map[string]string
+
+// DomainDetail is a domain with its full latest results and health report.
+type DomainDetail struct {
+	Domain
+	Results *dnscheck.Results `json:"results,omitempty" description:"The latest DNS check as it came back; absent until the first check."`
+	Health  *health.Report    `json:"health,omitempty" description:"The latest health computation with its components; absent until the first complete check."`
+}
+
+// CreateDomainRequest is the body of POST /api/accounts/me/domains.
+type CreateDomainRequest struct {
+	Domain string   `json:"domain" validate:"required,max=1024" description:"A registrable domain or a subdomain; Unicode names are stored as A-labels. Public suffixes are refused."`
+	Tags   []string `json:"tags,omitempty" validate:"omitempty,max=20,dive,min=1,max=64"`
+}
+
+// UpdateDomainRequest is the body of PATCH /api/accounts/me/domains/{domain}.
+type UpdateDomainRequest struct {
+	DomainPath
+	Tags          *[]string `json:"tags,omitempty" validate:"omitempty,max=20,dive,min=1,max=64" description:"Replaces the tags; [] clears them."`
+	DKIMSelectors *[]string `json:"dkim_selectors,omitempty" validate:"omitempty,max=20,dive,min=1,max=200" description:"Replaces the configured DKIM selectors (each a dot-separated host-name label sequence, e.g. s1 or k1.mail); a change triggers a new check."`
+}
+
+// DomainPath names one domain of the caller's account.
+type DomainPath struct {
+	Name string `path:"domain" json:"-" description:"The domain name (any spelling that normalises to it, e.g. Unicode or upper case)."`
+}
+
+// ListDomainsRequest pages through the account's domains by name.
+type ListDomainsRequest struct {
+	After string `query:"after" description:"Return domains whose name sorts after this one (the last name of the previous page)."`
+	Limit *int   `query:"limit" validate:"omitempty,min=1,max=500" description:"Page size, 1 to 500; default 100."`
+}
+
+// HealthHistoryRequest lists a domain's health history.
+type HealthHistoryRequest struct {
+	DomainPath
+	Limit *int `query:"limit" validate:"omitempty,min=1,max=200" description:"Entries to return, 1 to 200; default 50."`
+}
+
+// HealthEntry is one health computation.
+type HealthEntry struct {
+	Score      int                `json:"score" validate:"required"`
+	Components []health.Component `json:"components" validate:"required"`
+	Unknown    []string           `json:"unknown" validate:"required" description:"Components left out because their check was never answered."`
+	Caps       []health.Cap       `json:"caps" validate:"required"`
+	Applied    *health.Cap        `json:"applied,omitempty" description:"The cap that lowered the score, if any."`
+	ComputedAt time.Time          `json:"computed_at" validate:"required"`
+}
+
+// DNSChange is one difference the live lookup found with the last known
+// results; each was also emitted as a dns_record_changed event.
+type DNSChange struct {
+	Check    string           `json:"check" validate:"required"`
+	Critical bool             `json:"critical" validate:"required" description:"A check that passed now fails or is missing."`
+	Before   jobs.RecordState `json:"before" validate:"required"`
+	After    jobs.RecordState `json:"after" validate:"required"`
+}
+
+// DNSLookup is the outcome of a live DNS lookup.
+type DNSLookup struct {
+	Domain    string            `json:"domain" validate:"required"`
+	CheckedAt time.Time         `json:"checked_at" validate:"required"`
+	Stored    bool              `json:"stored" validate:"required" description:"False when a check that started later was stored first; these results were then not kept."`
+	Results   *dnscheck.Results `json:"results" validate:"required"`
+	Changes   []DNSChange       `json:"changes" validate:"required" description:"Differences with the last known results; temporary failures are never changes."`
+	Score     *int              `json:"score" validate:"required" description:"The domain's health score after this lookup."`
+}
+
+// HealthRecompute acknowledges a queued recomputation.
+type HealthRecompute struct {
+	Domain string `json:"domain" validate:"required"`
+	JobID  int64  `json:"job_id" validate:"required" description:"The River job that recomputes the score."`
+}
+
+func domainFromRow(id uuid.UUID, name string, tags, selectors []string, score *int32, scoredAt, checkedAt *time.Time,
+	status json.RawMessage, created, updated time.Time,
+) Domain {
+	d := Domain{
+		ID: id, Domain: name, Tags: nonNil(tags), DKIMSelectors: nonNil(selectors),
+		ScoredAt: utcPtr(scoredAt), CheckedAt: utcPtr(checkedAt), Checks: CheckMap{},
+		CreatedAt: created.UTC(), UpdatedAt: updated.UTC(),
+	}
+	if score != nil {
+		n := int(*score)
+		d.Score = &n
+	}
+	if len(status) > 0 {
+		_ = json.Unmarshal(status, &d.Checks)
+	}
+	return d
+}
+
+func domainFromFullRow(r dbsqlc.Domain) Domain {
+	return domainFromRow(r.ID, r.Name, r.Tags, r.DkimSelectors, r.Score, r.ScoredAt, r.CheckedAt, r.CheckStatus, r.CreatedAt, r.UpdatedAt)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// normalizeDomainPath turns a {domain} path value into the stored name; a
+// name that cannot normalise can never exist, so it is a 404.
+func normalizeDomainPath(raw string) (string, error) {
+	if s, err := url.PathUnescape(raw); err == nil {
+		raw = s
+	}
+	name, err := domainname.Normalize(raw)
+	if err != nil {
+		return "", NotFound("domain")
+	}
+	return name, nil
+}
+
+// cleanTags trims, de-duplicates and checks tags.
+func cleanTags(field string, tags []string) ([]string, error) {
+	out := make([]string, 0, len(tags))
+	for i, t := range tags {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			return nil, InvalidField(fmt.Sprintf("%s[%d]", field, i), "must not be blank")
+		}
+		if len(t) > maxDomainTagLength {
+			return nil, InvalidField(fmt.Sprintf("%s[%d]", field, i), fmt.Sprintf("must be at most %d characters", maxDomainTagLength))
+		}
+		if strings.IndexFunc(t, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) >= 0 {
+			return nil, InvalidField(fmt.Sprintf("%s[%d]", field, i), "must not contain control characters")
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	if len(out) > maxDomainTags {
+		return nil, InvalidField(field, fmt.Sprintf("must have at most %d items", maxDomainTags))
+	}
+	return out, nil
+}
+
+// cleanSelectors lower-cases, de-duplicates and checks DKIM selectors: a
+// selector is one or more dot-separated labels of letters, digits and
+// hyphens (RFC 6376 section 3.1), not starting or ending with a hyphen.
+func cleanSelectors(field string, sels []string) ([]string, error) {
+	out := make([]string, 0, len(sels))
+	for i, s := range sels {
+		s = strings.ToLower(strings.TrimSpace(s))
+		if msg := selectorProblem(s); msg != "" {
+			return nil, InvalidField(fmt.Sprintf("%s[%d]", field, i), msg)
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) > maxDKIMSelectors {
+		return nil, InvalidField(field, fmt.Sprintf("must have at most %d items", maxDKIMSelectors))
+	}
+	return out, nil
+}
+
+func selectorProblem(s string) string {
+	if s == "" {
+		return "must not be blank"
+	}
+	if len(s) > 200 {
+		return "must be at most 200 characters"
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" {
+			return "must not have empty labels (two dots, or a leading or trailing dot)"
+		}
+		if len(label) > 63 {
+			return "labels must be at most 63 characters"
+		}
+		if label[0] == '-' || label[len(label)-1] == '-' {
+			return "labels must not start or end with a hyphen"
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return fmt.Sprintf("may contain only letters, digits, hyphens and dots, not %q", c)
+			}
+		}
+	}
+	return ""
+}
+
+// getDomain reads one of the caller's domains or answers 404.
+func (s *Server) getDomain(ctx context.Context, db dbutil.Executor, raw string) (dbsqlc.Domain, error) {
+	name, err := normalizeDomainPath(raw)
+	if err != nil {
+		return dbsqlc.Domain{}, err
+	}
+	row, err := s.q.DomainGetByName(ctx, db, dbsqlc.DomainGetByNameParams{AccountID: mustCaller(ctx).AccountID, Name: name})
+	if dbutil.IsNotFound(err) {
+		return dbsqlc.Domain{}, NotFound("domain")
+	}
+	return row, err
+}
+
+func (s *Server) domainRoutes() {
+	const tag = "domains"
+	Handle(s.router, Endpoint[CreateDomainRequest, Domain]{
+		Method: "POST", Path: "/api/accounts/me/domains", Status: 201, OperationID: "createDomain", Tag: tag,
+		Summary: "Monitor a domain",
+		Description: "Normalises the name (IDNA to ASCII, lower case, no trailing dot) and refuses public suffixes (422). " +
+			"A domain already monitored by the account is 409. Its first DNS check and health score are queued with it.",
+		Errors: []int{409},
+		Call:   s.createDomain,
+	})
+	Handle(s.router, Endpoint[ListDomainsRequest, []Domain]{
+		Method: "GET", Path: "/api/accounts/me/domains", OperationID: "listDomains", Tag: tag,
+		Summary:     "List monitored domains",
+		Description: "Sorted by name, with each domain's latest score and check statuses. Page with after=<last name>.",
+		Call:        s.listDomains,
+	})
+	Handle(s.router, Endpoint[DomainPath, DomainDetail]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}", OperationID: "getDomain", Tag: tag,
+		Summary: "Get a domain with its latest DNS results and health report",
+		Errors:  []int{404},
+		Call:    s.getDomainDetail,
+	})
+	Handle(s.router, Endpoint[UpdateDomainRequest, Domain]{
+		Method: "PATCH", Path: "/api/accounts/me/domains/{domain}", OperationID: "updateDomain", Tag: tag,
+		Summary:     "Change a domain's tags or DKIM selectors",
+		Description: "Fields left out are unchanged. Changing the DKIM selectors queues a new check.",
+		Errors:      []int{404},
+		Call:        s.updateDomain,
+	})
+	Handle(s.router, Endpoint[DomainPath, NoContent]{
+		Method: "DELETE", Path: "/api/accounts/me/domains/{domain}", Status: 204, OperationID: "deleteDomain", Tag: tag,
+		Summary: "Stop monitoring a domain", Description: "Deletes the domain with its results and health history; its events stay.",
+		Errors: []int{404},
+		Call:   s.deleteDomain,
+	})
+	Handle(s.router, Endpoint[DomainPath, DNSLookup]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dns", OperationID: "lookupDomainDNS", Tag: tag,
+		Summary: "Run every DNS check now",
+		Description: "Runs SPF, DMARC, DKIM, MX, MTA-STS, TLS-RPT, BIMI and DNSSEC concurrently within a 10 s budget and " +
+			"stores the result as the domain's latest snapshot, exactly as a periodic check does: changes from the last known " +
+			"results emit dns_record_changed and the health score is recomputed. A timeout or SERVFAIL is temperror, never a change.",
+		Errors: []int{404},
+		Call:   s.lookupDomainDNS,
+	})
+	Handle(s.router, Endpoint[DomainPath, HealthRecompute]{
+		Method: "POST", Path: "/api/accounts/me/domains/{domain}/health/recompute", Status: 202, OperationID: "recomputeDomainHealth", Tag: tag,
+		Summary:     "Recompute the health score",
+		Description: "Queues a recomputation from the stored results; it appends to the health history and may emit health_score_changed.",
+		Errors:      []int{404},
+		Call:        s.recomputeDomainHealth,
+	})
+	Handle(s.router, Endpoint[HealthHistoryRequest, []HealthEntry]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/health", OperationID: "listDomainHealth", Tag: tag,
+		Summary: "A domain's health score history", Description: "Newest first.",
+		Errors: []int{404},
+		Call:   s.listDomainHealth,
+	})
+}
+
+func (s *Server) createDomain(ctx context.Context, req *CreateDomainRequest) (*Domain, error) {
+	caller := mustCaller(ctx)
+	name, err := domainname.Normalize(req.Domain)
+	if err != nil {
+		return nil, InvalidField("domain", err.Error())
+	}
+	tags, err := cleanTags("tags", req.Tags)
+	if err != nil {
+		return nil, err
+	}
+	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (dbsqlc.Domain, error) {
+		row, err := s.q.DomainInsert(ctx, tx, dbsqlc.DomainInsertParams{
+			ID: uuid.Must(uuid.NewV7()), AccountID: caller.AccountID, Name: name, Tags: tags,
+		})
+		if err != nil {
+			return row, err
+		}
+		if _, err := s.deps.River.InsertTx(ctx, tx, jobs.DomainCheckArgs{DomainID: row.ID}, nil); err != nil {
+			return row, fmt.Errorf("error queueing the first check: %w", err)
+		}
+		return row, nil
+	})
+	if dbutil.IsUniqueViolation(err, "domains_account_name_key") {
+		return nil, Conflict("the account already monitors %s", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d := domainFromFullRow(row)
+	return &d, nil
+}
+
+func (s *Server) listDomains(ctx context.Context, req *ListDomainsRequest) (*[]Domain, error) {
+	limit := 100
+	if req.Limit != nil {
+		limit = *req.Limit
+	}
+	rows, err := s.q.DomainList(ctx, s.db, dbsqlc.DomainListParams{AccountID: mustCaller(ctx).AccountID, After: req.After, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Domain, len(rows))
+	for i, r := range rows {
+		out[i] = domainFromRow(r.ID, r.Name, r.Tags, r.DkimSelectors, r.Score, r.ScoredAt, r.CheckedAt, r.CheckStatus, r.CreatedAt, r.UpdatedAt)
+	}
+	return &out, nil
+}
+
+func (s *Server) getDomainDetail(ctx context.Context, req *DomainPath) (*DomainDetail, error) {
+	row, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	out := DomainDetail{Domain: domainFromFullRow(row)}
+	if len(row.Results) > 0 {
+		out.Results = &dnscheck.Results{}
+		if err := json.Unmarshal(row.Results, out.Results); err != nil {
+			return nil, fmt.Errorf("error decoding results of %s: %w", row.Name, err)
+		}
+	}
+	if len(row.Health) > 0 {
+		out.Health = &health.Report{}
+		if err := json.Unmarshal(row.Health, out.Health); err != nil {
+			return nil, fmt.Errorf("error decoding health of %s: %w", row.Name, err)
+		}
+	}
+	return &out, nil
+}
+
+func (s *Server) updateDomain(ctx context.Context, req *UpdateDomainRequest) (*Domain, error) {
+	caller := mustCaller(ctx)
+	name, err := normalizeDomainPath(req.Name)
+	if err != nil {
+		return nil, err
+	}
+	params := dbsqlc.DomainUpdateParams{AccountID: caller.AccountID, Name: name}
+	if req.Tags != nil {
+		if params.Tags, err = cleanTags("tags", *req.Tags); err != nil {
+			return nil, err
+		}
+	}
+	if req.DKIMSelectors != nil {
+		if params.DkimSelectors, err = cleanSelectors("dkim_selectors", *req.DKIMSelectors); err != nil {
+			return nil, err
+		}
+	}
+	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (dbsqlc.Domain, error) {
+		before, err := s.q.DomainGetByNameForUpdate(ctx, tx, dbsqlc.DomainGetByNameForUpdateParams{AccountID: caller.AccountID, Name: name})
+		if dbutil.IsNotFound(err) {
+			return before, NotFound("domain")
+		}
+		if err != nil {
+			return before, err
+		}
+		row, err := s.q.DomainUpdate(ctx, tx, params)
+		if err != nil {
+			return row, err
+		}
+		if params.DkimSelectors != nil && !slices.Equal(before.DkimSelectors, row.DkimSelectors) {
+			if _, err := s.deps.River.InsertTx(ctx, tx, jobs.DomainCheckArgs{DomainID: row.ID}, nil); err != nil {
+				return row, fmt.Errorf("error queueing a check: %w", err)
+			}
+		}
+		return row, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	d := domainFromFullRow(row)
+	return &d, nil
+}
+
+func (s *Server) deleteDomain(ctx context.Context, req *DomainPath) (*NoContent, error) {
+	name, err := normalizeDomainPath(req.Name)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.q.DomainDelete(ctx, s.db, dbsqlc.DomainDeleteParams{AccountID: mustCaller(ctx).AccountID, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, NotFound("domain")
+	}
+	return &NoContent{}, nil
+}
+
+func (s *Server) lookupDomainDNS(ctx context.Context, req *DomainPath) (*DNSLookup, error) {
+	row, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if s.deps.Resolver == nil {
+		return nil, Unavailable("DNS checks are not configured on this server")
+	}
+	started := s.now()
+	rs := jobs.CheckDomain(ctx, s.deps.Resolver, s.deps.MTASTSClient, row)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (*jobs.CheckOutcome, error) {
+		return jobs.ApplyDomainCheck(ctx, tx, s.deps.Emitter, row.ID, started, rs, s.now())
+	})
+	if errors.Is(err, jobs.ErrDomainGone) {
+		return nil, NotFound("domain")
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp := &DNSLookup{Domain: row.Name, CheckedAt: started.UTC(), Stored: out.Applied, Results: rs, Changes: []DNSChange{}}
+	for _, ch := range out.Changes {
+		c := DNSChange{Check: ch.Check, Critical: ch.Critical}
+		c.Before.Status, c.Before.Records = ch.Before.Status, nonNil(ch.Before.Records)
+		c.After.Status, c.After.Records = ch.After.Status, nonNil(ch.After.Records)
+		resp.Changes = append(resp.Changes, c)
+	}
+	if out.Domain.Score != nil {
+		n := int(*out.Domain.Score)
+		resp.Score = &n
+	}
+	return resp, nil
+}
+
+func (s *Server) recomputeDomainHealth(ctx context.Context, req *DomainPath) (*HealthRecompute, error) {
+	row, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	res, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+		res, err := s.deps.River.InsertTx(ctx, tx, jobs.DomainHealthArgs{DomainID: row.ID}, nil)
+		if err != nil {
+			return 0, fmt.Errorf("error queueing health recompute: %w", err)
+		}
+		return res.Job.ID, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &HealthRecompute{Domain: row.Name, JobID: res}, nil
+}
+
+func (s *Server) listDomainHealth(ctx context.Context, req *HealthHistoryRequest) (*[]HealthEntry, error) {
+	row, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	limit := 50
+	if req.Limit != nil {
+		limit = *req.Limit
+	}
+	rows, err := s.q.DomainHealthList(ctx, s.db, dbsqlc.DomainHealthListParams{DomainID: row.ID, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HealthEntry, len(rows))
+	for i, r := range rows {
+		var rep health.Report
+		if err := json.Unmarshal(r.Report, &rep); err != nil {
+			return nil, fmt.Errorf("error decoding health history: %w", err)
+		}
+		out[i] = HealthEntry{
+			Score: int(r.Score), Components: rep.Components, Unknown: nonNil(rep.Unknown), Caps: rep.Caps,
+			Applied: rep.Applied, ComputedAt: r.ComputedAt.UTC(),
+		}
+		if out[i].Components == nil {
+			out[i].Components = []health.Component{}
+		}
+		if out[i].Caps == nil {
+			out[i].Caps = []health.Cap{}
+		}
+	}
+	return &out, nil
+}
 
 // fillDashboardDomains fills this feature's part of the dashboard summary.
 func (s *Server) fillDashboardDomains(ctx context.Context, account uuid.UUID, out *DashboardSummary) error {
+	row, err := s.q.DomainDashboard(ctx, s.db, account)
+	if err != nil {
+		return err
+	}
+	out.Domains.Total, out.Domains.AtRisk = row.Total, row.AtRisk
+	if row.Scored > 0 {
+		avg := row.AverageScore
+		out.Domains.AverageScore = &avg
+	}
 	return nil
 }

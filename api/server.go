@@ -68,6 +68,9 @@ type Deps struct {
 	MaxMessageBytes int64
 	// Resolver answers the domain checks' DNS queries.
 	Resolver dnscheck.Resolver
+	// MTASTSClient fetches MTA-STS policies in live lookups; nil means
+	// dnscheck.NewHTTPClient over Resolver.
+	MTASTSClient *http.Client
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger

@@ -50,6 +50,9 @@ type Deps struct {
 	WebhookClient *http.Client
 	// Resolver answers DNS checks.
 	Resolver dnscheck.Resolver
+	// MTASTSClient fetches MTA-STS policies; nil means
+	// dnscheck.NewHTTPClient over Resolver.
+	MTASTSClient *http.Client
 	// Registry receives worker metrics; may be nil.
 	Registry *prometheus.Registry
 }

@@ -35,6 +35,8 @@ var Vars = []Var{
 	{Name: "MAILWATCH_SECRET_KEY_PREVIOUS", Default: "", Secret: true, Meaning: "Comma-separated older keys (base64), still accepted for decryption during a key rotation."},
 	{Name: "REDIS_URL", Default: "", Secret: true, Meaning: "When set, rate-limit counters live in Redis and are shared by every API replica; otherwise each replica counts alone, in memory."},
 	{Name: "DNS_RESOLVER", Default: "", Meaning: "DNS server (host:port) used for domain checks; empty means the first nameserver of /etc/resolv.conf."},
+	{Name: "DNS_CHECK_INTERVAL", Default: "15m", Meaning: "How often every domain's DNS is re-checked for changes (one check per domain per interval, spread over it); at least 1m."},
+	{Name: "HEALTH_HISTORY_DAYS", Default: "90", Meaning: "Health-score history older than this is deleted by a periodic job."},
 	{Name: "WEBHOOK_ALLOWED_CIDRS", Default: "", Meaning: "Comma-separated CIDRs that webhook destinations may resolve to even though they are private, loopback or otherwise reserved."},
 	{Name: "INBOUND_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Standard Webhooks secret (whsec_...) that signs requests to the email ingress webhook."},
 	{Name: "TWILIO_AUTH_TOKEN", Default: "", Secret: true, Meaning: "Twilio auth token used to verify X-Twilio-Signature on the SMS ingress webhook."},
@@ -62,6 +64,8 @@ type Config struct {
 	PreviousSecretKeys     [][]byte
 	RedisURL               string
 	DNSResolver            string
+	DNSCheckInterval       time.Duration
+	HealthHistoryDays      int
 	WebhookAllowedCIDRs    string
 	InboundWebhookSecret   string
 	TwilioAuthToken        string
@@ -123,6 +127,8 @@ func Parse(lookup Lookup) (*Config, error) {
 		InboundDomain:        strings.ToLower(strings.TrimSuffix(get("INBOUND_DOMAIN"), ".")),
 		RedisURL:             get("REDIS_URL"),
 		DNSResolver:          get("DNS_RESOLVER"),
+		DNSCheckInterval:     duration("DNS_CHECK_INTERVAL"),
+		HealthHistoryDays:    atoi("HEALTH_HISTORY_DAYS", 1, 3650),
 		WebhookAllowedCIDRs:  get("WEBHOOK_ALLOWED_CIDRS"),
 		InboundWebhookSecret: get("INBOUND_WEBHOOK_SECRET"),
 		TwilioAuthToken:      get("TWILIO_AUTH_TOKEN"),
@@ -145,6 +151,9 @@ func Parse(lookup Lookup) (*Config, error) {
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("LOG_LEVEL"))); err != nil {
 		errs = append(errs, errors.New("LOG_LEVEL must be debug, info, warn or error"))
+	}
+	if cfg.DNSCheckInterval > 0 && cfg.DNSCheckInterval < time.Minute {
+		errs = append(errs, errors.New("DNS_CHECK_INTERVAL must be at least 1m"))
 	}
 	if cfg.LogFormat != "json" && cfg.LogFormat != "text" {
 		errs = append(errs, errors.New("LOG_FORMAT must be json or text"))

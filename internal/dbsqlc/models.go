@@ -38,6 +38,31 @@ type ApiUsageDaily struct {
 	Requests  int64
 }
 
+type Domain struct {
+	ID            uuid.UUID
+	AccountID     uuid.UUID
+	Name          string
+	Tags          []string
+	DkimSelectors []string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	CheckedAt     *time.Time
+	Results       json.RawMessage
+	CheckStatus   json.RawMessage
+	Known         json.RawMessage
+	Score         *int32
+	Health        json.RawMessage
+	ScoredAt      *time.Time
+}
+
+type DomainHealthHistory struct {
+	ID         uuid.UUID
+	DomainID   uuid.UUID
+	Score      int32
+	Report     json.RawMessage
+	ComputedAt time.Time
+}
+
 type Event struct {
 	ID               uuid.UUID
 	AccountID        uuid.UUID
