@@ -372,4 +372,3 @@ func (s *Server) fillDashboardEvents(ctx context.Context, account uuid.UUID, out
 	}
 	return nil
 }
-

@@ -50,7 +50,9 @@ var (
 	printer     = message.NewPrinter(language.English)
 )
 
-func schemaURL(name string) string { return "https://mailwatch.invalid/schemas/events/" + name + ".json" }
+func schemaURL(name string) string {
+	return "https://mailwatch.invalid/schemas/events/" + name + ".json"
+}
 
 // compileSchemas compiles every registered payload schema (JSON Schema
 // 2020-12, with format assertions so "uuid" and "date-time" are checked).
