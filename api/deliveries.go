@@ -2,14 +2,288 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/jobs"
 )
 
-// deliveryRoutes registers its routes; they land with the webhook delivery issue.
-func (s *Server) deliveryRoutes() {}
+// Delivery is one push of one event to one subscription.
+type Delivery struct {
+	ID             uuid.UUID  `json:"id" validate:"required" description:"Also the webhook-id header of every attempt."`
+	SubscriptionID uuid.UUID  `json:"subscription_id" validate:"required"`
+	EventID        uuid.UUID  `json:"event_id" validate:"required"`
+	EventType      string     `json:"event_type" validate:"required"`
+	Status         string     `json:"status" validate:"required" enum:"pending,retrying,delivered,failed" description:"pending: queued, never attempted; retrying: failed, attempts left; delivered; failed: no attempts left or a permanent error."`
+	Attempts       int32      `json:"attempts" validate:"required" description:"Attempts made (a 429/503 with Retry-After does not use one)."`
+	MaxAttempts    int32      `json:"max_attempts" validate:"required" description:"Attempt ceiling: 10, plus one per manual retry of a failed or delivered delivery."`
+	LastStatusCode *int32     `json:"last_status_code" validate:"required"`
+	LastErrorClass *string    `json:"last_error_class" validate:"required"`
+	LastError      *string    `json:"last_error" validate:"required"`
+	NextRetryAt    *time.Time `json:"next_retry_at" validate:"required" description:"When the next attempt runs (River's scheduled time); null when none is planned."`
+	CreatedAt      time.Time  `json:"created_at" validate:"required"`
+	UpdatedAt      time.Time  `json:"updated_at" validate:"required"`
+	DeliveredAt    *time.Time `json:"delivered_at" validate:"required"`
+}
 
-// fillDashboardWebhooks fills this feature's part of the dashboard summary.
+// DeliveryAttempt is one recorded push.
+type DeliveryAttempt struct {
+	ID                uuid.UUID  `json:"id" validate:"required"`
+	StartedAt         time.Time  `json:"started_at" validate:"required"`
+	FinishedAt        *time.Time `json:"finished_at" validate:"required" description:"null while in flight."`
+	StatusCode        *int32     `json:"status_code" validate:"required"`
+	ErrorClass        *string    `json:"error_class" validate:"required" description:"null on success; interrupted when the worker died mid-attempt."`
+	Error             *string    `json:"error" validate:"required"`
+	DurationMS        *int32     `json:"duration_ms" validate:"required"`
+	ResponseBody      *string    `json:"response_body" validate:"required" description:"Start of the response body (at most 4 KiB)."`
+	ResponseTruncated bool       `json:"response_truncated" validate:"required"`
+	Counted           bool       `json:"counted" validate:"required" description:"false for a push that did not use an attempt (429/503 with Retry-After)."`
+}
+
+// DeliveryDetail is a delivery with its attempts.
+type DeliveryDetail struct {
+	Delivery
+	AttemptLog []DeliveryAttempt `json:"attempt_log" validate:"required" description:"Every attempt, oldest first."`
+}
+
+func deliveryFromRow(d dbsqlc.WebhookDelivery) Delivery {
+	return Delivery{
+		ID: d.ID, SubscriptionID: d.SubscriptionID, EventID: d.EventID, EventType: d.EventType, Status: d.Status,
+		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, LastStatusCode: d.LastStatusCode, LastErrorClass: d.LastErrorClass,
+		LastError: d.LastError, NextRetryAt: whUTC(d.NextRetryAt), CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+		DeliveredAt: whUTC(d.DeliveredAt),
+	}
+}
+
+func attemptFromRow(a dbsqlc.WebhookDeliveryAttempt) DeliveryAttempt {
+	return DeliveryAttempt{
+		ID: a.ID, StartedAt: a.StartedAt.UTC(), FinishedAt: whUTC(a.FinishedAt), StatusCode: a.StatusCode,
+		ErrorClass: a.ErrorClass, Error: a.Error, DurationMS: a.DurationMs, ResponseBody: a.ResponseBody,
+		ResponseTruncated: a.ResponseTruncated, Counted: a.Counted,
+	}
+}
+
+// ListDeliveriesRequest filters GET .../deliveries.
+type ListDeliveriesRequest struct {
+	Status         string     `query:"status" validate:"omitempty,oneof=pending delivered failed retrying" description:"Only deliveries in this status."`
+	SubscriptionID *uuid.UUID `query:"subscription_id" format:"uuid" description:"Only deliveries of this subscription."`
+	EventID        *uuid.UUID `query:"event_id" format:"uuid" description:"Only deliveries of this event."`
+	Limit          *int       `query:"limit" validate:"omitempty,min=1,max=200" default:"50" description:"Page size, 1 to 200 (default 50)."`
+	Cursor         string     `query:"cursor" description:"X-Next-Cursor of the previous page."`
+}
+
+// deliveryPageHeaders documents the pagination headers.
+type deliveryPageHeaders struct {
+	NextCursor string `header:"X-Next-Cursor" description:"Opaque cursor of the next page; absent on the last page. Pass it as ?cursor= with the same filters."`
+	Link       string `header:"Link" description:"RFC 8288 link to the next page (rel=\"next\"); absent on the last page."`
+}
+
+// DeliveryPage is one page of deliveries, newest first: a JSON array whose
+// next-page cursor travels in the X-Next-Cursor and Link headers.
+type DeliveryPage struct {
+	Items []Delivery
+	next  string
+	query url.Values
+}
+
+// MarshalJSON writes the items only.
+func (p *DeliveryPage) MarshalJSON() ([]byte, error) {
+	if p.Items == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal(p.Items)
+}
+
+// OpenAPIBody documents the body as an array of deliveries.
+func (p *DeliveryPage) OpenAPIBody() any { return new([]Delivery) }
+
+// OpenAPIHeaders documents the pagination headers.
+func (p *DeliveryPage) OpenAPIHeaders() any { return new(deliveryPageHeaders) }
+
+// ResponseHeaders implements HeaderSetter.
+func (p *DeliveryPage) ResponseHeaders() map[string]string {
+	if p.next == "" {
+		return nil
+	}
+	q := url.Values{}
+	for k, v := range p.query {
+		q[k] = v
+	}
+	q.Set("cursor", p.next)
+	return map[string]string{
+		"X-Next-Cursor": p.next,
+		"Link":          "</api/accounts/me/deliveries?" + q.Encode() + `>; rel="next"`,
+	}
+}
+
+// DeliveryPath names one delivery.
+type DeliveryPath struct {
+	ID uuid.UUID `path:"id" format:"uuid"`
+}
+
+func (s *Server) deliveryRoutes() {
+	Handle(s.router, Endpoint[ListDeliveriesRequest, DeliveryPage]{
+		Method: "GET", Path: "/api/accounts/me/deliveries", OperationID: "listDeliveries", Tag: "deliveries",
+		Summary:     "List webhook deliveries, newest first",
+		Description: "Filter by status, subscription_id and event_id; paginate with the X-Next-Cursor header. A malformed cursor is 422.",
+		Call:        s.listDeliveries,
+	})
+	Handle(s.router, Endpoint[DeliveryPath, DeliveryDetail]{
+		Method: "GET", Path: "/api/accounts/me/deliveries/{id}", OperationID: "getDelivery", Tag: "deliveries",
+		Summary: "One delivery with its attempts",
+		Call: func(ctx context.Context, req *DeliveryPath) (*DeliveryDetail, error) {
+			d, err := s.q.DeliveryGetByID(ctx, s.db, dbsqlc.DeliveryGetByIDParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
+			if dbutil.IsNotFound(err) {
+				return nil, NotFound("delivery")
+			}
+			if err != nil {
+				return nil, err
+			}
+			atts, err := s.q.DeliveryAttemptListByDelivery(ctx, s.db, d.ID)
+			if err != nil {
+				return nil, err
+			}
+			out := &DeliveryDetail{Delivery: deliveryFromRow(d), AttemptLog: make([]DeliveryAttempt, len(atts))}
+			for i, a := range atts {
+				out.AttemptLog[i] = attemptFromRow(a)
+			}
+			return out, nil
+		},
+	})
+	Handle(s.router, Endpoint[DeliveryPath, Delivery]{
+		Method: "POST", Path: "/api/accounts/me/deliveries/{id}/retry", Status: 202, OperationID: "retryDelivery", Tag: "deliveries",
+		Summary: "Push a delivery again now",
+		Description: "Queues one immediate attempt. On a retrying delivery it is the next scheduled attempt, run now " +
+			"(max_attempts unchanged). On a failed or delivered delivery it is one extra attempt (max_attempts becomes " +
+			"attempts + 1); if it fails, the delivery ends failed again. 409 while the delivery is queued or running, " +
+			"or when its subscription is disabled.",
+		Errors: []int{409},
+		Call:   s.retryDelivery,
+	})
+}
+
+func (s *Server) listDeliveries(ctx context.Context, req *ListDeliveriesRequest) (*DeliveryPage, error) {
+	p := dbsqlc.DeliveryListParams{AccountID: mustCaller(ctx).AccountID, SubscriptionID: req.SubscriptionID, EventID: req.EventID, Max: 50}
+	q := url.Values{}
+	if req.Status != "" {
+		p.Status = &req.Status
+		q.Set("status", req.Status)
+	}
+	if req.SubscriptionID != nil {
+		q.Set("subscription_id", req.SubscriptionID.String())
+	}
+	if req.EventID != nil {
+		q.Set("event_id", req.EventID.String())
+	}
+	if req.Limit != nil {
+		p.Max = int32(*req.Limit)
+	}
+	q.Set("limit", strconv.Itoa(int(p.Max)))
+	if req.Cursor != "" {
+		id, err := uuid.Parse(req.Cursor)
+		if err != nil {
+			return nil, InvalidField("cursor", "is malformed; pass X-Next-Cursor of the previous page as is")
+		}
+		p.Before = &id
+	}
+	limit := p.Max
+	p.Max++ // one more tells whether a next page exists
+	rows, err := s.q.DeliveryList(ctx, s.db, p)
+	if err != nil {
+		return nil, err
+	}
+	out := &DeliveryPage{Items: make([]Delivery, 0, len(rows)), query: q}
+	if int32(len(rows)) > limit {
+		rows = rows[:limit]
+		out.next = rows[len(rows)-1].ID.String()
+	}
+	for _, r := range rows {
+		out.Items = append(out.Items, deliveryFromRow(r))
+	}
+	return out, nil
+}
+
+// retryDelivery queues one immediate attempt, in one transaction with its
+// River job:
+//
+//   - retrying, job waiting for its scheduled retry: JobRetryTx makes it
+//     available now; the attempt is the next one of the schedule.
+//   - failed or delivered (or a retrying row whose job is gone): a new job
+//     with MaxAttempts 1 becomes the delivery's job; max_attempts becomes
+//     attempts + 1.
+//
+// A queued (pending, or job available) or running delivery is 409, so one
+// delivery never has two attempts in flight.
+func (s *Server) retryDelivery(ctx context.Context, req *DeliveryPath) (*Delivery, error) {
+	caller := mustCaller(ctx)
+	now := s.now().UTC()
+	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.WebhookDelivery, error) {
+		d, err := s.q.DeliveryGetByIDForUpdate(ctx, tx, dbsqlc.DeliveryGetByIDForUpdateParams{ID: req.ID, AccountID: caller.AccountID})
+		if dbutil.IsNotFound(err) {
+			return d, NotFound("delivery")
+		}
+		if err != nil {
+			return d, err
+		}
+		sub, err := s.q.SubscriptionGetByID(ctx, tx, dbsqlc.SubscriptionGetByIDParams{ID: d.SubscriptionID, AccountID: caller.AccountID})
+		if err != nil {
+			return d, err
+		}
+		if !sub.Enabled {
+			return d, Conflict("the delivery's subscription is disabled; enable it (PATCH enabled=true) before retrying")
+		}
+		var (
+			state string
+			at    time.Time
+		)
+		if d.JobID != nil {
+			if state, at, err = jobs.JobState(ctx, tx, *d.JobID); err != nil {
+				return d, err
+			}
+		}
+		switch {
+		case state == "running" || state == "pending" || (state == "available" && !at.After(now)):
+			return d, Conflict("the delivery is already queued or being pushed")
+		case state == "available" || state == "retryable" || state == "scheduled":
+			// Waiting for a later run.
+			if d.Status == jobs.DeliveryPending {
+				return d, Conflict("the delivery is already queued")
+			}
+			if d.Status == jobs.DeliveryRetrying {
+				if _, err := s.deps.River.JobRetryTx(ctx, tx, *d.JobID); err != nil {
+					return d, err
+				}
+				return s.q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{ID: d.ID, JobID: *d.JobID, NextRetryAt: now})
+			}
+		}
+		res, err := s.deps.River.InsertTx(ctx, tx, events.DeliveryArgs{DeliveryID: d.ID}, &river.InsertOpts{MaxAttempts: 1})
+		if err != nil {
+			return d, err
+		}
+		return s.q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{ID: d.ID, JobID: res.Job.ID, NextRetryAt: now})
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := deliveryFromRow(row)
+	return &out, nil
+}
+
+// fillDashboardWebhooks counts the account's deliveries that need
+// attention: queued, retrying and failed.
 func (s *Server) fillDashboardWebhooks(ctx context.Context, account uuid.UUID, out *DashboardSummary) error {
+	c, err := s.q.DeliveryCountOpen(ctx, s.db, account)
+	if err != nil {
+		return err
+	}
+	out.Deliveries = DashboardWebhooks{Pending: c.Pending, Retrying: c.Retrying, Failed: c.Failed}
 	return nil
 }

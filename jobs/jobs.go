@@ -34,6 +34,9 @@ const (
 	QueueDNS         = "dns"
 )
 
+// DefaultRescueAfter is JOB_RESCUE_AFTER's default.
+const DefaultRescueAfter = 5 * time.Minute
+
 // AllQueues lists every queue a worker works by default.
 var AllQueues = []string{QueueDefault, QueueMaintenance, QueueWebhooks, QueueDNS}
 
@@ -111,9 +114,14 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 		Workers:       Workers(deps),
 		FetchCooldown: opts.FetchCooldown,
 		// A job whose process died is retried after minutes, not River's
-		// default hour.
-		RescueStuckJobsAfter: 5 * time.Minute,
+		// default hour (JOB_RESCUE_AFTER).
+		RescueStuckJobsAfter: DefaultRescueAfter,
 	}
+	if deps.Config != nil && deps.Config.JobRescueAfter > 0 {
+		cfg.RescueStuckJobsAfter = deps.Config.JobRescueAfter
+	}
+	// River refuses a rescue delay shorter than the job timeout.
+	cfg.JobTimeout = min(river.JobTimeoutDefault, cfg.RescueStuckJobsAfter)
 	if opts.Concurrency > 0 {
 		cfg.FetchPollInterval = 200 * time.Millisecond
 		queues := opts.Queues

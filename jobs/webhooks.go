@@ -1,9 +1,468 @@
 package jobs
 
-import "github.com/riverqueue/river"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
 
-// addWebhookWorkers registers this feature's workers; they land with the webhook delivery issue.
-func addWebhookWorkers(w *river.Workers, deps Deps) {}
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-// webhookPeriodicJobs returns this feature's schedules.
-func webhookPeriodicJobs(deps Deps) []*river.PeriodicJob { return nil }
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/webhook"
+)
+
+// Webhook delivery rules (DESIGN.md "Webhook delivery").
+const (
+	// MaxSnooze caps how long a 429/503 Retry-After may hold a delivery
+	// back without using an attempt.
+	MaxSnooze = time.Hour
+	// FailingDisableAfter disables a subscription whose pushes have failed,
+	// without one success, for this long.
+	FailingDisableAfter = 5 * 24 * time.Hour
+	// ReconcileInterval is how often the reconciler repairs delivery rows
+	// whose job was cancelled, deleted or rescheduled outside the API.
+	ReconcileInterval = time.Minute
+	// reconcileGrace leaves rows alone that changed this recently, so the
+	// reconciler never races a transition in progress.
+	reconcileGrace = 30 * time.Second
+	// finishTimeout bounds the transaction recording an outcome after the
+	// job's context ended (shutdown, remote cancel).
+	finishTimeout = 10 * time.Second
+)
+
+// Delivery statuses.
+const (
+	DeliveryPending   = "pending"
+	DeliveryRetrying  = "retrying"
+	DeliveryDelivered = "delivered"
+	DeliveryFailed    = "failed"
+)
+
+// Error classes recorded without a push.
+const (
+	errorClassSecret               = "secret_unavailable"
+	errorClassSubscriptionDisabled = "subscription_disabled"
+	errorClassJobCancelled         = "job_cancelled"
+	errorClassJobGone              = "job_gone"
+)
+
+// addWebhookWorkers registers the push worker and the reconciler.
+func addWebhookWorkers(w *river.Workers, deps Deps) {
+	river.AddWorker(w, NewDeliveryWorker(deps))
+	river.AddWorker(w, &DeliveryReconcileWorker{deps: deps})
+}
+
+// webhookPeriodicJobs schedules the reconciler.
+func webhookPeriodicJobs(deps Deps) []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(ReconcileInterval), func() (river.JobArgs, *river.InsertOpts) {
+			return DeliveryReconcileArgs{}, nil
+		}, &river.PeriodicJobOpts{ID: "webhook_reconcile"}),
+	}
+}
+
+// DeliveryWorker pushes one delivery per run (queue webhooks). It reads the
+// delivery and its subscription when it runs, so that the row converges
+// whoever runs the job: the fan-out, River's scheduler after a failure,
+// the API's manual retry, River UI or `mailwatch jobs retry`, the rescuer.
+//
+// One run is one attempt. The attempt row is written and committed before
+// the request is sent and completed after it; the delivery row and, on
+// success, the job's completion are written in one transaction.
+type DeliveryWorker struct {
+	river.WorkerDefaults[events.DeliveryArgs]
+	deps    Deps
+	metrics *webhookMetrics
+	// retryAt hands the instant stored in next_retry_at to NextRetry, which
+	// River calls right after Work returns an error.
+	retryAt sync.Map // retryKey -> time.Time
+}
+
+type retryKey struct {
+	jobID   int64
+	attempt int
+}
+
+// NewDeliveryWorker returns the push worker.
+func NewDeliveryWorker(deps Deps) *DeliveryWorker {
+	return &DeliveryWorker{deps: deps, metrics: newWebhookMetrics(deps)}
+}
+
+func (w *DeliveryWorker) now() time.Time {
+	if w.deps.Now != nil {
+		return w.deps.Now()
+	}
+	return time.Now()
+}
+
+func (w *DeliveryWorker) logger() *slog.Logger {
+	if w.deps.Logger != nil {
+		return w.deps.Logger
+	}
+	return slog.Default()
+}
+
+// NextRetry implements river.Worker: the documented schedule
+// (webhook.NextDelay), at exactly the instant Work stored in the delivery's
+// next_retry_at. A job that did not come through Work's failure path (the
+// rescuer re-running a job whose process died) gets a fresh delay; the
+// reconciler then copies River's scheduled_at into the row.
+func (w *DeliveryWorker) NextRetry(job *river.Job[events.DeliveryArgs]) time.Time {
+	if v, ok := w.retryAt.LoadAndDelete(retryKey{job.ID, job.Attempt}); ok {
+		return v.(time.Time)
+	}
+	return time.Now().Add(webhook.NextDelay(job.Attempt, nil))
+}
+
+// started is what the first transaction of a run hands to the push.
+type started struct {
+	delivery  dbsqlc.WebhookDelivery
+	sub       dbsqlc.EventSubscription
+	attemptID uuid.UUID
+}
+
+// Work performs one attempt of the delivery.
+func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.DeliveryArgs]) error {
+	st, err := w.start(ctx, job)
+	if err != nil || st == nil {
+		return err
+	}
+	var a webhook.Attempt
+	secret, err := w.deps.Keyring.Open(st.sub.SecretKeyID, st.sub.SecretCiphertext, st.sub.ID[:])
+	if err != nil {
+		// The key ring lost the key (MAILWATCH_SECRET_KEY changed without
+		// MAILWATCH_SECRET_KEY_PREVIOUS): an operator can fix it, so retry.
+		a = webhook.Attempt{ErrorClass: errorClassSecret, Error: "the signing secret cannot be decrypted with the configured keys"}
+	} else {
+		client := w.deps.WebhookClient
+		if client == nil {
+			client = http.DefaultClient
+		}
+		a = webhook.Send(ctx, client, webhook.Request{
+			URL: st.sub.URL, MsgID: st.delivery.ID.String(), Body: st.delivery.Body, Secret: string(secret),
+		})
+	}
+	return w.finish(ctx, job, st, a)
+}
+
+// start locks the delivery, decides whether this run owns it, and records
+// the attempt before the request is made. A nil result means there is
+// nothing to push and the job should complete.
+func (w *DeliveryWorker) start(ctx context.Context, job *river.Job[events.DeliveryArgs]) (*started, error) {
+	q := dbsqlc.New()
+	var out *started
+	err := dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		row, err := q.DeliveryGetForWork(ctx, tx, job.Args.DeliveryID)
+		if dbutil.IsNotFound(err) {
+			return nil // deleted with its subscription or account
+		}
+		if err != nil {
+			return fmt.Errorf("error reading delivery: %w", err)
+		}
+		d, sub := row.WebhookDelivery, row.EventSubscription
+		if d.JobID == nil || *d.JobID != job.ID {
+			// Another job owns the delivery (a manual retry made a new
+			// one). This run only takes over when that job is finished or
+			// gone, e.g. an operator retrying an older job in River UI.
+			active, err := jobActive(ctx, tx, d.JobID)
+			if err != nil {
+				return err
+			}
+			if active {
+				return nil
+			}
+		}
+		if d.Status == DeliveryDelivered && d.JobID != nil && *d.JobID == job.ID {
+			// Already delivered by this job (an operator re-ran a completed
+			// job): nothing to do. A redelivery goes through the API retry.
+			return nil
+		}
+		if !sub.Enabled {
+			if _, err := q.DeliveryMarkFailed(ctx, tx, dbsqlc.DeliveryMarkFailedParams{
+				ID: d.ID, LastError: "the subscription is disabled", LastErrorClass: errorClassSubscriptionDisabled,
+			}); err != nil && !dbutil.IsNotFound(err) {
+				return fmt.Errorf("error failing delivery: %w", err)
+			}
+			return nil
+		}
+		if _, err := q.DeliveryAttemptCloseInterrupted(ctx, tx, d.ID); err != nil {
+			return fmt.Errorf("error closing interrupted attempts: %w", err)
+		}
+		d, err = q.DeliveryStartAttempt(ctx, tx, dbsqlc.DeliveryStartAttemptParams{
+			ID: d.ID, JobID: job.ID, JobAttemptsLeft: int32(max(job.MaxAttempts-job.Attempt, 0)),
+		})
+		if err != nil {
+			return fmt.Errorf("error starting attempt: %w", err)
+		}
+		att, err := q.DeliveryAttemptInsert(ctx, tx, dbsqlc.DeliveryAttemptInsertParams{
+			ID: uuid.Must(uuid.NewV7()), DeliveryID: d.ID, JobID: job.ID, JobAttempt: int32(job.Attempt), StartedAt: w.now().UTC(),
+		})
+		if err != nil {
+			return fmt.Errorf("error recording attempt: %w", err)
+		}
+		out = &started{delivery: d, sub: sub, attemptID: att.ID}
+		return nil
+	})
+	return out, err
+}
+
+// jobActive reports whether the job exists and may still run.
+func jobActive(ctx context.Context, tx pgx.Tx, jobID *int64) (bool, error) {
+	if jobID == nil {
+		return false, nil
+	}
+	state, _, err := JobState(ctx, tx, *jobID)
+	if err != nil {
+		return false, err
+	}
+	switch state {
+	case "available", "running", "retryable", "scheduled", "pending":
+		return true, nil
+	}
+	return false, nil
+}
+
+// JobState returns the state and scheduled_at of a River job; the state is
+// "" when the job does not exist (deleted, or pruned after completion).
+func JobState(ctx context.Context, db dbutil.Executor, jobID int64) (string, time.Time, error) {
+	var (
+		state string
+		at    time.Time
+	)
+	err := db.QueryRow(ctx, "SELECT state::text, scheduled_at FROM river_job WHERE id = $1", jobID).Scan(&state, &at)
+	if dbutil.IsNotFound(err) {
+		return "", time.Time{}, nil
+	}
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("error reading job state: %w", err)
+	}
+	return state, at, nil
+}
+
+// outcome is what one attempt does to the delivery and its job.
+type outcome struct {
+	status    string
+	nextRetry *time.Time
+	snooze    time.Duration
+	uncount   bool
+	cancelJob bool   // fail now, whatever the attempts left
+	disable   string // disable the subscription with this reason
+	label     string // metrics
+}
+
+func (w *DeliveryWorker) decide(ctx context.Context, job *river.Job[events.DeliveryArgs], st *started, a webhook.Attempt, now time.Time) outcome {
+	switch {
+	case a.Delivered:
+		return outcome{status: DeliveryDelivered, label: "delivered"}
+	case a.ErrorClass == webhook.ErrorClassCanceled:
+		if errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely) {
+			// An operator cancelled the running job: River cancels it
+			// whatever we return, so the delivery ends failed.
+			return outcome{status: DeliveryFailed, cancelJob: true, label: "cancelled"}
+		}
+		// Shutdown: the attempt says nothing about the endpoint. Snoozing
+		// for 0 hands the job straight back to the queue without using an
+		// attempt.
+		return outcome{status: statusWhileQueued(st.delivery, true), uncount: true, nextRetry: &now, label: "interrupted"}
+	case (a.StatusCode == http.StatusTooManyRequests || a.StatusCode == http.StatusServiceUnavailable) && a.RetryAfter > 0:
+		d := min(a.RetryAfter, MaxSnooze)
+		at := now.Add(d)
+		return outcome{status: statusWhileQueued(st.delivery, true), uncount: true, snooze: d, nextRetry: &at, label: "snoozed"}
+	case a.ErrorClass == webhook.ErrorClassBlockedDestination || a.ErrorClass == webhook.ErrorClassInvalidRequest:
+		return outcome{status: DeliveryFailed, cancelJob: true, label: "failed"}
+	case a.StatusCode == http.StatusGone:
+		return outcome{status: DeliveryFailed, cancelJob: true, disable: "the endpoint answered 410 Gone", label: "failed"}
+	}
+	if job.Attempt >= job.MaxAttempts {
+		return outcome{status: DeliveryFailed, label: "failed"}
+	}
+	at := now.Add(webhook.NextDelay(job.Attempt, nil))
+	return outcome{status: DeliveryRetrying, nextRetry: &at, label: "retrying"}
+}
+
+// statusWhileQueued is the status of a delivery waiting for its next run.
+func statusWhileQueued(d dbsqlc.WebhookDelivery, uncount bool) string {
+	n := d.Attempts
+	if uncount {
+		n--
+	}
+	if n <= 0 {
+		return DeliveryPending
+	}
+	return DeliveryRetrying
+}
+
+// finish records the attempt's outcome and tells River what to do next.
+func (w *DeliveryWorker) finish(ctx context.Context, job *river.Job[events.DeliveryArgs], st *started, a webhook.Attempt) error {
+	now := w.now().UTC()
+	oc := w.decide(ctx, job, st, a, now)
+	if ctx.Err() != nil {
+		// Record the outcome even though the job's context ended; the
+		// values (River client, job) stay available.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+	}
+	q := dbsqlc.New()
+	d := st.delivery
+	err := dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		if err := q.DeliveryAttemptFinish(ctx, tx, dbsqlc.DeliveryAttemptFinishParams{
+			ID: st.attemptID, FinishedAt: now, StatusCode: nonZero(int32(a.StatusCode)), ErrorClass: nonEmpty(a.ErrorClass),
+			Error: nonEmpty(a.Error), DurationMs: int32(a.Duration.Milliseconds()), ResponseBody: nonEmpty(a.ResponseBody),
+			ResponseTruncated: a.ResponseTruncated, Counted: !oc.uncount,
+		}); err != nil {
+			return fmt.Errorf("error finishing attempt: %w", err)
+		}
+		var err error
+		d, err = q.DeliveryRecordOutcome(ctx, tx, dbsqlc.DeliveryRecordOutcomeParams{
+			ID: d.ID, Status: oc.status, Uncount: oc.uncount, LastStatusCode: nonZero(int32(a.StatusCode)),
+			LastErrorClass: nonEmpty(a.ErrorClass), LastError: nonEmpty(a.Error), NextRetryAt: oc.nextRetry,
+		})
+		if err != nil {
+			return fmt.Errorf("error recording outcome: %w", err)
+		}
+		switch {
+		case oc.status == DeliveryDelivered:
+			if err := q.SubscriptionMarkSucceeded(ctx, tx, dbsqlc.SubscriptionMarkSucceededParams{
+				ID: st.sub.ID, Now: now, StaleBefore: now.Add(-time.Minute),
+			}); err != nil {
+				return fmt.Errorf("error recording success: %w", err)
+			}
+			// Completing the job here makes "delivered" and "completed"
+			// one fact: no crash can leave one without the other.
+			if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+				return fmt.Errorf("error completing job: %w", err)
+			}
+			return nil
+		case oc.uncount:
+			return nil
+		}
+		if oc.disable != "" {
+			if err := w.disableSubscription(ctx, tx, st.sub, oc.disable, now, nil); err != nil {
+				return err
+			}
+		} else if a.ErrorClass != "" {
+			if err := q.SubscriptionMarkFailing(ctx, tx, dbsqlc.SubscriptionMarkFailingParams{ID: st.sub.ID, Now: now}); err != nil {
+				return fmt.Errorf("error recording failure: %w", err)
+			}
+			cutoff := now.Add(-FailingDisableAfter)
+			if err := w.disableSubscription(ctx, tx, st.sub, "every delivery failed for 5 days", now, &cutoff); err != nil {
+				return err
+			}
+		}
+		if oc.cancelJob {
+			// Marks the running job for cancellation in this transaction,
+			// so that if the process dies before River records the
+			// cancellation, the rescuer cancels it instead of running it
+			// again.
+			client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+			if err != nil {
+				return fmt.Errorf("error finding River client: %w", err)
+			}
+			if _, err := client.JobCancelTx(ctx, tx, job.ID); err != nil {
+				return fmt.Errorf("error cancelling job: %w", err)
+			}
+		}
+		if oc.status == DeliveryFailed {
+			return emitDeliveryFailed(ctx, tx, &events.Emitter{}, d, st.sub)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.metrics.observe(oc.label, a.Duration)
+	if oc.nextRetry != nil && oc.status == DeliveryRetrying && !oc.uncount {
+		w.retryAt.Store(retryKey{job.ID, job.Attempt}, *oc.nextRetry)
+	}
+	switch {
+	case oc.status == DeliveryDelivered:
+		return nil
+	case oc.uncount:
+		return river.JobSnooze(oc.snooze)
+	case oc.cancelJob:
+		return river.JobCancel(attemptError(a))
+	}
+	return attemptError(a)
+}
+
+func attemptError(a webhook.Attempt) error {
+	if a.StatusCode != 0 {
+		return fmt.Errorf("webhook push failed (%s, status %d): %s", a.ErrorClass, a.StatusCode, a.Error)
+	}
+	return fmt.Errorf("webhook push failed (%s): %s", a.ErrorClass, a.Error)
+}
+
+// disableSubscription disables sub (when still enabled and, with a cutoff,
+// failing since before it) and emits subscription_disabled.
+func (w *DeliveryWorker) disableSubscription(ctx context.Context, tx pgx.Tx, sub dbsqlc.EventSubscription, reason string, now time.Time, failingBefore *time.Time) error {
+	_, err := dbsqlc.New().SubscriptionDisable(ctx, tx, dbsqlc.SubscriptionDisableParams{
+		ID: sub.ID, Reason: reason, Now: now, FailingBefore: failingBefore,
+	})
+	if dbutil.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("error disabling subscription: %w", err)
+	}
+	w.logger().InfoContext(ctx, "subscription disabled", slog.String("subscription_id", sub.ID.String()), slog.String("reason", reason))
+	_, err = (&events.Emitter{}).Emit(ctx, tx, events.Event{
+		AccountID: sub.AccountID, Type: events.TypeSubscriptionDisabled,
+		Payload: map[string]any{"subscription_id": sub.ID, "url": sub.URL, "reason": reason},
+	})
+	return err
+}
+
+// emitDeliveryFailed emits webhook_delivery_failed for a delivery that
+// ended failed, carrying the original event's domain and tags so that
+// filtered subscriptions see it. A failed delivery of a
+// webhook_delivery_failed event emits nothing: no cascades.
+func emitDeliveryFailed(ctx context.Context, tx pgx.Tx, em *events.Emitter, d dbsqlc.WebhookDelivery, sub dbsqlc.EventSubscription) error {
+	if d.EventType == events.TypeWebhookDeliveryFailed {
+		return nil
+	}
+	ev := events.Event{AccountID: d.AccountID, Type: events.TypeWebhookDeliveryFailed}
+	if orig, err := dbsqlc.New().EventGetByID(ctx, tx, dbsqlc.EventGetByIDParams{ID: d.EventID, AccountID: d.AccountID}); err == nil {
+		if orig.Domain != nil {
+			ev.Domain = *orig.Domain
+		}
+		ev.Tags = orig.Tags
+	} else if !dbutil.IsNotFound(err) {
+		return fmt.Errorf("error reading delivered event: %w", err)
+	}
+	var code any
+	if d.LastStatusCode != nil {
+		code = *d.LastStatusCode
+	}
+	ev.Payload = map[string]any{
+		"delivery_id": d.ID, "subscription_id": d.SubscriptionID, "event_id": d.EventID, "event_type": d.EventType,
+		"url": sub.URL, "attempts": d.Attempts, "last_status_code": code, "last_error": d.LastError,
+	}
+	if _, err := em.Emit(ctx, tx, ev); err != nil {
+		return fmt.Errorf("error emitting webhook_delivery_failed: %w", err)
+	}
+	return nil
+}
+
+func nonZero(v int32) *int32 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -78,6 +78,24 @@ type Event struct {
 	AcknowledgedKey  *string
 }
 
+type EventSubscription struct {
+	ID               uuid.UUID
+	AccountID        uuid.UUID
+	URL              string
+	EventTypes       []string
+	DomainFilter     *string
+	TagFilter        *string
+	SecretCiphertext []byte
+	SecretKeyID      string
+	Enabled          bool
+	DisabledReason   *string
+	DisabledAt       *time.Time
+	FailingSince     *time.Time
+	LastSuccessAt    *time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
 type Receiver struct {
 	ID         uuid.UUID
 	AccountID  uuid.UUID
@@ -113,4 +131,41 @@ type SmsNumber struct {
 	ReceiverID  *uuid.UUID
 	ClaimedAt   *time.Time
 	CreatedAt   time.Time
+}
+
+type WebhookDelivery struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	SubscriptionID uuid.UUID
+	EventID        uuid.UUID
+	EventType      string
+	Body           []byte
+	Status         string
+	Attempts       int32
+	MaxAttempts    int32
+	LastStatusCode *int32
+	LastErrorClass *string
+	LastError      *string
+	NextRetryAt    *time.Time
+	JobID          *int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	DeliveredAt    *time.Time
+	FailedAt       *time.Time
+}
+
+type WebhookDeliveryAttempt struct {
+	ID                uuid.UUID
+	DeliveryID        uuid.UUID
+	JobID             *int64
+	JobAttempt        *int32
+	StartedAt         time.Time
+	FinishedAt        *time.Time
+	StatusCode        *int32
+	ErrorClass        *string
+	Error             *string
+	DurationMs        *int32
+	ResponseBody      *string
+	ResponseTruncated bool
+	Counted           bool
 }

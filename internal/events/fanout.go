@@ -2,17 +2,107 @@ package events
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
+// DeliveryKind is the River job kind that pushes one webhook delivery.
+const DeliveryKind = "webhook_delivery"
+
+// DeliveryQueue is the River queue of webhook pushes (jobs.QueueWebhooks).
+const DeliveryQueue = "webhooks"
+
+// DeliveryArgs are the arguments of a webhook delivery job: the delivery id
+// only. The worker (jobs/webhooks.go) reads the delivery and its
+// subscription when it runs. The type lives here, beside the fan-out that
+// inserts it, because the jobs package depends on this one.
+type DeliveryArgs struct {
+	DeliveryID uuid.UUID `json:"delivery_id"`
+}
+
+// Kind implements river.JobArgs.
+func (DeliveryArgs) Kind() string { return DeliveryKind }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (DeliveryArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: DeliveryQueue, MaxAttempts: webhook.MaxAttempts}
+}
+
+// PushedEvent is the "data" of a pushed event: the event as the API shows it.
+type PushedEvent struct {
+	ID        uuid.UUID       `json:"id"`
+	EventType string          `json:"event_type"`
+	Severity  string          `json:"severity"`
+	Domain    *string         `json:"domain"`
+	Tags      []string        `json:"tags"`
+	Payload   json.RawMessage `json:"payload"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// PushBody builds the Standard Webhooks body of ev: {"type", "timestamp",
+// "data": <event>}.
+func PushBody(ev dbsqlc.Event) ([]byte, error) {
+	tags := ev.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return webhook.Payload(ev.EventType, ev.CreatedAt, PushedEvent{
+		ID: ev.ID, EventType: ev.EventType, Severity: ev.Severity, Domain: ev.Domain, Tags: tags,
+		Payload: ev.Payload, CreatedAt: ev.CreatedAt.UTC(),
+	})
+}
+
 // fanOut creates the deliveries of ev for every matching, enabled
-// subscription. Event subscriptions land with the webhook-delivery issue.
+// subscription, in the emitting transaction: one delivery row (status
+// pending, the body built once) and one River job each, inserted together
+// with InsertManyTx. A rolled-back event therefore leaves neither rows nor
+// jobs behind.
 func (e *Emitter) fanOut(ctx context.Context, tx pgx.Tx, ev dbsqlc.Event) error {
-	_ = ctx
-	_ = tx
-	_ = ev
+	q := dbsqlc.New()
+	subs, err := q.SubscriptionListMatching(ctx, tx, dbsqlc.SubscriptionListMatchingParams{
+		AccountID: ev.AccountID, EventType: ev.EventType, Domain: ev.Domain, Tags: ev.Tags,
+	})
+	if err != nil {
+		return fmt.Errorf("error selecting subscriptions of event: %w", err)
+	}
+	if len(subs) == 0 {
+		return nil
+	}
+	client, err := e.client(ctx)
+	if err != nil {
+		return err
+	}
+	body, err := PushBody(ev)
+	if err != nil {
+		return fmt.Errorf("error building webhook body: %w", err)
+	}
+	ids := make([]uuid.UUID, len(subs))
+	params := make([]river.InsertManyParams, len(subs))
+	for i := range subs {
+		ids[i] = uuid.Must(uuid.NewV7())
+		params[i] = river.InsertManyParams{Args: DeliveryArgs{DeliveryID: ids[i]}}
+	}
+	res, err := client.InsertManyTx(ctx, tx, params)
+	if err != nil {
+		return fmt.Errorf("error enqueueing webhook deliveries: %w", err)
+	}
+	jobIDs := make([]int64, len(res))
+	for i, r := range res {
+		jobIDs[i] = r.Job.ID
+	}
+	if err := q.DeliveryInsertMany(ctx, tx, dbsqlc.DeliveryInsertManyParams{
+		AccountID: ev.AccountID, EventID: ev.ID, EventType: ev.EventType, Body: body,
+		Ids: ids, SubscriptionIds: subs, JobIds: jobIDs,
+	}); err != nil {
+		return fmt.Errorf("error inserting webhook deliveries: %w", err)
+	}
 	return nil
 }

@@ -1,0 +1,111 @@
+-- name: DeliveryInsertMany :exec
+-- One row per matching subscription of one event, all with the same body.
+INSERT INTO webhook_deliveries (id, account_id, subscription_id, event_id, event_type, body, job_id, created_at, updated_at)
+SELECT unnest(@ids::uuid[]), @account_id::uuid, unnest(@subscription_ids::uuid[]), @event_id::uuid, @event_type::text,
+       @body::bytea, unnest(@job_ids::bigint[]), now(), now();
+
+-- name: DeliveryGetByID :one
+SELECT * FROM webhook_deliveries WHERE id = @id::uuid AND account_id = @account_id::uuid;
+
+-- name: DeliveryGetByIDForUpdate :one
+SELECT * FROM webhook_deliveries WHERE id = @id::uuid AND account_id = @account_id::uuid FOR UPDATE;
+
+-- name: DeliveryGetForWork :one
+-- The worker's view: the delivery (locked) and its subscription.
+SELECT sqlc.embed(d), sqlc.embed(s)
+FROM webhook_deliveries d
+JOIN event_subscriptions s ON s.id = d.subscription_id
+WHERE d.id = @id::uuid
+FOR UPDATE OF d;
+
+-- name: DeliveryList :many
+-- Newest first; ids are UUIDv7, so the id orders by creation.
+SELECT * FROM webhook_deliveries
+WHERE account_id = @account_id::uuid
+  AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status')::text)
+  AND (sqlc.narg('subscription_id')::uuid IS NULL OR subscription_id = sqlc.narg('subscription_id')::uuid)
+  AND (sqlc.narg('event_id')::uuid IS NULL OR event_id = sqlc.narg('event_id')::uuid)
+  AND (sqlc.narg('before')::uuid IS NULL OR id < sqlc.narg('before')::uuid)
+ORDER BY id DESC
+LIMIT @max::int;
+
+-- name: DeliveryCountOpen :one
+SELECT count(*) FILTER (WHERE status = 'pending')  AS pending,
+       count(*) FILTER (WHERE status = 'retrying') AS retrying,
+       count(*) FILTER (WHERE status = 'failed')   AS failed
+FROM webhook_deliveries WHERE account_id = @account_id::uuid;
+
+-- name: DeliveryStartAttempt :one
+-- A run of job_id starts an attempt: it owns the delivery from now on.
+-- max_attempts follows the job: attempts made + the job's attempts left.
+UPDATE webhook_deliveries
+SET attempts     = attempts + 1,
+    max_attempts = attempts + 1 + @job_attempts_left::int,
+    status       = CASE WHEN status IN ('failed', 'delivered') THEN 'retrying' ELSE status END,
+    job_id       = @job_id::bigint,
+    next_retry_at = NULL,
+    updated_at   = now()
+WHERE id = @id::uuid
+RETURNING *;
+
+-- name: DeliveryRecordOutcome :one
+UPDATE webhook_deliveries
+SET status           = @status::text,
+    attempts         = attempts - CASE WHEN @uncount::boolean THEN 1 ELSE 0 END,
+    last_status_code = sqlc.narg('last_status_code')::int,
+    last_error_class = sqlc.narg('last_error_class')::text,
+    last_error       = sqlc.narg('last_error')::text,
+    next_retry_at    = sqlc.narg('next_retry_at')::timestamptz,
+    delivered_at     = CASE WHEN @status::text = 'delivered' THEN now() ELSE delivered_at END,
+    failed_at        = CASE WHEN @status::text = 'failed' THEN now() ELSE NULL END,
+    updated_at       = now()
+WHERE id = @id::uuid
+RETURNING *;
+
+-- name: DeliveryMarkFailed :one
+-- Ends a delivery without an attempt (subscription disabled, job
+-- cancelled or deleted outside the API).
+UPDATE webhook_deliveries
+SET status = 'failed', last_error = @last_error::text, last_error_class = @last_error_class::text,
+    next_retry_at = NULL, failed_at = now(), updated_at = now()
+WHERE id = @id::uuid AND status IN ('pending', 'retrying')
+RETURNING *;
+
+-- name: DeliveryRequeue :one
+-- A manual retry: the delivery is queued again on job_id, for one more
+-- attempt at least.
+UPDATE webhook_deliveries
+SET status        = CASE WHEN attempts = 0 THEN 'pending' ELSE 'retrying' END,
+    job_id        = @job_id::bigint,
+    max_attempts  = greatest(max_attempts, attempts + 1),
+    next_retry_at = @next_retry_at::timestamptz,
+    failed_at     = NULL,
+    updated_at    = now()
+WHERE id = @id::uuid
+RETURNING *;
+
+-- name: DeliverySetNextRetry :exec
+UPDATE webhook_deliveries SET next_retry_at = @next_retry_at::timestamptz, updated_at = now()
+WHERE id = @id::uuid;
+
+-- name: DeliveryAttemptInsert :one
+INSERT INTO webhook_delivery_attempts (id, delivery_id, job_id, job_attempt, started_at)
+VALUES (@id::uuid, @delivery_id::uuid, @job_id::bigint, @job_attempt::int, @started_at::timestamptz)
+RETURNING *;
+
+-- name: DeliveryAttemptFinish :exec
+UPDATE webhook_delivery_attempts
+SET finished_at = @finished_at::timestamptz, status_code = sqlc.narg('status_code')::int,
+    error_class = sqlc.narg('error_class')::text, error = sqlc.narg('error')::text,
+    duration_ms = @duration_ms::int, response_body = sqlc.narg('response_body')::text,
+    response_truncated = @response_truncated::boolean, counted = @counted::boolean
+WHERE id = @id::uuid;
+
+-- name: DeliveryAttemptCloseInterrupted :execrows
+-- Attempts started but never finished: their worker died mid-request.
+UPDATE webhook_delivery_attempts
+SET finished_at = now(), error_class = 'interrupted', error = 'the worker stopped before the attempt finished'
+WHERE delivery_id = @delivery_id::uuid AND finished_at IS NULL;
+
+-- name: DeliveryAttemptListByDelivery :many
+SELECT * FROM webhook_delivery_attempts WHERE delivery_id = @delivery_id::uuid ORDER BY started_at, id LIMIT 1000;

@@ -1,0 +1,65 @@
+-- name: SubscriptionInsert :one
+INSERT INTO event_subscriptions (id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id)
+VALUES (@id::uuid, @account_id::uuid, @url::text, sqlc.narg('event_types')::text[], sqlc.narg('domain_filter')::text,
+        sqlc.narg('tag_filter')::text, @secret_ciphertext::bytea, @secret_key_id::text)
+RETURNING *;
+
+-- name: SubscriptionGetByID :one
+SELECT * FROM event_subscriptions WHERE id = @id::uuid AND account_id = @account_id::uuid;
+
+-- name: SubscriptionListByAccount :many
+SELECT * FROM event_subscriptions WHERE account_id = @account_id::uuid ORDER BY id LIMIT @max::int;
+
+-- name: SubscriptionUpdate :one
+UPDATE event_subscriptions
+SET url             = @url::text,
+    event_types     = sqlc.narg('event_types')::text[],
+    domain_filter   = sqlc.narg('domain_filter')::text,
+    tag_filter      = sqlc.narg('tag_filter')::text,
+    enabled         = @enabled::boolean,
+    disabled_reason = CASE WHEN @enabled::boolean THEN NULL ELSE coalesce(disabled_reason, sqlc.narg('disabled_reason')::text) END,
+    disabled_at     = CASE WHEN @enabled::boolean THEN NULL ELSE coalesce(disabled_at, now()) END,
+    failing_since   = CASE WHEN @enabled::boolean AND NOT enabled THEN NULL ELSE failing_since END,
+    updated_at      = now()
+WHERE id = @id::uuid AND account_id = @account_id::uuid
+RETURNING *;
+
+-- name: SubscriptionDelete :execrows
+DELETE FROM event_subscriptions WHERE id = @id::uuid AND account_id = @account_id::uuid;
+
+-- name: SubscriptionListMatching :many
+-- The enabled subscriptions an event goes to (api-spec 6.5): its type is
+-- in event_types (or event_types is NULL), its domain equals domain_filter
+-- and one of its tags equals tag_filter, when those are set.
+SELECT id FROM event_subscriptions
+WHERE account_id = @account_id::uuid
+  AND enabled
+  AND (event_types IS NULL OR @event_type::text = ANY (event_types))
+  AND (domain_filter IS NULL OR domain_filter = sqlc.narg('domain')::text)
+  AND (tag_filter IS NULL OR tag_filter = ANY (@tags::text[]))
+ORDER BY id;
+
+-- name: SubscriptionGetForDelivery :one
+SELECT * FROM event_subscriptions WHERE id = @id::uuid;
+
+-- SubscriptionMarkSucceeded is cheap on the hot path: the row is written
+-- (and locked) only when it changes, at most once a minute.
+
+-- name: SubscriptionMarkSucceeded :exec
+UPDATE event_subscriptions
+SET failing_since = NULL, last_success_at = @now::timestamptz
+WHERE id = @id::uuid
+  AND (failing_since IS NOT NULL OR last_success_at IS NULL OR last_success_at < @stale_before::timestamptz);
+
+-- name: SubscriptionMarkFailing :exec
+UPDATE event_subscriptions SET failing_since = @now::timestamptz
+WHERE id = @id::uuid AND failing_since IS NULL;
+
+-- name: SubscriptionDisable :one
+-- Disables an enabled subscription; no row when it was already disabled
+-- (or, with a cutoff, when it has not been failing since before it).
+UPDATE event_subscriptions
+SET enabled = false, disabled_reason = @reason::text, disabled_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE id = @id::uuid AND enabled
+  AND (sqlc.narg('failing_before')::timestamptz IS NULL OR failing_since <= sqlc.narg('failing_before')::timestamptz)
+RETURNING *;
