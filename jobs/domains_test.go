@@ -1,0 +1,371 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/miekg/dns"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/dnstest"
+	"github.com/mailwatch/mailwatch/internal/events"
+)
+
+// testDomainZone publishes SPF, DMARC at reject, an Ed25519 DKIM key, two
+// MX hosts and TLS-RPT for domain: a score of 80 without DNSSEC.
+func testDomainZone(domain string) string {
+	d := domain + "."
+	return fmt.Sprintf(`$TTL 300
+%[1]s SOA ns.%[1]s hostmaster.%[1]s 1 7200 3600 1209600 300
+%[1]s MX 10 mx1.%[1]s
+%[1]s MX 20 mx2.%[1]s
+mx1.%[1]s A 192.0.2.1
+mx2.%[1]s A 192.0.2.2
+%[1]s TXT "v=spf1 mx ip4:192.0.2.0/24 -all"
+_dmarc.%[1]s TXT "v=DMARC1; p=reject; rua=mailto:dmarc@%[2]s"
+selector1._domainkey.%[1]s TXT "v=DKIM1; k=ed25519; p=d+nLbJ2hNdGhwjiSC/ex5+5OqAWWpNlHodnZIHApHTs="
+_smtp._tls.%[1]s TXT "v=TLSRPTv1; rua=mailto:tls@%[2]s"
+`, d, domain)
+}
+
+func insertTestDomain(t *testing.T, db dbutil.Executor, name string, tags ...string) dbsqlc.Domain {
+	t.Helper()
+	ctx := context.Background()
+	account := uuid.Must(uuid.NewV7())
+	_, err := db.Exec(ctx, "INSERT INTO accounts (id, email, password_hash) VALUES ($1, $2, 'x')", account, account.String()+"@example.com")
+	require.NoError(t, err)
+	if tags == nil {
+		tags = []string{}
+	}
+	row, err := dbsqlc.New().DomainInsert(ctx, db, dbsqlc.DomainInsertParams{ID: uuid.Must(uuid.NewV7()), AccountID: account, Name: name, Tags: tags})
+	require.NoError(t, err)
+	return row
+}
+
+type storedEvent struct {
+	Type, Severity string
+	Domain         *string
+	Tags           []string
+	Payload        map[string]any
+}
+
+func eventsOf(t *testing.T, db dbutil.Executor, account uuid.UUID, eventType string) []storedEvent {
+	t.Helper()
+	rows, err := db.Query(context.Background(),
+		"SELECT event_type, severity, domain, tags, payload FROM events WHERE account_id = $1 AND event_type = $2 ORDER BY created_at, id", account, eventType)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []storedEvent
+	for rows.Next() {
+		var e storedEvent
+		var p []byte
+		require.NoError(t, rows.Scan(&e.Type, &e.Severity, &e.Domain, &e.Tags, &p))
+		require.NoError(t, json.Unmarshal(p, &e.Payload))
+		out = append(out, e)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func historyLen(t *testing.T, db dbutil.Executor, domainID uuid.UUID) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.QueryRow(context.Background(), "SELECT count(*) FROM domain_health_history WHERE domain_id = $1", domainID).Scan(&n))
+	return n
+}
+
+// workerBundle is a River client working jobs on a database of its own,
+// with DNS answered by a loopback server.
+type workerBundle struct {
+	pool      *pgxpool.Pool
+	client    *river.Client[pgx.Tx]
+	dns       *dnstest.Server
+	resolver  *switchResolver
+	completed <-chan *river.Event
+}
+
+// switchResolver sends queries to the loopback DNS server chosen last, so
+// a test can move a domain to different zone data (a real server each).
+type switchResolver struct {
+	cur atomic.Pointer[dnscheck.Client]
+}
+
+func (r *switchResolver) use(srv *dnstest.Server) {
+	r.cur.Store(dnscheck.NewClient(srv.Addr(), 500*time.Millisecond))
+}
+
+func (r *switchResolver) LookupTXT(ctx context.Context, name string) ([]string, error) {
+	return r.cur.Load().LookupTXT(ctx, name)
+}
+
+func (r *switchResolver) LookupMX(ctx context.Context, name string) ([]*net.MX, error) {
+	return r.cur.Load().LookupMX(ctx, name)
+}
+
+func (r *switchResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	return r.cur.Load().LookupNetIP(ctx, network, host)
+}
+
+func (r *switchResolver) Query(ctx context.Context, name string, qtype uint16) (*dnscheck.Answer, error) {
+	return r.cur.Load().Query(ctx, name, qtype)
+}
+
+func startDomainWorkers(t *testing.T, zone string) *workerBundle {
+	t.Helper()
+	pool, _ := dbtest.NewDB(t)
+	srv := dnstest.Start(t, zone)
+	resolver := &switchResolver{}
+	resolver.use(srv)
+	deps := Deps{
+		Pool:     pool,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Resolver: resolver,
+	}
+	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDNS}})
+	require.NoError(t, err)
+	ch, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	t.Cleanup(cancel)
+	ctx := context.Background()
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = client.Stop(stopCtx)
+	})
+	return &workerBundle{pool: pool, client: client, dns: srv, resolver: resolver, completed: ch}
+}
+
+// run inserts args and waits until River reports the job finished.
+func (b *workerBundle) run(t *testing.T, args river.JobArgs) {
+	t.Helper()
+	res, err := b.client.Insert(context.Background(), args, nil)
+	require.NoError(t, err)
+	for {
+		select {
+		case ev := <-b.completed:
+			if ev.Job.ID != res.Job.ID {
+				continue
+			}
+			require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "job errors: %v", ev.Job.Errors)
+			return
+		case <-time.After(30 * time.Second):
+			t.Fatalf("job %d (%s) did not finish", res.Job.ID, args.Kind())
+		}
+	}
+}
+
+func TestDomainCheckJob(t *testing.T) {
+	t.Parallel()
+	const name = "job-check.test"
+	b := startDomainWorkers(t, testDomainZone(name))
+	d := insertTestDomain(t, b.pool, name, "prod")
+	q := dbsqlc.New()
+	ctx := context.Background()
+
+	b.run(t, DomainCheckArgs{DomainID: d.ID})
+	row, err := q.DomainGetByID(ctx, b.pool, d.ID)
+	require.NoError(t, err)
+	require.NotNil(t, row.CheckedAt)
+	require.NotNil(t, row.Score)
+	require.EqualValues(t, 80, *row.Score)
+	require.Equal(t, 1, historyLen(t, b.pool, d.ID))
+	require.Empty(t, eventsOf(t, b.pool, d.AccountID, events.TypeDNSRecordChanged), "the first check is a baseline")
+
+	t.Run("UnchangedEmitsNothing", func(t *testing.T) {
+		b.run(t, DomainCheckArgs{DomainID: d.ID})
+		require.Empty(t, eventsOf(t, b.pool, d.AccountID, events.TypeDNSRecordChanged))
+		require.Equal(t, 2, historyLen(t, b.pool, d.ID), "every computation is recorded")
+	})
+
+	t.Run("TemperrorNeverEmits", func(t *testing.T) {
+		b.dns.ServFail(name + ".")
+		b.run(t, DomainCheckArgs{DomainID: d.ID})
+		row, err := q.DomainGetByID(ctx, b.pool, d.ID)
+		require.NoError(t, err)
+		var status map[string]string
+		require.NoError(t, json.Unmarshal(row.CheckStatus, &status))
+		require.Equal(t, dnscheck.StatusTemperror, status["spf"])
+		require.EqualValues(t, 80, *row.Score)
+		require.Empty(t, eventsOf(t, b.pool, d.AccountID, events.TypeDNSRecordChanged))
+		require.Empty(t, eventsOf(t, b.pool, d.AccountID, events.TypeHealthScoreChanged))
+	})
+
+	t.Run("SPFThatPassedNowMissingIsCritical", func(t *testing.T) {
+		// The first server keeps failing; the resolver now asks a second
+		// one where the SPF record is gone.
+		fresh := dnstest.Start(t, testDomainZone(name))
+		fresh.Remove(name+".", dns.TypeTXT)
+		b.resolver.use(fresh)
+		b.run(t, DomainCheckArgs{DomainID: d.ID})
+
+		evs := eventsOf(t, b.pool, d.AccountID, events.TypeDNSRecordChanged)
+		require.Len(t, evs, 1)
+		require.Equal(t, "critical", evs[0].Severity)
+		require.Equal(t, name, *evs[0].Domain)
+		require.Equal(t, []string{"prod"}, evs[0].Tags)
+		require.Equal(t, "spf", evs[0].Payload["check"])
+		require.Equal(t, map[string]any{"status": "pass", "records": []any{"v=spf1 mx ip4:192.0.2.0/24 -all"}}, evs[0].Payload["before"],
+			"compared with the last known answer, not the temperror in between")
+		require.Equal(t, map[string]any{"status": "none", "records": []any{}}, evs[0].Payload["after"])
+
+		hs := eventsOf(t, b.pool, d.AccountID, events.TypeHealthScoreChanged)
+		require.Len(t, hs, 1)
+		require.Equal(t, "critical", hs[0].Severity)
+		require.EqualValues(t, 80, hs[0].Payload["previous_score"])
+		require.EqualValues(t, 60, hs[0].Payload["score"])
+		require.EqualValues(t, -20, hs[0].Payload["delta"])
+		require.NotEmpty(t, hs[0].Payload["reasons"])
+	})
+
+	t.Run("DeletedDomainCompletes", func(t *testing.T) {
+		gone := insertTestDomain(t, b.pool, "gone.job-check.test")
+		_, err := b.pool.Exec(ctx, "DELETE FROM domains WHERE id = $1", gone.ID)
+		require.NoError(t, err)
+		b.run(t, DomainCheckArgs{DomainID: gone.ID})
+		b.run(t, DomainHealthArgs{DomainID: gone.ID})
+	})
+}
+
+func TestDomainHealthJob(t *testing.T) {
+	t.Parallel()
+	const name = "job-health.test"
+	b := startDomainWorkers(t, testDomainZone(name))
+	d := insertTestDomain(t, b.pool, name)
+
+	b.run(t, DomainHealthArgs{DomainID: d.ID})
+	require.Zero(t, historyLen(t, b.pool, d.ID), "a domain never checked has nothing to score")
+
+	b.run(t, DomainCheckArgs{DomainID: d.ID})
+	require.Equal(t, 1, historyLen(t, b.pool, d.ID))
+	b.run(t, DomainHealthArgs{DomainID: d.ID})
+	require.Equal(t, 2, historyLen(t, b.pool, d.ID))
+	require.Empty(t, eventsOf(t, b.pool, d.AccountID, events.TypeHealthScoreChanged), "same score, no event")
+}
+
+func TestApplyDomainCheckDiscardsOlderChecks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.Tx(t)
+	d := insertTestDomain(t, tx, "stale.test")
+	now := time.Now()
+	rs := func(spf string) *dnscheck.Results {
+		return &dnscheck.Results{Domain: "stale.test", SPF: &dnscheck.SPFResult{Result: dnscheck.Result{Status: spf, Records: []string{}}}}
+	}
+	em := &events.Emitter{}
+
+	out, err := ApplyDomainCheck(ctx, tx, em, d.ID, now, rs(dnscheck.StatusPass), now)
+	require.NoError(t, err)
+	require.True(t, out.Applied)
+	out, err = ApplyDomainCheck(ctx, tx, em, d.ID, now.Add(-time.Second), rs(dnscheck.StatusNone), now)
+	require.NoError(t, err)
+	require.False(t, out.Applied, "a check that started before the stored one is discarded")
+	require.Empty(t, out.Changes)
+	require.Empty(t, eventsOf(t, tx, d.AccountID, events.TypeDNSRecordChanged))
+
+	_, err = ApplyDomainCheck(ctx, tx, em, uuid.Must(uuid.NewV7()), now, rs(dnscheck.StatusPass), now)
+	require.ErrorIs(t, err, ErrDomainGone)
+}
+
+func TestScheduleDomainChecks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewDB(t)
+	client, err := NewClient(Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, Options{})
+	require.NoError(t, err)
+	const n = 250
+	for i := range n {
+		insertTestDomain(t, pool, fmt.Sprintf("d%d.schedule.test", i))
+	}
+	interval := 15 * time.Minute
+	now := time.Date(2026, 3, 1, 10, 7, 30, 0, time.UTC)
+
+	inserted, err := ScheduleDomainChecks(ctx, pool, client, interval, now)
+	require.NoError(t, err)
+	require.Equal(t, n, inserted)
+
+	t.Run("SpreadOverTheInterval", func(t *testing.T) {
+		rows, err := pool.Query(ctx, "SELECT scheduled_at, queue FROM river_job WHERE kind = 'domain_check'")
+		require.NoError(t, err)
+		buckets := make([]int, 5)
+		count := 0
+		for rows.Next() {
+			var at time.Time
+			var queue string
+			require.NoError(t, rows.Scan(&at, &queue))
+			require.Equal(t, QueueDNS, queue)
+			require.False(t, at.Before(now), "%s", at)
+			require.True(t, at.Before(now.Add(interval)), "%s", at)
+			buckets[int(at.Sub(now)*5/interval)]++
+			count++
+		}
+		require.NoError(t, rows.Err())
+		require.Equal(t, n, count)
+		for i, c := range buckets {
+			require.Greater(t, c, n/5/3, "bucket %d of the interval holds only %d of %d checks", i, c, n)
+		}
+	})
+
+	t.Run("OnePerDomainAndPeriod", func(t *testing.T) {
+		// Runs later in the same period, and the next period's run, only
+		// add checks for periods a domain has none in yet.
+		again, err := ScheduleDomainChecks(ctx, pool, client, interval, now)
+		require.NoError(t, err)
+		require.Zero(t, again, "the same run twice adds nothing")
+		for _, at := range []time.Time{now.Add(time.Minute), now.Add(interval / 2), now.Add(interval), now.Add(interval + time.Minute)} {
+			_, err := ScheduleDomainChecks(ctx, pool, client, interval, at)
+			require.NoError(t, err)
+		}
+		var total, distinct, maxPerSlot int
+		require.NoError(t, pool.QueryRow(ctx, `
+			SELECT count(*), count(DISTINCT (args->>'domain_id', date_bin('15 minutes', scheduled_at, 'epoch'))), coalesce(max(c), 0)
+			FROM river_job, LATERAL (SELECT count(*) AS c FROM river_job j2
+				WHERE j2.kind = 'domain_check' AND j2.args = river_job.args
+				AND date_bin('15 minutes', j2.scheduled_at, 'epoch') = date_bin('15 minutes', river_job.scheduled_at, 'epoch')) per_slot
+			WHERE kind = 'domain_check'`).Scan(&total, &distinct, &maxPerSlot))
+		require.Equal(t, 1, maxPerSlot, "never two checks of a domain in one period")
+		require.Equal(t, total, distinct)
+		require.GreaterOrEqual(t, total, 2*n, "every domain has its check in this period and the next")
+		require.LessOrEqual(t, total, 3*n)
+	})
+}
+
+func TestNextCheckAt(t *testing.T) {
+	t.Parallel()
+	interval := 15 * time.Minute
+	id := uuid.Must(uuid.NewV7())
+	off := CheckOffset(id, interval)
+	require.Equal(t, off, CheckOffset(id, interval), "stable")
+	require.Less(t, off, interval)
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, now := range []time.Time{base, base.Add(off), base.Add(off + 1), base.Add(interval - 1)} {
+		at := NextCheckAt(id, interval, now)
+		require.False(t, at.Before(now))
+		require.Less(t, at.Sub(now), interval)
+		require.Equal(t, off, at.Sub(at.Truncate(interval)), "always at the domain's offset")
+	}
+}
+
+func TestDomainPeriodicJobsUseTheConfiguredInterval(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, DefaultDNSCheckInterval, Deps{}.dnsCheckInterval())
+	require.Equal(t, time.Minute, Deps{Config: &config.Config{DNSCheckInterval: time.Minute}}.dnsCheckInterval())
+	require.Len(t, domainPeriodicJobs(Deps{}), 2)
+}
