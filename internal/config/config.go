@@ -48,6 +48,7 @@ var Vars = []Var{
 	{Name: "DB_MAX_CONNS", Default: "20", Meaning: "Size of each process's Postgres connection pool."},
 	{Name: "TRUSTED_PROXIES", Default: "", Meaning: "Comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted for the client IP (per-IP rate limits)."},
 	{Name: "WEBHOOK_CONCURRENCY", Default: "200", Meaning: "Concurrent webhook pushes per worker process (the `webhooks` queue's MaxWorkers); pushes are I/O-bound."},
+	{Name: "JOB_RESCUE_AFTER", Default: "5m", Meaning: "How long a River job may stay running before the rescuer (on the leader worker) treats its process as dead and retries it; also the default job timeout when shorter than 1m."},
 	{Name: "WORKER_CONCURRENCY", Default: "100", Meaning: "River workers per queue in a `worker` process."},
 	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error."},
 	{Name: "LOG_FORMAT", Default: "json", Meaning: "json or text."},
@@ -78,6 +79,7 @@ type Config struct {
 	TrustedProxies         []string
 	WorkerConcurrency      int
 	WebhookConcurrency     int
+	JobRescueAfter         time.Duration
 	LogLevel               slog.Level
 	LogFormat              string
 	GeneratedSecretKeyNote bool
@@ -140,6 +142,7 @@ func Parse(lookup Lookup) (*Config, error) {
 		DBMaxConns:           atoi("DB_MAX_CONNS", 2, 1000),
 		WorkerConcurrency:    atoi("WORKER_CONCURRENCY", 1, 10_000),
 		WebhookConcurrency:   atoi("WEBHOOK_CONCURRENCY", 1, 10_000),
+		JobRescueAfter:       duration("JOB_RESCUE_AFTER"),
 		LogFormat:            get("LOG_FORMAT"),
 	}
 	if s := get("TRUSTED_PROXIES"); s != "" {
