@@ -256,7 +256,7 @@ func TestDailyVolumeAndTypeBreakdown(t *testing.T) {
 	b.emit(t, a.ID, events.Event{Type: events.TypeBounceSpike, Severity: events.SeverityCritical, At: day(0).Add(-20 * time.Hour)})
 	b.emit(t, a.ID, events.Event{Type: events.TypeDMARCReportReceived, At: day(2)})
 	b.emit(t, a.ID, events.Event{Type: events.TypeDMARCReportReceived, At: day(6)})
-	b.emit(t, a.ID, events.Event{Type: events.TypeDMARCReportReceived, At: day(7)})  // outside 7 days
+	b.emit(t, a.ID, events.Event{Type: events.TypeDMARCReportReceived, At: day(7)}) // outside 7 days
 	b.emit(t, a.ID, events.Event{Type: events.TypeHealthScoreChanged, At: day(40)}) // outside 30 days
 	for i := 0; i < 4; i++ {
 		b.emit(t, other.ID, events.Event{Type: events.TypeComplaintSpike, At: day(1)})
