@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/base64"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -68,4 +69,13 @@ func TestMarkdownTableListsEveryVariable(t *testing.T) {
 		require.NotEmpty(t, v.Meaning, v.Name)
 	}
 	require.Equal(t, len(Vars)+2, strings.Count(table, "\n"))
+}
+
+func TestREADMEDocumentsEveryVariable(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	for _, v := range Vars {
+		require.Contains(t, string(readme), "| `"+v.Name+"` |", "README's configuration table lacks %s: paste `mailwatch config table`", v.Name)
+	}
 }
