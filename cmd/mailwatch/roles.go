@@ -32,6 +32,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/migrate"
+	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
 )
@@ -90,6 +91,7 @@ func newLimiter(ctx context.Context, cfg *config.Config) (*limiter.Limiter, func
 // apiRole is a running API: the server and the loops it needs.
 type apiRole struct {
 	srv      *api.Server
+	waiters  *receivers.Hub
 	closeLim func()
 }
 
@@ -102,6 +104,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 	if err != nil {
 		return nil, err
 	}
+	waiters := receivers.NewHub(receivers.ConnectURL(cfg.DatabaseURL), logger)
 	srv := api.New(api.Deps{
 		DB:                   pool,
 		Pool:                 pool,
@@ -112,6 +115,9 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		InboundDomain:        cfg.InboundDomain,
 		InboundWebhookSecret: cfg.InboundWebhookSecret,
 		TwilioAuthToken:      cfg.TwilioAuthToken,
+		Waiters:              waiters,
+		PublicBaseURL:        cfg.PublicBaseURL,
+		MaxMessageBytes:      cfg.SMTPMaxMessageBytes,
 		Resolver:             sh.resolver,
 		Limiter:              lim,
 		Registry:             reg,
@@ -120,7 +126,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		BodyLimit:            cfg.BodyLimitBytes,
 		TrustedProxies:       cfg.TrustedProxies,
 	})
-	return &apiRole{srv: srv, closeLim: closeLim}, nil
+	return &apiRole{srv: srv, waiters: waiters, closeLim: closeLim}, nil
 }
 
 // serve runs the API until ctx ends, then shuts down gracefully: the
@@ -140,6 +146,10 @@ func (r *apiRole) serve(ctx context.Context, cfg *config.Config, logger *slog.Lo
 		r.srv.Usage().Run(usageCtx, pool, 10*time.Second, logger)
 	}()
 
+	// The waiter hub's LISTEN connection lives as long as ctx; when ctx ends
+	// it closes and ends every long poll (503), so shutdown need not wait
+	// out their timeouts.
+	go func() { _ = r.waiters.Run(ctx) }()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- r.srv.Serve(ln) }()
 	select {
@@ -310,6 +320,11 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return role.serve(gctx, cfg, logger, pool) })
 	g.Go(func() error { return runWorkerClient(gctx, cfg, wdeps, nil) })
+	smtpSrv, err := newSMTPServer(cfg, logger, pool, insertClient)
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return serveSMTP(gctx, cfg, logger, smtpSrv) })
 	return g.Wait()
 }
 

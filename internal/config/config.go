@@ -31,6 +31,10 @@ var Vars = []Var{
 	{Name: "METRICS_ADDR", Default: ":9091", Meaning: "Address where `worker` and `smtp` processes serve /healthz, /readyz and /metrics (the API serves them on LISTEN_ADDR)."},
 	{Name: "SMTP_ADDR", Default: ":2525", Meaning: "Address the inbound SMTP listener binds (`smtp`, `dev`)."},
 	{Name: "INBOUND_DOMAIN", Default: "inbound.mailwatch.localhost", Meaning: "Domain of receiver and reporting addresses; the SMTP listener accepts mail only for it."},
+	{Name: "SMTP_MAX_MESSAGE_BYTES", Default: "10485760", Meaning: "Largest inbound message (SMTP: 552 beyond, advertised with SIZE; email ingress webhook: 413 beyond, also capped by BODY_LIMIT_BYTES). At most 26214400."},
+	{Name: "SMTP_TLS_CERT", Default: "", Meaning: "PEM certificate file (chain) for STARTTLS on the SMTP listener; with SMTP_TLS_KEY. Unset: no STARTTLS."},
+	{Name: "SMTP_TLS_KEY", Default: "", Secret: true, Meaning: "PEM private key file for SMTP_TLS_CERT (the value is a path; the file is the secret)."},
+	{Name: "PUBLIC_BASE_URL", Default: "", Meaning: "scheme://host[:port] under which clients reach the API (e.g. https://api.example.com), used to rebuild the URL Twilio signed behind a proxy; empty means the request's own scheme and Host."},
 	{Name: "MAILWATCH_SECRET_KEY", Default: "", Secret: true, Meaning: "32 bytes, standard base64. Encrypts signing secrets at rest (AES-256-GCM). `dev` and `scripts/run` generate one for local use when it is unset."},
 	{Name: "MAILWATCH_SECRET_KEY_PREVIOUS", Default: "", Secret: true, Meaning: "Comma-separated older keys (base64), still accepted for decryption during a key rotation."},
 	{Name: "REDIS_URL", Default: "", Secret: true, Meaning: "When set, rate-limit counters live in Redis and are shared by every API replica; otherwise each replica counts alone, in memory."},
@@ -61,6 +65,10 @@ type Config struct {
 	MetricsAddr            string
 	SMTPAddr               string
 	InboundDomain          string
+	SMTPMaxMessageBytes    int64
+	SMTPTLSCert            string
+	SMTPTLSKey             string
+	PublicBaseURL          string
 	SecretKey              []byte
 	PreviousSecretKeys     [][]byte
 	RedisURL               string
@@ -127,6 +135,10 @@ func Parse(lookup Lookup) (*Config, error) {
 		MetricsAddr:          get("METRICS_ADDR"),
 		SMTPAddr:             get("SMTP_ADDR"),
 		InboundDomain:        strings.ToLower(strings.TrimSuffix(get("INBOUND_DOMAIN"), ".")),
+		SMTPMaxMessageBytes:  int64(atoi("SMTP_MAX_MESSAGE_BYTES", 1024, 25<<20)),
+		SMTPTLSCert:          get("SMTP_TLS_CERT"),
+		SMTPTLSKey:           get("SMTP_TLS_KEY"),
+		PublicBaseURL:        strings.TrimSuffix(get("PUBLIC_BASE_URL"), "/"),
 		RedisURL:             get("REDIS_URL"),
 		DNSResolver:          get("DNS_RESOLVER"),
 		DNSCheckInterval:     duration("DNS_CHECK_INTERVAL"),
@@ -157,6 +169,9 @@ func Parse(lookup Lookup) (*Config, error) {
 	}
 	if cfg.DNSCheckInterval > 0 && cfg.DNSCheckInterval < time.Minute {
 		errs = append(errs, errors.New("DNS_CHECK_INTERVAL must be at least 1m"))
+	}
+	if (cfg.SMTPTLSCert == "") != (cfg.SMTPTLSKey == "") {
+		errs = append(errs, errors.New("SMTP_TLS_CERT and SMTP_TLS_KEY must be set together"))
 	}
 	if cfg.LogFormat != "json" && cfg.LogFormat != "text" {
 		errs = append(errs, errors.New("LOG_FORMAT must be json or text"))
