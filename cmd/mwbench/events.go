@@ -2,10 +2,170 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailwatch/mailwatch/internal/events"
 )
 
-// benchEvents lands with the events issue.
+const (
+	benchAccounts          = 1000
+	benchEventsPerAccount  = 1000
+	benchEventsSpan        = 90 * 24 * time.Hour
+	benchCriticalPerMille  = 20  // ~2% of events are alerts
+	benchWarningPerMille   = 150 // ~15% warnings
+	benchAckedAlertPercent = 60  // of alerts older than a day
+)
+
+// benchEvents seeds 1,000,000 events over 1,000 accounts with COPY, then
+// measures the event and alert listings of one account at 32 connections
+// beside the foundation's authenticated baseline route.
 func benchEvents(ctx context.Context, env *benchEnv) error {
-	return errors.New("not implemented yet")
+	const conns = 32
+	d := benchDuration()
+
+	srv, err := env.startAPI(ctx, env.Pool, nil)
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+	id, key, err := createAccount(ctx, srv.BaseURL, fmt.Sprintf("bench-events-%d@example.com", time.Now().UnixNano()))
+	if err != nil {
+		return err
+	}
+	measured := uuid.MustParse(id)
+
+	t0 := time.Now()
+	accounts, err := seedBenchAccounts(ctx, env, measured)
+	if err != nil {
+		return err
+	}
+	n, err := seedBenchEvents(ctx, env, accounts)
+	if err != nil {
+		return err
+	}
+	seeded := time.Since(t0)
+	t1 := time.Now()
+	if _, err := env.Pool.Exec(ctx, "ANALYZE events"); err != nil {
+		return err
+	}
+	var unacked, alerts int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE acknowledged_at IS NULL), count(*)
+		FROM events WHERE account_id = $1 AND severity = 'critical'`, measured).Scan(&unacked, &alerts); err != nil {
+		return err
+	}
+	fmt.Printf("seeded %d events over %d accounts in %s (COPY), ANALYZE %s; measured account: %d alerts, %d unacknowledged\n",
+		n, len(accounts), seeded.Round(time.Millisecond), time.Since(t1).Round(time.Millisecond), alerts, unacked)
+
+	baseline, err := measureAuthRoute(ctx, env, conns, d)
+	if err != nil {
+		return err
+	}
+	eventsURL := srv.BaseURL + "/api/accounts/me/events?limit=50"
+	alertsURL := srv.BaseURL + "/api/accounts/me/alerts?acknowledged=false"
+	runLoad(ctx, conns, time.Second, getOK(eventsURL, key)) // warm up
+	runLoad(ctx, conns, time.Second, getOK(alertsURL, key))
+	list := runLoad(ctx, conns, d, getOK(eventsURL, key))
+	alertList := runLoad(ctx, conns, d, getOK(alertsURL, key))
+
+	fmt.Printf("%d connections, %s per run, same database and pool size\n", conns, d)
+	fmt.Printf("baseline  GET /api/accounts/me                      %s\n", baseline)
+	fmt.Printf("events    GET /api/accounts/me/events?limit=50      %s\n", list)
+	fmt.Printf("alerts    GET /api/accounts/me/alerts?acknowledged=false %s\n", alertList)
+	for _, r := range []struct {
+		name string
+		res  loadResult
+	}{{"events", list}, {"alerts", alertList}} {
+		fmt.Printf("ratio     %-6s / baseline: p50 %.2fx  p99 %.2fx  req/s %.2f  (target: within 2x)\n", r.name,
+			float64(r.res.P50)/float64(max(baseline.P50, 1)), float64(r.res.P99)/float64(max(baseline.P99, 1)),
+			r.res.RPS()/baseline.RPS())
+	}
+	return nil
+}
+
+// seedBenchAccounts inserts the other 999 accounts directly and returns
+// all 1,000 ids, the measured one first.
+func seedBenchAccounts(ctx context.Context, env *benchEnv, measured uuid.UUID) ([]uuid.UUID, error) {
+	ids := []uuid.UUID{measured}
+	rows := make([][]any, 0, benchAccounts-1)
+	for i := 1; i < benchAccounts; i++ {
+		id := uuid.Must(uuid.NewV7())
+		ids = append(ids, id)
+		rows = append(rows, []any{id, fmt.Sprintf("bench-%d-%s@example.com", i, id), "not-a-hash"})
+	}
+	_, err := env.Pool.CopyFrom(ctx, pgx.Identifier{"accounts"}, []string{"id", "email", "password_hash"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		return nil, fmt.Errorf("error seeding accounts: %w", err)
+	}
+	return ids, nil
+}
+
+// uuidV7At returns a v7 id whose timestamp is at, as Emit would have made.
+func uuidV7At(at time.Time) uuid.UUID {
+	id := uuid.Must(uuid.NewV7())
+	ms := uint64(at.UnixMilli())
+	for i := 0; i < 6; i++ {
+		id[i] = byte(ms >> (40 - 8*i))
+	}
+	return id
+}
+
+// eventSource streams generated events into CopyFrom.
+type eventSource struct {
+	accounts []uuid.UUID
+	types    []events.Type
+	now      time.Time
+	rng      *rand.Rand
+	i, total int
+	row      []any
+}
+
+func (s *eventSource) Next() bool {
+	if s.i >= s.total {
+		return false
+	}
+	acct := s.accounts[s.i%len(s.accounts)]
+	s.i++
+	at := s.now.Add(-time.Duration(s.rng.Int64N(int64(benchEventsSpan))))
+	typ := s.types[s.rng.IntN(len(s.types))]
+	sev := string(typ.DefaultSeverity)
+	var ackAt, ackBy any
+	switch r := s.rng.IntN(1000); {
+	case r < benchCriticalPerMille:
+		sev = "critical"
+		if s.now.Sub(at) > 24*time.Hour && s.rng.IntN(100) < benchAckedAlertPercent {
+			ackAt, ackBy = at.Add(time.Hour), "oncall@example.com"
+		}
+	case r < benchCriticalPerMille+benchWarningPerMille:
+		sev = "warning"
+	case sev == "critical":
+		sev = "warning"
+	}
+	var domain any
+	if s.rng.IntN(4) > 0 {
+		domain = fmt.Sprintf("d%d.example.com", s.rng.IntN(5))
+	}
+	s.row = []any{uuidV7At(at), acct, typ.Name, sev, domain, []string{"prod"}, json.RawMessage(typ.Example), at, ackAt, ackBy}
+	return true
+}
+
+func (s *eventSource) Values() ([]any, error) { return s.row, nil }
+func (s *eventSource) Err() error             { return nil }
+
+func seedBenchEvents(ctx context.Context, env *benchEnv, accounts []uuid.UUID) (int64, error) {
+	src := &eventSource{
+		accounts: accounts, types: events.Types(), now: time.Now().UTC(),
+		rng: rand.New(rand.NewPCG(1, 2)), total: len(accounts) * benchEventsPerAccount,
+	}
+	n, err := env.Pool.CopyFrom(ctx, pgx.Identifier{"events"},
+		[]string{"id", "account_id", "event_type", "severity", "domain", "tags", "payload", "created_at", "acknowledged_at", "acknowledged_by"}, src)
+	if err != nil {
+		return n, fmt.Errorf("error seeding events: %w", err)
+	}
+	return n, nil
 }

@@ -146,11 +146,15 @@ func List(ctx context.Context, db dbutil.Executor, f ListFilter) ([]dbsqlc.Event
 			more = true
 			break
 		}
-		var e dbsqlc.Event
-		if err := rows.Scan(&e.ID, &e.AccountID, &e.EventType, &e.Severity, &e.Domain, &e.Tags, &e.Payload, &e.CreatedAt,
+		var (
+			e       dbsqlc.Event
+			payload []byte // raw jsonb text: scanning into json.RawMessage would re-parse it
+		)
+		if err := rows.Scan(&e.ID, &e.AccountID, &e.EventType, &e.Severity, &e.Domain, &e.Tags, &payload, &e.CreatedAt,
 			&e.AcknowledgedAt, &e.AcknowledgedBy, &e.AcknowledgedNote, &e.AcknowledgedKey); err != nil {
 			return nil, nil, fmt.Errorf("error reading events: %w", err)
 		}
+		e.Payload = payload
 		out = append(out, e)
 	}
 	rows.Close()
