@@ -137,7 +137,7 @@ func (s *Server) deliveryRoutes() {
 		Call:        s.listDeliveries,
 	})
 	Handle(s.router, Endpoint[DeliveryPath, DeliveryDetail]{
-		Method: "GET", Path: "/api/accounts/me/deliveries/{id}", OperationID: "getDelivery", Tag: "deliveries",
+		Method: "GET", Path: "/api/accounts/me/deliveries/{id}", OperationID: "getDelivery", Tag: "deliveries", Errors: []int{404},
 		Summary: "One delivery with its attempts",
 		Call: func(ctx context.Context, req *DeliveryPath) (*DeliveryDetail, error) {
 			d, err := s.q.DeliveryGetByID(ctx, s.db, dbsqlc.DeliveryGetByIDParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
@@ -165,7 +165,7 @@ func (s *Server) deliveryRoutes() {
 			"(max_attempts unchanged). On a failed or delivered delivery it is one extra attempt (max_attempts becomes " +
 			"attempts + 1); if it fails, the delivery ends failed again. 409 while the delivery is queued or running, " +
 			"or when its subscription is disabled.",
-		Errors: []int{409},
+		Errors: []int{404, 409},
 		Call:   s.retryDelivery,
 	})
 }

@@ -168,7 +168,7 @@ type SubscriptionTestResult struct {
 func (s *Server) subscriptionRoutes() {
 	const base = "/api/accounts/me/event-subscriptions"
 	Handle(s.router, Endpoint[CreateSubscriptionRequest, NewSubscription]{
-		Method: "POST", Path: base, Status: 201, OperationID: "createEventSubscription", Tag: "event subscriptions",
+		Method: "POST", Path: base, Status: 201, OperationID: "createEventSubscription", Tag: "event subscriptions", Errors: []int{409},
 		Summary: "Subscribe a URL to events",
 		Description: "Events matching the filters are pushed to url, signed per Standard Webhooks (webhook-id, " +
 			"webhook-timestamp, webhook-signature). The signing secret is returned in this response only. " +
@@ -193,7 +193,7 @@ func (s *Server) subscriptionRoutes() {
 		},
 	})
 	Handle(s.router, Endpoint[SubscriptionPath, Subscription]{
-		Method: "GET", Path: base + "/{id}", OperationID: "getEventSubscription", Tag: "event subscriptions",
+		Method: "GET", Path: base + "/{id}", OperationID: "getEventSubscription", Tag: "event subscriptions", Errors: []int{404},
 		Summary: "One event subscription",
 		Call: func(ctx context.Context, req *SubscriptionPath) (*Subscription, error) {
 			row, err := s.q.SubscriptionGetByID(ctx, s.db, dbsqlc.SubscriptionGetByIDParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
@@ -208,13 +208,13 @@ func (s *Server) subscriptionRoutes() {
 		},
 	})
 	Handle(s.router, Endpoint[UpdateSubscriptionRequest, Subscription]{
-		Method: "PATCH", Path: base + "/{id}", OperationID: "updateEventSubscription", Tag: "event subscriptions",
+		Method: "PATCH", Path: base + "/{id}", OperationID: "updateEventSubscription", Tag: "event subscriptions", Errors: []int{404},
 		Summary:     "Change an event subscription",
 		Description: "Only the fields present change; null clears event_types (every type), domain_filter or tag_filter.",
 		Call:        s.updateSubscription,
 	})
 	Handle(s.router, Endpoint[SubscriptionPath, NoContent]{
-		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteEventSubscription", Tag: "event subscriptions",
+		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteEventSubscription", Tag: "event subscriptions", Errors: []int{404},
 		Summary:     "Delete an event subscription",
 		Description: "Deletes the subscription and its deliveries; queued pushes are dropped.",
 		Call: func(ctx context.Context, req *SubscriptionPath) (*NoContent, error) {
@@ -229,7 +229,7 @@ func (s *Server) subscriptionRoutes() {
 		},
 	})
 	Handle(s.router, Endpoint[SubscriptionPath, SubscriptionTestResult]{
-		Method: "POST", Path: base + "/{id}/test", OperationID: "testEventSubscription", Tag: "event subscriptions",
+		Method: "POST", Path: base + "/{id}/test", OperationID: "testEventSubscription", Tag: "event subscriptions", Errors: []int{404},
 		Summary: "Send a signed test event now",
 		Description: "Pushes a synthetic event of type `test` to the subscription's url, signed with its secret, " +
 			"and reports the outcome. Nothing is stored and nothing is retried; works on a disabled subscription too.",
