@@ -193,7 +193,9 @@ func TestDeliveryManualRetry(t *testing.T) {
 	code.Store(200)
 	rc := newHookReceiver(t, func(int) int { return int(code.Load()) })
 	sub := createSub(t, b.testBundle, acct.Key, map[string]any{"url": rc.URL, "event_types": []string{"receiver_message_received"}})
-	retry := func(id string) response { return b.do(t, "POST", "/api/accounts/me/deliveries/"+id+"/retry", acct.Key, nil) }
+	retry := func(id string) response {
+		return b.do(t, "POST", "/api/accounts/me/deliveries/"+id+"/retry", acct.Key, nil)
+	}
 
 	// Pending: queued, no worker yet.
 	pending := b.deliveryOf(t, acct.Key, b.emitMessage(t, acct.ID))
