@@ -62,6 +62,32 @@ func benchEvents(ctx context.Context, env *benchEnv) error {
 	fmt.Printf("seeded %d events over %d accounts in %s (COPY), ANALYZE %s; measured account: %d alerts, %d unacknowledged\n",
 		n, len(accounts), seeded.Round(time.Millisecond), time.Since(t1).Round(time.Millisecond), alerts, unacked)
 
+	for _, f := range []events.ListFilter{
+		{AccountID: measured, Order: events.OrderDesc, Limit: 50},
+		{AccountID: measured, Order: events.OrderDesc, Limit: 50, AlertsOnly: true, Acknowledged: new(bool)},
+	} {
+		sql, args := events.ListQuery(f)
+		var plan []byte
+		if err := env.Pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&plan); err != nil {
+			return err
+		}
+		var p []struct {
+			Plan struct {
+				Plans []struct {
+					NodeType  string `json:"Node Type"`
+					IndexName string `json:"Index Name"`
+					HitBlocks int    `json:"Shared Hit Blocks"`
+					ReadBlock int    `json:"Shared Read Blocks"`
+				} `json:"Plans"`
+			} `json:"Plan"`
+			ExecutionTime float64 `json:"Execution Time"`
+		}
+		if err := json.Unmarshal(plan, &p); err == nil && len(p) == 1 && len(p[0].Plan.Plans) == 1 {
+			n := p[0].Plan.Plans[0]
+			fmt.Printf("plan      %s using %s: %.2f ms, %d buffers hit, %d read\n", n.NodeType, n.IndexName, p[0].ExecutionTime, n.HitBlocks, n.ReadBlock)
+		}
+	}
+
 	baseline, err := measureAuthRoute(ctx, env, conns, d)
 	if err != nil {
 		return err
