@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 )
@@ -19,8 +17,8 @@ var e164 = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
 // SMSNumber is one number of the operator's SMS pool.
 type SMSNumber struct {
 	PhoneNumber string     `json:"phone_number" validate:"required"`
-	ReceiverID  *uuid.UUID `json:"receiver_id" validate:"required" description:"The live receiver holding the number; null when free."`
-	AccountID   *uuid.UUID `json:"account_id" validate:"required" description:"The account of that receiver; null when free."`
+	ReceiverID  *string    `json:"receiver_id" validate:"required" format:"uuid" description:"The live receiver holding the number; null when free."`
+	AccountID   *string    `json:"account_id" validate:"required" format:"uuid" description:"The account of that receiver; null when free."`
 	HeldUntil   *time.Time `json:"held_until" validate:"required" description:"When the holder expires and the number becomes free; null when free."`
 	CreatedAt   time.Time  `json:"created_at" validate:"required"`
 }
@@ -48,7 +46,8 @@ func (s *Server) smsNumberFromRow(n dbsqlc.SMSNumberListRow) SMSNumber {
 	out := SMSNumber{PhoneNumber: n.PhoneNumber, CreatedAt: n.CreatedAt.UTC()}
 	if n.ReceiverID != nil && n.HolderExpiresAt != nil && s.now().Before(*n.HolderExpiresAt) {
 		t := n.HolderExpiresAt.UTC()
-		out.ReceiverID, out.AccountID, out.HeldUntil = n.ReceiverID, n.HolderAccountID, &t
+		rid, aid := n.ReceiverID.String(), n.HolderAccountID.String()
+		out.ReceiverID, out.AccountID, out.HeldUntil = &rid, &aid, &t
 	}
 	return out
 }

@@ -109,13 +109,13 @@ func sendMail(addr, from string, to []string, raw string) error {
 }
 
 // sqlExec runs a statement on the bundle's database (test set-up only).
-func (b *testBundle) sqlExec(t *testing.T, sql string, args ...any) {
+func (b *testBundle) rcvExec(t *testing.T, sql string, args ...any) {
 	t.Helper()
 	_, err := b.db.Exec(context.Background(), sql, args...)
 	require.NoError(t, err)
 }
 
-func readTestdata(t *testing.T, name string) string {
+func rcvTestdata(t *testing.T, name string) string {
 	t.Helper()
 	raw, err := os.ReadFile("../internal/inbound/testdata/" + name)
 	require.NoError(t, err)
@@ -181,7 +181,7 @@ func TestReceiverLifecycle(t *testing.T) {
 
 	t.Run("ExpiredAnswers410EverywhereThenPurged404", func(t *testing.T) {
 		x := b.createReceiver(t, acct.Key, nil)
-		b.sqlExec(t, "UPDATE receivers SET expires_at = now() - interval '1 second' WHERE id = $1", x.ID)
+		b.rcvExec(t, "UPDATE receivers SET expires_at = now() - interval '1 second' WHERE id = $1", x.ID)
 		for _, c := range []struct{ method, path string }{
 			{"GET", receiverPath(x.ID)},
 			{"DELETE", receiverPath(x.ID)},
@@ -218,7 +218,7 @@ func TestReceiverDashboard(t *testing.T) {
 	r := b.createReceiver(t, acct.Key, nil)
 	b.createReceiver(t, acct.Key, nil)
 	expired := b.createReceiver(t, acct.Key, nil)
-	b.sqlExec(t, "UPDATE receivers SET expires_at = now() - interval '1 second' WHERE id = $1", expired.ID)
+	b.rcvExec(t, "UPDATE receivers SET expires_at = now() - interval '1 second' WHERE id = $1", expired.ID)
 	_, err := testStore(t, b.db).DeliverEmail(context.Background(), receivers.EmailDelivery{
 		Raw: []byte("From: a@example.com\r\nSubject: hi\r\n\r\nbody\r\n"), Recipients: []string{r.Address}, ReceivedAt: time.Now(),
 	})
@@ -264,7 +264,7 @@ func TestReceiverSMTP(t *testing.T) {
 	}
 
 	t.Run("MultipartWithAttachment", func(t *testing.T) {
-		m := deliver(t, readTestdata(t, "multipart-alternative-attachment.eml"))
+		m := deliver(t, rcvTestdata(t, "multipart-alternative-attachment.eml"))
 		require.Equal(t, "sender@example.org", m.Sender)
 		require.Len(t, m.Recipients, 1)
 		require.True(t, strings.EqualFold(r.Address, m.Recipients[0]), "recipients are the envelope's: %v", m.Recipients)
@@ -284,7 +284,7 @@ func TestReceiverSMTP(t *testing.T) {
 	})
 
 	t.Run("NonUTF8Charset", func(t *testing.T) {
-		m := deliver(t, readTestdata(t, "iso-8859-1.eml"))
+		m := deliver(t, rcvTestdata(t, "iso-8859-1.eml"))
 		require.True(t, strings.ContainsAny(m.Subject+m.Text, "éèàçüö"), "decoded to UTF-8: %q / %q", m.Subject, m.Text)
 	})
 
@@ -308,7 +308,7 @@ func TestReceiverSMTP(t *testing.T) {
 
 	t.Run("ExpiredRecipient", func(t *testing.T) {
 		x := b.createReceiver(t, acct.Key, nil)
-		b.sqlExec(t, "UPDATE receivers SET expires_at = now() - interval '1 second' WHERE id = $1", x.ID)
+		b.rcvExec(t, "UPDATE receivers SET expires_at = now() - interval '1 second' WHERE id = $1", x.ID)
 		err := sendMail(addr, "sender@example.org", []string{x.Address}, "Subject: x\n\nx\n")
 		require.ErrorContains(t, err, "550")
 	})

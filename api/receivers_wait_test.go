@@ -30,7 +30,7 @@ func (b *testBundle) waitAsync(t *testing.T, key, path string) <-chan waitResult
 }
 
 // eventually waits (bounded) for cond: the event it waits for must happen.
-func eventually(t *testing.T, what string, cond func() bool) {
+func rcvEventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -77,7 +77,7 @@ func TestReceiverWait(t *testing.T) {
 		r := b.createReceiver(t, acct.Key, nil)
 		before := hub.Len()
 		res := b.waitAsync(t, acct.Key, receiverPath(r.ID, "/wait?timeout=30"))
-		eventually(t, "the waiter to register", func() bool { return hub.Len() > before })
+		rcvEventually(t, "the waiter to register", func() bool { return hub.Len() > before })
 		require.NoError(t, sendMail(addr, "s@example.org", []string{r.Address}, "Subject: during\n\nhi\n"))
 		got := <-res
 		require.Equal(t, http.StatusOK, got.resp.Status, "%s", got.resp.Body)
@@ -156,7 +156,7 @@ func TestReceiverWait(t *testing.T) {
 		r := b.createReceiver(t, acct.Key, nil)
 		before := hub.Len()
 		res := b.waitAsync(t, acct.Key, receiverPath(r.ID, "/wait?timeout=30"))
-		eventually(t, "the waiter to register", func() bool { return hub.Len() > before })
+		rcvEventually(t, "the waiter to register", func() bool { return hub.Len() > before })
 		require.Equal(t, http.StatusNoContent, b.do(t, "DELETE", receiverPath(r.ID), acct.Key, nil).Status)
 		got := <-res
 		require.Equal(t, http.StatusNotFound, got.resp.Status, "%s", got.resp.Body)
@@ -169,7 +169,7 @@ func TestReceiverWait(t *testing.T) {
 		b2, hub2 := committedBundle(t, pool, url)
 		r := b2.createReceiver(t, acct.Key, nil)
 		res := b2.waitAsync(t, acct.Key, receiverPath(r.ID, "/wait?timeout=30"))
-		eventually(t, "the waiter to register", func() bool { return hub2.Len() == 1 })
+		rcvEventually(t, "the waiter to register", func() bool { return hub2.Len() == 1 })
 		hub2.Close()
 		got := <-res
 		require.Equal(t, http.StatusServiceUnavailable, got.resp.Status)
@@ -190,7 +190,7 @@ func TestReceiverWaitTwoServers(t *testing.T) {
 
 	w1 := b1.waitAsync(t, acct.Key, receiverPath(r.ID, "/wait?timeout=30"))
 	w2 := b2.waitAsync(t, acct.Key, receiverPath(r.ID, "/wait?timeout=30"))
-	eventually(t, "both waiters to register", func() bool { return hub1.Len() == 1 && hub2.Len() == 1 })
+	rcvEventually(t, "both waiters to register", func() bool { return hub1.Len() == 1 && hub2.Len() == 1 })
 	require.NoError(t, sendMail(addr, "s@example.org", []string{r.Address}, "Subject: fan-out\n\nhi\n"))
 	for _, w := range []<-chan waitResult{w1, w2} {
 		got := <-w
@@ -212,7 +212,7 @@ func TestReceiverHubReconnects(t *testing.T) {
 	acct := b.createAccount(t)
 	r := b.createReceiver(t, acct.Key, nil)
 	res := b.waitAsync(t, acct.Key, receiverPath(r.ID, "/wait?timeout=30"))
-	eventually(t, "the waiter to register", func() bool { return hub.Len() == 1 })
+	rcvEventually(t, "the waiter to register", func() bool { return hub.Len() == 1 })
 	_, err := pool.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND datname = current_database()")
 	require.NoError(t, err)
 	store := testStore(t, pool)
@@ -222,7 +222,7 @@ func TestReceiverHubReconnects(t *testing.T) {
 
 	// Later arrivals are notified through the new connection.
 	res = b.waitAsync(t, acct.Key, receiverPath(r.ID, "/wait?timeout=30&after="+first))
-	eventually(t, "the waiter to register", func() bool { return hub.Len() == 1 })
+	rcvEventually(t, "the waiter to register", func() bool { return hub.Len() == 1 })
 	time.Sleep(100 * time.Millisecond)
 	second := deliverText(t, store, r.Address, "after reconnecting")
 	got = <-res
