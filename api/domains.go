@@ -277,7 +277,7 @@ func (s *Server) domainRoutes() {
 	Handle(s.router, Endpoint[UpdateDomainRequest, Domain]{
 		Method: "PATCH", Path: "/api/accounts/me/domains/{domain}", OperationID: "updateDomain", Tag: tag,
 		Summary:     "Change a domain's tags or DKIM selectors",
-		Description: "Fields left out are unchanged. Changing the DKIM selectors queues a new check.",
+		Description: "Fields left out are unchanged. Changing the DKIM selectors queues a new check whose DKIM result is a new baseline (not reported as a DNS change).",
 		Errors:      []int{404},
 		Call:        s.updateDomain,
 	})
@@ -410,6 +410,11 @@ func (s *Server) updateDomain(ctx context.Context, req *UpdateDomainRequest) (*D
 			return row, err
 		}
 		if params.DkimSelectors != nil && !slices.Equal(before.DkimSelectors, row.DkimSelectors) {
+			// Other selectors find other keys: that is a new baseline, not
+			// a DNS change.
+			if err := s.q.DomainForgetKnownCheck(ctx, tx, dbsqlc.DomainForgetKnownCheckParams{ID: row.ID, CheckName: dnscheck.NameDKIM}); err != nil {
+				return row, err
+			}
 			if _, err := s.deps.River.InsertTx(ctx, tx, jobs.DomainCheckArgs{DomainID: row.ID}, nil); err != nil {
 				return row, fmt.Errorf("error queueing a check: %w", err)
 			}

@@ -509,6 +509,29 @@ func TestDomainLiveLookup(t *testing.T) {
 		require.Equal(t, "warning", hs[2].Severity)
 	})
 
+	t.Run("NewSelectorsAreABaselineNotAChange", func(t *testing.T) {
+		t.Parallel()
+		const name = "live-selectors.test"
+		b := domainSetup(t, goodZone(name)+
+			`mw2024._domainkey.`+name+`. TXT "v=DKIM1; k=ed25519; p=d+nLbJ2hNdGhwjiSC/ex5+5OqAWWpNlHodnZIHApHTs="`+"\n")
+		acct := b.createAccount(t)
+		createDomain(t, b.testBundle, acct.Key, name)
+		before := lookup(t, b.testBundle, acct.Key, name)
+
+		resp := b.do(t, "PATCH", "/api/accounts/me/domains/"+name, acct.Key, map[string]any{"dkim_selectors": []string{"mw2024"}})
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		after := lookup(t, b.testBundle, acct.Key, name)
+		require.NotEqual(t, before.Results.DKIM.Records, after.Results.DKIM.Records, "the configured selector's key is found")
+		require.Empty(t, after.Changes)
+		require.Empty(t, domainEvents(t, b.db, acct.ID, "dns_record_changed"))
+
+		// The key behind the configured selector is then watched like any record.
+		b.dns.Remove("mw2024._domainkey."+name+".", dns.TypeTXT)
+		after = lookup(t, b.testBundle, acct.Key, name)
+		require.Len(t, after.Changes, 1)
+		require.Equal(t, "dkim", after.Changes[0].Check)
+	})
+
 	t.Run("UnknownIs404AndUnconfiguredIs503", func(t *testing.T) {
 		t.Parallel()
 		b := domainSetup(t, goodZone("live-404.test"))

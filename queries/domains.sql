@@ -75,3 +75,9 @@ LIMIT @max_rows::int;
 
 -- name: DomainHealthPrune :execrows
 DELETE FROM domain_health_history WHERE computed_at < @before::timestamptz;
+
+-- name: DomainForgetKnownCheck :exec
+-- Drops one check's last known result, so its next answer is learned as a
+-- new baseline rather than reported as a change (e.g. after the domain's
+-- DKIM selectors changed: the DNS did not).
+UPDATE domains SET known = known - @check_name::text WHERE id = @id::uuid AND known IS NOT NULL;

@@ -58,6 +58,23 @@ func (q *Queries) DomainDelete(ctx context.Context, db DBTX, arg DomainDeletePar
 	return result.RowsAffected(), nil
 }
 
+const domainForgetKnownCheck = `-- name: DomainForgetKnownCheck :exec
+UPDATE domains SET known = known - $1::text WHERE id = $2::uuid AND known IS NOT NULL
+`
+
+type DomainForgetKnownCheckParams struct {
+	CheckName string
+	ID        uuid.UUID
+}
+
+// Drops one check's last known result, so its next answer is learned as a
+// new baseline rather than reported as a change (e.g. after the domain's
+// DKIM selectors changed: the DNS did not).
+func (q *Queries) DomainForgetKnownCheck(ctx context.Context, db DBTX, arg DomainForgetKnownCheckParams) error {
+	_, err := db.Exec(ctx, domainForgetKnownCheck, arg.CheckName, arg.ID)
+	return err
+}
+
 const domainGetByID = `-- name: DomainGetByID :one
 SELECT id, account_id, name, tags, dkim_selectors, created_at, updated_at, checked_at, results, check_status, known, score, health, scored_at FROM domains WHERE id = $1::uuid
 `
