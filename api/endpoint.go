@@ -54,6 +54,11 @@ type StatusCoder interface{ HTTPStatus() int }
 // HeaderSetter lets a response add headers (pagination cursors).
 type HeaderSetter interface{ ResponseHeaders() map[string]string }
 
+// BodyProvider lets a response choose what is encoded as its JSON body
+// (a page encodes its items). It saves the second pass encoding/json makes
+// over a MarshalJSON result.
+type BodyProvider interface{ ResponseBody() any }
+
 // RawBody is a non-JSON response body.
 type RawBody struct {
 	ContentType string
@@ -128,6 +133,9 @@ func writeResponse(c *fiber.Ctx, status int, resp any) error {
 	if raw, ok := resp.(*RawBody); ok {
 		c.Set(fiber.HeaderContentType, raw.ContentType)
 		return c.Status(status).Send(raw.Body)
+	}
+	if bp, ok := resp.(BodyProvider); ok {
+		return c.Status(status).JSON(bp.ResponseBody())
 	}
 	return c.Status(status).JSON(resp)
 }

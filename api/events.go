@@ -97,6 +97,14 @@ func (p *Page[T]) MarshalJSON() ([]byte, error) {
 	return json.Marshal(p.Items)
 }
 
+// ResponseBody implements BodyProvider: the body is the items array.
+func (p *Page[T]) ResponseBody() any {
+	if p.Items == nil {
+		return []T{}
+	}
+	return p.Items
+}
+
 // OpenAPIBody documents the body as an array of T.
 func (p *Page[T]) OpenAPIBody() any { return new([]T) }
 
