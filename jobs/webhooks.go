@@ -159,8 +159,31 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.Deliver
 // nothing to push and the job should complete.
 func (w *DeliveryWorker) start(ctx context.Context, job *river.Job[events.DeliveryArgs]) (*started, error) {
 	q := dbsqlc.New()
+	// The common case, in one statement: this job owns a pending or
+	// retrying delivery of an enabled subscription.
+	attemptID := uuid.Must(uuid.NewV7())
+	fast, err := q.DeliveryStartOwned(ctx, w.deps.Pool, dbsqlc.DeliveryStartOwnedParams{
+		ID: job.Args.DeliveryID, JobID: job.ID, AttemptID: attemptID, JobAttempt: int32(job.Attempt),
+		StartedAt: w.now().UTC(), JobAttemptsLeft: int32(max(job.MaxAttempts-job.Attempt, 0)),
+	})
+	if err == nil {
+		return &started{
+			delivery: dbsqlc.WebhookDelivery{
+				ID: fast.ID, AccountID: fast.AccountID, SubscriptionID: fast.SubscriptionID, EventID: fast.EventID,
+				EventType: fast.EventType, Body: fast.Body, Status: fast.Status, Attempts: fast.Attempts,
+			},
+			sub: dbsqlc.EventSubscription{
+				ID: fast.SubscriptionID, AccountID: fast.AccountID, URL: fast.URL, Enabled: true,
+				SecretCiphertext: fast.SecretCiphertext, SecretKeyID: fast.SecretKeyID,
+			},
+			attemptID: attemptID,
+		}, nil
+	}
+	if !dbutil.IsNotFound(err) {
+		return nil, fmt.Errorf("error starting attempt: %w", err)
+	}
 	var out *started
-	err := dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
+	err = dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		row, err := q.DeliveryGetForWork(ctx, tx, job.Args.DeliveryID)
 		if dbutil.IsNotFound(err) {
 			return nil // deleted with its subscription or account
@@ -315,28 +338,18 @@ func (w *DeliveryWorker) finish(ctx context.Context, job *river.Job[events.Deliv
 	q := dbsqlc.New()
 	d := st.delivery
 	err := dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		if err := q.DeliveryAttemptFinish(ctx, tx, dbsqlc.DeliveryAttemptFinishParams{
-			ID: st.attemptID, FinishedAt: now, StatusCode: nonZero(int32(a.StatusCode)), ErrorClass: nonEmpty(a.ErrorClass),
-			Error: nonEmpty(a.Error), DurationMs: int32(a.Duration.Milliseconds()), ResponseBody: nonEmpty(a.ResponseBody),
-			ResponseTruncated: a.ResponseTruncated, Counted: !oc.uncount,
-		}); err != nil {
-			return fmt.Errorf("error finishing attempt: %w", err)
-		}
 		var err error
-		d, err = q.DeliveryRecordOutcome(ctx, tx, dbsqlc.DeliveryRecordOutcomeParams{
-			ID: d.ID, Status: oc.status, Uncount: oc.uncount, LastStatusCode: nonZero(int32(a.StatusCode)),
-			LastErrorClass: nonEmpty(a.ErrorClass), LastError: nonEmpty(a.Error), NextRetryAt: oc.nextRetry,
+		d, err = q.DeliveryFinishAttempt(ctx, tx, dbsqlc.DeliveryFinishAttemptParams{
+			ID: d.ID, AttemptID: st.attemptID, SubscriptionID: st.sub.ID, FinishedAt: now, StaleBefore: now.Add(-time.Minute),
+			Status: oc.status, Uncount: oc.uncount, StatusCode: nonZero(int32(a.StatusCode)), ErrorClass: nonEmpty(a.ErrorClass),
+			Error: nonEmpty(a.Error), DurationMs: int32(a.Duration.Milliseconds()), ResponseBody: nonEmpty(a.ResponseBody),
+			ResponseTruncated: a.ResponseTruncated, NextRetryAt: oc.nextRetry,
 		})
 		if err != nil {
 			return fmt.Errorf("error recording outcome: %w", err)
 		}
 		switch {
 		case oc.status == DeliveryDelivered:
-			if err := q.SubscriptionMarkSucceeded(ctx, tx, dbsqlc.SubscriptionMarkSucceededParams{
-				ID: st.sub.ID, Now: now, StaleBefore: now.Add(-time.Minute),
-			}); err != nil {
-				return fmt.Errorf("error recording success: %w", err)
-			}
 			// Completing the job here makes "delivered" and "completed"
 			// one fact: no crash can leave one without the other.
 			if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {

@@ -48,20 +48,6 @@ SET attempts     = attempts + 1,
 WHERE id = @id::uuid
 RETURNING *;
 
--- name: DeliveryRecordOutcome :one
-UPDATE webhook_deliveries
-SET status           = @status::text,
-    attempts         = attempts - CASE WHEN @uncount::boolean THEN 1 ELSE 0 END,
-    last_status_code = sqlc.narg('last_status_code')::int,
-    last_error_class = sqlc.narg('last_error_class')::text,
-    last_error       = sqlc.narg('last_error')::text,
-    next_retry_at    = sqlc.narg('next_retry_at')::timestamptz,
-    delivered_at     = CASE WHEN @status::text = 'delivered' THEN now() ELSE delivered_at END,
-    failed_at        = CASE WHEN @status::text = 'failed' THEN now() ELSE NULL END,
-    updated_at       = now()
-WHERE id = @id::uuid
-RETURNING *;
-
 -- name: DeliveryMarkFailed :one
 -- Ends a delivery without an attempt (subscription disabled, job
 -- cancelled or deleted outside the API).
@@ -93,14 +79,6 @@ INSERT INTO webhook_delivery_attempts (id, delivery_id, job_id, job_attempt, sta
 VALUES (@id::uuid, @delivery_id::uuid, @job_id::bigint, @job_attempt::int, @started_at::timestamptz)
 RETURNING *;
 
--- name: DeliveryAttemptFinish :exec
-UPDATE webhook_delivery_attempts
-SET finished_at = @finished_at::timestamptz, status_code = sqlc.narg('status_code')::int,
-    error_class = sqlc.narg('error_class')::text, error = sqlc.narg('error')::text,
-    duration_ms = @duration_ms::int, response_body = sqlc.narg('response_body')::text,
-    response_truncated = @response_truncated::boolean, counted = @counted::boolean
-WHERE id = @id::uuid;
-
 -- name: DeliveryAttemptCloseInterrupted :execrows
 -- Attempts started but never finished: their worker died mid-request.
 UPDATE webhook_delivery_attempts
@@ -109,3 +87,61 @@ WHERE delivery_id = @delivery_id::uuid AND finished_at IS NULL;
 
 -- name: DeliveryAttemptListByDelivery :many
 SELECT * FROM webhook_delivery_attempts WHERE delivery_id = @delivery_id::uuid ORDER BY started_at, id LIMIT 1000;
+
+-- name: DeliveryStartOwned :one
+-- The worker's fast path in one statement: when job_id owns a delivery
+-- that is still pending or retrying and its subscription is enabled, close
+-- interrupted attempts, record the new attempt (before the push) and count
+-- it. No row means the slow path decides (DeliveryGetForWork).
+WITH owned AS (
+    SELECT d.id, s.url, s.secret_ciphertext, s.secret_key_id
+    FROM webhook_deliveries d
+    JOIN event_subscriptions s ON s.id = d.subscription_id
+    WHERE d.id = @id::uuid AND d.job_id = @job_id::bigint AND d.status IN ('pending', 'retrying') AND s.enabled
+    FOR UPDATE OF d
+), closed AS (
+    UPDATE webhook_delivery_attempts a
+    SET finished_at = now(), error_class = 'interrupted', error = 'the worker stopped before the attempt finished'
+    FROM owned
+    WHERE a.delivery_id = owned.id AND a.finished_at IS NULL
+), attempt AS (
+    INSERT INTO webhook_delivery_attempts (id, delivery_id, job_id, job_attempt, started_at)
+    SELECT @attempt_id::uuid, owned.id, @job_id::bigint, @job_attempt::int, @started_at::timestamptz FROM owned
+)
+UPDATE webhook_deliveries w
+SET attempts = w.attempts + 1, max_attempts = w.attempts + 1 + @job_attempts_left::int, next_retry_at = NULL, updated_at = now()
+FROM owned
+WHERE w.id = owned.id
+RETURNING w.id, w.account_id, w.subscription_id, w.event_id, w.event_type, w.body, w.status, w.attempts,
+          owned.url, owned.secret_ciphertext, owned.secret_key_id;
+
+-- name: DeliveryFinishAttempt :one
+-- Records an attempt's outcome: the attempt row, the delivery row and, on
+-- success, the subscription's health, in one statement. The subscription
+-- row is written (and locked) only when it changes, at most once a minute,
+-- so pushes to one subscription do not queue on its row.
+WITH attempt AS (
+    UPDATE webhook_delivery_attempts
+    SET finished_at = @finished_at::timestamptz, status_code = sqlc.narg('status_code')::int,
+        error_class = sqlc.narg('error_class')::text, error = sqlc.narg('error')::text,
+        duration_ms = @duration_ms::int, response_body = sqlc.narg('response_body')::text,
+        response_truncated = @response_truncated::boolean, counted = NOT @uncount::boolean
+    WHERE id = @attempt_id::uuid
+), healthy AS (
+    UPDATE event_subscriptions
+    SET failing_since = NULL, last_success_at = @finished_at::timestamptz
+    WHERE id = @subscription_id::uuid AND @status::text = 'delivered'
+      AND (failing_since IS NOT NULL OR last_success_at IS NULL OR last_success_at < @stale_before::timestamptz)
+)
+UPDATE webhook_deliveries
+SET status           = @status::text,
+    attempts         = attempts - CASE WHEN @uncount::boolean THEN 1 ELSE 0 END,
+    last_status_code = sqlc.narg('status_code')::int,
+    last_error_class = sqlc.narg('error_class')::text,
+    last_error       = sqlc.narg('error')::text,
+    next_retry_at    = sqlc.narg('next_retry_at')::timestamptz,
+    delivered_at     = CASE WHEN @status::text = 'delivered' THEN now() ELSE delivered_at END,
+    failed_at        = CASE WHEN @status::text = 'failed' THEN now() ELSE NULL END,
+    updated_at       = now()
+WHERE id = @id::uuid
+RETURNING *;

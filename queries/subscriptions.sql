@@ -42,15 +42,6 @@ ORDER BY id;
 -- name: SubscriptionGetForDelivery :one
 SELECT * FROM event_subscriptions WHERE id = @id::uuid;
 
--- SubscriptionMarkSucceeded is cheap on the hot path: the row is written
--- (and locked) only when it changes, at most once a minute.
-
--- name: SubscriptionMarkSucceeded :exec
-UPDATE event_subscriptions
-SET failing_since = NULL, last_success_at = @now::timestamptz
-WHERE id = @id::uuid
-  AND (failing_since IS NOT NULL OR last_success_at IS NULL OR last_success_at < @stale_before::timestamptz);
-
 -- name: SubscriptionMarkFailing :exec
 UPDATE event_subscriptions SET failing_since = @now::timestamptz
 WHERE id = @id::uuid AND failing_since IS NULL;

@@ -27,42 +27,6 @@ func (q *Queries) DeliveryAttemptCloseInterrupted(ctx context.Context, db DBTX, 
 	return result.RowsAffected(), nil
 }
 
-const deliveryAttemptFinish = `-- name: DeliveryAttemptFinish :exec
-UPDATE webhook_delivery_attempts
-SET finished_at = $1::timestamptz, status_code = $2::int,
-    error_class = $3::text, error = $4::text,
-    duration_ms = $5::int, response_body = $6::text,
-    response_truncated = $7::boolean, counted = $8::boolean
-WHERE id = $9::uuid
-`
-
-type DeliveryAttemptFinishParams struct {
-	FinishedAt        time.Time
-	StatusCode        *int32
-	ErrorClass        *string
-	Error             *string
-	DurationMs        int32
-	ResponseBody      *string
-	ResponseTruncated bool
-	Counted           bool
-	ID                uuid.UUID
-}
-
-func (q *Queries) DeliveryAttemptFinish(ctx context.Context, db DBTX, arg DeliveryAttemptFinishParams) error {
-	_, err := db.Exec(ctx, deliveryAttemptFinish,
-		arg.FinishedAt,
-		arg.StatusCode,
-		arg.ErrorClass,
-		arg.Error,
-		arg.DurationMs,
-		arg.ResponseBody,
-		arg.ResponseTruncated,
-		arg.Counted,
-		arg.ID,
-	)
-	return err
-}
-
 const deliveryAttemptInsert = `-- name: DeliveryAttemptInsert :one
 INSERT INTO webhook_delivery_attempts (id, delivery_id, job_id, job_attempt, started_at)
 VALUES ($1::uuid, $2::uuid, $3::bigint, $4::int, $5::timestamptz)
@@ -159,6 +123,96 @@ func (q *Queries) DeliveryCountOpen(ctx context.Context, db DBTX, accountID uuid
 	row := db.QueryRow(ctx, deliveryCountOpen, accountID)
 	var i DeliveryCountOpenRow
 	err := row.Scan(&i.Pending, &i.Retrying, &i.Failed)
+	return i, err
+}
+
+const deliveryFinishAttempt = `-- name: DeliveryFinishAttempt :one
+WITH attempt AS (
+    UPDATE webhook_delivery_attempts
+    SET finished_at = $8::timestamptz, status_code = $3::int,
+        error_class = $4::text, error = $5::text,
+        duration_ms = $9::int, response_body = $10::text,
+        response_truncated = $11::boolean, counted = NOT $2::boolean
+    WHERE id = $12::uuid
+), healthy AS (
+    UPDATE event_subscriptions
+    SET failing_since = NULL, last_success_at = $8::timestamptz
+    WHERE id = $13::uuid AND $1::text = 'delivered'
+      AND (failing_since IS NOT NULL OR last_success_at IS NULL OR last_success_at < $14::timestamptz)
+)
+UPDATE webhook_deliveries
+SET status           = $1::text,
+    attempts         = attempts - CASE WHEN $2::boolean THEN 1 ELSE 0 END,
+    last_status_code = $3::int,
+    last_error_class = $4::text,
+    last_error       = $5::text,
+    next_retry_at    = $6::timestamptz,
+    delivered_at     = CASE WHEN $1::text = 'delivered' THEN now() ELSE delivered_at END,
+    failed_at        = CASE WHEN $1::text = 'failed' THEN now() ELSE NULL END,
+    updated_at       = now()
+WHERE id = $7::uuid
+RETURNING id, account_id, subscription_id, event_id, event_type, body, status, attempts, max_attempts, last_status_code, last_error_class, last_error, next_retry_at, job_id, created_at, updated_at, delivered_at, failed_at
+`
+
+type DeliveryFinishAttemptParams struct {
+	Status            string
+	Uncount           bool
+	StatusCode        *int32
+	ErrorClass        *string
+	Error             *string
+	NextRetryAt       *time.Time
+	ID                uuid.UUID
+	FinishedAt        time.Time
+	DurationMs        int32
+	ResponseBody      *string
+	ResponseTruncated bool
+	AttemptID         uuid.UUID
+	SubscriptionID    uuid.UUID
+	StaleBefore       time.Time
+}
+
+// Records an attempt's outcome: the attempt row, the delivery row and, on
+// success, the subscription's health, in one statement. The subscription
+// row is written (and locked) only when it changes, at most once a minute,
+// so pushes to one subscription do not queue on its row.
+func (q *Queries) DeliveryFinishAttempt(ctx context.Context, db DBTX, arg DeliveryFinishAttemptParams) (WebhookDelivery, error) {
+	row := db.QueryRow(ctx, deliveryFinishAttempt,
+		arg.Status,
+		arg.Uncount,
+		arg.StatusCode,
+		arg.ErrorClass,
+		arg.Error,
+		arg.NextRetryAt,
+		arg.ID,
+		arg.FinishedAt,
+		arg.DurationMs,
+		arg.ResponseBody,
+		arg.ResponseTruncated,
+		arg.AttemptID,
+		arg.SubscriptionID,
+		arg.StaleBefore,
+	)
+	var i WebhookDelivery
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.SubscriptionID,
+		&i.EventID,
+		&i.EventType,
+		&i.Body,
+		&i.Status,
+		&i.Attempts,
+		&i.MaxAttempts,
+		&i.LastStatusCode,
+		&i.LastErrorClass,
+		&i.LastError,
+		&i.NextRetryAt,
+		&i.JobID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DeliveredAt,
+		&i.FailedAt,
+	)
 	return i, err
 }
 
@@ -426,65 +480,6 @@ func (q *Queries) DeliveryMarkFailed(ctx context.Context, db DBTX, arg DeliveryM
 	return i, err
 }
 
-const deliveryRecordOutcome = `-- name: DeliveryRecordOutcome :one
-UPDATE webhook_deliveries
-SET status           = $1::text,
-    attempts         = attempts - CASE WHEN $2::boolean THEN 1 ELSE 0 END,
-    last_status_code = $3::int,
-    last_error_class = $4::text,
-    last_error       = $5::text,
-    next_retry_at    = $6::timestamptz,
-    delivered_at     = CASE WHEN $1::text = 'delivered' THEN now() ELSE delivered_at END,
-    failed_at        = CASE WHEN $1::text = 'failed' THEN now() ELSE NULL END,
-    updated_at       = now()
-WHERE id = $7::uuid
-RETURNING id, account_id, subscription_id, event_id, event_type, body, status, attempts, max_attempts, last_status_code, last_error_class, last_error, next_retry_at, job_id, created_at, updated_at, delivered_at, failed_at
-`
-
-type DeliveryRecordOutcomeParams struct {
-	Status         string
-	Uncount        bool
-	LastStatusCode *int32
-	LastErrorClass *string
-	LastError      *string
-	NextRetryAt    *time.Time
-	ID             uuid.UUID
-}
-
-func (q *Queries) DeliveryRecordOutcome(ctx context.Context, db DBTX, arg DeliveryRecordOutcomeParams) (WebhookDelivery, error) {
-	row := db.QueryRow(ctx, deliveryRecordOutcome,
-		arg.Status,
-		arg.Uncount,
-		arg.LastStatusCode,
-		arg.LastErrorClass,
-		arg.LastError,
-		arg.NextRetryAt,
-		arg.ID,
-	)
-	var i WebhookDelivery
-	err := row.Scan(
-		&i.ID,
-		&i.AccountID,
-		&i.SubscriptionID,
-		&i.EventID,
-		&i.EventType,
-		&i.Body,
-		&i.Status,
-		&i.Attempts,
-		&i.MaxAttempts,
-		&i.LastStatusCode,
-		&i.LastErrorClass,
-		&i.LastError,
-		&i.NextRetryAt,
-		&i.JobID,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DeliveredAt,
-		&i.FailedAt,
-	)
-	return i, err
-}
-
 const deliveryRequeue = `-- name: DeliveryRequeue :one
 UPDATE webhook_deliveries
 SET status        = CASE WHEN attempts = 0 THEN 'pending' ELSE 'retrying' END,
@@ -588,6 +583,83 @@ func (q *Queries) DeliveryStartAttempt(ctx context.Context, db DBTX, arg Deliver
 		&i.UpdatedAt,
 		&i.DeliveredAt,
 		&i.FailedAt,
+	)
+	return i, err
+}
+
+const deliveryStartOwned = `-- name: DeliveryStartOwned :one
+WITH owned AS (
+    SELECT d.id, s.url, s.secret_ciphertext, s.secret_key_id
+    FROM webhook_deliveries d
+    JOIN event_subscriptions s ON s.id = d.subscription_id
+    WHERE d.id = $2::uuid AND d.job_id = $3::bigint AND d.status IN ('pending', 'retrying') AND s.enabled
+    FOR UPDATE OF d
+), closed AS (
+    UPDATE webhook_delivery_attempts a
+    SET finished_at = now(), error_class = 'interrupted', error = 'the worker stopped before the attempt finished'
+    FROM owned
+    WHERE a.delivery_id = owned.id AND a.finished_at IS NULL
+), attempt AS (
+    INSERT INTO webhook_delivery_attempts (id, delivery_id, job_id, job_attempt, started_at)
+    SELECT $4::uuid, owned.id, $3::bigint, $5::int, $6::timestamptz FROM owned
+)
+UPDATE webhook_deliveries w
+SET attempts = w.attempts + 1, max_attempts = w.attempts + 1 + $1::int, next_retry_at = NULL, updated_at = now()
+FROM owned
+WHERE w.id = owned.id
+RETURNING w.id, w.account_id, w.subscription_id, w.event_id, w.event_type, w.body, w.status, w.attempts,
+          owned.url, owned.secret_ciphertext, owned.secret_key_id
+`
+
+type DeliveryStartOwnedParams struct {
+	JobAttemptsLeft int32
+	ID              uuid.UUID
+	JobID           int64
+	AttemptID       uuid.UUID
+	JobAttempt      int32
+	StartedAt       time.Time
+}
+
+type DeliveryStartOwnedRow struct {
+	ID               uuid.UUID
+	AccountID        uuid.UUID
+	SubscriptionID   uuid.UUID
+	EventID          uuid.UUID
+	EventType        string
+	Body             []byte
+	Status           string
+	Attempts         int32
+	URL              string
+	SecretCiphertext []byte
+	SecretKeyID      string
+}
+
+// The worker's fast path in one statement: when job_id owns a delivery
+// that is still pending or retrying and its subscription is enabled, close
+// interrupted attempts, record the new attempt (before the push) and count
+// it. No row means the slow path decides (DeliveryGetForWork).
+func (q *Queries) DeliveryStartOwned(ctx context.Context, db DBTX, arg DeliveryStartOwnedParams) (DeliveryStartOwnedRow, error) {
+	row := db.QueryRow(ctx, deliveryStartOwned,
+		arg.JobAttemptsLeft,
+		arg.ID,
+		arg.JobID,
+		arg.AttemptID,
+		arg.JobAttempt,
+		arg.StartedAt,
+	)
+	var i DeliveryStartOwnedRow
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.SubscriptionID,
+		&i.EventID,
+		&i.EventType,
+		&i.Body,
+		&i.Status,
+		&i.Attempts,
+		&i.URL,
+		&i.SecretCiphertext,
+		&i.SecretKeyID,
 	)
 	return i, err
 }

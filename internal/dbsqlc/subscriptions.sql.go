@@ -288,27 +288,6 @@ func (q *Queries) SubscriptionMarkFailing(ctx context.Context, db DBTX, arg Subs
 	return err
 }
 
-const subscriptionMarkSucceeded = `-- name: SubscriptionMarkSucceeded :exec
-
-UPDATE event_subscriptions
-SET failing_since = NULL, last_success_at = $1::timestamptz
-WHERE id = $2::uuid
-  AND (failing_since IS NOT NULL OR last_success_at IS NULL OR last_success_at < $3::timestamptz)
-`
-
-type SubscriptionMarkSucceededParams struct {
-	Now         time.Time
-	ID          uuid.UUID
-	StaleBefore time.Time
-}
-
-// SubscriptionMarkSucceeded is cheap on the hot path: the row is written
-// (and locked) only when it changes, at most once a minute.
-func (q *Queries) SubscriptionMarkSucceeded(ctx context.Context, db DBTX, arg SubscriptionMarkSucceededParams) error {
-	_, err := db.Exec(ctx, subscriptionMarkSucceeded, arg.Now, arg.ID, arg.StaleBefore)
-	return err
-}
-
 const subscriptionUpdate = `-- name: SubscriptionUpdate :one
 UPDATE event_subscriptions
 SET url             = $1::text,
