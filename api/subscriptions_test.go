@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -280,4 +281,30 @@ func TestSubscriptionTestPush(t *testing.T) {
 	resp.JSON(t, &out)
 	require.Equal(t, "failed", out.Status)
 	require.Nil(t, out.StatusCode)
+}
+
+// FuzzOptionalFields feeds arbitrary JSON to the PATCH field types: they
+// never panic, and a value they accept round-trips.
+func FuzzOptionalFields(f *testing.F) {
+	for _, s := range []string{`null`, `"x"`, `["a","b"]`, `[]`, `5`, `{"a":1}`, `"\u0000"`, `[null]`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s api.OptionalString
+		if err := s.UnmarshalJSON(b); err == nil && !s.Null {
+			out, err := json.Marshal(s.Value)
+			require.NoError(t, err)
+			var again api.OptionalString
+			require.NoError(t, again.UnmarshalJSON(out))
+			require.Equal(t, s.Value, again.Value)
+		}
+		var l api.OptionalStrings
+		if err := l.UnmarshalJSON(b); err == nil && !l.Null {
+			out, err := json.Marshal(l.Value)
+			require.NoError(t, err)
+			var again api.OptionalStrings
+			require.NoError(t, again.UnmarshalJSON(out))
+			require.Equal(t, len(l.Value), len(again.Value))
+		}
+	})
 }

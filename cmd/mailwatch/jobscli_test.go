@@ -106,3 +106,17 @@ func TestJobsCommand(t *testing.T) {
 	require.Zero(t, code, stderr)
 	require.Contains(t, out, id+" ")
 }
+
+// FuzzParseJobList checks the operator's list flags never panic and that
+// anything accepted is a valid River listing.
+func FuzzParseJobList(f *testing.F) {
+	for _, s := range []string{"--state=available,running", "--kind=a", "--limit=5", "--queue=", "--x", "--limit=-1", "=", "--state=,,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, arg string) {
+		params, err := parseJobList(strings.Fields(arg))
+		if err == nil {
+			require.NotNil(t, params)
+		}
+	})
+}
