@@ -134,6 +134,14 @@ func writeResponse(c *fiber.Ctx, status int, resp any) error {
 		c.Set(fiber.HeaderContentType, raw.ContentType)
 		return c.Status(status).Send(raw.Body)
 	}
+	if a, ok := resp.(JSONAppender); ok {
+		body, err := a.AppendJSON(make([]byte, 0, 8192))
+		if err != nil {
+			return err
+		}
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Status(status).Send(body)
+	}
 	if bp, ok := resp.(BodyProvider); ok {
 		return c.Status(status).JSON(bp.ResponseBody())
 	}

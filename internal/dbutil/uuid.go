@@ -2,6 +2,7 @@ package dbutil
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -13,7 +14,9 @@ import (
 // primary-key lookups measurably slower.
 func registerUUID(m *pgtype.Map) {
 	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{wrapUUIDEncode}, m.TryWrapEncodePlanFuncs...)
-	m.TryWrapScanPlanFuncs = append([]pgtype.TryWrapScanPlanFunc{wrapUUIDScan}, m.TryWrapScanPlanFuncs...)
+	t := &pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{}}
+	m.RegisterType(t)
+	m.RegisterType(&pgtype.Type{Name: "_uuid", OID: pgtype.UUIDArrayOID, Codec: &pgtype.ArrayCodec{ElementType: t}})
 }
 
 type uuidValue uuid.UUID
@@ -35,27 +38,27 @@ func wrapUUIDEncode(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
 	return nil, nil, false
 }
 
-type uuidTarget uuid.UUID
+// uuidCodec is pgx's UUID codec with a direct binary scan into
+// uuid.UUID: pgx asks the codec for a scan plan before any wrapper, and the
+// stock codec picks uuid.UUID's sql.Scanner (a string parse per value).
+type uuidCodec struct{ pgtype.UUIDCodec }
 
-func (t *uuidTarget) ScanUUID(v pgtype.UUID) error {
-	if !v.Valid {
+func (c uuidCodec) PlanScan(m *pgtype.Map, oid uint32, format int16, target any) pgtype.ScanPlan {
+	if _, ok := target.(*uuid.UUID); ok && format == pgtype.BinaryFormatCode {
+		return scanBinaryUUID{}
+	}
+	return c.UUIDCodec.PlanScan(m, oid, format, target)
+}
+
+type scanBinaryUUID struct{}
+
+func (scanBinaryUUID) Scan(src []byte, dst any) error {
+	if src == nil {
 		return errors.New("cannot scan NULL into uuid.UUID")
 	}
-	*t = uuidTarget(v.Bytes)
-	return nil
-}
-
-type uuidScanPlan struct{ next pgtype.ScanPlan }
-
-func (p *uuidScanPlan) SetNext(next pgtype.ScanPlan) { p.next = next }
-
-func (p *uuidScanPlan) Scan(src []byte, dst any) error {
-	return p.next.Scan(src, (*uuidTarget)(dst.(*uuid.UUID)))
-}
-
-func wrapUUIDScan(target any) (pgtype.WrappedScanPlanNextSetter, any, bool) {
-	if t, ok := target.(*uuid.UUID); ok {
-		return &uuidScanPlan{}, (*uuidTarget)(t), true
+	if len(src) != 16 {
+		return fmt.Errorf("invalid length for uuid: %d", len(src))
 	}
-	return nil, nil, false
+	copy(dst.(*uuid.UUID)[:], src)
+	return nil
 }

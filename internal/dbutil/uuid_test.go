@@ -30,6 +30,12 @@ func TestUUIDRoundTrip(t *testing.T) {
 	require.NoError(t, tx.QueryRow(ctx, "SELECT $1::uuid", &id).Scan(&ptr))
 	require.Equal(t, id, *ptr)
 
+	var plain uuid.UUID
+	require.ErrorContains(t, tx.QueryRow(ctx, "SELECT NULL::uuid").Scan(&plain), "NULL")
+	var text2 string
+	require.NoError(t, tx.QueryRow(ctx, "SELECT $1::uuid", id).Scan(&text2), "other targets keep working")
+	require.Equal(t, id.String(), text2)
+
 	ids := []uuid.UUID{uuid.New(), uuid.New()}
 	var backs []uuid.UUID
 	require.NoError(t, tx.QueryRow(ctx, "SELECT $1::uuid[]", ids).Scan(&backs))
