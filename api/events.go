@@ -84,18 +84,15 @@ type pageHeaders struct {
 // travels in the X-Next-Cursor and Link headers.
 type Page[T any] struct {
 	Items []T
+	// raw, when set, holds the items already rendered as JSON objects.
+	raw   [][]byte
 	next  *events.Cursor
 	path  string
 	query url.Values
 }
 
 // MarshalJSON writes the items only.
-func (p *Page[T]) MarshalJSON() ([]byte, error) {
-	if p.Items == nil {
-		return []byte("[]"), nil
-	}
-	return json.Marshal(p.Items)
-}
+func (p *Page[T]) MarshalJSON() ([]byte, error) { return p.AppendJSON(nil) }
 
 // ResponseBody implements BodyProvider: the body is the items array.
 func (p *Page[T]) ResponseBody() any {
@@ -272,15 +269,11 @@ func (s *Server) listEvents(ctx context.Context, req *ListEventsRequest) (*Page[
 		f.Type = req.EventType
 		q.Set("event_type", req.EventType)
 	}
-	rows, next, err := events.List(ctx, s.db, f)
+	rendered, next, err := events.ListRendered(ctx, s.db, f)
 	if err != nil {
 		return nil, err
 	}
-	page := &Page[Event]{Items: make([]Event, len(rows)), next: next, path: "/api/accounts/me/events", query: q}
-	for i, r := range rows {
-		page.Items[i] = eventFromRow(r)
-	}
-	return page, nil
+	return &Page[Event]{raw: rendered, next: next, path: "/api/accounts/me/events", query: q}, nil
 }
 
 func utcDay(t time.Time) time.Time {

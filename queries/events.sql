@@ -1,7 +1,7 @@
 -- name: EventInsert :one
-INSERT INTO events (id, account_id, event_type, severity, domain, tags, payload, created_at)
+INSERT INTO events (id, account_id, event_type, severity, domain, tags, payload, rendered, created_at)
 VALUES (@id::uuid, @account_id::uuid, @event_type::text, @severity::text, sqlc.narg('domain')::text,
-        @tags::text[], @payload::jsonb, @created_at::timestamptz)
+        @tags::text[], @payload::jsonb, @rendered::text, @created_at::timestamptz)
 RETURNING *;
 
 -- name: EventGetByID :one

@@ -9,6 +9,9 @@ CREATE TABLE events (
     domain            text,
     tags              text[]      NOT NULL DEFAULT '{}',
     payload           jsonb       NOT NULL,
+    -- The event's API representation, written once at emit time (events
+    -- are immutable): listings send it without decoding every column.
+    rendered          text        NOT NULL,
     created_at        timestamptz NOT NULL DEFAULT now(),
     acknowledged_at   timestamptz,
     acknowledged_by   text,

@@ -172,11 +172,15 @@ func (s *eventSource) Next() bool {
 	case sev == "critical":
 		sev = "warning"
 	}
-	var domain any
+	var domain *string
 	if s.rng.IntN(4) > 0 {
-		domain = fmt.Sprintf("d%d.example.com", s.rng.IntN(5))
+		d := fmt.Sprintf("d%d.example.com", s.rng.IntN(5))
+		domain = &d
 	}
-	s.row = []any{uuidV7At(at), acct, typ.Name, sev, domain, []string{"prod"}, json.RawMessage(typ.Example), at, ackAt, ackBy}
+	at = at.Truncate(time.Microsecond)
+	id := uuidV7At(at)
+	r := events.Rendered{ID: id, Type: typ.Name, Payload: typ.Example, CreatedAt: at, Severity: sev, Domain: domain, Tags: []string{"prod"}}
+	s.row = []any{id, acct, typ.Name, sev, domain, []string{"prod"}, json.RawMessage(typ.Example), string(r.AppendJSON(nil)), at, ackAt, ackBy}
 	return true
 }
 
@@ -189,7 +193,7 @@ func seedBenchEvents(ctx context.Context, env *benchEnv, accounts []uuid.UUID) (
 		rng: rand.New(rand.NewPCG(1, 2)), total: len(accounts) * benchEventsPerAccount,
 	}
 	n, err := env.Pool.CopyFrom(ctx, pgx.Identifier{"events"},
-		[]string{"id", "account_id", "event_type", "severity", "domain", "tags", "payload", "created_at", "acknowledged_at", "acknowledged_by"}, src)
+		[]string{"id", "account_id", "event_type", "severity", "domain", "tags", "payload", "rendered", "created_at", "acknowledged_at", "acknowledged_by"}, src)
 	if err != nil {
 		return n, fmt.Errorf("error seeding events: %w", err)
 	}

@@ -24,7 +24,7 @@ WHERE id = $5::uuid
   AND account_id = $6::uuid
   AND severity = 'critical'
   AND acknowledged_at IS NULL
-RETURNING id, account_id, event_type, severity, domain, tags, payload, created_at, acknowledged_at, acknowledged_by, acknowledged_note, acknowledged_key
+RETURNING id, account_id, event_type, severity, domain, tags, payload, rendered, created_at, acknowledged_at, acknowledged_by, acknowledged_note, acknowledged_key
 `
 
 type AlertAcknowledgeParams struct {
@@ -59,6 +59,7 @@ func (q *Queries) AlertAcknowledge(ctx context.Context, db DBTX, arg AlertAcknow
 		&i.Domain,
 		&i.Tags,
 		&i.Payload,
+		&i.Rendered,
 		&i.CreatedAt,
 		&i.AcknowledgedAt,
 		&i.AcknowledgedBy,
@@ -212,7 +213,7 @@ func (q *Queries) EventDailyVolume(ctx context.Context, db DBTX, arg EventDailyV
 }
 
 const eventGetByID = `-- name: EventGetByID :one
-SELECT id, account_id, event_type, severity, domain, tags, payload, created_at, acknowledged_at, acknowledged_by, acknowledged_note, acknowledged_key FROM events WHERE id = $1::uuid AND account_id = $2::uuid
+SELECT id, account_id, event_type, severity, domain, tags, payload, rendered, created_at, acknowledged_at, acknowledged_by, acknowledged_note, acknowledged_key FROM events WHERE id = $1::uuid AND account_id = $2::uuid
 `
 
 type EventGetByIDParams struct {
@@ -231,6 +232,7 @@ func (q *Queries) EventGetByID(ctx context.Context, db DBTX, arg EventGetByIDPar
 		&i.Domain,
 		&i.Tags,
 		&i.Payload,
+		&i.Rendered,
 		&i.CreatedAt,
 		&i.AcknowledgedAt,
 		&i.AcknowledgedBy,
@@ -241,10 +243,10 @@ func (q *Queries) EventGetByID(ctx context.Context, db DBTX, arg EventGetByIDPar
 }
 
 const eventInsert = `-- name: EventInsert :one
-INSERT INTO events (id, account_id, event_type, severity, domain, tags, payload, created_at)
+INSERT INTO events (id, account_id, event_type, severity, domain, tags, payload, rendered, created_at)
 VALUES ($1::uuid, $2::uuid, $3::text, $4::text, $5::text,
-        $6::text[], $7::jsonb, $8::timestamptz)
-RETURNING id, account_id, event_type, severity, domain, tags, payload, created_at, acknowledged_at, acknowledged_by, acknowledged_note, acknowledged_key
+        $6::text[], $7::jsonb, $8::text, $9::timestamptz)
+RETURNING id, account_id, event_type, severity, domain, tags, payload, rendered, created_at, acknowledged_at, acknowledged_by, acknowledged_note, acknowledged_key
 `
 
 type EventInsertParams struct {
@@ -255,6 +257,7 @@ type EventInsertParams struct {
 	Domain    *string
 	Tags      []string
 	Payload   json.RawMessage
+	Rendered  string
 	CreatedAt time.Time
 }
 
@@ -267,6 +270,7 @@ func (q *Queries) EventInsert(ctx context.Context, db DBTX, arg EventInsertParam
 		arg.Domain,
 		arg.Tags,
 		arg.Payload,
+		arg.Rendered,
 		arg.CreatedAt,
 	)
 	var i Event
@@ -278,6 +282,7 @@ func (q *Queries) EventInsert(ctx context.Context, db DBTX, arg EventInsertParam
 		&i.Domain,
 		&i.Tags,
 		&i.Payload,
+		&i.Rendered,
 		&i.CreatedAt,
 		&i.AcknowledgedAt,
 		&i.AcknowledgedBy,

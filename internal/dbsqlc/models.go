@@ -71,6 +71,7 @@ type Event struct {
 	Domain           *string
 	Tags             []string
 	Payload          json.RawMessage
+	Rendered         string
 	CreatedAt        time.Time
 	AcknowledgedAt   *time.Time
 	AcknowledgedBy   *string

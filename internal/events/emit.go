@@ -88,15 +88,20 @@ func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, ev Event) (dbsqlc.Event, 
 	if ev.Domain != "" {
 		domain = &ev.Domain
 	}
+	// Postgres keeps microseconds; the rendered copy must say the same.
+	createdAt := at.UTC().Truncate(time.Microsecond)
+	id := uuid.Must(uuid.NewV7())
+	rendered := Rendered{ID: id, Type: ev.Type, Payload: payload, CreatedAt: createdAt, Severity: string(sev), Domain: domain, Tags: tags}
 	row, err := dbsqlc.New().EventInsert(ctx, tx, dbsqlc.EventInsertParams{
-		ID:        uuid.Must(uuid.NewV7()),
+		ID:        id,
 		AccountID: ev.AccountID,
 		EventType: ev.Type,
 		Severity:  string(sev),
 		Domain:    domain,
 		Tags:      tags,
 		Payload:   payload,
-		CreatedAt: at.UTC(),
+		Rendered:  string(rendered.AppendJSON(make([]byte, 0, 256+len(payload)))),
+		CreatedAt: createdAt,
 	})
 	if err != nil {
 		return dbsqlc.Event{}, fmt.Errorf("error inserting event: %w", err)

@@ -91,7 +91,9 @@ const eventColumns = "id, account_id, event_type, severity, domain, tags, payloa
 // (severity = 'critical' [AND acknowledged_at IS NULL]) are only chosen
 // when the query states those predicates literally. Every variant is an
 // index range scan bounded by account_id (see schema/0002_events.sql).
-func ListQuery(f ListFilter) (string, []any) {
+func ListQuery(f ListFilter) (string, []any) { return listQuery(f, eventColumns) }
+
+func listQuery(f ListFilter, columns string) (string, []any) {
 	var (
 		where = []string{"account_id = $1"}
 		args  = []any{f.AccountID}
@@ -124,7 +126,7 @@ func ListQuery(f ListFilter) (string, []any) {
 		where = append(where, fmt.Sprintf("(created_at, id) %s (%s, %s)", cmp, arg(f.After.At), arg(f.After.ID)))
 	}
 	limit := max(f.Limit, 1)
-	sql := "SELECT " + eventColumns + " FROM events WHERE " + strings.Join(where, " AND ") +
+	sql := "SELECT " + columns + " FROM events WHERE " + strings.Join(where, " AND ") +
 		fmt.Sprintf(" ORDER BY created_at %s, id %s LIMIT %s", dir, dir, arg(limit+1))
 	return sql, args
 }
@@ -166,4 +168,38 @@ func List(ctx context.Context, db dbutil.Executor, f ListFilter) ([]dbsqlc.Event
 	}
 	last := out[len(out)-1]
 	return out, &Cursor{At: last.CreatedAt, ID: last.ID}, nil
+}
+
+// ListRendered is List for the events listing: each item is the event's
+// stored API representation (see Rendered), sent without decoding.
+func ListRendered(ctx context.Context, db dbutil.Executor, f ListFilter) ([][]byte, *Cursor, error) {
+	sql, args := listQuery(f, "id, created_at, rendered")
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error listing events: %w", err)
+	}
+	defer rows.Close()
+	limit := max(f.Limit, 1)
+	out := make([][]byte, 0, min(limit, 256))
+	var last Cursor
+	more := false
+	for rows.Next() {
+		if len(out) == limit {
+			more = true
+			break
+		}
+		var r []byte
+		if err := rows.Scan(&last.ID, &last.At, &r); err != nil {
+			return nil, nil, fmt.Errorf("error reading events: %w", err)
+		}
+		out = append(out, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("error listing events: %w", err)
+	}
+	if !more {
+		return out, nil, nil
+	}
+	return out, &last, nil
 }

@@ -80,11 +80,13 @@ func TestListQueryPlans(t *testing.T) {
 				sev = "warning"
 			}
 			at := base.Add(time.Duration(i) * time.Minute)
-			rows = append(rows, []any{uuid.Must(uuid.NewV7()), acct, typ.Name, sev, []string{}, json.RawMessage(typ.Example), at, ackAt})
+			id := uuid.Must(uuid.NewV7())
+			r := events.Rendered{ID: id, Type: typ.Name, Payload: typ.Example, CreatedAt: at, Severity: sev, Tags: []string{}}
+			rows = append(rows, []any{id, acct, typ.Name, sev, []string{}, json.RawMessage(typ.Example), string(r.AppendJSON(nil)), at, ackAt})
 		}
 	}
 	_, err := pool.CopyFrom(ctx, pgx.Identifier{"events"},
-		[]string{"id", "account_id", "event_type", "severity", "tags", "payload", "created_at", "acknowledged_at"}, pgx.CopyFromRows(rows))
+		[]string{"id", "account_id", "event_type", "severity", "tags", "payload", "rendered", "created_at", "acknowledged_at"}, pgx.CopyFromRows(rows))
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, "ANALYZE events")
 	require.NoError(t, err)
