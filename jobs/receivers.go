@@ -55,7 +55,9 @@ type ReceiverExpireWorker struct {
 }
 
 // Timeout bounds one run; a big backlog continues in the next run.
-func (w *ReceiverExpireWorker) Timeout(*river.Job[ReceiverExpireArgs]) time.Duration { return 5 * time.Minute }
+func (w *ReceiverExpireWorker) Timeout(*river.Job[ReceiverExpireArgs]) time.Duration {
+	return 5 * time.Minute
+}
 
 // Work releases, marks and purges.
 func (w *ReceiverExpireWorker) Work(ctx context.Context, job *river.Job[ReceiverExpireArgs]) error {
