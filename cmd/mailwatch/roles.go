@@ -317,13 +317,13 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr
 	if err != nil {
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return role.serve(gctx, cfg, logger, pool) })
-	g.Go(func() error { return runWorkerClient(gctx, cfg, wdeps, nil) })
 	smtpSrv, err := newSMTPServer(cfg, logger, pool, insertClient)
 	if err != nil {
 		return err
 	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return role.serve(gctx, cfg, logger, pool) })
+	g.Go(func() error { return runWorkerClient(gctx, cfg, wdeps, nil) })
 	g.Go(func() error { return serveSMTP(gctx, cfg, logger, smtpSrv) })
 	return g.Wait()
 }
