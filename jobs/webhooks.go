@@ -145,7 +145,9 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.Deliver
 	} else {
 		client := w.deps.WebhookClient
 		if client == nil {
-			client = http.DefaultClient
+			// Never fall back to http.DefaultClient: it has no SSRF guard and
+			// follows redirects.
+			return errors.New("webhook worker has no WebhookClient configured")
 		}
 		a = webhook.Send(ctx, client, webhook.Request{
 			URL: st.sub.URL, MsgID: st.delivery.ID.String(), Body: st.delivery.Body, Secret: string(secret),
