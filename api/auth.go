@@ -64,6 +64,7 @@ type guard struct {
 	db      dbutil.Executor
 	q       *dbsqlc.Queries
 	limiter *limiter.Limiter
+	ingress *limiter.Limiter
 	usage   *usage.Tracker
 	logger  *slog.Logger
 	now     func() time.Time
@@ -163,18 +164,21 @@ func (g *guard) requireKey(adminOnly bool) fiber.Handler {
 	}
 }
 
-// limitByIP charges unauthenticated routes to the client IP.
-func (g *guard) limitByIP() fiber.Handler {
+// limitByIP charges unauthenticated routes to the client IP's budget in
+// lim; prefix keeps budgets of different limiters apart in a shared store.
+func (g *guard) limitByIP(lim *limiter.Limiter, prefix string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		if err := g.charge(c, "ip:"+c.IP()); err != nil {
+		if err := g.chargeWith(c, lim, prefix+c.IP()); err != nil {
 			return err
 		}
 		return c.Next()
 	}
 }
 
-func (g *guard) charge(c *fiber.Ctx, key string) error {
-	lc, err := g.limiter.Get(c.UserContext(), key)
+func (g *guard) charge(c *fiber.Ctx, key string) error { return g.chargeWith(c, g.limiter, key) }
+
+func (g *guard) chargeWith(c *fiber.Ctx, lim *limiter.Limiter, key string) error {
+	lc, err := lim.Get(c.UserContext(), key)
 	if err != nil {
 		// A rate-limit store outage must not take the API down with it.
 		g.logger.WarnContext(c.UserContext(), "rate limiter unavailable; request allowed", slog.Any("error", err))
@@ -190,7 +194,7 @@ func (g *guard) charge(c *fiber.Ctx, key string) error {
 		}
 		return &Error{
 			Status:  fiber.StatusTooManyRequests,
-			Detail:  "rate limit exceeded: " + strconv.FormatInt(lc.Limit, 10) + " requests per minute; retry after " + strconv.FormatInt(wait, 10) + " s",
+			Detail:  "rate limit exceeded: " + strconv.FormatInt(lc.Limit, 10) + " requests per window; retry after " + strconv.FormatInt(wait, 10) + " s",
 			Headers: map[string]string{"Retry-After": strconv.FormatInt(wait, 10)},
 		}
 	}

@@ -27,6 +27,9 @@ const (
 	AuthAdmin
 	// AuthOps is an unauthenticated, unlimited operational route.
 	AuthOps
+	// AuthIngress is a provider's webhook: no API key (the request is
+	// signed), limited per client IP with its own, higher budget.
+	AuthIngress
 )
 
 // Endpoint describes one route: its contract for OpenAPI and the function

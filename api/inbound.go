@@ -72,7 +72,7 @@ func (s *Server) inboundRoutes() {
 	}
 
 	HandleRaw(s.router, Endpoint[EmailIngressRequest, IngressResult]{
-		Method: "POST", Path: "/api/webhooks/email", OperationID: "ingestEmail", Tag: "webhook ingress", Auth: AuthNone,
+		Method: "POST", Path: "/api/webhooks/email", OperationID: "ingestEmail", Tag: "webhook ingress", Auth: AuthIngress,
 		Summary: "Deliver a raw email to a receiver (Standard Webhooks signed)",
 		Description: "The body is one raw RFC 5322 message (Content-Type message/rfc822 or application/octet-stream); " +
 			"`to` names the receiver. Signed with Standard Webhooks headers (webhook-id, webhook-timestamp within 5 minutes, " +
@@ -80,7 +80,7 @@ func (s *Server) inboundRoutes() {
 			"the body only, so a webhook-id is single-use: a repeat answers 200 with the message stored the first time " +
 			"(duplicate: true) and is never stored twice or for another receiver. 401 bad or missing " +
 			"signature, 404 unknown receiver, 410 expired receiver, 413 message over the size cap, 422 unreadable message " +
-			"or bad `to`, 503 when no secret is configured. No API key; limited per client IP like every public route.",
+			"or bad `to`, 503 when no secret is configured. No API key; limited per client IP with the webhook-ingress budget.",
 		Errors: []int{401, 404, 410, 413, 415, 422, 503},
 	}, func(c *fiber.Ctx) error {
 		if verifier == nil {
@@ -143,13 +143,13 @@ func (s *Server) inboundRoutes() {
 
 	s.router.rawTypes["POST /api/webhooks/sms"] = "text/xml"
 	HandleRaw(s.router, Endpoint[emptyRequest, RawBody]{
-		Method: "POST", Path: "/api/webhooks/sms", OperationID: "ingestSMS", Tag: "webhook ingress", Auth: AuthNone,
+		Method: "POST", Path: "/api/webhooks/sms", OperationID: "ingestSMS", Tag: "webhook ingress", Auth: AuthIngress,
 		Summary: "Twilio incoming-message webhook",
 		Description: "Point a pool number's \"A message comes in\" webhook (HTTP POST) here. The form is checked against " +
 			"X-Twilio-Signature with TWILIO_AUTH_TOKEN over the public URL (PUBLIC_BASE_URL + path and query, or the request's " +
 			"own scheme and host), then filed under the receiver holding `To`. Answers an empty TwiML <Response/> " +
 			"(text/xml). 401 bad signature, 404 no receiver holds the number, 410 its receiver expired, 422 not an " +
-			"inbound message, 503 when no token is configured. No API key; limited per client IP.",
+			"inbound message, 503 when no token is configured. No API key; limited per client IP with the webhook-ingress budget.",
 		Errors: []int{401, 404, 410, 415, 422, 503},
 	}, func(c *fiber.Ctx) error {
 		if s.deps.TwilioAuthToken == "" {

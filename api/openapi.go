@@ -120,7 +120,7 @@ func defaultErrors(auth AuthMode, hasInput bool) []int {
 	switch auth {
 	case AuthOps:
 		return []int{http.StatusInternalServerError}
-	case AuthNone:
+	case AuthNone, AuthIngress:
 		out = []int{http.StatusTooManyRequests}
 	default:
 		out = []int{http.StatusUnauthorized, http.StatusTooManyRequests}

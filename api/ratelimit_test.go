@@ -11,7 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/store/memory"
 	sredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/mailwatch/mailwatch/api"
 )
 
 func TestRateLimit(t *testing.T) {
@@ -56,6 +59,31 @@ func TestRateLimit(t *testing.T) {
 		resp := b.do(t, "POST", "/api/accounts", "", map[string]string{"email": "x", "password": "y"})
 		require.Equal(t, http.StatusTooManyRequests, resp.Status)
 		require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	})
+
+	t.Run("WebhookIngressHasItsOwnHigherBudget", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(o *setupOpts) {
+			o.limit = 2
+			o.deps = func(d *api.Deps) {
+				d.IngressLimiter = limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 5})
+			}
+		})
+		for i := 0; i < 2; i++ {
+			b.do(t, "POST", "/api/accounts", "", map[string]string{})
+		}
+		require.Equal(t, http.StatusTooManyRequests, b.do(t, "POST", "/api/accounts", "", map[string]string{}).Status)
+
+		// The same IP still reaches the ingress webhook (unsigned: 401), on a
+		// budget of its own.
+		for i := 0; i < 5; i++ {
+			resp := b.do(t, "POST", "/api/webhooks/email?to=nobody@inbound.mailwatch.test", "", "From: a@b.c\r\n\r\nhi")
+			require.Equal(t, http.StatusUnauthorized, resp.Status, "%s", resp.Body)
+			require.Equal(t, "5", resp.Header.Get("X-RateLimit-Limit"))
+			require.Equal(t, strconv.Itoa(4-i), resp.Header.Get("X-RateLimit-Remaining"))
+		}
+		require.Equal(t, http.StatusTooManyRequests,
+			b.do(t, "POST", "/api/webhooks/email?to=nobody@inbound.mailwatch.test", "", "From: a@b.c\r\n\r\nhi").Status)
 	})
 
 	t.Run("RedisSharesTheBudgetAcrossProcesses", func(t *testing.T) {

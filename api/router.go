@@ -56,7 +56,9 @@ func (r *Router) add(method, path string, auth AuthMode, ownDeadline bool, h fib
 	case AuthAdmin:
 		chain = append(chain, r.guard.requireKey(true))
 	case AuthNone:
-		chain = append(chain, r.guard.limitByIP())
+		chain = append(chain, r.guard.limitByIP(r.guard.limiter, "ip:"))
+	case AuthIngress:
+		chain = append(chain, r.guard.limitByIP(r.guard.ingress, "ingress:"))
 	}
 	chain = append(chain, h)
 	r.app.Add(method, fiberPath(path), chain...)

@@ -39,6 +39,9 @@ type Deps struct {
 	River *river.Client[pgx.Tx]
 	// Limiter holds the per-key and per-IP budgets.
 	Limiter *limiter.Limiter
+	// IngressLimiter holds the webhook-ingress budgets per client IP
+	// (higher than Limiter's); Limiter is used when nil.
+	IngressLimiter *limiter.Limiter
 	// Usage collects per-key request counts; flushed by its own loop.
 	Usage *usage.Tracker
 	// Emitter writes events (and their deliveries) in a transaction.
@@ -137,6 +140,10 @@ func New(deps Deps) *Server {
 		TrustedProxies:          deps.TrustedProxies,
 		ProxyHeader:             proxyHeader(deps.TrustedProxies),
 	})
+	ingress := deps.IngressLimiter
+	if ingress == nil {
+		ingress = deps.Limiter
+	}
 	s.router = &Router{
 		app:            s.app,
 		reflector:      newReflector(),
@@ -147,6 +154,7 @@ func New(deps Deps) *Server {
 			db:      deps.DB,
 			q:       s.q,
 			limiter: deps.Limiter,
+			ingress: ingress,
 			usage:   deps.Usage,
 			logger:  deps.Logger,
 			now:     deps.Now,

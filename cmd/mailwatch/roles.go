@@ -62,12 +62,12 @@ func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, st
 	return nil
 }
 
-// newLimiter returns the rate limiter: in Redis when REDIS_URL is set, so
-// that every replica shares one budget, otherwise in memory.
-func newLimiter(ctx context.Context, cfg *config.Config) (*limiter.Limiter, func(), error) {
-	rate := limiter.Rate{Period: time.Minute, Limit: int64(cfg.RateLimitPerMinute)}
+// newLimiterStore returns where rate-limit counters live: in Redis when
+// REDIS_URL is set, so that every replica shares one budget, otherwise in
+// this process's memory.
+func newLimiterStore(ctx context.Context, cfg *config.Config) (limiter.Store, func(), error) {
 	if cfg.RedisURL == "" {
-		return limiter.New(memory.NewStore(), rate), func() {}, nil
+		return memory.NewStore(), func() {}, nil
 	}
 	opts, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
@@ -85,7 +85,7 @@ func newLimiter(ctx context.Context, cfg *config.Config) (*limiter.Limiter, func
 		client.Close()
 		return nil, nil, fmt.Errorf("error creating Redis rate-limit store: %w", err)
 	}
-	return limiter.New(store, rate), func() { client.Close() }, nil
+	return store, func() { client.Close() }, nil
 }
 
 // apiRole is a running API: the server and the loops it needs.
@@ -100,7 +100,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 	if err != nil {
 		return nil, err
 	}
-	lim, closeLim, err := newLimiter(ctx, cfg)
+	store, closeLim, err := newLimiterStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,8 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		PublicBaseURL:        cfg.PublicBaseURL,
 		MaxMessageBytes:      cfg.SMTPMaxMessageBytes,
 		Resolver:             sh.resolver,
-		Limiter:              lim,
+		Limiter:              limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.RateLimitPerMinute)}),
+		IngressLimiter:       limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.IngressRatePerMinute)}),
 		Registry:             reg,
 		Logger:               logger,
 		RequestTimeout:       cfg.RequestTimeout,

@@ -46,6 +46,7 @@ var Vars = []Var{
 	{Name: "TWILIO_AUTH_TOKEN", Default: "", Secret: true, Meaning: "Twilio auth token used to verify X-Twilio-Signature on the SMS ingress webhook."},
 	{Name: "EVENT_RETENTION_DAYS", Default: "90", Meaning: "Events older than this are deleted by a periodic job; unacknowledged alerts are kept."},
 	{Name: "RATE_LIMIT_PER_MINUTE", Default: "100", Meaning: "Requests per minute per API key (fixed window); unauthenticated routes are limited per client IP with the same budget."},
+	{Name: "INGRESS_RATE_LIMIT_PER_MINUTE", Default: "1200", Meaning: "Requests per minute per client IP on the webhook ingress routes (/api/webhooks/...), which providers call in bursts."},
 	{Name: "REQUEST_TIMEOUT", Default: "30s", Meaning: "Deadline for one API request (long-poll waits get their own timeout plus a margin)."},
 	{Name: "BODY_LIMIT_BYTES", Default: "1048576", Meaning: "Largest accepted request body; larger requests get 413."},
 	{Name: "SHUTDOWN_TIMEOUT", Default: "25s", Meaning: "How long a stopping process waits for in-flight requests and jobs to finish."},
@@ -80,6 +81,7 @@ type Config struct {
 	TwilioAuthToken        string
 	EventRetentionDays     int
 	RateLimitPerMinute     int
+	IngressRatePerMinute   int
 	RequestTimeout         time.Duration
 	BodyLimitBytes         int
 	ShutdownTimeout        time.Duration
@@ -148,6 +150,7 @@ func Parse(lookup Lookup) (*Config, error) {
 		TwilioAuthToken:      get("TWILIO_AUTH_TOKEN"),
 		EventRetentionDays:   atoi("EVENT_RETENTION_DAYS", 1, 3650),
 		RateLimitPerMinute:   atoi("RATE_LIMIT_PER_MINUTE", 1, 1_000_000),
+		IngressRatePerMinute: atoi("INGRESS_RATE_LIMIT_PER_MINUTE", 1, 1_000_000),
 		RequestTimeout:       duration("REQUEST_TIMEOUT"),
 		BodyLimitBytes:       atoi("BODY_LIMIT_BYTES", 1024, 1<<30),
 		ShutdownTimeout:      duration("SHUTDOWN_TIMEOUT"),
