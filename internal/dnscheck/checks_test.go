@@ -408,7 +408,10 @@ func TestCheckAll(t *testing.T) {
 		t.Parallel()
 		start := time.Now()
 		rs := CheckAll(context.Background(), "timeout.test", Options{Resolver: b.resolver, HTTPClient: b.http, CheckTimeout: 200 * time.Millisecond})
-		require.Less(t, time.Since(start), 2*time.Second)
+		// Not a speed limit: the budget (200 ms) must cut the checks short
+		// rather than let them run into the resolver's own timeouts and
+		// retries; the margin is wide so a loaded machine cannot fail it.
+		require.Less(t, time.Since(start), 10*time.Second)
 		for name, r := range rs.Map() {
 			require.Equal(t, StatusTemperror, r.Status, "%s: %q", name, r.Errors)
 		}
