@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"reflect"
 	"strings"
@@ -86,6 +87,9 @@ func Handle[Req, Resp any](r *Router, ep Endpoint[Req, Resp]) {
 	handler := func(c *fiber.Ctx) error {
 		req := new(Req)
 		if err := plan.decode(c, req); err != nil {
+			return err
+		}
+		if err := checkText(reflect.ValueOf(req).Elem(), ""); err != nil {
 			return err
 		}
 		if err := r.validate(req); err != nil {
@@ -210,8 +214,11 @@ func (p requestPlan) decode(c *fiber.Ctx, req any) error {
 		if len(bytes.TrimSpace(body)) == 0 {
 			return nil // required fields then fail validation with 422
 		}
-		if ct := string(c.Request().Header.ContentType()); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
-			return &Error{Status: http.StatusUnsupportedMediaType, Detail: "request body must be application/json"}
+		if ct := string(c.Request().Header.ContentType()); ct != "" {
+			// A missing type is taken as JSON; any other must be exactly it.
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				return &Error{Status: http.StatusUnsupportedMediaType, Detail: "request body must be application/json"}
+			}
 		}
 		if err := decodeJSON(body, req); err != nil {
 			return err

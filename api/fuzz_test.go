@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
@@ -96,3 +97,45 @@ func FuzzNormalizeEmail(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckText(t *testing.T) {
+	type inner struct {
+		Name string `json:"name"`
+	}
+	type req struct {
+		Label   *string         `json:"label"`
+		Tags    []string        `json:"tags"`
+		Payload json.RawMessage `json:"payload"`
+		Nested  inner           `json:"nested"`
+		Query   string          `query:"q"`
+	}
+	ok := "fine"
+	for _, tc := range []struct {
+		name  string
+		in    req
+		field string
+	}{
+		{"Clean", req{Label: &ok, Tags: []string{"a"}, Payload: json.RawMessage(`{"a":"\\\\u0000 is text"}`), Nested: inner{"n"}, Query: "é"}, ""},
+		{"NULInPointer", req{Label: ptr("a\x00")}, "label"},
+		{"NULInSlice", req{Tags: []string{"ok", "b\x00"}}, "tags[1]"},
+		{"NULEscapeInRawJSON", req{Payload: json.RawMessage(`{"k":"a\u0000"}`)}, "payload"},
+		{"NULInNested", req{Nested: inner{"x\x00"}}, "nested.name"},
+		{"InvalidUTF8InQuery", req{Query: "\xff"}, "q"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkText(reflect.ValueOf(tc.in), "")
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("unexpected %v", err)
+				}
+				return
+			}
+			var apiErr *Error
+			if !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnprocessableEntity || apiErr.Fields[0].Field != tc.field {
+				t.Fatalf("got %v, want a 422 on %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }

@@ -175,3 +175,53 @@ func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	_, err = http.Get("http://" + ln.Addr().String() + "/healthz")
 	require.Error(t, err, "no new connections after shutdown")
 }
+
+func TestTextPostgresCannotStoreIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.createAccount(t)
+
+	resp := b.do(t, "POST", "/api/accounts/me/api-keys", a.Key, `{"label": "a\u0000b"}`)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
+	require.Contains(t, resp.Detail(t), "label: must not contain NUL")
+
+	resp = b.do(t, "GET", "/api/accounts/me/events?event_type=%FF%FE", a.Key, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
+	require.Contains(t, resp.Detail(t), "event_type: must be valid UTF-8")
+
+	resp = b.do(t, "GET", "/api/accounts/me/events?limit=0", a.Key, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status)
+	require.Equal(t, "limit: must be at least 1", resp.Detail(t), "no Go struct names in field paths")
+}
+
+func TestContentTypeMustBeJSON(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.createAccount(t)
+	for _, ct := range []string{"application/jsonx", "application/json-patch+json", "text/plain", "application/x-www-form-urlencoded"} {
+		req := httptest.NewRequest("POST", "/api/accounts/me/api-keys", strings.NewReader(`{"label": "x"}`))
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("Authorization", "Bearer "+a.Key)
+		resp, err := b.srv.App().Test(req, -1)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode, ct)
+	}
+	for i, ct := range []string{"application/json; charset=utf-8", "Application/JSON", ""} {
+		req := httptest.NewRequest("POST", "/api/accounts/me/api-keys", strings.NewReader(`{"label": "ok`+string(rune('a'+i))+`"}`))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		req.Header.Set("Authorization", "Bearer "+a.Key)
+		resp, err := b.srv.App().Test(req, -1)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.StatusCode, ct)
+	}
+
+	// A multipart body is not parsed ahead of authentication.
+	req := httptest.NewRequest("GET", "/api/accounts/me", strings.NewReader("junk"))
+	req.Header.Set("Content-Type", "multipart/form-data; boundary=x")
+	resp, err := b.srv.App().Test(req, -1)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("X-RateLimit-Limit"))
+}

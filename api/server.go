@@ -129,16 +129,19 @@ func New(deps Deps) *Server {
 	}
 	s.metrics = newHTTPMetrics(deps.Registry, deps.Pool)
 	s.app = fiber.New(fiber.Config{
-		AppName:                 "mailwatch",
-		ErrorHandler:            errorHandler(deps.Logger),
-		BodyLimit:               deps.BodyLimit,
-		DisableStartupMessage:   true,
-		ReadTimeout:             90 * time.Second,
-		WriteTimeout:            90 * time.Second,
-		IdleTimeout:             120 * time.Second,
-		EnableTrustedProxyCheck: len(deps.TrustedProxies) > 0,
-		TrustedProxies:          deps.TrustedProxies,
-		ProxyHeader:             proxyHeader(deps.TrustedProxies),
+		AppName:      "mailwatch",
+		ErrorHandler: errorHandler(deps.Logger),
+		BodyLimit:    deps.BodyLimit,
+		// Bodies are read by the handlers that want them; fasthttp would
+		// otherwise parse multipart forms before any middleware runs.
+		DisablePreParseMultipartForm: true,
+		DisableStartupMessage:        true,
+		ReadTimeout:                  90 * time.Second,
+		WriteTimeout:                 90 * time.Second,
+		IdleTimeout:                  120 * time.Second,
+		EnableTrustedProxyCheck:      len(deps.TrustedProxies) > 0,
+		TrustedProxies:               deps.TrustedProxies,
+		ProxyHeader:                  proxyHeader(deps.TrustedProxies),
 	})
 	ingress := deps.IngressLimiter
 	if ingress == nil {

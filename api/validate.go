@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-playground/validator/v10"
 )
@@ -40,12 +43,7 @@ func (r *Router) validate(req any) error {
 	}
 	fields := make([]FieldError, 0, len(verrs))
 	for _, fe := range verrs {
-		// Namespace is "Req.items[0].name"; drop the type name.
-		ns := fe.Namespace()
-		if i := strings.IndexByte(ns, '.'); i >= 0 {
-			ns = ns[i+1:]
-		}
-		fields = append(fields, FieldError{Field: ns, Message: validationMessage(fe)})
+		fields = append(fields, FieldError{Field: clientPath(fe.Namespace()), Message: validationMessage(fe)})
 	}
 	return Invalid(fields...)
 }
@@ -84,4 +82,111 @@ func validationMessage(fe validator.FieldError) string {
 		return "is invalid"
 	}
 	return "is invalid (" + fe.Tag() + ")"
+}
+
+// clientPath turns a validator namespace ("Req.PageParams.items[0].name")
+// into the path a client knows ("items[0].name"): the request type and any
+// embedded struct are Go names (exported, so upper case), while every
+// field is named by its json/query/path tag, which is lower case.
+func clientPath(ns string) string {
+	parts := strings.Split(ns, ".")
+	out := parts[:0]
+	for i, p := range parts {
+		if i == 0 || (p != "" && p[0] >= 'A' && p[0] <= 'Z') {
+			continue
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ".")
+}
+
+var rawJSONType = reflect.TypeFor[json.RawMessage]()
+
+// checkText refuses text Postgres cannot store: NUL characters anywhere in
+// a request (a string, or a \u0000 escape inside raw JSON such as an event
+// payload) and invalid UTF-8 (query and path values are not checked by the
+// JSON decoder). Without it such input reached the database and failed
+// there, as a 500.
+func checkText(v reflect.Value, path string) error {
+	switch v.Kind() {
+	case reflect.String:
+		s := v.String()
+		if strings.IndexByte(s, 0) >= 0 {
+			return InvalidField(path, "must not contain NUL characters")
+		}
+		if !utf8.ValidString(s) {
+			return InvalidField(path, "must be valid UTF-8")
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return checkText(v.Elem(), path)
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			// Raw JSON kept as bytes (json.RawMessage and types like it).
+			if v.Kind() == reflect.Slice && v.Type().ConvertibleTo(rawJSONType) && hasNULEscape(v.Bytes()) {
+				return InvalidField(path, "must not contain NUL characters (\\u0000)")
+			}
+			return nil
+		}
+		for i := 0; i < v.Len(); i++ {
+			if err := checkText(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		iter := v.MapRange()
+		for iter.Next() {
+			key := fmt.Sprint(iter.Key().Interface())
+			if err := checkText(iter.Key(), path); err != nil {
+				return err
+			}
+			if err := checkText(iter.Value(), joinPath(path, key)); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name := path
+			if tagged := fieldName(f); tagged != f.Name {
+				name = joinPath(path, tagged)
+			}
+			if err := checkText(v.Field(i), name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hasNULEscape reports whether raw JSON holds a \u0000 escape (one not
+// itself escaped as \\u0000).
+func hasNULEscape(raw []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(raw[i:], []byte(`\u0000`))
+		if j < 0 {
+			return false
+		}
+		at := i + j
+		backslashes := 0
+		for k := at; k >= 0 && raw[k] == '\\'; k-- {
+			backslashes++
+		}
+		if backslashes%2 == 1 {
+			return true
+		}
+		i = at + 1
+	}
+}
+
+func joinPath(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
 }
