@@ -2,10 +2,12 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -25,6 +27,11 @@ const (
 	// MaxSnooze caps how long a 429/503 Retry-After may hold a delivery
 	// back without using an attempt.
 	MaxSnooze = time.Hour
+	// MaxSnoozes bounds how often a job may be delayed by 429/503 with
+	// Retry-After without using an attempt; past it such an answer is an
+	// ordinary failed attempt, so an endpoint that always asks to wait
+	// still ends failed instead of being pushed forever.
+	MaxSnoozes = 50
 	// FailingDisableAfter disables a subscription whose pushes have failed,
 	// without one success, for this long.
 	FailingDisableAfter = 5 * 24 * time.Hour
@@ -298,7 +305,8 @@ func (w *DeliveryWorker) decide(ctx context.Context, job *river.Job[events.Deliv
 		// for 0 hands the job straight back to the queue without using an
 		// attempt.
 		return outcome{status: statusWhileQueued(st.delivery, true), uncount: true, nextRetry: &now, label: "interrupted"}
-	case (a.StatusCode == http.StatusTooManyRequests || a.StatusCode == http.StatusServiceUnavailable) && a.RetryAfter > 0:
+	case (a.StatusCode == http.StatusTooManyRequests || a.StatusCode == http.StatusServiceUnavailable) && a.RetryAfter > 0 &&
+		jobSnoozes(job.Metadata) < MaxSnoozes:
 		d := min(a.RetryAfter, MaxSnooze)
 		at := now.Add(d)
 		return outcome{status: statusWhileQueued(st.delivery, true), uncount: true, snooze: d, nextRetry: &at, label: "snoozed"}
@@ -312,6 +320,28 @@ func (w *DeliveryWorker) decide(ctx context.Context, job *river.Job[events.Deliv
 	}
 	at := now.Add(webhook.NextDelay(job.Attempt, nil))
 	return outcome{status: DeliveryRetrying, nextRetry: &at, label: "retrying"}
+}
+
+// redactURL drops what may carry credentials (userinfo, query, fragment)
+// from a subscription URL before it goes into an event payload: those
+// events are pushed to the account's other endpoints.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	u.User, u.RawQuery, u.Fragment, u.RawFragment = nil, "", "", ""
+	u.ForceQuery = false
+	return u.String()
+}
+
+// jobSnoozes reads the snooze count River keeps in a job's metadata.
+func jobSnoozes(metadata []byte) int {
+	var m struct {
+		Snoozes int `json:"snoozes"`
+	}
+	_ = json.Unmarshal(metadata, &m) // absent or malformed: no snoozes
+	return m.Snoozes
 }
 
 // statusWhileQueued is the status of a delivery waiting for its next run.
@@ -330,13 +360,11 @@ func statusWhileQueued(d dbsqlc.WebhookDelivery, uncount bool) string {
 func (w *DeliveryWorker) finish(ctx context.Context, job *river.Job[events.DeliveryArgs], st *started, a webhook.Attempt) error {
 	now := w.now().UTC()
 	oc := w.decide(ctx, job, st, a, now)
-	if ctx.Err() != nil {
-		// Record the outcome even though the job's context ended; the
-		// values (River client, job) stay available.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-		defer cancel()
-	}
+	// Record the outcome even if the job's context ends meanwhile (shutdown):
+	// losing a 2xx here would push the same event again. The values (River
+	// client, job) stay available on the detached context.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
 	q := dbsqlc.New()
 	d := st.delivery
 	err := dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
@@ -359,6 +387,13 @@ func (w *DeliveryWorker) finish(ctx context.Context, job *river.Job[events.Deliv
 			}
 			return nil
 		case oc.uncount:
+			if oc.snooze > 0 {
+				// An endpoint that only ever asks to wait is failing too: it
+				// must still reach the 5-day disable.
+				if err := q.SubscriptionMarkFailing(ctx, tx, dbsqlc.SubscriptionMarkFailingParams{ID: st.sub.ID, Now: now}); err != nil {
+					return fmt.Errorf("error recording failure: %w", err)
+				}
+			}
 			return nil
 		}
 		if oc.disable != "" {
@@ -432,7 +467,7 @@ func (w *DeliveryWorker) disableSubscription(ctx context.Context, tx pgx.Tx, sub
 	w.logger().InfoContext(ctx, "subscription disabled", slog.String("subscription_id", sub.ID.String()), slog.String("reason", reason))
 	_, err = (&events.Emitter{}).Emit(ctx, tx, events.Event{
 		AccountID: sub.AccountID, Type: events.TypeSubscriptionDisabled,
-		Payload: map[string]any{"subscription_id": sub.ID, "url": sub.URL, "reason": reason},
+		Payload: map[string]any{"subscription_id": sub.ID, "url": redactURL(sub.URL), "reason": reason},
 	})
 	return err
 }
@@ -460,7 +495,7 @@ func emitDeliveryFailed(ctx context.Context, tx pgx.Tx, em *events.Emitter, d db
 	}
 	ev.Payload = map[string]any{
 		"delivery_id": d.ID, "subscription_id": d.SubscriptionID, "event_id": d.EventID, "event_type": d.EventType,
-		"url": sub.URL, "attempts": d.Attempts, "last_status_code": code, "last_error": d.LastError,
+		"url": redactURL(sub.URL), "attempts": d.Attempts, "last_status_code": code, "last_error": d.LastError,
 	}
 	if _, err := em.Emit(ctx, tx, ev); err != nil {
 		return fmt.Errorf("error emitting webhook_delivery_failed: %w", err)
