@@ -457,7 +457,7 @@ func (s *Server) lookupDomainDNS(ctx context.Context, req *DomainPath) (*DNSLook
 		return nil, err
 	}
 	out, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (*jobs.CheckOutcome, error) {
-		return jobs.ApplyDomainCheck(ctx, tx, s.deps.Emitter, row.ID, started, rs, s.now())
+		return jobs.ApplyDomainCheck(ctx, tx, s.deps.Emitter, row.ID, row.DkimSelectors, started, rs, s.now())
 	})
 	if errors.Is(err, jobs.ErrDomainGone) {
 		return nil, NotFound("domain")

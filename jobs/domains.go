@@ -191,7 +191,12 @@ type CheckOutcome struct {
 // then scores the domain (see ScoreDomain). startedAt is when the check
 // began; a check older than the stored one is discarded. Both the live
 // lookup of the API and the check job call it.
-func ApplyDomainCheck(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uuid.UUID, startedAt time.Time, rs *dnscheck.Results, now time.Time) (*CheckOutcome, error) {
+//
+// selectors are the DKIM selectors the check used: when the domain's
+// selectors changed while it ran, its DKIM answer describes selectors the
+// domain no longer has and is treated as unknown (temperror) rather than
+// compared or learned; the change itself queued a fresh check.
+func ApplyDomainCheck(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uuid.UUID, selectors []string, startedAt time.Time, rs *dnscheck.Results, now time.Time) (*CheckOutcome, error) {
 	q := dbsqlc.New()
 	row, err := q.DomainGetByIDForUpdate(ctx, tx, domainID)
 	if dbutil.IsNotFound(err) {
@@ -205,6 +210,10 @@ func ApplyDomainCheck(ctx context.Context, tx pgx.Tx, em *events.Emitter, domain
 		return out, nil
 	}
 	out.Applied = true
+	if rs.DKIM != nil && !slices.Equal(selectors, row.DkimSelectors) {
+		rs.DKIM.Status = dnscheck.StatusTemperror
+		rs.DKIM.Errors = append(rs.DKIM.Errors, "the domain's DKIM selectors changed while this check ran; a new check is queued")
+	}
 
 	known := &dnscheck.Results{Domain: row.Name}
 	first := len(row.Known) == 0
@@ -517,7 +526,7 @@ func (w *DomainCheckWorker) Work(ctx context.Context, job *river.Job[DomainCheck
 	var out *CheckOutcome
 	err = dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		out, err = ApplyDomainCheck(ctx, tx, &events.Emitter{}, row.ID, started, rs, w.deps.domainNow())
+		out, err = ApplyDomainCheck(ctx, tx, &events.Emitter{}, row.ID, row.DkimSelectors, started, rs, w.deps.domainNow())
 		if err != nil {
 			return err
 		}

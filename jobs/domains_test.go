@@ -271,17 +271,52 @@ func TestApplyDomainCheckDiscardsOlderChecks(t *testing.T) {
 	}
 	em := &events.Emitter{}
 
-	out, err := ApplyDomainCheck(ctx, tx, em, d.ID, now, rs(dnscheck.StatusPass), now)
+	out, err := ApplyDomainCheck(ctx, tx, em, d.ID, d.DkimSelectors, now, rs(dnscheck.StatusPass), now)
 	require.NoError(t, err)
 	require.True(t, out.Applied)
-	out, err = ApplyDomainCheck(ctx, tx, em, d.ID, now.Add(-time.Second), rs(dnscheck.StatusNone), now)
+	out, err = ApplyDomainCheck(ctx, tx, em, d.ID, d.DkimSelectors, now.Add(-time.Second), rs(dnscheck.StatusNone), now)
 	require.NoError(t, err)
 	require.False(t, out.Applied, "a check that started before the stored one is discarded")
 	require.Empty(t, out.Changes)
 	require.Empty(t, eventsOf(t, tx, d.AccountID, events.TypeDNSRecordChanged))
 
-	_, err = ApplyDomainCheck(ctx, tx, em, uuid.Must(uuid.NewV7()), now, rs(dnscheck.StatusPass), now)
+	_, err = ApplyDomainCheck(ctx, tx, em, uuid.Must(uuid.NewV7()), nil, now, rs(dnscheck.StatusPass), now)
 	require.ErrorIs(t, err, ErrDomainGone)
+}
+
+// A check that ran with selectors the domain no longer has must not teach
+// or change the DKIM baseline: the PATCH that changed them queued its own.
+func TestApplyDomainCheckIgnoresDKIMOfReplacedSelectors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.Tx(t)
+	d := insertTestDomain(t, tx, "selectors.test")
+	em := &events.Emitter{}
+	dkim := func(status string, records ...string) *dnscheck.Results {
+		return &dnscheck.Results{Domain: "selectors.test", DKIM: &dnscheck.DKIMResult{Result: dnscheck.Result{Status: status, Records: append([]string{}, records...)}}}
+	}
+	now := time.Now()
+	_, err := ApplyDomainCheck(ctx, tx, em, d.ID, []string{"s1"}, now, dkim(dnscheck.StatusPass, "v=DKIM1; p=old"), now)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "UPDATE domains SET dkim_selectors = '{s1}' WHERE id = $1", d.ID)
+	require.NoError(t, err)
+	_, err = ApplyDomainCheck(ctx, tx, em, d.ID, []string{"s1"}, now.Add(time.Second), dkim(dnscheck.StatusPass, "v=DKIM1; p=old"), now)
+	require.NoError(t, err)
+
+	// The selectors change to s2 while a check with s1 is in flight; it
+	// lands afterwards and finds no key at s1.
+	_, err = tx.Exec(ctx, "UPDATE domains SET dkim_selectors = '{s2}' WHERE id = $1", d.ID)
+	require.NoError(t, err)
+	out, err := ApplyDomainCheck(ctx, tx, em, d.ID, []string{"s1"}, now.Add(2*time.Second), dkim(dnscheck.StatusNone), now)
+	require.NoError(t, err)
+	require.True(t, out.Applied)
+	require.Empty(t, out.Changes, "a stale DKIM answer is no change")
+	require.Empty(t, eventsOf(t, tx, d.AccountID, events.TypeDNSRecordChanged))
+
+	// A check with the current selectors is compared as usual.
+	out, err = ApplyDomainCheck(ctx, tx, em, d.ID, []string{"s2"}, now.Add(3*time.Second), dkim(dnscheck.StatusNone), now)
+	require.NoError(t, err)
+	require.Len(t, out.Changes, 1)
 }
 
 func TestScheduleDomainChecks(t *testing.T) {
