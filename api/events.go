@@ -236,9 +236,11 @@ func (s *Server) eventRoutes() {
 		Method: "GET", Path: "/api/accounts/me/events", OperationID: "listEvents", Tag: "events",
 		Summary: "List the account's events",
 		Description: "Newest first (order=asc for oldest first), keyset-paginated: when more events match, the " +
-			"X-Next-Cursor header carries the cursor of the next page (and Link its URL). A page never skips or " +
-			"repeats an event, even while new events arrive. An unregistered event_type is 422; a malformed since " +
-			"or cursor is 400.",
+			"X-Next-Cursor header carries the cursor of the next page (and Link its URL). Paging newest-first never " +
+			"skips or repeats an event while new ones arrive. Events are ordered by when they were raised, not by when " +
+			"their transaction committed, so a forward feed (order=asc with a cursor or since) should re-read the last " +
+			"minute on each poll and drop ids it has seen. An unregistered event_type is 422; a malformed since or " +
+			"cursor is 400.",
 		Call: s.listEvents,
 	})
 	Handle(s.router, Endpoint[DailyVolumeRequest, DailyVolume]{

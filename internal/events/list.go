@@ -26,9 +26,11 @@ const (
 )
 
 // Cursor is a position in a listing: the (created_at, id) of the last row
-// a page returned. Listings are keyset-paginated on that pair, so a page
-// never skips or repeats rows, even among equal timestamps, while new
-// events arrive.
+// a page returned. Listings are keyset-paginated on that pair, so pages
+// never repeat rows, even among equal timestamps. created_at is when the
+// event was raised, not when its transaction committed: a forward (asc)
+// reader can pass the position of an event that commits a moment later,
+// so forward feeds re-read a short overlap (see the listing's docs).
 type Cursor struct {
 	At time.Time
 	ID uuid.UUID
