@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mailwatch/mailwatch/internal/netguard"
 )
 
 // Limits for MTA-STS (RFC 8461).
@@ -304,8 +306,10 @@ func NewHTTPClient(r Resolver, timeout time.Duration) *http.Client {
 			}
 			var lastErr error
 			for _, ip := range ips {
-				if !ip.IsGlobalUnicast() || ip.IsPrivate() {
-					lastErr = fmt.Errorf("%s resolves to the non-public address %s", host, ip)
+				// The same classification as webhook destinations (private,
+				// CGNAT, metadata, NAT64/6to4-embedded, reserved...).
+				if reason := netguard.Classify(ip.Unmap()); reason != "" {
+					lastErr = fmt.Errorf("%s resolves to the non-public address %s (%s)", host, ip, reason)
 					continue
 				}
 				conn, err := dialer.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
