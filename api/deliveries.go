@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"net/url"
 	"strconv"
 	"time"
@@ -94,12 +93,13 @@ type DeliveryPage struct {
 	query url.Values
 }
 
-// MarshalJSON writes the items only.
-func (p *DeliveryPage) MarshalJSON() ([]byte, error) {
+// ResponseBody implements BodyProvider: the body is the items array,
+// encoded once (a MarshalJSON result would be re-validated and compacted).
+func (p *DeliveryPage) ResponseBody() any {
 	if p.Items == nil {
-		return []byte("[]"), nil
+		return []Delivery{}
 	}
-	return json.Marshal(p.Items)
+	return p.Items
 }
 
 // OpenAPIBody documents the body as an array of deliveries.

@@ -94,14 +94,6 @@ type Page[T any] struct {
 // MarshalJSON writes the items only.
 func (p *Page[T]) MarshalJSON() ([]byte, error) { return p.AppendJSON(nil) }
 
-// ResponseBody implements BodyProvider: the body is the items array.
-func (p *Page[T]) ResponseBody() any {
-	if p.Items == nil {
-		return []T{}
-	}
-	return p.Items
-}
-
 // OpenAPIBody documents the body as an array of T.
 func (p *Page[T]) OpenAPIBody() any { return new([]T) }
 
