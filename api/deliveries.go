@@ -250,6 +250,9 @@ func (s *Server) retryDelivery(ctx context.Context, req *DeliveryPath) (*Deliver
 			}
 		}
 		switch {
+		case state == "running" && d.Status == jobs.DeliveryDelivered:
+			// The push was accepted and recorded; River has yet to mark
+			// the job completed. Nothing is in flight: a new job below.
 		case state == "running" || state == "pending" || (state == "available" && !at.After(now)):
 			return d, Conflict("the delivery is already queued or being pushed")
 		case state == "available" || state == "retryable" || state == "scheduled":

@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -83,8 +82,10 @@ func webhookPeriodicJobs(deps Deps) []*river.PeriodicJob {
 // the API's manual retry, River UI or `mailwatch jobs retry`, the rescuer.
 //
 // One run is one attempt. The attempt row is written and committed before
-// the request is sent and completed after it; the delivery row and, on
-// success, the job's completion are written in one transaction.
+// the request is sent, and the outcome (attempt and delivery rows) is
+// committed before Work returns. The common statements of concurrent runs
+// (starting an attempt on an owned delivery, recording an accepted push)
+// are coalesced into one statement per batch; see coalescer.
 type DeliveryWorker struct {
 	river.WorkerDefaults[events.DeliveryArgs]
 	deps    Deps
@@ -92,7 +93,19 @@ type DeliveryWorker struct {
 	// retryAt hands the instant stored in next_retry_at to NextRetry, which
 	// River calls right after Work returns an error.
 	retryAt sync.Map // retryKey -> time.Time
+	// starts and deliveries coalesce the common case of many concurrent
+	// runs (a run starting on a delivery it owns; a push accepted) into
+	// one statement per batch.
+	starts     *coalescer[startIn, startOut]
+	deliveries *coalescer[deliveredIn, bool]
 }
+
+// Coalescing limits: a batch holds one pool connection, so a few batches
+// in flight leave the rest of the pool to the slow paths and River.
+const (
+	coalesceMaxBatch    = 100
+	coalesceMaxFlushers = 1
+)
 
 type retryKey struct {
 	jobID   int64
@@ -101,7 +114,14 @@ type retryKey struct {
 
 // NewDeliveryWorker returns the push worker.
 func NewDeliveryWorker(deps Deps) *DeliveryWorker {
-	return &DeliveryWorker{deps: deps, metrics: newWebhookMetrics(deps)}
+	w := &DeliveryWorker{deps: deps, metrics: newWebhookMetrics(deps)}
+	w.starts = &coalescer[startIn, startOut]{
+		maxBatch: coalesceMaxBatch, maxFlushers: coalesceMaxFlushers, timeout: finishTimeout, run: w.startMany,
+	}
+	w.deliveries = &coalescer[deliveredIn, bool]{
+		maxBatch: coalesceMaxBatch, maxFlushers: coalesceMaxFlushers, timeout: finishTimeout, run: w.deliveredMany,
+	}
+	return w
 }
 
 func (w *DeliveryWorker) now() time.Time {
@@ -168,28 +188,17 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.Deliver
 // nothing to push and the job should complete.
 func (w *DeliveryWorker) start(ctx context.Context, job *river.Job[events.DeliveryArgs]) (*started, error) {
 	q := dbsqlc.New()
-	// The common case, in one statement: this job owns a pending or
-	// retrying delivery of an enabled subscription.
-	attemptID := uuid.Must(uuid.NewV7())
-	fast, err := q.DeliveryStartOwned(ctx, w.deps.Pool, dbsqlc.DeliveryStartOwnedParams{
-		ID: job.Args.DeliveryID, JobID: job.ID, AttemptID: attemptID, JobAttempt: int32(job.Attempt),
-		StartedAt: w.now().UTC(), JobAttemptsLeft: int32(max(job.MaxAttempts-job.Attempt, 0)),
+	// The common case, coalesced with other runs starting meanwhile: this
+	// job owns a pending or retrying delivery of an enabled subscription.
+	fast, err := w.starts.do(startIn{
+		deliveryID: job.Args.DeliveryID, jobID: job.ID, attemptID: uuid.Must(uuid.NewV7()), jobAttempt: int32(job.Attempt),
+		attemptsLeft: int32(max(job.MaxAttempts-job.Attempt, 0)), startedAt: w.now().UTC(),
 	})
-	if err == nil {
-		return &started{
-			delivery: dbsqlc.WebhookDelivery{
-				ID: fast.ID, AccountID: fast.AccountID, SubscriptionID: fast.SubscriptionID, EventID: fast.EventID,
-				EventType: fast.EventType, Body: fast.Body, Status: fast.Status, Attempts: fast.Attempts,
-			},
-			sub: dbsqlc.EventSubscription{
-				ID: fast.SubscriptionID, AccountID: fast.AccountID, URL: fast.URL, Enabled: true,
-				SecretCiphertext: fast.SecretCiphertext, SecretKeyID: fast.SecretKeyID,
-			},
-			attemptID: attemptID,
-		}, nil
-	}
-	if !dbutil.IsNotFound(err) {
+	if err != nil {
 		return nil, fmt.Errorf("error starting attempt: %w", err)
+	}
+	if fast.started != nil {
+		return fast.started, nil
 	}
 	var out *started
 	err = dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
@@ -245,6 +254,113 @@ func (w *DeliveryWorker) start(ctx context.Context, job *river.Job[events.Delive
 		return nil
 	})
 	return out, err
+}
+
+// startIn is one run asking to start an attempt on the fast path.
+type startIn struct {
+	deliveryID   uuid.UUID
+	jobID        int64
+	attemptID    uuid.UUID
+	jobAttempt   int32
+	attemptsLeft int32
+	startedAt    time.Time
+}
+
+// startOut is the fast path's answer: nil when the run must take the
+// slow path (the job does not own the delivery, the delivery is no longer
+// pending or retrying, or its subscription is disabled).
+type startOut struct {
+	started *started
+}
+
+// startMany starts the attempts of many runs in one statement. If the
+// statement fails, each run is tried alone, so that one run's error is not
+// every run's.
+func (w *DeliveryWorker) startMany(ctx context.Context, ins []startIn, outs []startOut, errs []error) {
+	if len(ins) > 1 {
+		if err := w.startBatch(ctx, ins, outs); err == nil {
+			return
+		}
+		clear(outs)
+	}
+	for i := range ins {
+		errs[i] = w.startBatch(ctx, ins[i:i+1], outs[i:i+1])
+	}
+}
+
+func (w *DeliveryWorker) startBatch(ctx context.Context, ins []startIn, outs []startOut) error {
+	p := dbsqlc.DeliveryStartOwnedManyParams{
+		Ids: make([]uuid.UUID, len(ins)), JobIds: make([]int64, len(ins)), AttemptIds: make([]uuid.UUID, len(ins)),
+		JobAttempts: make([]int32, len(ins)), JobAttemptsLeft: make([]int32, len(ins)), StartedAt: make([]time.Time, len(ins)),
+	}
+	index := make(map[uuid.UUID]int, len(ins))
+	for i, in := range ins {
+		p.Ids[i], p.JobIds[i], p.AttemptIds[i] = in.deliveryID, in.jobID, in.attemptID
+		p.JobAttempts[i], p.JobAttemptsLeft[i], p.StartedAt[i] = in.jobAttempt, in.attemptsLeft, in.startedAt
+		index[in.deliveryID] = i
+	}
+	rows, err := dbsqlc.New().DeliveryStartOwnedMany(ctx, w.deps.Pool, p)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		i, ok := index[r.ID]
+		if !ok {
+			continue
+		}
+		outs[i].started = &started{
+			delivery: dbsqlc.WebhookDelivery{
+				ID: r.ID, AccountID: r.AccountID, SubscriptionID: r.SubscriptionID, EventID: r.EventID,
+				EventType: r.EventType, Body: r.Body, Status: r.Status, Attempts: r.Attempts,
+			},
+			sub: dbsqlc.EventSubscription{
+				ID: r.SubscriptionID, AccountID: r.AccountID, URL: r.URL, Enabled: true,
+				SecretCiphertext: r.SecretCiphertext, SecretKeyID: r.SecretKeyID,
+			},
+			attemptID: ins[i].attemptID,
+		}
+	}
+	return nil
+}
+
+// deliveredIn is one accepted push to record.
+type deliveredIn struct {
+	deliveryID, attemptID, subscriptionID uuid.UUID
+	finishedAt                            time.Time
+	attempt                               webhook.Attempt
+}
+
+// deliveredMany records many accepted pushes in one statement; if it
+// fails, each is recorded alone. The result says nothing: a delivery
+// deleted meanwhile (with its subscription) has nothing left to record.
+func (w *DeliveryWorker) deliveredMany(ctx context.Context, ins []deliveredIn, _ []bool, errs []error) {
+	if len(ins) > 1 {
+		if err := w.deliveredBatch(ctx, ins); err == nil {
+			return
+		}
+	}
+	for i := range ins {
+		errs[i] = w.deliveredBatch(ctx, ins[i:i+1])
+	}
+}
+
+func (w *DeliveryWorker) deliveredBatch(ctx context.Context, ins []deliveredIn) error {
+	n := len(ins)
+	p := dbsqlc.DeliveryFinishDeliveredManyParams{
+		Ids: make([]uuid.UUID, n), AttemptIds: make([]uuid.UUID, n), SubscriptionIds: make([]uuid.UUID, n),
+		FinishedAt: make([]time.Time, n), StatusCodes: make([]int32, n), DurationsMs: make([]int32, n),
+		ResponseBodies: make([]string, n), ResponseTruncated: make([]bool, n),
+		StaleBefore: w.now().UTC().Add(-time.Minute),
+	}
+	for i, in := range ins {
+		p.Ids[i], p.AttemptIds[i], p.SubscriptionIds[i], p.FinishedAt[i] = in.deliveryID, in.attemptID, in.subscriptionID, in.finishedAt
+		p.StatusCodes[i], p.DurationsMs[i] = int32(in.attempt.StatusCode), int32(in.attempt.Duration.Milliseconds())
+		p.ResponseBodies[i], p.ResponseTruncated[i] = in.attempt.ResponseBody, in.attempt.ResponseTruncated
+	}
+	if _, err := dbsqlc.New().DeliveryFinishDeliveredMany(ctx, w.deps.Pool, p); err != nil {
+		return fmt.Errorf("error recording delivery: %w", err)
+	}
+	return nil
 }
 
 // jobActive reports whether the job exists and may still run.
@@ -360,9 +476,24 @@ func statusWhileQueued(d dbsqlc.WebhookDelivery, uncount bool) string {
 func (w *DeliveryWorker) finish(ctx context.Context, job *river.Job[events.DeliveryArgs], st *started, a webhook.Attempt) error {
 	now := w.now().UTC()
 	oc := w.decide(ctx, job, st, a, now)
-	// Record the outcome even if the job's context ends meanwhile (shutdown):
-	// losing a 2xx here would push the same event again. The values (River
-	// client, job) stay available on the detached context.
+	// The outcome is recorded even if the job's context ends meanwhile
+	// (shutdown): losing a 2xx here would push the same event again.
+	if oc.status == DeliveryDelivered {
+		// The common case, coalesced with the other pushes accepted
+		// meanwhile (on the coalescer's own context). The job is left to
+		// River's own batched completion: should the process die before
+		// that, the job runs again, finds its delivery delivered and
+		// completes without a push.
+		if _, err := w.deliveries.do(deliveredIn{
+			deliveryID: st.delivery.ID, attemptID: st.attemptID, subscriptionID: st.sub.ID, finishedAt: now, attempt: a,
+		}); err != nil {
+			return err
+		}
+		w.metrics.observe(oc.label, a.Duration)
+		return nil
+	}
+	// The values (River client, job) stay available on the detached
+	// context.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	q := dbsqlc.New()
@@ -378,15 +509,7 @@ func (w *DeliveryWorker) finish(ctx context.Context, job *river.Job[events.Deliv
 		if err != nil {
 			return fmt.Errorf("error recording outcome: %w", err)
 		}
-		switch {
-		case oc.status == DeliveryDelivered:
-			// Completing the job here makes "delivered" and "completed"
-			// one fact: no crash can leave one without the other.
-			if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
-				return fmt.Errorf("error completing job: %w", err)
-			}
-			return nil
-		case oc.uncount:
+		if oc.uncount {
 			if oc.snooze > 0 {
 				// An endpoint that only ever asks to wait is failing too: it
 				// must still reach the 5-day disable.
@@ -435,8 +558,6 @@ func (w *DeliveryWorker) finish(ctx context.Context, job *river.Job[events.Deliv
 		w.retryAt.Store(retryKey{job.ID, job.Attempt}, *oc.nextRetry)
 	}
 	switch {
-	case oc.status == DeliveryDelivered:
-		return nil
 	case oc.uncount:
 		return river.JobSnooze(oc.snooze)
 	case oc.cancelJob:

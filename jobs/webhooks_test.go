@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,7 +246,7 @@ func TestDeliveryWorker(t *testing.T) {
 		require.Nil(t, d.NextRetryAt)
 		require.EqualValues(t, 200, *d.LastStatusCode)
 		rc.verify(t, secret, d.ID.String(), d.Body)
-		require.Equal(t, rivertype.JobStateCompleted, e.job(t, *d.JobID).State)
+		require.Equal(t, rivertype.JobStateCompleted, e.settled(t, d).State)
 		atts := e.attempts(t, d.ID)
 		require.Len(t, atts, 1)
 		require.NotNil(t, atts[0].FinishedAt)
@@ -446,10 +447,75 @@ func TestDeliveryWorker(t *testing.T) {
 		require.NoError(t, err)
 		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 2))
 		require.Nil(t, d.FailedAt)
-		job := e.job(t, *d.JobID)
+		job := e.settled(t, d)
 		require.Equal(t, rivertype.JobStateCompleted, job.State)
 		require.Equal(t, 2, job.Attempt)
 		require.EqualValues(t, job.MaxAttempts, d.MaxAttempts, "the row's ceiling follows the job's")
+	})
+
+	t.Run("RerunOfADeliveredJobDoesNotPushAgain", func(t *testing.T) {
+		// The push is recorded before River marks the job completed; a
+		// process dying in between leaves a delivered row whose job runs
+		// again (the rescuer, or an operator's retry in River UI). That run
+		// must complete without a second push.
+		t.Parallel()
+		e := newWHEnv(t, nil)
+		rc := newReceiver(t, nil)
+		e.subscribe(t, rc.URL, webhook.GenerateSecret(), nil)
+		d := e.only(t, e.emit(t, messageEvent(e.account)).ID)
+		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 1))
+		require.Equal(t, rivertype.JobStateCompleted, e.settled(t, d).State)
+		_, err := e.client.JobRetry(context.Background(), *d.JobID)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			j := e.job(t, *d.JobID)
+			return j.State == rivertype.JobStateCompleted && j.Attempt == 2
+		}, 10*time.Second, 10*time.Millisecond)
+		require.Len(t, rc.requests(), 1, "no second push")
+		require.Len(t, e.attempts(t, d.ID), 1, "no second attempt")
+		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 1))
+	})
+
+	t.Run("BurstIsRecordedPerDelivery", func(t *testing.T) {
+		// Many runs at once go through the coalesced statements: each
+		// delivery must still get exactly its own attempt and outcome.
+		t.Parallel()
+		e := newWHEnv(t, nil)
+		var n atomic.Int32
+		rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(200 + int(n.Add(1)%4)) // 200..203: one per delivery
+			_, _ = io.WriteString(w, r.Header.Get("webhook-id"))
+		})
+		sub := e.subscribe(t, rc.URL, webhook.GenerateSecret(), nil)
+		const burst = 120
+		ids := make([]uuid.UUID, 0, burst)
+		_, err := dbutil.WithTxV(context.Background(), e.pool, func(ctx context.Context, tx pgx.Tx) (int, error) {
+			for range burst {
+				ev, err := (&events.Emitter{River: e.client}).Emit(ctx, tx, messageEvent(e.account))
+				if err != nil {
+					return 0, err
+				}
+				ids = append(ids, ev.ID)
+			}
+			return 0, nil
+		})
+		require.NoError(t, err)
+		for _, evID := range ids {
+			d := e.waitFor(t, e.only(t, evID).ID, "delivered", statusIs(DeliveryDelivered, 1))
+			atts := e.attempts(t, d.ID)
+			require.Len(t, atts, 1)
+			a := atts[0]
+			require.NotNil(t, a.FinishedAt)
+			require.NotNil(t, a.StatusCode)
+			require.Equal(t, *d.LastStatusCode, *a.StatusCode, "the row and its attempt agree")
+			require.NotNil(t, a.ResponseBody)
+			require.Equal(t, d.ID.String(), *a.ResponseBody, "each attempt holds its own response")
+			require.Equal(t, *d.JobID, *a.JobID)
+		}
+		var lastSuccess *time.Time
+		require.NoError(t, e.pool.QueryRow(context.Background(),
+			"SELECT last_success_at FROM event_subscriptions WHERE id = $1", sub).Scan(&lastSuccess))
+		require.NotNil(t, lastSuccess)
 	})
 
 	t.Run("ReconcilerFailsRowsOfJobsCancelledOutsideTheAPI", func(t *testing.T) {

@@ -88,33 +88,6 @@ WHERE delivery_id = @delivery_id::uuid AND finished_at IS NULL;
 -- name: DeliveryAttemptListByDelivery :many
 SELECT * FROM webhook_delivery_attempts WHERE delivery_id = @delivery_id::uuid ORDER BY started_at, id LIMIT 1000;
 
--- name: DeliveryStartOwned :one
--- The worker's fast path in one statement: when job_id owns a delivery
--- that is still pending or retrying and its subscription is enabled, close
--- interrupted attempts, record the new attempt (before the push) and count
--- it. No row means the slow path decides (DeliveryGetForWork).
-WITH owned AS (
-    SELECT d.id, s.url, s.secret_ciphertext, s.secret_key_id
-    FROM webhook_deliveries d
-    JOIN event_subscriptions s ON s.id = d.subscription_id
-    WHERE d.id = @id::uuid AND d.job_id = @job_id::bigint AND d.status IN ('pending', 'retrying') AND s.enabled
-    FOR UPDATE OF d
-), closed AS (
-    UPDATE webhook_delivery_attempts a
-    SET finished_at = now(), error_class = 'interrupted', error = 'the worker stopped before the attempt finished'
-    FROM owned
-    WHERE a.delivery_id = owned.id AND a.finished_at IS NULL
-), attempt AS (
-    INSERT INTO webhook_delivery_attempts (id, delivery_id, job_id, job_attempt, started_at)
-    SELECT @attempt_id::uuid, owned.id, @job_id::bigint, @job_attempt::int, @started_at::timestamptz FROM owned
-)
-UPDATE webhook_deliveries w
-SET attempts = w.attempts + 1, max_attempts = w.attempts + 1 + @job_attempts_left::int, next_retry_at = NULL, updated_at = now()
-FROM owned
-WHERE w.id = owned.id
-RETURNING w.id, w.account_id, w.subscription_id, w.event_id, w.event_type, w.body, w.status, w.attempts,
-          owned.url, owned.secret_ciphertext, owned.secret_key_id;
-
 -- name: DeliveryFinishAttempt :one
 -- Records an attempt's outcome: the attempt row, the delivery row and, on
 -- success, the subscription's health, in one statement. The subscription
@@ -145,3 +118,80 @@ SET status           = @status::text,
     updated_at       = now()
 WHERE id = @id::uuid
 RETURNING *;
+
+-- name: DeliveryStartOwnedMany :many
+-- The worker's fast path, for many runs at once (the push worker coalesces
+-- the runs that start while a statement is in flight): when a run's job
+-- owns a delivery that is still pending or retrying and its subscription
+-- is enabled, close interrupted attempts, record the new attempt (before
+-- the push) and count it. Each input row is one run: a delivery id, the
+-- job that runs it, the new attempt's id, the job's attempt number and
+-- attempts left, and when it started. Runs whose delivery is not theirs to
+-- push are left out of the result; they take the slow path one by one.
+-- Rows are locked in id order, so two batches never deadlock on each other.
+WITH input AS (
+    SELECT unnest(@ids::uuid[])                  AS id,
+           unnest(@job_ids::bigint[])            AS job_id,
+           unnest(@attempt_ids::uuid[])          AS attempt_id,
+           unnest(@job_attempts::int[])          AS job_attempt,
+           unnest(@job_attempts_left::int[])     AS job_attempts_left,
+           unnest(@started_at::timestamptz[])    AS started_at
+), owned AS (
+    SELECT d.id, i.job_id, i.attempt_id, i.job_attempt, i.job_attempts_left, i.started_at,
+           s.url, s.secret_ciphertext, s.secret_key_id
+    FROM input i
+    JOIN webhook_deliveries d ON d.id = i.id AND d.job_id = i.job_id
+    JOIN event_subscriptions s ON s.id = d.subscription_id
+    WHERE d.status IN ('pending', 'retrying') AND s.enabled
+    ORDER BY d.id
+    FOR UPDATE OF d
+), closed AS (
+    UPDATE webhook_delivery_attempts a
+    SET finished_at = now(), error_class = 'interrupted', error = 'the worker stopped before the attempt finished'
+    FROM owned
+    WHERE a.delivery_id = owned.id AND a.finished_at IS NULL
+), attempt AS (
+    INSERT INTO webhook_delivery_attempts (id, delivery_id, job_id, job_attempt, started_at)
+    SELECT owned.attempt_id, owned.id, owned.job_id, owned.job_attempt, owned.started_at FROM owned
+)
+UPDATE webhook_deliveries w
+SET attempts = w.attempts + 1, max_attempts = w.attempts + 1 + owned.job_attempts_left, next_retry_at = NULL, updated_at = now()
+FROM owned
+WHERE w.id = owned.id
+RETURNING w.id, w.account_id, w.subscription_id, w.event_id, w.event_type, w.body, w.status, w.attempts,
+          owned.url, owned.secret_ciphertext, owned.secret_key_id;
+
+-- name: DeliveryFinishDeliveredMany :many
+-- DeliveryFinishAttempt for many accepted pushes at once (the push worker
+-- coalesces the outcomes that arrive while a statement is in flight). A
+-- subscription's health is written once per batch, and only when it
+-- changes. Deliveries deleted meanwhile are left out of the result.
+WITH input AS (
+    SELECT unnest(@ids::uuid[])                     AS id,
+           unnest(@attempt_ids::uuid[])             AS attempt_id,
+           unnest(@subscription_ids::uuid[])        AS subscription_id,
+           unnest(@finished_at::timestamptz[])      AS finished_at,
+           unnest(@status_codes::int[])             AS status_code,
+           unnest(@durations_ms::int[])             AS duration_ms,
+           unnest(@response_bodies::text[])         AS response_body,
+           unnest(@response_truncated::boolean[])   AS response_truncated
+), attempt AS (
+    UPDATE webhook_delivery_attempts a
+    SET finished_at = i.finished_at, status_code = i.status_code, error_class = NULL, error = NULL,
+        duration_ms = i.duration_ms, response_body = NULLIF(i.response_body, ''),
+        response_truncated = i.response_truncated, counted = true
+    FROM input i
+    WHERE a.id = i.attempt_id
+), healthy AS (
+    UPDATE event_subscriptions s
+    SET failing_since = NULL, last_success_at = h.finished_at
+    FROM (SELECT subscription_id, max(finished_at) AS finished_at FROM input GROUP BY subscription_id) h
+    WHERE s.id = h.subscription_id
+      AND (s.failing_since IS NOT NULL OR s.last_success_at IS NULL OR s.last_success_at < @stale_before::timestamptz)
+)
+UPDATE webhook_deliveries d
+SET status = 'delivered', last_status_code = i.status_code, last_error_class = NULL, last_error = NULL,
+    next_retry_at = NULL, delivered_at = now(), failed_at = NULL, updated_at = now()
+FROM input i
+WHERE d.id = i.id
+RETURNING d.id;

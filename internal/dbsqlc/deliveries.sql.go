@@ -216,6 +216,84 @@ func (q *Queries) DeliveryFinishAttempt(ctx context.Context, db DBTX, arg Delive
 	return i, err
 }
 
+const deliveryFinishDeliveredMany = `-- name: DeliveryFinishDeliveredMany :many
+WITH input AS (
+    SELECT unnest($1::uuid[])                     AS id,
+           unnest($2::uuid[])             AS attempt_id,
+           unnest($3::uuid[])        AS subscription_id,
+           unnest($4::timestamptz[])      AS finished_at,
+           unnest($5::int[])             AS status_code,
+           unnest($6::int[])             AS duration_ms,
+           unnest($7::text[])         AS response_body,
+           unnest($8::boolean[])   AS response_truncated
+), attempt AS (
+    UPDATE webhook_delivery_attempts a
+    SET finished_at = i.finished_at, status_code = i.status_code, error_class = NULL, error = NULL,
+        duration_ms = i.duration_ms, response_body = NULLIF(i.response_body, ''),
+        response_truncated = i.response_truncated, counted = true
+    FROM input i
+    WHERE a.id = i.attempt_id
+), healthy AS (
+    UPDATE event_subscriptions s
+    SET failing_since = NULL, last_success_at = h.finished_at
+    FROM (SELECT subscription_id, max(finished_at) AS finished_at FROM input GROUP BY subscription_id) h
+    WHERE s.id = h.subscription_id
+      AND (s.failing_since IS NOT NULL OR s.last_success_at IS NULL OR s.last_success_at < $9::timestamptz)
+)
+UPDATE webhook_deliveries d
+SET status = 'delivered', last_status_code = i.status_code, last_error_class = NULL, last_error = NULL,
+    next_retry_at = NULL, delivered_at = now(), failed_at = NULL, updated_at = now()
+FROM input i
+WHERE d.id = i.id
+RETURNING d.id
+`
+
+type DeliveryFinishDeliveredManyParams struct {
+	Ids               []uuid.UUID
+	AttemptIds        []uuid.UUID
+	SubscriptionIds   []uuid.UUID
+	FinishedAt        []time.Time
+	StatusCodes       []int32
+	DurationsMs       []int32
+	ResponseBodies    []string
+	ResponseTruncated []bool
+	StaleBefore       time.Time
+}
+
+// DeliveryFinishAttempt for many accepted pushes at once (the push worker
+// coalesces the outcomes that arrive while a statement is in flight). A
+// subscription's health is written once per batch, and only when it
+// changes. Deliveries deleted meanwhile are left out of the result.
+func (q *Queries) DeliveryFinishDeliveredMany(ctx context.Context, db DBTX, arg DeliveryFinishDeliveredManyParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, deliveryFinishDeliveredMany,
+		arg.Ids,
+		arg.AttemptIds,
+		arg.SubscriptionIds,
+		arg.FinishedAt,
+		arg.StatusCodes,
+		arg.DurationsMs,
+		arg.ResponseBodies,
+		arg.ResponseTruncated,
+		arg.StaleBefore,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const deliveryGetByID = `-- name: DeliveryGetByID :one
 SELECT id, account_id, subscription_id, event_id, event_type, body, status, attempts, max_attempts, last_status_code, last_error_class, last_error, next_retry_at, job_id, created_at, updated_at, delivered_at, failed_at FROM webhook_deliveries WHERE id = $1::uuid AND account_id = $2::uuid
 `
@@ -587,12 +665,22 @@ func (q *Queries) DeliveryStartAttempt(ctx context.Context, db DBTX, arg Deliver
 	return i, err
 }
 
-const deliveryStartOwned = `-- name: DeliveryStartOwned :one
-WITH owned AS (
-    SELECT d.id, s.url, s.secret_ciphertext, s.secret_key_id
-    FROM webhook_deliveries d
+const deliveryStartOwnedMany = `-- name: DeliveryStartOwnedMany :many
+WITH input AS (
+    SELECT unnest($1::uuid[])                  AS id,
+           unnest($2::bigint[])            AS job_id,
+           unnest($3::uuid[])          AS attempt_id,
+           unnest($4::int[])          AS job_attempt,
+           unnest($5::int[])     AS job_attempts_left,
+           unnest($6::timestamptz[])    AS started_at
+), owned AS (
+    SELECT d.id, i.job_id, i.attempt_id, i.job_attempt, i.job_attempts_left, i.started_at,
+           s.url, s.secret_ciphertext, s.secret_key_id
+    FROM input i
+    JOIN webhook_deliveries d ON d.id = i.id AND d.job_id = i.job_id
     JOIN event_subscriptions s ON s.id = d.subscription_id
-    WHERE d.id = $2::uuid AND d.job_id = $3::bigint AND d.status IN ('pending', 'retrying') AND s.enabled
+    WHERE d.status IN ('pending', 'retrying') AND s.enabled
+    ORDER BY d.id
     FOR UPDATE OF d
 ), closed AS (
     UPDATE webhook_delivery_attempts a
@@ -601,26 +689,26 @@ WITH owned AS (
     WHERE a.delivery_id = owned.id AND a.finished_at IS NULL
 ), attempt AS (
     INSERT INTO webhook_delivery_attempts (id, delivery_id, job_id, job_attempt, started_at)
-    SELECT $4::uuid, owned.id, $3::bigint, $5::int, $6::timestamptz FROM owned
+    SELECT owned.attempt_id, owned.id, owned.job_id, owned.job_attempt, owned.started_at FROM owned
 )
 UPDATE webhook_deliveries w
-SET attempts = w.attempts + 1, max_attempts = w.attempts + 1 + $1::int, next_retry_at = NULL, updated_at = now()
+SET attempts = w.attempts + 1, max_attempts = w.attempts + 1 + owned.job_attempts_left, next_retry_at = NULL, updated_at = now()
 FROM owned
 WHERE w.id = owned.id
 RETURNING w.id, w.account_id, w.subscription_id, w.event_id, w.event_type, w.body, w.status, w.attempts,
           owned.url, owned.secret_ciphertext, owned.secret_key_id
 `
 
-type DeliveryStartOwnedParams struct {
-	JobAttemptsLeft int32
-	ID              uuid.UUID
-	JobID           int64
-	AttemptID       uuid.UUID
-	JobAttempt      int32
-	StartedAt       time.Time
+type DeliveryStartOwnedManyParams struct {
+	Ids             []uuid.UUID
+	JobIds          []int64
+	AttemptIds      []uuid.UUID
+	JobAttempts     []int32
+	JobAttemptsLeft []int32
+	StartedAt       []time.Time
 }
 
-type DeliveryStartOwnedRow struct {
+type DeliveryStartOwnedManyRow struct {
 	ID               uuid.UUID
 	AccountID        uuid.UUID
 	SubscriptionID   uuid.UUID
@@ -634,32 +722,50 @@ type DeliveryStartOwnedRow struct {
 	SecretKeyID      string
 }
 
-// The worker's fast path in one statement: when job_id owns a delivery
-// that is still pending or retrying and its subscription is enabled, close
-// interrupted attempts, record the new attempt (before the push) and count
-// it. No row means the slow path decides (DeliveryGetForWork).
-func (q *Queries) DeliveryStartOwned(ctx context.Context, db DBTX, arg DeliveryStartOwnedParams) (DeliveryStartOwnedRow, error) {
-	row := db.QueryRow(ctx, deliveryStartOwned,
+// The worker's fast path, for many runs at once (the push worker coalesces
+// the runs that start while a statement is in flight): when a run's job
+// owns a delivery that is still pending or retrying and its subscription
+// is enabled, close interrupted attempts, record the new attempt (before
+// the push) and count it. Each input row is one run: a delivery id, the
+// job that runs it, the new attempt's id, the job's attempt number and
+// attempts left, and when it started. Runs whose delivery is not theirs to
+// push are left out of the result; they take the slow path one by one.
+// Rows are locked in id order, so two batches never deadlock on each other.
+func (q *Queries) DeliveryStartOwnedMany(ctx context.Context, db DBTX, arg DeliveryStartOwnedManyParams) ([]DeliveryStartOwnedManyRow, error) {
+	rows, err := db.Query(ctx, deliveryStartOwnedMany,
+		arg.Ids,
+		arg.JobIds,
+		arg.AttemptIds,
+		arg.JobAttempts,
 		arg.JobAttemptsLeft,
-		arg.ID,
-		arg.JobID,
-		arg.AttemptID,
-		arg.JobAttempt,
 		arg.StartedAt,
 	)
-	var i DeliveryStartOwnedRow
-	err := row.Scan(
-		&i.ID,
-		&i.AccountID,
-		&i.SubscriptionID,
-		&i.EventID,
-		&i.EventType,
-		&i.Body,
-		&i.Status,
-		&i.Attempts,
-		&i.URL,
-		&i.SecretCiphertext,
-		&i.SecretKeyID,
-	)
-	return i, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DeliveryStartOwnedManyRow
+	for rows.Next() {
+		var i DeliveryStartOwnedManyRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.AccountID,
+			&i.SubscriptionID,
+			&i.EventID,
+			&i.EventType,
+			&i.Body,
+			&i.Status,
+			&i.Attempts,
+			&i.URL,
+			&i.SecretCiphertext,
+			&i.SecretKeyID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
