@@ -54,6 +54,7 @@ func benchWebhooks(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	defer rc.close()
+	rc.pool = env.Pool
 	account, err := benchSubscription(ctx, env, rc.url)
 	if err != nil {
 		return err
@@ -111,11 +112,17 @@ func benchWebhooks(ctx context.Context, env *benchEnv) error {
 	}()
 	// 2. Flow: events emitted by the producers while the worker runs:
 	// commit-to-receipt latency under load.
+	if err := rc.settle(ctx); err != nil {
+		return err
+	}
 	load, err := rc.runMeasured(ctx, benchWebhookEvents, emit)
 	if err != nil {
 		return err
 	}
 	// 3. Idle: one event at a time.
+	if err := rc.settle(ctx); err != nil {
+		return err
+	}
 	idle, err := rc.runIdle(ctx, benchIdleSamples, emit)
 	if err != nil {
 		return err
@@ -173,6 +180,7 @@ type benchReceiver struct {
 	srv     *http.Server
 	mu      sync.Mutex
 	waiting map[uuid.UUID]chan time.Time
+	pool    *pgxpool.Pool // for settle
 }
 
 func startBenchReceiver() (*benchReceiver, error) {
@@ -268,6 +276,9 @@ func (rc *benchReceiver) runDrain(ctx context.Context, n int, emit emitFunc, sta
 	if firstErr != nil {
 		return flowResult{}, firstErr
 	}
+	if err := rc.settle(ctx); err != nil {
+		return flowResult{}, err
+	}
 	t0 := time.Now()
 	if err := start(); err != nil {
 		return flowResult{}, err
@@ -284,6 +295,19 @@ func (rc *benchReceiver) runDrain(ctx context.Context, n int, emit emitFunc, sta
 		}
 	}
 	return flowResult{n: n, start: t0, lastDone: last}, nil
+}
+
+// settle vacuums the tables both kinds of job work on before a measured
+// phase, as autovacuum would have in a service running for a while, so
+// that no phase pays for the dead rows of the one before it.
+func (rc *benchReceiver) settle(ctx context.Context) error { return settleTables(ctx, rc.pool) }
+
+func settleTables(ctx context.Context, pool *pgxpool.Pool) error {
+	_, err := pool.Exec(ctx, "VACUUM (ANALYZE) river_job, webhook_deliveries, webhook_delivery_attempts, events")
+	if err != nil {
+		return fmt.Errorf("error vacuuming before a phase: %w", err)
+	}
+	return nil
 }
 
 // runMeasured emits n events from benchEmitters producers and waits for
@@ -438,6 +462,9 @@ func benchNoop(ctx context.Context, env *benchEnv) (drain, flow flowResult, err 
 		for _, r := range res {
 			queued = append(queued, r.Job.ID)
 		}
+	}
+	if err := settleTables(ctx, env.Pool); err != nil {
+		return drain, flow, err
 	}
 	t0 := time.Now()
 	if err := worker.Start(ctx); err != nil {
