@@ -263,7 +263,7 @@ func (s *Server) listEvents(ctx context.Context, req *ListEventsRequest) (*Page[
 		f.Type = req.EventType
 		q.Set("event_type", req.EventType)
 	}
-	rendered, next, err := events.ListRendered(ctx, s.db, f)
+	rendered, next, err := s.deps.EventPages.ListRendered(ctx, s.db, f)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
@@ -87,6 +88,9 @@ func setup(t *testing.T, opts ...func(*setupOpts)) *testBundle {
 		Limiter:              o.lim,
 		Logger:               logger,
 		Now:                  o.now,
+		// As in production (EVENTS_PAGE_CACHE_TTL's default), so every
+		// listing test also checks the cache never hides a new event.
+		EventPages: events.NewFirstPages(time.Second, 1<<20),
 	}
 	if o.deps != nil {
 		o.deps(&deps)

@@ -4,7 +4,31 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/mailwatch/mailwatch/internal/events"
 )
+
+// registerPageCache counts the event listing cache's lookups and reports
+// its size.
+func registerPageCache(reg *prometheus.Registry, c *events.FirstPages) {
+	lookups := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mailwatch_events_page_cache_lookups_total",
+		Help: "First-page event listings by whether the cached page could be served (hit) or was read from Postgres (miss).",
+	}, []string{"result"})
+	hit, miss := lookups.WithLabelValues("hit"), lookups.WithLabelValues("miss")
+	c.Observe = func(ok bool) {
+		if ok {
+			hit.Inc()
+		} else {
+			miss.Inc()
+		}
+	}
+	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mailwatch_events_page_cache_bytes",
+		Help: "Bytes of events held by the first-page cache of event listings.",
+	}, func() float64 { return float64(c.Bytes()) })
+	reg.MustRegister(lookups, size)
+}
 
 type httpMetrics struct {
 	requests *prometheus.CounterVec

@@ -69,6 +69,9 @@ type Deps struct {
 	// MaxMessageBytes caps a message sent to the email ingress webhook (413
 	// beyond); zero means 10 MiB. BodyLimit caps every body first.
 	MaxMessageBytes int64
+	// EventPages caches the first page of event listings
+	// (EVENTS_PAGE_CACHE_TTL); nil caches nothing.
+	EventPages *events.FirstPages
 	// Resolver answers the domain checks' DNS queries.
 	Resolver dnscheck.Resolver
 	// MTASTSClient fetches MTA-STS policies in live lookups; nil means
@@ -128,6 +131,9 @@ func New(deps Deps) *Server {
 		now:    deps.Now,
 	}
 	s.metrics = newHTTPMetrics(deps.Registry, deps.Pool)
+	if deps.EventPages != nil {
+		registerPageCache(deps.Registry, deps.EventPages)
+	}
 	s.app = fiber.New(fiber.Config{
 		AppName:      "mailwatch",
 		ErrorHandler: errorHandler(deps.Logger),

@@ -31,6 +31,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/migrate"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/webhook"
@@ -119,6 +120,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		PublicBaseURL:        cfg.PublicBaseURL,
 		MaxMessageBytes:      cfg.SMTPMaxMessageBytes,
 		Resolver:             sh.resolver,
+		EventPages:           events.NewFirstPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes),
 		Limiter:              limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.RateLimitPerMinute)}),
 		IngressLimiter:       limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.IngressRatePerMinute)}),
 		Registry:             reg,

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/migrate"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
@@ -112,6 +113,8 @@ func (e *benchEnv) startAPI(ctx context.Context, pool *pgxpool.Pool, adjust func
 		InboundDomain: "inbound.mailwatch.test",
 		Limiter:       limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1 << 40}),
 		Logger:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		// The API role's default: EVENTS_PAGE_CACHE_TTL=1s, 32 MiB.
+		EventPages: events.NewFirstPages(time.Second, 32<<20),
 	}
 	if adjust != nil {
 		adjust(&deps)

@@ -45,6 +45,8 @@ var Vars = []Var{
 	{Name: "INBOUND_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Standard Webhooks secret (whsec_...) that signs requests to the email ingress webhook."},
 	{Name: "TWILIO_AUTH_TOKEN", Default: "", Secret: true, Meaning: "Twilio auth token used to verify X-Twilio-Signature on the SMS ingress webhook."},
 	{Name: "EVENT_RETENTION_DAYS", Default: "90", Meaning: "Events older than this (at least 7, longer than the webhook retry schedule) are deleted by a periodic job; unacknowledged alerts are kept."},
+	{Name: "EVENTS_PAGE_CACHE_TTL", Default: "1s", Meaning: "How long the API may serve a cached first page of an account's event listing (every request still checks the account's newest event, so new events always show); 0 turns the cache off. At most 1m."},
+	{Name: "EVENTS_PAGE_CACHE_BYTES", Default: "33554432", Meaning: "Memory for cached first pages of event listings, per API process; 0 turns the cache off."},
 	{Name: "RATE_LIMIT_PER_MINUTE", Default: "100", Meaning: "Requests per minute per API key (fixed window); unauthenticated routes are limited per client IP with the same budget."},
 	{Name: "INGRESS_RATE_LIMIT_PER_MINUTE", Default: "1200", Meaning: "Requests per minute per client IP on the webhook ingress routes (/api/webhooks/...), which providers call in bursts."},
 	{Name: "REQUEST_TIMEOUT", Default: "30s", Meaning: "Deadline for one API request (long-poll waits get their own timeout plus a margin)."},
@@ -80,6 +82,8 @@ type Config struct {
 	InboundWebhookSecret   string
 	TwilioAuthToken        string
 	EventRetentionDays     int
+	EventsPageCacheTTL     time.Duration
+	EventsPageCacheBytes   int
 	RateLimitPerMinute     int
 	IngressRatePerMinute   int
 	RequestTimeout         time.Duration
@@ -149,6 +153,7 @@ func Parse(lookup Lookup) (*Config, error) {
 		InboundWebhookSecret: get("INBOUND_WEBHOOK_SECRET"),
 		TwilioAuthToken:      get("TWILIO_AUTH_TOKEN"),
 		EventRetentionDays:   atoi("EVENT_RETENTION_DAYS", 7, 3650),
+		EventsPageCacheBytes: atoi("EVENTS_PAGE_CACHE_BYTES", 0, 1<<34),
 		RateLimitPerMinute:   atoi("RATE_LIMIT_PER_MINUTE", 1, 1_000_000),
 		IngressRatePerMinute: atoi("INGRESS_RATE_LIMIT_PER_MINUTE", 1, 1_000_000),
 		RequestTimeout:       duration("REQUEST_TIMEOUT"),
@@ -169,6 +174,11 @@ func Parse(lookup Lookup) (*Config, error) {
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(get("LOG_LEVEL"))); err != nil {
 		errs = append(errs, errors.New("LOG_LEVEL must be debug, info, warn or error"))
+	}
+	if d, err := time.ParseDuration(get("EVENTS_PAGE_CACHE_TTL")); err != nil || d < 0 || d > time.Minute {
+		errs = append(errs, errors.New("EVENTS_PAGE_CACHE_TTL must be a duration from 0 to 1m"))
+	} else {
+		cfg.EventsPageCacheTTL = d
 	}
 	if cfg.DNSCheckInterval > 0 && cfg.DNSCheckInterval < time.Minute {
 		errs = append(errs, errors.New("DNS_CHECK_INTERVAL must be at least 1m"))

@@ -21,6 +21,8 @@ func TestParseDefaults(t *testing.T) {
 	require.Equal(t, ":8080", cfg.ListenAddr)
 	require.Equal(t, ":2525", cfg.SMTPAddr)
 	require.Equal(t, 90, cfg.EventRetentionDays)
+	require.Equal(t, time.Second, cfg.EventsPageCacheTTL)
+	require.Equal(t, 32<<20, cfg.EventsPageCacheBytes)
 	require.Equal(t, 100, cfg.RateLimitPerMinute)
 	require.Equal(t, 30*time.Second, cfg.RequestTimeout)
 	require.Equal(t, "json", cfg.LogFormat)
@@ -31,14 +33,15 @@ func TestParseDefaults(t *testing.T) {
 func TestParseReportsEveryProblem(t *testing.T) {
 	t.Parallel()
 	_, err := Parse(env(map[string]string{
-		"MAILWATCH_SECRET_KEY": base64.StdEncoding.EncodeToString([]byte("too short")),
-		"EVENT_RETENTION_DAYS": "0",
-		"LOG_LEVEL":            "loud",
-		"LOG_FORMAT":           "xml",
-		"REQUEST_TIMEOUT":      "soon",
+		"MAILWATCH_SECRET_KEY":  base64.StdEncoding.EncodeToString([]byte("too short")),
+		"EVENT_RETENTION_DAYS":  "0",
+		"LOG_LEVEL":             "loud",
+		"LOG_FORMAT":            "xml",
+		"REQUEST_TIMEOUT":       "soon",
+		"EVENTS_PAGE_CACHE_TTL": "2m",
 	}))
 	require.Error(t, err)
-	for _, want := range []string{"MAILWATCH_SECRET_KEY: must decode to 32 bytes", "EVENT_RETENTION_DAYS", "LOG_LEVEL", "LOG_FORMAT", "REQUEST_TIMEOUT"} {
+	for _, want := range []string{"MAILWATCH_SECRET_KEY: must decode to 32 bytes", "EVENT_RETENTION_DAYS", "LOG_LEVEL", "LOG_FORMAT", "REQUEST_TIMEOUT", "EVENTS_PAGE_CACHE_TTL"} {
 		require.ErrorContains(t, err, want)
 	}
 }
