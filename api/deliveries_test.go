@@ -261,6 +261,23 @@ func TestDeliveryManualRetry(t *testing.T) {
 		require.Equal(t, d.ID, h.Get("webhook-id"), "the redelivery keeps the webhook-id")
 	})
 
+	t.Run("DeliveredWhileItsJobCompletes", func(t *testing.T) {
+		// River marks a job completed a moment after its push is recorded
+		// delivered. A retry in that moment has nothing in flight to wait
+		// for: it is accepted, not refused as running.
+		d := b.deliveryOf(t, acct.Key, b.emitMessage(t, acct.ID))
+		b.waitDelivery(t, acct.Key, d.ID, is("delivered", 1))
+		b.jobSettled(t, d.ID)
+		_, err := b.db.Exec(context.Background(), `UPDATE river_job SET state = 'running', finalized_at = NULL
+			WHERE id = (SELECT job_id FROM webhook_deliveries WHERE id = $1)`, d.ID)
+		require.NoError(t, err)
+		before := rc.count()
+		resp := retry(d.ID)
+		require.Equal(t, 202, resp.Status, "%s", resp.Body)
+		b.waitDelivery(t, acct.Key, d.ID, is("delivered", 2))
+		require.Equal(t, before+1, rc.count())
+	})
+
 	t.Run("Failed", func(t *testing.T) {
 		code.Store(410)
 		d := b.deliveryOf(t, acct.Key, b.emitMessage(t, acct.ID))
