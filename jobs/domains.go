@@ -96,7 +96,7 @@ func (DomainHealthPruneArgs) InsertOpts() river.InsertOpts {
 
 // addDomainWorkers registers this feature's workers.
 func addDomainWorkers(w *river.Workers, deps Deps) {
-	river.AddWorker(w, &DomainCheckWorker{deps: deps})
+	river.AddWorker(w, &DomainCheckWorker{deps: deps, metrics: newDomainMetrics(deps)})
 	river.AddWorker(w, &DomainHealthWorker{deps: deps})
 	river.AddWorker(w, &DomainScheduleWorker{deps: deps})
 	river.AddWorker(w, &DomainHealthPruneWorker{deps: deps})
@@ -493,7 +493,8 @@ func mergeKnown(known, rs *dnscheck.Results) {
 // DomainCheckWorker works DomainCheckArgs.
 type DomainCheckWorker struct {
 	river.WorkerDefaults[DomainCheckArgs]
-	deps Deps
+	deps    Deps
+	metrics *domainMetrics
 }
 
 // Timeout implements river.Worker: the checks have their own budget; this
@@ -538,6 +539,9 @@ func (w *DomainCheckWorker) Work(ctx context.Context, job *river.Job[DomainCheck
 	}
 	if err != nil {
 		return err
+	}
+	if w.metrics != nil {
+		w.metrics.observe(rs, elapsed, len(out.Changes))
 	}
 	attrs := []any{slog.String("domain", row.Name), slog.Duration("elapsed", elapsed), slog.Bool("applied", out.Applied), slog.Int("changes", len(out.Changes))}
 	if out.Health != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
@@ -100,6 +101,37 @@ type workerBundle struct {
 	dns       *dnstest.Server
 	resolver  *switchResolver
 	completed <-chan *river.Event
+	registry  *prometheus.Registry
+}
+
+// metric returns a counter's value, or a histogram's sample count, of the
+// series of name with the given label pairs (0 when absent).
+func (b *workerBundle) metric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := b.registry.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 // switchResolver sends queries to the loopback DNS server chosen last, so
@@ -138,6 +170,7 @@ func startDomainWorkers(t *testing.T, zone string) *workerBundle {
 		Pool:     pool,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Resolver: resolver,
+		Registry: prometheus.NewRegistry(),
 	}
 	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDNS}})
 	require.NoError(t, err)
@@ -150,7 +183,7 @@ func startDomainWorkers(t *testing.T, zone string) *workerBundle {
 		defer cancel()
 		_ = client.Stop(stopCtx)
 	})
-	return &workerBundle{pool: pool, client: client, dns: srv, resolver: resolver, completed: ch}
+	return &workerBundle{pool: pool, client: client, dns: srv, resolver: resolver, completed: ch, registry: deps.Registry}
 }
 
 // run inserts args and waits until River reports the job finished.
@@ -188,6 +221,8 @@ func TestDomainCheckJob(t *testing.T) {
 	require.EqualValues(t, 80, *row.Score)
 	require.Equal(t, 1, historyLen(t, b.pool, d.ID))
 	require.Empty(t, eventsOf(t, b.pool, d.AccountID, events.TypeDNSRecordChanged), "the first check is a baseline")
+	require.Equal(t, 1.0, b.metric(t, "mailwatch_domain_check_results_total", "check", "spf", "status", "pass"))
+	require.Equal(t, 1.0, b.metric(t, "mailwatch_domain_check_duration_seconds"), "one domain checked")
 
 	t.Run("UnchangedEmitsNothing", func(t *testing.T) {
 		b.run(t, DomainCheckArgs{DomainID: d.ID})
@@ -203,6 +238,7 @@ func TestDomainCheckJob(t *testing.T) {
 		var status map[string]string
 		require.NoError(t, json.Unmarshal(row.CheckStatus, &status))
 		require.Equal(t, dnscheck.StatusTemperror, status["spf"])
+		require.Equal(t, 1.0, b.metric(t, "mailwatch_domain_check_results_total", "check", "spf", "status", "temperror"))
 		require.EqualValues(t, 80, *row.Score)
 		require.Empty(t, eventsOf(t, b.pool, d.AccountID, events.TypeDNSRecordChanged))
 		require.Empty(t, eventsOf(t, b.pool, d.AccountID, events.TypeHealthScoreChanged))
@@ -218,6 +254,7 @@ func TestDomainCheckJob(t *testing.T) {
 
 		evs := eventsOf(t, b.pool, d.AccountID, events.TypeDNSRecordChanged)
 		require.Len(t, evs, 1)
+		require.Equal(t, 1.0, b.metric(t, "mailwatch_domain_check_changes_total"))
 		require.Equal(t, "critical", evs[0].Severity)
 		require.Equal(t, name, *evs[0].Domain)
 		require.Equal(t, []string{"prod"}, evs[0].Tags)
