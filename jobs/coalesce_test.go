@@ -167,4 +167,21 @@ func TestStartManyIsolatesAFailingRun(t *testing.T) {
 		jobAttempt: 1, attemptsLeft: 7, startedAt: time.Now().UTC()}}, outs, errs)
 	require.NoError(t, errs[0])
 	require.Nil(t, outs[0].started)
+
+	// Two jobs of one delivery in one batch (an operator re-ran an old
+	// job): only the owner's run starts, with its own attempt.
+	owner := startIn{deliveryID: ds[1].ID, jobID: *ds[1].JobID, attemptID: uuid.Must(uuid.NewV7()),
+		jobAttempt: 1, attemptsLeft: 7, startedAt: time.Now().UTC()}
+	stranger := owner
+	stranger.jobID, stranger.attemptID = owner.jobID+1000, uuid.Must(uuid.NewV7())
+	outs, errs = make([]startOut, 2), make([]error, 2)
+	w.startMany(ctx, []startIn{owner, stranger}, outs, errs)
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	require.NotNil(t, outs[0].started, "the owner's run starts")
+	require.Equal(t, owner.attemptID, outs[0].started.attemptID)
+	require.Nil(t, outs[1].started, "the other job's run takes the slow path")
+	atts := e.attempts(t, ds[1].ID)
+	require.Len(t, atts, 1)
+	require.Equal(t, owner.attemptID, atts[0].ID)
 }

@@ -293,18 +293,25 @@ func (w *DeliveryWorker) startBatch(ctx context.Context, ins []startIn, outs []s
 		Ids: make([]uuid.UUID, len(ins)), JobIds: make([]int64, len(ins)), AttemptIds: make([]uuid.UUID, len(ins)),
 		JobAttempts: make([]int32, len(ins)), JobAttemptsLeft: make([]int32, len(ins)), StartedAt: make([]time.Time, len(ins)),
 	}
-	index := make(map[uuid.UUID]int, len(ins))
+	// A run is known by its delivery and its job: two jobs of one delivery
+	// (an operator re-running an old one) may start in one batch, and only
+	// the owner's run is started.
+	type run struct {
+		delivery uuid.UUID
+		job      int64
+	}
+	index := make(map[run]int, len(ins))
 	for i, in := range ins {
 		p.Ids[i], p.JobIds[i], p.AttemptIds[i] = in.deliveryID, in.jobID, in.attemptID
 		p.JobAttempts[i], p.JobAttemptsLeft[i], p.StartedAt[i] = in.jobAttempt, in.attemptsLeft, in.startedAt
-		index[in.deliveryID] = i
+		index[run{in.deliveryID, in.jobID}] = i
 	}
 	rows, err := dbsqlc.New().DeliveryStartOwnedMany(ctx, w.deps.Pool, p)
 	if err != nil {
 		return err
 	}
 	for _, r := range rows {
-		i, ok := index[r.ID]
+		i, ok := index[run{r.ID, r.JobID}]
 		if !ok {
 			continue
 		}

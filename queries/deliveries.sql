@@ -159,7 +159,7 @@ SET attempts = w.attempts + 1, max_attempts = w.attempts + 1 + owned.job_attempt
 FROM owned
 WHERE w.id = owned.id
 RETURNING w.id, w.account_id, w.subscription_id, w.event_id, w.event_type, w.body, w.status, w.attempts,
-          owned.url, owned.secret_ciphertext, owned.secret_key_id;
+          owned.job_id::bigint AS job_id, owned.url, owned.secret_ciphertext, owned.secret_key_id;
 
 -- name: DeliveryFinishDeliveredMany :many
 -- DeliveryFinishAttempt for many accepted pushes at once (the push worker

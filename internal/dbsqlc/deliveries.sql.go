@@ -696,7 +696,7 @@ SET attempts = w.attempts + 1, max_attempts = w.attempts + 1 + owned.job_attempt
 FROM owned
 WHERE w.id = owned.id
 RETURNING w.id, w.account_id, w.subscription_id, w.event_id, w.event_type, w.body, w.status, w.attempts,
-          owned.url, owned.secret_ciphertext, owned.secret_key_id
+          owned.job_id::bigint AS job_id, owned.url, owned.secret_ciphertext, owned.secret_key_id
 `
 
 type DeliveryStartOwnedManyParams struct {
@@ -717,6 +717,7 @@ type DeliveryStartOwnedManyRow struct {
 	Body             []byte
 	Status           string
 	Attempts         int32
+	JobID            int64
 	URL              string
 	SecretCiphertext []byte
 	SecretKeyID      string
@@ -756,6 +757,7 @@ func (q *Queries) DeliveryStartOwnedMany(ctx context.Context, db DBTX, arg Deliv
 			&i.Body,
 			&i.Status,
 			&i.Attempts,
+			&i.JobID,
 			&i.URL,
 			&i.SecretCiphertext,
 			&i.SecretKeyID,
