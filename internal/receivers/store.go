@@ -151,6 +151,9 @@ func (s *Store) DeliverEmail(ctx context.Context, d EmailDelivery) ([]Delivered,
 	var (
 		ids     []uuid.UUID
 		expired bool
+		// Each receiver's copy lists only the envelope recipients that
+		// reached it: the others may be Bcc'd, or other accounts'.
+		addresses = map[uuid.UUID][]string{}
 	)
 	for _, addr := range d.Recipients {
 		r, err := s.LookupEmail(ctx, addr)
@@ -166,6 +169,7 @@ func (s *Store) DeliverEmail(ctx context.Context, d EmailDelivery) ([]Delivered,
 		if !slices.Contains(ids, r.ID) {
 			ids = append(ids, r.ID)
 		}
+		addresses[r.ID] = append(addresses[r.ID], addr)
 	}
 	if len(ids) == 0 {
 		if expired {
@@ -178,7 +182,7 @@ func (s *Store) DeliverEmail(ctx context.Context, d EmailDelivery) ([]Delivered,
 		sender = msg.From.Address
 	}
 	details := Details{
-		From: msg.From, To: msg.To, Cc: msg.Cc, Recipients: nonNil(d.Recipients), Date: msg.Date,
+		From: msg.From, To: msg.To, Cc: msg.Cc, Date: msg.Date,
 		MessageID: msg.MessageID, Headers: msg.Headers, Attachments: msg.Attachments,
 		Links: msg.Links, Codes: msg.Codes, Media: []twilio.Media{},
 	}
@@ -188,7 +192,7 @@ func (s *Store) DeliverEmail(ctx context.Context, d EmailDelivery) ([]Delivered,
 	}
 	return s.store(ctx, ids, stored{
 		channel: ChannelEmail, sender: sender, subject: msg.Subject, text: msg.Text, html: msg.HTML,
-		details: details, raw: d.Raw, size: len(d.Raw), webhookID: webhookID, receivedAt: d.ReceivedAt,
+		details: details, recipients: addresses, raw: d.Raw, size: len(d.Raw), webhookID: webhookID, receivedAt: d.ReceivedAt,
 	})
 }
 
@@ -226,16 +230,27 @@ func (s *Store) DeliverSMS(ctx context.Context, sms *twilio.InboundSMS, received
 type stored struct {
 	channel, sender, subject, text, html string
 	details                              Details
-	raw                                  []byte
-	size                                 int
-	webhookID                            *string
-	receivedAt                           time.Time
+	// recipients, when set, gives each receiver's copy its own
+	// details.Recipients.
+	recipients map[uuid.UUID][]string
+	raw        []byte
+	size       int
+	webhookID  *string
+	receivedAt time.Time
 }
 
 func (s *Store) store(ctx context.Context, ids []uuid.UUID, m stored) ([]Delivered, error) {
-	parsed, err := json.Marshal(m.details)
-	if err != nil {
-		return nil, fmt.Errorf("error encoding message details: %w", err)
+	encode := func(id uuid.UUID) ([]byte, error) {
+		d := m.details
+		if m.recipients != nil {
+			d.Recipients = m.recipients[id]
+		}
+		d.Recipients = nonNil(d.Recipients)
+		parsed, err := json.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("error encoding message details: %w", err)
+		}
+		return parsed, nil
 	}
 	if m.receivedAt.IsZero() {
 		m.receivedAt = s.now()
@@ -247,6 +262,11 @@ func (s *Store) store(ctx context.Context, ids []uuid.UUID, m stored) ([]Deliver
 	now := s.now()
 	out, err := dbutil.WithTxV(ctx, s.DB, func(ctx context.Context, tx pgx.Tx) ([]Delivered, error) {
 		var out []Delivered
+		// The ingress webhook id is accepted once per delivery, not once per
+		// receiver: it is kept on the first copy only, which is enough to
+		// refuse a replay (to any receiver) and lets one delivery reach
+		// several receivers.
+		webhookID := m.webhookID
 		for _, id := range ids {
 			r, err := q.ReceiverNextSeq(ctx, tx, dbsqlc.ReceiverNextSeqParams{ID: id, Now: now})
 			if dbutil.IsNotFound(err) {
@@ -255,11 +275,16 @@ func (s *Store) store(ctx context.Context, ids []uuid.UUID, m stored) ([]Deliver
 			if err != nil {
 				return nil, fmt.Errorf("error locking receiver: %w", err)
 			}
+			parsed, err := encode(id)
+			if err != nil {
+				return nil, err
+			}
 			msgID, err := q.MessageInsert(ctx, tx, dbsqlc.MessageInsertParams{
 				ID: uuid.Must(uuid.NewV7()), ReceiverID: id, AccountID: r.AccountID, Seq: r.LastSeq, Channel: m.channel,
 				Sender: m.sender, Subject: m.subject, TextBody: m.text, HtmlBody: m.html, Parsed: parsed, Raw: m.raw,
-				SizeBytes: int32(m.size), WebhookID: m.webhookID, ReceivedAt: m.receivedAt.UTC(),
+				SizeBytes: int32(m.size), WebhookID: webhookID, ReceivedAt: m.receivedAt.UTC(),
 			})
+			webhookID = nil
 			if dbutil.IsUniqueViolation(err, "receiver_messages_webhook_id_key") {
 				return nil, ErrDuplicate
 			}

@@ -447,6 +447,11 @@ func TestDeliverEmailSeveralRecipients(t *testing.T) {
 		require.Equal(t, got[c.r.ID].MessageID, msgs[0].ID)
 		require.Equal(t, c.acct, msgs[0].AccountID)
 		require.EqualValues(t, 1, msgs[0].Seq)
+		want := []string{c.r.Address}
+		if c.r.ID == rx.ID {
+			want = []string{strings.ToUpper(rx.Address), rx.Address}
+		}
+		require.Equal(t, want, msgs[0].Parsed.Recipients, "a copy lists only the recipients that reached it, never another account's")
 		evs := eventsOf(t, tx, c.acct)
 		require.Len(t, evs, 1, "each account hears about its own receiver only")
 		require.Equal(t, c.r.ID.String(), evs[0].Payload["receiver_id"])
@@ -654,14 +659,9 @@ func TestDeliveryWakesListeningHub(t *testing.T) {
 }
 
 // DeliverEmail's contract is one message per live recipient, and ErrDuplicate
-// only for a repeated webhook id. The webhook id is stored on every row,
-// though, and receiver_messages_webhook_id_key is unique on webhook_id
-// alone, so the second receiver's row of the very first delivery collides
-// with the first one's.
+// only for a repeated webhook id: the id is kept on the first copy only, so
+// a delivery to several receivers is stored and a replay is still refused.
 func TestDeliverEmailSeveralRecipientsWithWebhookID(t *testing.T) {
-	t.Skip("production bug (store.go, store: webhook_id on every row vs the unique index " +
-		"receiver_messages_webhook_id_key): a first delivery to two receivers with a WebhookID fails with " +
-		"ErrDuplicate and stores nothing; unreachable through the API today, whose ingress names one recipient")
 	t.Parallel()
 	ctx := context.Background()
 	tx := dbtest.Tx(t)
@@ -671,11 +671,23 @@ func TestDeliverEmailSeveralRecipientsWithWebhookID(t *testing.T) {
 	r1 := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	r2 := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 
+	webhookID := "msg_" + uuid.NewString()
 	out, err := store.DeliverEmail(ctx, receivers.EmailDelivery{
-		Raw: signupEmail(r1.Address), Recipients: []string{r1.Address, r2.Address}, WebhookID: "msg_" + uuid.NewString(),
+		Raw: signupEmail(r1.Address), Recipients: []string{r1.Address, r2.Address}, WebhookID: webhookID,
 	})
-	require.NoError(t, err)
+	require.NoError(t, err, "one delivery may reach several receivers")
 	require.Len(t, out, 2)
+	require.Len(t, messagesOf(t, tx, r1.ID), 1)
+	require.Len(t, messagesOf(t, tx, r2.ID), 1)
+
+	// The id is still accepted once per delivery: a replay to either
+	// receiver is refused.
+	for _, r := range []dbsqlc.Receiver{r1, r2} {
+		_, err = store.DeliverEmail(ctx, receivers.EmailDelivery{
+			Raw: signupEmail(r.Address), Recipients: []string{r.Address}, WebhookID: webhookID,
+		})
+		require.ErrorIs(t, err, receivers.ErrDuplicate)
+	}
 	require.Len(t, messagesOf(t, tx, r1.ID), 1)
 	require.Len(t, messagesOf(t, tx, r2.ID), 1)
 }
