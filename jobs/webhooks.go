@@ -97,11 +97,12 @@ type DeliveryWorker struct {
 	// runs (a run starting on a delivery it owns; a push accepted) into
 	// one statement per batch.
 	starts     *coalescer[startIn, startOut]
-	deliveries *coalescer[deliveredIn, bool]
+	deliveries *coalescer[deliveredIn, struct{}]
 }
 
-// Coalescing limits: a batch holds one pool connection, so a few batches
-// in flight leave the rest of the pool to the slow paths and River.
+// Coalescing limits. One batch in flight per kind of statement holds one
+// pool connection each and lets the next batch grow while it runs; on the
+// webhooks bench two in flight made smaller batches and fewer pushes/s.
 const (
 	coalesceMaxBatch    = 100
 	coalesceMaxFlushers = 1
@@ -118,7 +119,7 @@ func NewDeliveryWorker(deps Deps) *DeliveryWorker {
 	w.starts = &coalescer[startIn, startOut]{
 		maxBatch: coalesceMaxBatch, maxFlushers: coalesceMaxFlushers, timeout: finishTimeout, run: w.startMany,
 	}
-	w.deliveries = &coalescer[deliveredIn, bool]{
+	w.deliveries = &coalescer[deliveredIn, struct{}]{
 		maxBatch: coalesceMaxBatch, maxFlushers: coalesceMaxFlushers, timeout: finishTimeout, run: w.deliveredMany,
 	}
 	return w
@@ -338,9 +339,9 @@ type deliveredIn struct {
 }
 
 // deliveredMany records many accepted pushes in one statement; if it
-// fails, each is recorded alone. The result says nothing: a delivery
-// deleted meanwhile (with its subscription) has nothing left to record.
-func (w *DeliveryWorker) deliveredMany(ctx context.Context, ins []deliveredIn, _ []bool, errs []error) {
+// fails, each is recorded alone. There is no result: a delivery deleted
+// meanwhile (with its subscription) has nothing left to record.
+func (w *DeliveryWorker) deliveredMany(ctx context.Context, ins []deliveredIn, _ []struct{}, errs []error) {
 	if len(ins) > 1 {
 		if err := w.deliveredBatch(ctx, ins); err == nil {
 			return
