@@ -117,7 +117,7 @@ type Message struct {
 	From            inbound.Address      `json:"from" validate:"required"`
 	To              []inbound.Address    `json:"to" validate:"required"`
 	Cc              []inbound.Address    `json:"cc" validate:"required"`
-	Recipients      []string             `json:"recipients" validate:"required" description:"Envelope recipients (RCPT TO) the message was delivered to."`
+	Recipients      []string             `json:"recipients" validate:"required" description:"Envelope recipients (RCPT TO) of the message that reached this receiver; other recipients, possibly Bcc or of other accounts, are never shown."`
 	Subject         string               `json:"subject" validate:"required"`
 	Text            string               `json:"text" validate:"required" description:"Plain text body in UTF-8 (the SMS body for SMS)."`
 	HTML            string               `json:"html" validate:"required" description:"HTML body in UTF-8; empty when there is none."`
