@@ -1,0 +1,59 @@
+// Package corpus locates the shared third-party samples (DMARC and TLS
+// reports, provider webhooks with their signature vectors, the sender map)
+// that tests read. They are not part of the repository: they live in the
+// shared/ folder beside the checkout, or wherever MAILWATCH_CORPUS points.
+package corpus
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Dir returns the corpus folder: MAILWATCH_CORPUS when set, otherwise
+// shared/corpus beside the repository root (the folder holding go.mod).
+func Dir() (string, error) {
+	if d := os.Getenv("MAILWATCH_CORPUS"); d != "" {
+		return d, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			c := filepath.Join(filepath.Dir(dir), "shared", "corpus")
+			if _, err := os.Stat(c); err != nil {
+				return "", errors.New("corpus: no shared/corpus beside the repository; set MAILWATCH_CORPUS")
+			}
+			return c, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("corpus: go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Path returns the path of a corpus file, failing the test when the corpus
+// cannot be found: a missing corpus is a broken set-up, never a skip.
+func Path(t testing.TB, rel string) string {
+	t.Helper()
+	d, err := Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(d, filepath.FromSlash(rel))
+}
+
+// Read returns the bytes of a corpus file.
+func Read(t testing.TB, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(Path(t, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
