@@ -19,7 +19,7 @@ type InjectEventRequest struct {
 	Payload   Payload   `json:"payload" validate:"required" description:"Must match the type's payload_schema."`
 	Domain    *string   `json:"domain,omitempty" validate:"omitempty,max=253" description:"The domain the event is about; subscriptions' domain_filter matches it."`
 	Tags      []string  `json:"tags,omitempty" validate:"omitempty,max=20,dive,min=1,max=100" description:"Tags for subscriptions' tag_filter."`
-	Severity  *string   `json:"severity,omitempty" validate:"omitempty,oneof=info warning critical" description:"Overrides the type's default severity; critical makes the event an alert."`
+	Severity  *string   `json:"severity,omitempty" validate:"omitempty,oneof=info warning critical" description:"Asks for a severity other than the type's default; the type's escalation rule (GET /api/accounts/me/events/types) may raise it, never lower it. Critical makes the event an alert."`
 }
 
 func (s *Server) adminEventRoutes() {

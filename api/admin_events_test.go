@@ -28,7 +28,9 @@ func TestAdminInjectEvent(t *testing.T) {
 	b.makeAdmin(t, admin)
 	path := "/api/admin/accounts/" + target.ID + "/events"
 	ex, _ := events.Lookup(events.TypeHealthScoreChanged)
-	valid := map[string]any{"event_type": ex.Name, "payload": json.RawMessage(ex.Example), "domain": "Example.COM", "tags": []string{"prod"}}
+	// A fall of 6 points to 74: a warning by the type's rule.
+	mild := json.RawMessage(`{"domain":"example.com","previous_score":80,"score":74,"delta":-6}`)
+	valid := map[string]any{"event_type": ex.Name, "payload": mild, "domain": "Example.COM", "tags": []string{"prod"}}
 
 	t.Run("NonAdminsSeeNoRoute", func(t *testing.T) {
 		resp := b.do(t, "POST", path, bystander.Key, valid)
@@ -79,9 +81,9 @@ func TestAdminInjectEvent(t *testing.T) {
 		resp.JSON(t, &created)
 		require.Equal(t, "warning", created.Severity)
 		require.Equal(t, "example.com", *created.Domain)
-		require.JSONEq(t, string(ex.Example), string(created.Payload))
+		require.JSONEq(t, string(mild), string(created.Payload))
 
-		crit := map[string]any{"event_type": ex.Name, "payload": json.RawMessage(ex.Example), "severity": "critical"}
+		crit := map[string]any{"event_type": ex.Name, "payload": mild, "severity": "critical"}
 		resp = b.do(t, "POST", path, admin.Key, crit)
 		require.Equal(t, http.StatusCreated, resp.Status)
 		var alert eventJSON
@@ -93,6 +95,40 @@ func TestAdminInjectEvent(t *testing.T) {
 		require.Equal(t, []string{alert.ID}, ids(alerts))
 		mine, _ := b.listAll(t, "/api/accounts/me/events", admin.Key)
 		require.Empty(t, mine, "the event is the target's, not the operator's")
+	})
+
+	t.Run("EscalationAppliesToEveryEmitter", func(t *testing.T) {
+		// GET /events/types says health_score_changed is critical for a
+		// fall that ends below 50; the admin route must agree, even when
+		// the operator asks for less.
+		for _, tc := range []struct {
+			payload  string
+			severity string
+			want     string
+		}{
+			{`{"domain":"example.com","previous_score":60,"score":45,"delta":-15}`, "", "critical"},
+			{`{"domain":"example.com","previous_score":60,"score":45,"delta":-15}`, "info", "critical"},
+			{`{"domain":"example.com","previous_score":90,"score":70,"delta":-20}`, "", "critical"},
+			{`{"domain":"example.com","previous_score":70,"score":80,"delta":10}`, "", "info"},
+			{`{"domain":"example.com","previous_score":70,"score":80,"delta":10}`, "critical", "critical"},
+		} {
+			body := map[string]any{"event_type": ex.Name, "payload": json.RawMessage(tc.payload)}
+			if tc.severity != "" {
+				body["severity"] = tc.severity
+			}
+			resp := b.do(t, "POST", path, admin.Key, body)
+			require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+			var got eventJSON
+			resp.JSON(t, &got)
+			require.Equal(t, tc.want, got.Severity, "%s asking for %q", tc.payload, tc.severity)
+		}
+		spike, _ := events.Lookup(events.TypeBounceSpike)
+		resp := b.do(t, "POST", path, admin.Key, map[string]any{"event_type": spike.Name,
+			"payload": map[string]any{"domain": "example.com", "window_minutes": 60, "rate": 0.1, "threshold": 0.05, "bounces": 50, "sent": 500}})
+		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+		var got eventJSON
+		resp.JSON(t, &got)
+		require.Equal(t, "critical", got.Severity, "a rate twice the threshold is critical")
 	})
 
 	t.Run("EveryTypesExample", func(t *testing.T) {

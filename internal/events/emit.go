@@ -23,7 +23,8 @@ type Event struct {
 	// Domain and Tags let subscriptions filter (domain_filter, tag_filter).
 	Domain string
 	Tags   []string
-	// Severity overrides the type's default (escalation); empty = default.
+	// Severity asks for a severity other than the type's default; the
+	// type's escalation rule may still raise it (Type.SeverityFor).
 	Severity Severity
 	// At is the event time; zero means now.
 	At time.Time
@@ -57,12 +58,8 @@ func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, ev Event) (dbsqlc.Event, 
 	if !ok {
 		return dbsqlc.Event{}, fmt.Errorf("%w: %q", ErrUnknownType, ev.Type)
 	}
-	sev := ev.Severity
-	if sev == "" {
-		sev = t.DefaultSeverity
-	}
-	if !sev.Valid() {
-		return dbsqlc.Event{}, fmt.Errorf("events: invalid severity %q", sev)
+	if ev.Severity != "" && !ev.Severity.Valid() {
+		return dbsqlc.Event{}, fmt.Errorf("events: invalid severity %q", ev.Severity)
 	}
 	payload, err := json.Marshal(ev.Payload)
 	if err != nil {
@@ -76,6 +73,9 @@ func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, ev Event) (dbsqlc.Event, 
 	if err := ValidatePayload(ev.Type, payload); err != nil {
 		return dbsqlc.Event{}, err
 	}
+	// The type's escalation rule applies to every producer, the admin
+	// route included.
+	sev := t.SeverityFor(ev.Severity, payload)
 	at := ev.At
 	if at.IsZero() {
 		at = time.Now()

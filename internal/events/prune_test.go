@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"testing"
@@ -31,7 +32,9 @@ func TestPrune(t *testing.T) {
 		t.Helper()
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
-		row, err := em.Emit(ctx, tx, events.Event{AccountID: account, Type: ex.Name, Payload: ex.Example, Severity: sev, At: at})
+		// A rise: its escalation rule gives info, so sev is what counts.
+		rise := json.RawMessage(`{"domain":"example.com","previous_score":70,"score":80,"delta":10}`)
+		row, err := em.Emit(ctx, tx, events.Event{AccountID: account, Type: ex.Name, Payload: rise, Severity: sev, At: at})
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit(ctx))
 		return row.ID

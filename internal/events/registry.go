@@ -45,6 +45,10 @@ type Type struct {
 	Description     string          `json:"description"`
 	DefaultSeverity Severity        `json:"default_severity"`
 	Escalation      string          `json:"escalation,omitempty"`
+	// escalate applies the Escalation rule to a payload (already validated
+	// against PayloadSchema): it returns the severity the rule gives, or ""
+	// when the rule does not apply. Emit applies it for every producer.
+	escalate func(payload []byte) Severity
 	Audit           bool            `json:"audit"`
 	PayloadSchema   json.RawMessage `json:"payload_schema"`
 	// Example is a payload that matches PayloadSchema.
@@ -60,7 +64,8 @@ var types = map[string]Type{
 		Name:            TypeHealthScoreChanged,
 		Description:     "A domain's health score moved by 5 points or more.",
 		DefaultSeverity: SeverityWarning,
-		Escalation:      "critical when the new score is below 50 or fell by 20 points or more",
+		Escalation:      "info for a rise; critical for a fall that ends below 50 or a fall of 20 points or more",
+		escalate:        escalateHealthScore,
 		PayloadSchema: schema(`{"type":"object","required":["domain","previous_score","score","delta"],"properties":{
 			"domain":{"type":"string"},"previous_score":{"type":"integer","minimum":0,"maximum":100},
 			"score":{"type":"integer","minimum":0,"maximum":100},"delta":{"type":"integer"},
@@ -71,6 +76,7 @@ var types = map[string]Type{
 		Description:     "A domain's bounce rate over a recent window rose above its threshold.",
 		DefaultSeverity: SeverityWarning,
 		Escalation:      "critical when the rate is at least twice the threshold",
+		escalate:        escalateSpike,
 		PayloadSchema: schema(`{"type":"object","required":["domain","window_minutes","rate","threshold","bounces","sent"],"properties":{
 			"domain":{"type":"string"},"provider":{"type":"string"},"window_minutes":{"type":"integer","minimum":1},
 			"rate":{"type":"number","minimum":0},"threshold":{"type":"number","minimum":0},
@@ -81,6 +87,7 @@ var types = map[string]Type{
 		Description:     "A domain's spam-complaint rate over a recent window rose above its threshold.",
 		DefaultSeverity: SeverityWarning,
 		Escalation:      "critical when the rate is at least twice the threshold",
+		escalate:        escalateSpike,
 		PayloadSchema: schema(`{"type":"object","required":["domain","window_minutes","rate","threshold","complaints","sent"],"properties":{
 			"domain":{"type":"string"},"provider":{"type":"string"},"window_minutes":{"type":"integer","minimum":1},
 			"rate":{"type":"number","minimum":0},"threshold":{"type":"number","minimum":0},
@@ -90,7 +97,8 @@ var types = map[string]Type{
 		Name:            TypeDNSRecordChanged,
 		Description:     "A DNS check of a domain found a different record set or status than the previous check.",
 		DefaultSeverity: SeverityWarning,
-		Escalation:      "critical when a check that passed now fails or is missing",
+		Escalation:      "critical when a check that passed (pass or warn) now fails or is missing (fail, none or permerror)",
+		escalate:        escalateDNSChange,
 		PayloadSchema: schema(`{"type":"object","required":["domain","check","before","after"],"properties":{
 			"domain":{"type":"string"},"check":{"type":"string"},
 			"before":{"type":"object","required":["status","records"],"properties":{"status":{"type":"string"},"records":{"type":"array","items":{"type":"string"}}}},

@@ -105,7 +105,7 @@ func TestEmit(t *testing.T) {
 
 	t.Run("DefaultSeverityAndEscalation", func(t *testing.T) {
 		row, err := em.Emit(ctx, db, events.Event{AccountID: account, Type: events.TypeBounceSpike, Domain: "example.com", Tags: []string{"prod"},
-			Payload: json.RawMessage(`{"domain":"example.com","window_minutes":60,"rate":0.1,"threshold":0.05,"bounces":10,"sent":100}`)})
+			Payload: json.RawMessage(`{"domain":"example.com","window_minutes":60,"rate":0.08,"threshold":0.05,"bounces":8,"sent":100}`)})
 		require.NoError(t, err)
 		require.Equal(t, "warning", row.Severity)
 		require.Equal(t, []string{"prod"}, row.Tags)
@@ -120,6 +120,20 @@ func TestEmit(t *testing.T) {
 		require.Equal(t, "critical", row.Severity)
 		require.Nil(t, row.Domain)
 		require.Equal(t, []string{}, row.Tags)
+
+		// The type's rule raises what a producer asks for, never lowers it.
+		row, err = em.Emit(ctx, db, events.Event{AccountID: account, Type: events.TypeBounceSpike, Severity: events.SeverityInfo,
+			Payload: json.RawMessage(`{"domain":"example.com","window_minutes":60,"rate":0.1,"threshold":0.05,"bounces":10,"sent":100}`)})
+		require.NoError(t, err)
+		require.Equal(t, "critical", row.Severity, "a rate twice the threshold is critical whoever emits it")
+		row, err = em.Emit(ctx, db, events.Event{AccountID: account, Type: events.TypeDNSRecordChanged,
+			Payload: json.RawMessage(`{"domain":"example.com","check":"spf","before":{"status":"pass","records":["v=spf1 -all"]},"after":{"status":"none","records":[]}}`)})
+		require.NoError(t, err)
+		require.Equal(t, "critical", row.Severity, "a passing check now missing is critical")
+		row, err = em.Emit(ctx, db, events.Event{AccountID: account, Type: events.TypeDNSRecordChanged,
+			Payload: json.RawMessage(`{"domain":"example.com","check":"spf","before":{"status":"fail","records":[]},"after":{"status":"pass","records":["v=spf1 -all"]}}`)})
+		require.NoError(t, err)
+		require.Equal(t, "warning", row.Severity)
 	})
 
 	t.Run("InvalidPayloadIsRefused", func(t *testing.T) {
