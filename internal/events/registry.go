@@ -41,16 +41,16 @@ const (
 
 // Type describes one kind of event.
 type Type struct {
-	Name            string          `json:"name"`
-	Description     string          `json:"description"`
-	DefaultSeverity Severity        `json:"default_severity"`
-	Escalation      string          `json:"escalation,omitempty"`
+	Name            string   `json:"name"`
+	Description     string   `json:"description"`
+	DefaultSeverity Severity `json:"default_severity"`
+	Escalation      string   `json:"escalation,omitempty"`
 	// escalate applies the Escalation rule to a payload (already validated
 	// against PayloadSchema): it returns the severity the rule gives, or ""
 	// when the rule does not apply. Emit applies it for every producer.
-	escalate func(payload []byte) Severity
-	Audit           bool            `json:"audit"`
-	PayloadSchema   json.RawMessage `json:"payload_schema"`
+	escalate      func(payload []byte) Severity
+	Audit         bool            `json:"audit"`
+	PayloadSchema json.RawMessage `json:"payload_schema"`
 	// Example is a payload that matches PayloadSchema.
 	Example json.RawMessage `json:"example"`
 }
