@@ -27,7 +27,10 @@ type Delivery struct {
 	LastStatusCode *int32     `json:"last_status_code" validate:"required"`
 	LastErrorClass *string    `json:"last_error_class" validate:"required"`
 	LastError      *string    `json:"last_error" validate:"required"`
-	NextRetryAt    *time.Time `json:"next_retry_at" validate:"required" description:"When the next attempt runs (River's scheduled time); null when none is planned."`
+	NextRetryAt    *time.Time `json:"next_retry_at" validate:"required" description:"When the next attempt runs (River's scheduled time); null when none is planned, and while pending_reconciliation is true."`
+	JobID          *int64     `json:"job_id" validate:"required" description:"The River job that owns the delivery now (find it in River UI, or with mailwatch jobs list); null before the first job exists."`
+	// PendingReconciliation is computed when the delivery is read.
+	PendingReconciliation bool `json:"pending_reconciliation" validate:"required" description:"true when the row still says pending or retrying but its River job was cancelled or deleted outside the API (River UI, mailwatch jobs, SQL): no further attempt will run, and the reconciler marks the delivery failed within about 90 s (at once when the job was cancelled or deleted through mailwatch ui or mailwatch jobs)."`
 	CreatedAt      time.Time  `json:"created_at" validate:"required"`
 	UpdatedAt      time.Time  `json:"updated_at" validate:"required"`
 	DeliveredAt    *time.Time `json:"delivered_at" validate:"required"`
@@ -53,13 +56,31 @@ type DeliveryDetail struct {
 	AttemptLog []DeliveryAttempt `json:"attempt_log" validate:"required" description:"Every attempt, oldest first."`
 }
 
-func deliveryFromRow(d dbsqlc.WebhookDelivery) Delivery {
-	return Delivery{
+// deliveryFromRow renders a row; jobStates holds the state of the River
+// jobs of queued rows (jobs.JobStates), missing for a deleted job.
+func deliveryFromRow(d dbsqlc.WebhookDelivery, jobStates map[int64]string) Delivery {
+	out := Delivery{
 		ID: d.ID, SubscriptionID: d.SubscriptionID, EventID: d.EventID, EventType: d.EventType, Status: d.Status,
 		Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, LastStatusCode: d.LastStatusCode, LastErrorClass: d.LastErrorClass,
-		LastError: d.LastError, NextRetryAt: whUTC(d.NextRetryAt), CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
-		DeliveredAt: whUTC(d.DeliveredAt),
+		LastError: d.LastError, NextRetryAt: whUTC(d.NextRetryAt), JobID: d.JobID, CreatedAt: d.CreatedAt.UTC(),
+		UpdatedAt: d.UpdatedAt.UTC(), DeliveredAt: whUTC(d.DeliveredAt),
 	}
+	if jobStates != nil && d.JobID != nil && jobs.DeliveryAwaitsReconcile(d.Status, jobStates[*d.JobID]) {
+		out.PendingReconciliation, out.NextRetryAt = true, nil
+	}
+	return out
+}
+
+// queuedJobStates reads the River job state of every queued row (pending
+// or retrying): one query per page.
+func (s *Server) queuedJobStates(ctx context.Context, rows ...dbsqlc.WebhookDelivery) (map[int64]string, error) {
+	var ids []int64
+	for _, d := range rows {
+		if d.JobID != nil && (d.Status == jobs.DeliveryPending || d.Status == jobs.DeliveryRetrying) {
+			ids = append(ids, *d.JobID)
+		}
+	}
+	return jobs.JobStates(ctx, s.db, ids)
 }
 
 func attemptFromRow(a dbsqlc.WebhookDeliveryAttempt) DeliveryAttempt {
@@ -151,7 +172,11 @@ func (s *Server) deliveryRoutes() {
 			if err != nil {
 				return nil, err
 			}
-			out := &DeliveryDetail{Delivery: deliveryFromRow(d), AttemptLog: make([]DeliveryAttempt, len(atts))}
+			states, err := s.queuedJobStates(ctx, d)
+			if err != nil {
+				return nil, err
+			}
+			out := &DeliveryDetail{Delivery: deliveryFromRow(d, states), AttemptLog: make([]DeliveryAttempt, len(atts))}
 			for i, a := range atts {
 				out.AttemptLog[i] = attemptFromRow(a)
 			}
@@ -205,8 +230,12 @@ func (s *Server) listDeliveries(ctx context.Context, req *ListDeliveriesRequest)
 		rows = rows[:limit]
 		out.next = rows[len(rows)-1].ID.String()
 	}
+	states, err := s.queuedJobStates(ctx, rows...)
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range rows {
-		out.Items = append(out.Items, deliveryFromRow(r))
+		out.Items = append(out.Items, deliveryFromRow(r, states))
 	}
 	return out, nil
 }
@@ -267,7 +296,9 @@ func (s *Server) retryDelivery(ctx context.Context, req *DeliveryPath) (*Deliver
 				return s.q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{ID: d.ID, JobID: *d.JobID, NextRetryAt: now})
 			}
 		}
-		res, err := s.deps.River.InsertTx(ctx, tx, events.DeliveryArgs{DeliveryID: d.ID}, &river.InsertOpts{MaxAttempts: 1})
+		res, err := s.deps.River.InsertTx(ctx, tx, events.DeliveryArgs{DeliveryID: d.ID}, &river.InsertOpts{
+			MaxAttempts: 1, Tags: events.DeliveryTags(d.AccountID, d.EventType, d.SubscriptionID),
+		})
 		if err != nil {
 			return d, err
 		}
@@ -276,7 +307,7 @@ func (s *Server) retryDelivery(ctx context.Context, req *DeliveryPath) (*Deliver
 	if err != nil {
 		return nil, err
 	}
-	out := deliveryFromRow(row)
+	out := deliveryFromRow(row, nil)
 	return &out, nil
 }
 

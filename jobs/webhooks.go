@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -186,7 +187,8 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.Deliver
 
 // start locks the delivery, decides whether this run owns it, and records
 // the attempt before the request is made. A nil result means there is
-// nothing to push and the job should complete.
+// nothing to push; the run's River output (and, for a disabled
+// subscription, its cancellation) says why, so that River UI shows it.
 func (w *DeliveryWorker) start(ctx context.Context, job *river.Job[events.DeliveryArgs]) (*started, error) {
 	q := dbsqlc.New()
 	// The common case, coalesced with other runs starting meanwhile: this
@@ -201,11 +203,16 @@ func (w *DeliveryWorker) start(ctx context.Context, job *river.Job[events.Delive
 	if fast.started != nil {
 		return fast.started, nil
 	}
-	var out *started
+	var (
+		out  *started
+		skip *SkipOutput
+	)
 	err = dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		out, skip = nil, nil
 		row, err := q.DeliveryGetForWork(ctx, tx, job.Args.DeliveryID)
 		if dbutil.IsNotFound(err) {
-			return nil // deleted with its subscription or account
+			skip = &SkipOutput{Reason: SkipDeliveryGone, Detail: "the delivery no longer exists (its subscription or account was deleted)"}
+			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("error reading delivery: %w", err)
@@ -215,26 +222,47 @@ func (w *DeliveryWorker) start(ctx context.Context, job *river.Job[events.Delive
 			// Another job owns the delivery (a manual retry made a new
 			// one). This run only takes over when that job is finished or
 			// gone, e.g. an operator retrying an older job in River UI.
-			active, err := jobActive(ctx, tx, d.JobID)
+			state, err := jobStateOf(ctx, tx, d.JobID)
 			if err != nil {
 				return err
 			}
-			if active {
+			if jobStateActive(state) {
+				skip = &SkipOutput{Reason: SkipOwnedByOtherJob, OwnerJobID: d.JobID, Detail: fmt.Sprintf(
+					"job %d (%s) owns this delivery and will push it; retry that job (or the delivery through the API) instead", *d.JobID, state)}
 				return nil
 			}
 		}
-		if d.Status == DeliveryDelivered && d.JobID != nil && *d.JobID == job.ID {
-			// Already delivered by this job (an operator re-ran a completed
-			// job): nothing to do. A redelivery goes through the API retry.
+		if d.Status == DeliveryDelivered && !operatorRetry(job.JobRow) {
+			// This run follows an attempt of this job that never finished in
+			// River (the worker died after the push was recorded and before
+			// River completed the job, and the rescuer queued it again):
+			// delivery is at least once, but a rescue never pushes again.
+			skip = &SkipOutput{Reason: SkipAlreadyDelivered, Detail: "the delivery was already delivered; a run after a " +
+				"crash or a rescue never pushes again (retry a completed job, or the delivery through the API, to re-send)"}
 			return nil
 		}
 		if !sub.Enabled {
-			if _, err := q.DeliveryMarkFailed(ctx, tx, dbsqlc.DeliveryMarkFailedParams{
+			skip = &SkipOutput{Reason: SkipSubscriptionDisabled, Cancelled: true, Detail: "the subscription is disabled; " +
+				"enable it (PATCH .../event-subscriptions/{id} {\"enabled\": true}) and retry"}
+			if sub.DisabledReason != nil {
+				skip.Detail = "the subscription is disabled (" + *sub.DisabledReason + "); enable it " +
+					"(PATCH .../event-subscriptions/{id} {\"enabled\": true}) and retry"
+			}
+			if d.Status == DeliveryDelivered {
+				return nil // an operator's re-send of a delivered delivery: it stays delivered
+			}
+			failed, err := q.DeliveryMarkFailed(ctx, tx, dbsqlc.DeliveryMarkFailedParams{
 				ID: d.ID, LastError: "the subscription is disabled", LastErrorClass: errorClassSubscriptionDisabled,
-			}); err != nil && !dbutil.IsNotFound(err) {
+			})
+			if dbutil.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
 				return fmt.Errorf("error failing delivery: %w", err)
 			}
-			return nil
+			// The operator's retry ended failed: like every delivery that
+			// ends failed, it emits webhook_delivery_failed.
+			return emitDeliveryFailed(ctx, tx, &events.Emitter{}, failed, sub)
 		}
 		if _, err := q.DeliveryAttemptCloseInterrupted(ctx, tx, d.ID); err != nil {
 			return fmt.Errorf("error closing interrupted attempts: %w", err)
@@ -254,7 +282,56 @@ func (w *DeliveryWorker) start(ctx context.Context, job *river.Job[events.Delive
 		out = &started{delivery: d, sub: sub, attemptID: att.ID}
 		return nil
 	})
-	return out, err
+	if err != nil || skip == nil {
+		return out, err
+	}
+	// River stores the output on the job row when the run ends, and River
+	// UI shows it on the job's page.
+	if err := river.RecordOutput(ctx, skip); err != nil {
+		return nil, fmt.Errorf("error recording job output: %w", err)
+	}
+	if skip.Cancelled {
+		return nil, river.JobCancel(errors.New("nothing sent: " + skip.Detail))
+	}
+	return nil, nil
+}
+
+// Reasons a delivery run sends nothing (SkipOutput.Reason).
+const (
+	SkipDeliveryGone         = "delivery_gone"
+	SkipOwnedByOtherJob      = "owned_by_other_job"
+	SkipAlreadyDelivered     = "already_delivered"
+	SkipSubscriptionDisabled = "subscription_disabled"
+)
+
+// SkipOutput is the River job output of a delivery run that sent nothing:
+// why, in words an operator reads in River UI.
+type SkipOutput struct {
+	Sent       bool   `json:"sent"`
+	Reason     string `json:"reason"`
+	Detail     string `json:"detail"`
+	OwnerJobID *int64 `json:"owner_job_id,omitempty"`
+	// Cancelled: the run is cancelled (with Detail as its error) rather
+	// than completed, because what the operator asked for cannot happen.
+	Cancelled bool `json:"-"`
+}
+
+// operatorRetry reports whether this run of a job follows an attempt that
+// finished without an error, which River never runs again by itself: an
+// operator retried a completed job (River UI, `mailwatch jobs retry`). A
+// run that follows a failed attempt, or an attempt the rescuer gave up on
+// after its worker died (River records "Stuck job rescued by JobRescuer"
+// as that attempt's error), is River's own retry.
+func operatorRetry(job *rivertype.JobRow) bool {
+	if job.Attempt <= 1 {
+		return false
+	}
+	for _, e := range job.Errors {
+		if e.Attempt == job.Attempt-1 {
+			return false
+		}
+	}
+	return true
 }
 
 // startIn is one run asking to start an attempt on the fast path.
@@ -371,20 +448,22 @@ func (w *DeliveryWorker) deliveredBatch(ctx context.Context, ins []deliveredIn) 
 	return nil
 }
 
-// jobActive reports whether the job exists and may still run.
-func jobActive(ctx context.Context, tx pgx.Tx, jobID *int64) (bool, error) {
+// jobStateOf returns the state of a job ("" when there is none).
+func jobStateOf(ctx context.Context, tx pgx.Tx, jobID *int64) (string, error) {
 	if jobID == nil {
-		return false, nil
+		return "", nil
 	}
 	state, _, err := JobState(ctx, tx, *jobID)
-	if err != nil {
-		return false, err
-	}
+	return state, err
+}
+
+// jobStateActive reports whether a job in this state may still run.
+func jobStateActive(state string) bool {
 	switch state {
 	case "available", "running", "retryable", "scheduled", "pending":
-		return true, nil
+		return true
 	}
-	return false, nil
+	return false
 }
 
 // JobState returns the state and scheduled_at of a River job; the state is
@@ -402,6 +481,42 @@ func JobState(ctx context.Context, db dbutil.Executor, jobID int64) (string, tim
 		return "", time.Time{}, fmt.Errorf("error reading job state: %w", err)
 	}
 	return state, at, nil
+}
+
+// DeliveryAwaitsReconcile reports whether a delivery row still says it is
+// queued (pending or retrying) although its job, in state jobState ("" for
+// a deleted job), will never run it again: an operator cancelled or deleted
+// the job outside mailwatch, and the reconciler has yet to mark the row
+// failed. Such a row's next_retry_at will not happen.
+func DeliveryAwaitsReconcile(status, jobState string) bool {
+	return (status == DeliveryPending || status == DeliveryRetrying) && !jobStateActive(jobState)
+}
+
+// JobStates returns the state of each of these River jobs that exists.
+func JobStates(ctx context.Context, db dbutil.Executor, jobIDs []int64) (map[int64]string, error) {
+	out := make(map[int64]string, len(jobIDs))
+	if len(jobIDs) == 0 {
+		return out, nil
+	}
+	rows, err := db.Query(ctx, "SELECT id, state::text FROM river_job WHERE id = ANY($1::bigint[])", jobIDs)
+	if err != nil {
+		return nil, fmt.Errorf("error reading job states: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id    int64
+			state string
+		)
+		if err := rows.Scan(&id, &state); err != nil {
+			return nil, fmt.Errorf("error reading job states: %w", err)
+		}
+		out[id] = state
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error reading job states: %w", err)
+	}
+	return out, nil
 }
 
 // outcome is what one attempt does to the delivery and its job.

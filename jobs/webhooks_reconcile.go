@@ -119,6 +119,42 @@ func ReconcileDeliveries(ctx context.Context, pool dbutil.Executor, em *events.E
 	return changed, nil
 }
 
+// ReconcileJobs repairs at once the delivery rows owned by these jobs,
+// whatever their age: River UI and `mailwatch jobs` call it right after an
+// operator cancelled, deleted or retried the jobs, so that the rows need not
+// wait for the periodic reconciler. Jobs of other kinds own no delivery and
+// are ignored. It returns how many rows it changed.
+func ReconcileJobs(ctx context.Context, pool dbutil.Executor, em *events.Emitter, jobIDs []int64) (int, error) {
+	if len(jobIDs) == 0 {
+		return 0, nil
+	}
+	var ids []uuid.UUID
+	rows, err := pool.Query(ctx, "SELECT id FROM webhook_deliveries WHERE job_id = ANY($1::bigint[]) ORDER BY id", jobIDs)
+	if err != nil {
+		return 0, fmt.Errorf("error finding deliveries of jobs: %w", err)
+	}
+	ids, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return 0, fmt.Errorf("error finding deliveries of jobs: %w", err)
+	}
+	// The operator's change is committed: no transition of ours can be in
+	// progress on these rows that the row lock would not order.
+	changedBefore := time.Now().Add(time.Hour)
+	changed := 0
+	for _, id := range ids {
+		ok, err := dbutil.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) (bool, error) {
+			return reconcileOne(ctx, tx, em, id, changedBefore)
+		})
+		if err != nil {
+			return changed, err
+		}
+		if ok {
+			changed++
+		}
+	}
+	return changed, nil
+}
+
 func reconcileOne(ctx context.Context, tx pgx.Tx, em *events.Emitter, id uuid.UUID, changedBefore time.Time) (bool, error) {
 	// Lock the row, then re-read both sides: either may have moved since
 	// the scan.

@@ -453,11 +453,8 @@ func TestDeliveryWorker(t *testing.T) {
 		require.EqualValues(t, job.MaxAttempts, d.MaxAttempts, "the row's ceiling follows the job's")
 	})
 
-	t.Run("RerunOfADeliveredJobDoesNotPushAgain", func(t *testing.T) {
-		// The push is recorded before River marks the job completed; a
-		// process dying in between leaves a delivered row whose job runs
-		// again (the rescuer, or an operator's retry in River UI). That run
-		// must complete without a second push.
+	t.Run("OperatorRetryOfACompletedJobPushesAgain", func(t *testing.T) {
+		// River UI users retry a completed job to send it again.
 		t.Parallel()
 		e := newWHEnv(t, nil)
 		rc := newReceiver(t, nil)
@@ -467,6 +464,30 @@ func TestDeliveryWorker(t *testing.T) {
 		require.Equal(t, rivertype.JobStateCompleted, e.settled(t, d).State)
 		_, err := e.client.JobRetry(context.Background(), *d.JobID)
 		require.NoError(t, err)
+		d = e.waitFor(t, d.ID, "delivered again", statusIs(DeliveryDelivered, 2))
+		reqs := rc.requests()
+		require.Len(t, reqs, 2, "the retry pushes again")
+		require.Equal(t, reqs[0].header.Get("webhook-id"), reqs[1].header.Get("webhook-id"), "with the same webhook-id")
+		require.Len(t, e.attempts(t, d.ID), 2)
+	})
+
+	t.Run("RescuedRunOfADeliveredJobDoesNotPushAgain", func(t *testing.T) {
+		// The push is recorded before River marks the job completed; a
+		// process dying in between leaves a delivered row whose job the
+		// rescuer queues again, recording "Stuck job rescued by JobRescuer"
+		// as the lost attempt's error. That run completes without a second
+		// push and says why in its output.
+		t.Parallel()
+		e := newWHEnv(t, nil)
+		rc := newReceiver(t, nil)
+		e.subscribe(t, rc.URL, webhook.GenerateSecret(), nil)
+		d := e.only(t, e.emit(t, messageEvent(e.account)).ID)
+		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 1))
+		require.Equal(t, rivertype.JobStateCompleted, e.settled(t, d).State)
+		_, err := e.pool.Exec(context.Background(), `UPDATE river_job SET state = 'available', scheduled_at = now(), finalized_at = NULL,
+			errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt, 'error', 'Stuck job rescued by JobRescuer', 'trace', ''))
+			WHERE id = $1`, *d.JobID)
+		require.NoError(t, err)
 		require.Eventually(t, func() bool {
 			j := e.job(t, *d.JobID)
 			return j.State == rivertype.JobStateCompleted && j.Attempt == 2
@@ -474,6 +495,8 @@ func TestDeliveryWorker(t *testing.T) {
 		require.Len(t, rc.requests(), 1, "no second push")
 		require.Len(t, e.attempts(t, d.ID), 1, "no second attempt")
 		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 1))
+		out := e.job(t, *d.JobID).Output()
+		require.Contains(t, string(out), SkipAlreadyDelivered)
 	})
 
 	t.Run("BurstIsRecordedPerDelivery", func(t *testing.T) {

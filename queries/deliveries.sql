@@ -50,11 +50,13 @@ RETURNING *;
 
 -- name: DeliveryMarkFailed :one
 -- Ends a delivery without an attempt (subscription disabled, job
--- cancelled or deleted outside the API).
+-- cancelled or deleted outside the API). A failed delivery fails again
+-- (an operator's retry of its job that cannot push); a delivered one is
+-- left alone.
 UPDATE webhook_deliveries
 SET status = 'failed', last_error = @last_error::text, last_error_class = @last_error_class::text,
     next_retry_at = NULL, failed_at = now(), updated_at = now()
-WHERE id = @id::uuid AND status IN ('pending', 'retrying')
+WHERE id = @id::uuid AND status IN ('pending', 'retrying', 'failed')
 RETURNING *;
 
 -- name: DeliveryRequeue :one

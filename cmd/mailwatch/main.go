@@ -80,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runMigrate(ctx, cfg, logger, stdout)
 	case "dev":
 		return runDev(ctx, cfg, logger, stderr)
+	case "ui":
+		return runUI(ctx, cfg, logger) // ui.go
 	case "admin":
 		return runAdmin(ctx, cfg, args[1:], stdout)
 	case "config":

@@ -328,6 +328,7 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr
 	g.Go(func() error { return role.serve(gctx, cfg, logger, pool) })
 	g.Go(func() error { return runWorkerClient(gctx, cfg, wdeps, nil) })
 	g.Go(func() error { return serveSMTP(gctx, cfg, logger, smtpSrv) })
+	g.Go(func() error { return serveDevUI(gctx, cfg, logger, pool, insertClient) }) // ui.go
 	return g.Wait()
 }
 

@@ -57,6 +57,9 @@ var Vars = []Var{
 	{Name: "WEBHOOK_CONCURRENCY", Default: "200", Meaning: "Concurrent webhook pushes per worker process (the `webhooks` queue's MaxWorkers); pushes are I/O-bound."},
 	{Name: "JOB_RESCUE_AFTER", Default: "5m", Meaning: "How long a River job may stay running before the rescuer (on the leader worker) treats its process as dead and retries it; also the default job timeout when shorter than 1m."},
 	{Name: "WORKER_CONCURRENCY", Default: "100", Meaning: "River workers per queue in a `worker` process."},
+	{Name: "UI_ADDR", Default: "127.0.0.1:8081", Meaning: "Address where `mailwatch ui` (and `dev`) serve River UI, behind authentication: an admin API key (Bearer, or as the basic-auth password) or UI_BASIC_AUTH_USER/UI_BASIC_AUTH_PASSWORD."},
+	{Name: "UI_BASIC_AUTH_USER", Default: "", Meaning: "User name for basic auth on River UI (with UI_BASIC_AUTH_PASSWORD); unset: only admin API keys get in."},
+	{Name: "UI_BASIC_AUTH_PASSWORD", Default: "", Secret: true, Meaning: "Password for UI_BASIC_AUTH_USER, at least 12 characters (compared as SHA-256 digests in constant time)."},
 	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error."},
 	{Name: "LOG_FORMAT", Default: "json", Meaning: "json or text."},
 }
@@ -94,6 +97,9 @@ type Config struct {
 	WorkerConcurrency      int
 	WebhookConcurrency     int
 	JobRescueAfter         time.Duration
+	UIAddr                 string
+	UIBasicAuthUser        string
+	UIBasicAuthPassword    string
 	LogLevel               slog.Level
 	LogFormat              string
 	GeneratedSecretKeyNote bool
@@ -163,6 +169,9 @@ func Parse(lookup Lookup) (*Config, error) {
 		WorkerConcurrency:    atoi("WORKER_CONCURRENCY", 1, 10_000),
 		WebhookConcurrency:   atoi("WEBHOOK_CONCURRENCY", 1, 10_000),
 		JobRescueAfter:       duration("JOB_RESCUE_AFTER"),
+		UIAddr:               get("UI_ADDR"),
+		UIBasicAuthUser:      get("UI_BASIC_AUTH_USER"),
+		UIBasicAuthPassword:  get("UI_BASIC_AUTH_PASSWORD"),
 		LogFormat:            get("LOG_FORMAT"),
 	}
 	if s := get("TRUSTED_PROXIES"); s != "" {
@@ -185,6 +194,11 @@ func Parse(lookup Lookup) (*Config, error) {
 	}
 	if (cfg.SMTPTLSCert == "") != (cfg.SMTPTLSKey == "") {
 		errs = append(errs, errors.New("SMTP_TLS_CERT and SMTP_TLS_KEY must be set together"))
+	}
+	if (cfg.UIBasicAuthUser == "") != (cfg.UIBasicAuthPassword == "") {
+		errs = append(errs, errors.New("UI_BASIC_AUTH_USER and UI_BASIC_AUTH_PASSWORD must be set together"))
+	} else if cfg.UIBasicAuthPassword != "" && len(cfg.UIBasicAuthPassword) < 12 {
+		errs = append(errs, errors.New("UI_BASIC_AUTH_PASSWORD must be at least 12 characters"))
 	}
 	if cfg.LogFormat != "json" && cfg.LogFormat != "text" {
 		errs = append(errs, errors.New("LOG_FORMAT must be json or text"))

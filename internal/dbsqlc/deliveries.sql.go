@@ -520,7 +520,7 @@ const deliveryMarkFailed = `-- name: DeliveryMarkFailed :one
 UPDATE webhook_deliveries
 SET status = 'failed', last_error = $1::text, last_error_class = $2::text,
     next_retry_at = NULL, failed_at = now(), updated_at = now()
-WHERE id = $3::uuid AND status IN ('pending', 'retrying')
+WHERE id = $3::uuid AND status IN ('pending', 'retrying', 'failed')
 RETURNING id, account_id, subscription_id, event_id, event_type, body, status, attempts, max_attempts, last_status_code, last_error_class, last_error, next_retry_at, job_id, created_at, updated_at, delivered_at, failed_at
 `
 
@@ -531,7 +531,9 @@ type DeliveryMarkFailedParams struct {
 }
 
 // Ends a delivery without an attempt (subscription disabled, job
-// cancelled or deleted outside the API).
+// cancelled or deleted outside the API). A failed delivery fails again
+// (an operator's retry of its job that cannot push); a delivered one is
+// left alone.
 func (q *Queries) DeliveryMarkFailed(ctx context.Context, db DBTX, arg DeliveryMarkFailedParams) (WebhookDelivery, error) {
 	row := db.QueryRow(ctx, deliveryMarkFailed, arg.LastError, arg.LastErrorClass, arg.ID)
 	var i WebhookDelivery

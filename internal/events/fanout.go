@@ -36,6 +36,15 @@ func (DeliveryArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: DeliveryQueue, MaxAttempts: webhook.MaxAttempts}
 }
 
+// DeliveryTags are the River tags of a delivery job, so that River UI's
+// tag filter finds one customer's, one type's or one subscription's jobs:
+// "account-<id>", "event-<type>" and "subscription-<id>". River accepts
+// tags of word characters and hyphens, up to 255 characters; event type
+// names are lower-case words joined by underscores.
+func DeliveryTags(accountID uuid.UUID, eventType string, subscriptionID uuid.UUID) []string {
+	return []string{"account-" + accountID.String(), "event-" + eventType, "subscription-" + subscriptionID.String()}
+}
+
 // PushedEvent is the "data" of a pushed event: the event as the API shows it.
 type PushedEvent struct {
 	ID        uuid.UUID       `json:"id"`
@@ -88,7 +97,9 @@ func (e *Emitter) fanOut(ctx context.Context, tx pgx.Tx, ev dbsqlc.Event) error 
 	params := make([]river.InsertManyParams, len(subs))
 	for i := range subs {
 		ids[i] = uuid.Must(uuid.NewV7())
-		params[i] = river.InsertManyParams{Args: DeliveryArgs{DeliveryID: ids[i]}}
+		params[i] = river.InsertManyParams{Args: DeliveryArgs{DeliveryID: ids[i]}, InsertOpts: &river.InsertOpts{
+			Tags: DeliveryTags(ev.AccountID, ev.EventType, subs[i]),
+		}}
 	}
 	res, err := client.InsertManyTx(ctx, tx, params)
 	if err != nil {

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
+
+	"github.com/mailwatch/mailwatch/internal/apikey"
+	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/jobs"
+)
+
+// uiJobActionLimit bounds the body of a River UI job action we read to
+// learn its job ids (River UI accepts at most 1,000 ids).
+const uiJobActionLimit = 1 << 20
+
+// runUI serves River UI for the database on UI_ADDR, behind
+// authentication. It refuses to start when nobody could get in: no basic
+// auth configured and no admin account.
+func runUI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if cfg.UIBasicAuthUser == "" {
+		var admins int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM accounts WHERE is_admin").Scan(&admins); err != nil {
+			return fmt.Errorf("error counting admin accounts: %w", err)
+		}
+		if admins == 0 {
+			return errors.New("River UI needs authentication and nobody could log in: set UI_BASIC_AUTH_USER and " +
+				"UI_BASIC_AUTH_PASSWORD, or grant an account admin rights (mailwatch admin grant <email>) and use its API key")
+		}
+	}
+	logStart(logger, "ui")
+	client, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{})
+	if err != nil {
+		return err
+	}
+	return serveUI(ctx, cfg, logger, pool, client)
+}
+
+// serveUI serves River UI on UI_ADDR until ctx ends.
+func serveUI(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, client *river.Client[pgx.Tx]) error {
+	h, err := newUIHandler(ctx, uiOptions{
+		Pool: pool, Client: client, Logger: logger, User: cfg.UIBasicAuthUser, Password: cfg.UIBasicAuthPassword,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.UIAddr)
+	if err != nil {
+		return fmt.Errorf("error listening on UI_ADDR %s: %w", cfg.UIAddr, err)
+	}
+	logger.Info("River UI listening", slog.String("addr", ln.Addr().String()))
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// uiOptions configure the River UI handler.
+type uiOptions struct {
+	Pool   *pgxpool.Pool
+	Client *river.Client[pgx.Tx] // insert-only is enough
+	Logger *slog.Logger
+	// User and Password enable basic auth; admin API keys always work.
+	User, Password string
+}
+
+// newUIHandler returns River UI (its API and its embedded frontend) behind
+// authentication, with the delivery rows of the jobs an operator cancels,
+// deletes or retries reconciled as part of the same request.
+func newUIHandler(ctx context.Context, o uiOptions) (http.Handler, error) {
+	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints(o.Client, nil),
+		Logger:    o.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error creating River UI: %w", err)
+	}
+	if err := ui.Start(ctx); err != nil {
+		return nil, fmt.Errorf("error starting River UI: %w", err)
+	}
+	a := &uiAuth{pool: o.Pool, logger: o.Logger}
+	if o.User != "" {
+		a.user, a.password = sha256.Sum256([]byte(o.User)), sha256.Sum256([]byte(o.Password))
+		a.basic = true
+	}
+	conv := &uiConverge{next: ui, pool: o.Pool, emitter: &events.Emitter{River: o.Client}, logger: o.Logger}
+	return a.wrap(conv), nil
+}
+
+// uiAuth lets in a request carrying an admin account's API key (as a
+// Bearer token, or as the password of basic auth, for browsers) or the
+// configured basic-auth user and password.
+type uiAuth struct {
+	pool           *pgxpool.Pool
+	logger         *slog.Logger
+	basic          bool
+	user, password [32]byte
+}
+
+func (a *uiAuth) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, status, detail := a.check(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Basic realm="mailwatch River UI", charset="UTF-8"`)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(map[string]string{"detail": detail})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *uiAuth) check(r *http.Request) (bool, int, string) {
+	const how = "River UI needs an admin API key (Authorization: Bearer mw_..., or as the basic-auth password) or the UI_BASIC_AUTH_USER credentials"
+	var key string
+	if user, pass, ok := r.BasicAuth(); ok {
+		if a.basic {
+			u, p := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
+			// Both compared, always, in constant time.
+			if subtle.ConstantTimeCompare(u[:], a.user[:])&subtle.ConstantTimeCompare(p[:], a.password[:]) == 1 {
+				return true, 0, ""
+			}
+		}
+		key = pass
+	} else if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		key = strings.TrimSpace(token)
+	}
+	if key == "" {
+		return false, http.StatusUnauthorized, how
+	}
+	if !apikey.WellFormed(key) {
+		return false, http.StatusUnauthorized, "invalid credentials; " + how
+	}
+	row, err := dbsqlc.New().APIKeyGetByHash(r.Context(), a.pool, apikey.Hash(key))
+	if dbutil.IsNotFound(err) {
+		return false, http.StatusUnauthorized, "invalid or revoked API key; " + how
+	}
+	if err != nil {
+		a.logger.ErrorContext(r.Context(), "River UI: error checking an API key", slog.Any("error", err))
+		return false, http.StatusServiceUnavailable, "authentication is temporarily unavailable"
+	}
+	if !row.IsAdmin {
+		return false, http.StatusForbidden, "the API key's account is not an admin (mailwatch admin grant <email>)"
+	}
+	return true, 0, ""
+}
+
+// uiConverge makes River UI's job actions (cancel, delete, retry) take
+// effect on delivery rows at once: after River UI has changed the jobs, the
+// rows they own are reconciled before the answer goes back, instead of at
+// the periodic reconciler's next run.
+type uiConverge struct {
+	next    http.Handler
+	pool    *pgxpool.Pool
+	emitter *events.Emitter
+	logger  *slog.Logger
+}
+
+func (c *uiConverge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !isJobAction(r.URL.Path) {
+		c.next.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, uiJobActionLimit+1))
+	if err != nil || len(body) > uiJobActionLimit {
+		http.Error(w, `{"detail":"request body too large or unreadable"}`, http.StatusRequestEntityTooLarge)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	rec := &bufferedResponse{header: http.Header{}, status: http.StatusOK}
+	c.next.ServeHTTP(rec, r)
+	if rec.status == http.StatusOK {
+		if ids := jobActionIDs(body); len(ids) > 0 {
+			if _, err := jobs.ReconcileJobs(r.Context(), c.pool, c.emitter, ids); err != nil {
+				// The periodic reconciler repairs the rows later.
+				c.logger.WarnContext(r.Context(), "River UI: error reconciling deliveries of changed jobs", slog.Any("error", err))
+			}
+		}
+	}
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.status)
+	_, _ = w.Write(rec.body.Bytes())
+}
+
+// isJobAction reports whether path is River UI's cancel, delete or retry
+// endpoint (POST /api/jobs/{cancel,delete,retry}).
+func isJobAction(path string) bool {
+	switch path {
+	case "/api/jobs/cancel", "/api/jobs/delete", "/api/jobs/retry":
+		return true
+	}
+	return false
+}
+
+// jobActionIDs reads {"ids": [...]} of a job action; River UI sends the
+// ids as strings (int64 beyond JavaScript's precision) or numbers.
+func jobActionIDs(body []byte) []int64 {
+	var req struct {
+		IDs []json.RawMessage `json:"ids"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil
+	}
+	out := make([]int64, 0, len(req.IDs))
+	for _, raw := range req.IDs {
+		s := strings.Trim(string(raw), `"`)
+		if id, err := strconv.ParseInt(s, 10, 64); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// bufferedResponse holds River UI's answer until the rows are reconciled.
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header         { return b.header }
+func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bufferedResponse) WriteHeader(status int)      { b.status = status }
+
+// serveDevUI serves River UI in `mailwatch dev`. A laptop may run several
+// dev processes, so a UI_ADDR already taken only costs this one its UI.
+func serveDevUI(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, client *river.Client[pgx.Tx]) error {
+	if cfg.UIBasicAuthUser == "" {
+		logger.Info("River UI takes an admin API key: mailwatch admin grant <email>, then log in with any user name and the key as password")
+	}
+	if err := serveUI(ctx, cfg, logger, pool, client); err != nil {
+		logger.Warn("River UI is not served", slog.Any("error", err))
+		<-ctx.Done()
+	}
+	return nil
+}
