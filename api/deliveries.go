@@ -30,10 +30,10 @@ type Delivery struct {
 	NextRetryAt    *time.Time `json:"next_retry_at" validate:"required" description:"When the next attempt runs (River's scheduled time); null when none is planned, and while pending_reconciliation is true."`
 	JobID          *int64     `json:"job_id" validate:"required" description:"The River job that owns the delivery now (find it in River UI, or with mailwatch jobs list); null before the first job exists."`
 	// PendingReconciliation is computed when the delivery is read.
-	PendingReconciliation bool `json:"pending_reconciliation" validate:"required" description:"true when the row still says pending or retrying but its River job was cancelled or deleted outside the API (River UI, mailwatch jobs, SQL): no further attempt will run, and the reconciler marks the delivery failed within about 90 s (at once when the job was cancelled or deleted through mailwatch ui or mailwatch jobs)."`
-	CreatedAt      time.Time  `json:"created_at" validate:"required"`
-	UpdatedAt      time.Time  `json:"updated_at" validate:"required"`
-	DeliveredAt    *time.Time `json:"delivered_at" validate:"required"`
+	PendingReconciliation bool       `json:"pending_reconciliation" validate:"required" description:"true when the row still says pending or retrying but its River job was cancelled or deleted outside the API (River UI, mailwatch jobs, SQL): no further attempt will run, and the reconciler marks the delivery failed within about 90 s (at once when the job was cancelled or deleted through mailwatch ui or mailwatch jobs)."`
+	CreatedAt             time.Time  `json:"created_at" validate:"required"`
+	UpdatedAt             time.Time  `json:"updated_at" validate:"required"`
+	DeliveredAt           *time.Time `json:"delivered_at" validate:"required"`
 }
 
 // DeliveryAttempt is one recorded push.
