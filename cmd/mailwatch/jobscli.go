@@ -27,7 +27,7 @@ const jobsUsage = `usage:
 // runJobs is the operator's view of River, over River's client API (the
 // same calls River UI makes). Rows that follow jobs, such as webhook
 // deliveries, converge the same way as after River UI: the worker when the
-// job runs, the reconciler for jobs cancelled or deleted.
+// job runs; rows of a cancelled or retried job are reconciled at once.
 func runJobs(ctx context.Context, cfg *config.Config, logger *slog.Logger, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return usageError{"jobs: give a subcommand\n" + jobsUsage}
@@ -78,7 +78,7 @@ func runJobs(ctx context.Context, cfg *config.Config, logger *slog.Logger, args 
 		}
 		fmt.Fprintf(stdout, "job %d (%s) is %s, scheduled at %s (attempt %d of %d so far)\n",
 			job.ID, job.Kind, job.State, job.ScheduledAt.UTC().Format(time.RFC3339), job.Attempt, job.MaxAttempts)
-		return nil
+		return reconcileJob(ctx, pool, client, id) // ui.go
 	default:
 		job, err := client.JobCancel(ctx, id)
 		if err != nil {
@@ -89,7 +89,7 @@ func runJobs(ctx context.Context, cfg *config.Config, logger *slog.Logger, args 
 			note = " (running: its worker is told to stop; it is cancelled when it returns)"
 		}
 		fmt.Fprintf(stdout, "job %d (%s) is %s%s\n", job.ID, job.Kind, job.State, note)
-		return nil
+		return reconcileJob(ctx, pool, client, id) // ui.go
 	}
 }
 

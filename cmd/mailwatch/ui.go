@@ -268,3 +268,13 @@ func serveDevUI(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 	}
 	return nil
 }
+
+// reconcileJob brings the delivery rows of a job an operator just
+// cancelled or retried with `mailwatch jobs` up to date at once, as River
+// UI's actions do.
+func reconcileJob(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], id int64) error {
+	if _, err := jobs.ReconcileJobs(ctx, pool, &events.Emitter{River: client}, []int64{id}); err != nil {
+		return fmt.Errorf("the job changed, but its delivery rows wait for the periodic reconciler: %w", err)
+	}
+	return nil
+}
