@@ -300,3 +300,77 @@ func TestDeliveryManualRetry(t *testing.T) {
 		require.Equal(t, 2, d.MaxAttempts)
 	})
 }
+
+// TestDeliveryShowsItsJobAndPendingReconciliation: a delivery names the
+// River job that owns it (tagged so River UI's filters find it), and a
+// queued delivery whose job an operator cancelled or deleted outside the
+// API (psql, another River UI) says so at once instead of showing a
+// next_retry_at that will never happen.
+func TestDeliveryShowsItsJobAndPendingReconciliation(t *testing.T) {
+	t.Parallel()
+	b := setupWebhooks(t) // the worker is not started: deliveries stay pending
+	acct := b.createAccount(t)
+	rc := newHookReceiver(t, nil)
+	sub := createSub(t, b.testBundle, acct.Key, map[string]any{"url": rc.URL})
+	ctx := context.Background()
+	type withJob struct {
+		ID                    string     `json:"id"`
+		Status                string     `json:"status"`
+		JobID                 *int64     `json:"job_id"`
+		NextRetryAt           *time.Time `json:"next_retry_at"`
+		PendingReconciliation bool       `json:"pending_reconciliation"`
+	}
+	get := func(id string) withJob {
+		resp := b.do(t, "GET", "/api/accounts/me/deliveries/"+id, acct.Key, nil)
+		require.Equal(t, 200, resp.Status, "%s", resp.Body)
+		var d withJob
+		resp.JSON(t, &d)
+		return d
+	}
+	ids := make([]string, 2)
+	for i := range ids {
+		ids[i] = b.deliveryOf(t, acct.Key, b.emitMessage(t, acct.ID)).ID
+	}
+	for _, id := range ids {
+		d := get(id)
+		require.NotNil(t, d.JobID)
+		require.False(t, d.PendingReconciliation)
+		var tags []string
+		require.NoError(t, b.db.QueryRow(ctx, "SELECT tags FROM river_job WHERE id = $1", *d.JobID).Scan(&tags))
+		require.ElementsMatch(t, []string{"account-" + acct.ID, "event-" + events.TypeReceiverMessageReceived, "subscription-" + sub.ID}, tags)
+	}
+
+	// Operators cancel one job and delete the other, outside the API; the
+	// first is also scheduled for later, as a snoozed delivery would be.
+	first, second := get(ids[0]), get(ids[1])
+	_, err := b.db.Exec(ctx, "UPDATE webhook_deliveries SET next_retry_at = now() + interval '1 hour' WHERE id = $1", ids[0])
+	require.NoError(t, err)
+	require.NotNil(t, get(ids[0]).NextRetryAt)
+	_, err = b.worker.JobCancel(ctx, *first.JobID)
+	require.NoError(t, err)
+	_, err = b.worker.JobDelete(ctx, *second.JobID)
+	require.NoError(t, err)
+	for _, id := range ids {
+		d := get(id)
+		require.Equal(t, "pending", d.Status, "the reconciler has not run yet")
+		require.True(t, d.PendingReconciliation)
+		require.Nil(t, d.NextRetryAt, "no attempt will run at that time")
+	}
+	resp := b.do(t, "GET", "/api/accounts/me/deliveries?status=pending", acct.Key, nil)
+	var page []withJob
+	resp.JSON(t, &page)
+	require.Len(t, page, 2)
+	for _, d := range page {
+		require.True(t, d.PendingReconciliation)
+	}
+
+	// The reconciler converges them; the flag goes away.
+	n, err := jobs.ReconcileDeliveries(ctx, b.db, &events.Emitter{River: b.worker}, time.Now().Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	for _, id := range ids {
+		d := get(id)
+		require.Equal(t, "failed", d.Status)
+		require.False(t, d.PendingReconciliation)
+	}
+}

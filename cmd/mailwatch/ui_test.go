@@ -351,6 +351,31 @@ func TestRiverUIOperatorActions(t *testing.T) {
 		require.Contains(t, string(body), jobs.SkipOwnedByOtherJob)
 	})
 
+	t.Run("TagsFindAnAccountsJobs", func(t *testing.T) {
+		list := func(tag string) []int64 {
+			status, body, _ := call(t, "GET", "/api/jobs?state=completed&limit=100&tags="+tag, nil, admin)
+			require.Equal(t, http.StatusOK, status, "%s", body)
+			var page struct {
+				Data []struct {
+					ID   int64    `json:"id"`
+					Kind string   `json:"kind"`
+					Tags []string `json:"tags"`
+				} `json:"data"`
+			}
+			require.NoError(t, json.Unmarshal(body, &page))
+			var ids []int64
+			for _, j := range page.Data {
+				require.Equal(t, events.DeliveryKind, j.Kind)
+				require.Contains(t, j.Tags, tag)
+				ids = append(ids, j.ID)
+			}
+			return ids
+		}
+		require.NotEmpty(t, list("account-"+f.account.String()), "the completed delivery jobs of the account")
+		require.NotEmpty(t, list("event-"+events.TypeReceiverMessageReceived))
+		require.Empty(t, list("account-"+uuid.NewString()))
+	})
+
 	t.Run("RetryWithTheSubscriptionDisabledSaysWhyAndFails", func(t *testing.T) {
 		id := snoozed(t)
 		job := read(t, id).jobID
