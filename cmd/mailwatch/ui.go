@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/store/memory"
 	"riverqueue.com/riverui"
 
 	"github.com/mailwatch/mailwatch/internal/apikey"
@@ -109,7 +111,7 @@ func newUIHandler(ctx context.Context, o uiOptions) (http.Handler, error) {
 	if err := ui.Start(ctx); err != nil {
 		return nil, fmt.Errorf("error starting River UI: %w", err)
 	}
-	a := &uiAuth{pool: o.Pool, logger: o.Logger}
+	a := &uiAuth{pool: o.Pool, logger: o.Logger, failures: limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: uiFailuresPerMinute})}
 	if o.User != "" {
 		a.user, a.password = sha256.Sum256([]byte(o.User)), sha256.Sum256([]byte(o.Password))
 		a.basic = true
@@ -126,20 +128,44 @@ type uiAuth struct {
 	logger         *slog.Logger
 	basic          bool
 	user, password [32]byte
+	// failures counts failed logins per client IP, so that credentials
+	// cannot be guessed quickly.
+	failures *limiter.Limiter
 }
+
+// uiFailuresPerMinute is how many failed logins a client IP may make per
+// minute before every request from it is refused (429) for the rest of the
+// minute.
+const uiFailuresPerMinute = 20
 
 func (a *uiAuth) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ip, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			ip = r.RemoteAddr
+		}
+		if lc, err := a.failures.Peek(r.Context(), ip); err == nil && lc.Reached {
+			w.Header().Set("Retry-After", strconv.FormatInt(max(lc.Reset-time.Now().Unix(), 1), 10))
+			writeUIError(w, http.StatusTooManyRequests, "too many failed logins from this address; try again later")
+			return
+		}
 		ok, status, detail := a.check(r)
 		if !ok {
+			if status == http.StatusUnauthorized || status == http.StatusForbidden {
+				_, _ = a.failures.Get(r.Context(), ip)
+			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="mailwatch River UI", charset="UTF-8"`)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(map[string]string{"detail": detail})
+			writeUIError(w, status, detail)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func writeUIError(w http.ResponseWriter, status int, detail string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"detail": detail})
 }
 
 func (a *uiAuth) check(r *http.Request) (bool, int, string) {
@@ -195,7 +221,7 @@ func (c *uiConverge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, uiJobActionLimit+1))
 	if err != nil || len(body) > uiJobActionLimit {
-		http.Error(w, `{"detail":"request body too large or unreadable"}`, http.StatusRequestEntityTooLarge)
+		writeUIError(w, http.StatusRequestEntityTooLarge, "request body too large or unreadable")
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))

@@ -403,4 +403,30 @@ func TestRiverUIOperatorActions(t *testing.T) {
 		require.Equal(t, "delivered", read(t, delivered).status)
 		require.Equal(t, 2, rc.count(delivered))
 	})
+	t.Run("FailedLoginsAreLimited", func(t *testing.T) {
+		// Last: it locks this address out for the rest of the minute.
+		limited := false
+		for i := 0; i < 25 && !limited; i++ {
+			status, _, _ := call(t, "GET", "/api/jobs", nil, basic("ops", fmt.Sprintf("guess %d", i)))
+			limited = status == http.StatusTooManyRequests
+		}
+		require.True(t, limited, "guessing passwords is limited")
+		status, body, hdr := call(t, "GET", "/api/jobs", nil, admin)
+		require.Equal(t, http.StatusTooManyRequests, status, "%s", body)
+		require.NotEmpty(t, hdr.Get("Retry-After"))
+		require.Contains(t, string(body), "too many failed logins")
+	})
+}
+
+// FuzzJobActionIDs checks that reading the ids of a River UI job action
+// never panics and returns only ids present in the body.
+func FuzzJobActionIDs(f *testing.F) {
+	for _, s := range []string{`{"ids":["1","2"]}`, `{"ids":[3]}`, `{"ids":["x",null,{}]}`, `{"ids":"1"}`, `[]`, ``, `{"ids":["9223372036854775808"]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, id := range jobActionIDs(body) {
+			require.Contains(t, string(body), fmt.Sprint(id))
+		}
+	})
 }
