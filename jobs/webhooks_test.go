@@ -644,3 +644,28 @@ func TestFanOut(t *testing.T) {
 		require.Empty(t, rc.requests())
 	})
 }
+
+// TestOperatorRetry pins the signal that tells an operator's retry of a
+// finished job (re-send) from River's own runs (never re-send a delivered
+// delivery): whether River recorded an error for the previous attempt.
+func TestOperatorRetry(t *testing.T) {
+	t.Parallel()
+	rescued := rivertype.AttemptError{Attempt: 1, Error: "Stuck job rescued by JobRescuer"}
+	failed := rivertype.AttemptError{Attempt: 2, Error: "webhook push failed"}
+	for _, tc := range []struct {
+		name    string
+		attempt int
+		errs    []rivertype.AttemptError
+		want    bool
+	}{
+		{"FirstRun", 1, nil, false},
+		{"RetryOfACompletedFirstAttempt", 2, nil, true},
+		{"RescueAfterACrash", 2, []rivertype.AttemptError{rescued}, false},
+		{"RiversRetryAfterAFailure", 3, []rivertype.AttemptError{rescued, failed}, false},
+		{"RetryOfACompletedJobThatFailedEarlier", 3, []rivertype.AttemptError{rescued}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, operatorRetry(&rivertype.JobRow{Attempt: tc.attempt, Errors: tc.errs}))
+		})
+	}
+}
