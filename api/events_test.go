@@ -257,7 +257,7 @@ func TestDailyVolumeAndTypeBreakdown(t *testing.T) {
 	b.emit(t, a.ID, events.Event{Type: events.TypeDMARCReportReceived, At: day(2)})
 	b.emit(t, a.ID, events.Event{Type: events.TypeDMARCReportReceived, At: day(6)})
 	b.emit(t, a.ID, events.Event{Type: events.TypeDMARCReportReceived, At: day(7)}) // outside 7 days
-	b.emit(t, a.ID, events.Event{Type: events.TypeHealthScoreChanged, At: day(40), // outside 30 days; a fall to 74: a warning
+	b.emit(t, a.ID, events.Event{Type: events.TypeHealthScoreChanged, At: day(40),  // outside 30 days; a fall to 74: a warning
 		Payload: json.RawMessage(`{"domain":"example.com","previous_score":80,"score":74,"delta":-6}`)})
 	for i := 0; i < 4; i++ {
 		b.emit(t, other.ID, events.Event{Type: events.TypeComplaintSpike, At: day(1)})
