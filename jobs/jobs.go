@@ -58,6 +58,9 @@ type Deps struct {
 	MTASTSClient *http.Client
 	// Registry receives worker metrics; may be nil.
 	Registry *prometheus.Registry
+	// Observer, when set, watches a working client's fetches, jobs and
+	// leadership (observer.go); nil in tests and insert-only clients.
+	Observer *Observer
 }
 
 // Options tune a client.
@@ -143,6 +146,9 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 		}
 		if opts.WithPeriodic {
 			cfg.PeriodicJobs = PeriodicJobs(deps)
+		}
+		if deps.Observer != nil {
+			deps.Observer.configure(cfg)
 		}
 	}
 	client, err := river.NewClient(riverpgxv5.New(deps.Pool), cfg)
