@@ -111,6 +111,15 @@ func NewObserver(pool *pgxpool.Pool, logger *slog.Logger, reg *prometheus.Regist
 		o.cancels = register(reg, o.cancels)
 		o.dropped = register(reg, o.dropped)
 		register[prometheus.Collector](reg, &jobStateCollector{pool: pool})
+		register[prometheus.Collector](reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mailwatch_worker_ready",
+			Help: "1 while this worker's /readyz would answer 200 (River running, fetching, reaching Postgres), else 0.",
+		}, func() float64 {
+			if o.Health().Ready {
+				return 1
+			}
+			return 0
+		}))
 	}
 	return o
 }
@@ -149,6 +158,7 @@ type observerMiddleware struct {
 // Work counts the jobs running per queue (a queue whose every slot is busy
 // does not fetch, and is not stalled) and rescued jobs as they run again.
 func (m *observerMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	m.o.touch(job.Queue, job.Kind)
 	if n := len(job.Errors); n > 0 && job.Errors[n-1].Error == rescueError {
 		m.o.rescues.WithLabelValues(job.Queue, job.Kind).Inc()
 	}
@@ -167,6 +177,14 @@ func (m *observerMiddleware) Work(ctx context.Context, job *rivertype.JobRow, do
 		m.o.mu.Unlock()
 	}()
 	return doInner(ctx)
+}
+
+// touch creates a queue and kind's counters at zero, so that dashboards and
+// alert rules see every kind that has run rather than no series.
+func (o *Observer) touch(queue, kind string) {
+	for _, c := range []*prometheus.CounterVec{o.completions, o.errorsTotal, o.discards, o.rescues, o.cancels} {
+		c.WithLabelValues(queue, kind)
+	}
 }
 
 // Run watches client until ctx ends: the job event subscription for the
@@ -396,13 +414,11 @@ func (c *jobStateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	rows, err := c.pool.Query(ctx, `
 SELECT queue, kind, state::text, count(*),
-       coalesce(extract(epoch FROM now() - min(scheduled_at)) FILTER (WHERE state = 'available'), 0),
-       coalesce(extract(epoch FROM now() - min(attempted_at)) FILTER (WHERE state = 'running'), 0)
+       coalesce(extract(epoch FROM now() - min(scheduled_at) FILTER (WHERE state = 'available')), 0)::float8,
+       coalesce(extract(epoch FROM now() - min(attempted_at) FILTER (WHERE state = 'running')), 0)::float8
 FROM river_job
 WHERE state IN ('available', 'running', 'scheduled', 'retryable')
 GROUP BY queue, kind, state`)
-	type key struct{ queue, kind string }
-	seen := map[key]bool{}
 	ok := 1.0
 	if err == nil {
 		for rows.Next() {
@@ -419,7 +435,6 @@ GROUP BY queue, kind, state`)
 			case "running":
 				ch <- prometheus.MustNewConstMetric(oldestRunningDesc, prometheus.GaugeValue, max(oldestRun, 0), queue, kind)
 			}
-			seen[key{queue, kind}] = true
 		}
 		rows.Close()
 		if err == nil {
@@ -429,12 +444,14 @@ GROUP BY queue, kind, state`)
 	if err != nil {
 		ok = 0
 	}
-	// Every queue reports at least an empty backlog, so that alert rules and
-	// dashboards see a zero rather than no series.
+	// Every queue also reports zeros under kind="", so that alert rules and
+	// dashboards see a zero rather than no series when nothing waits.
 	for _, q := range AllQueues {
-		if !seen[key{q, ""}] {
-			ch <- prometheus.MustNewConstMetric(oldestAvailableDesc, prometheus.GaugeValue, 0, q, "")
+		for _, state := range []string{"available", "running", "scheduled", "retryable"} {
+			ch <- prometheus.MustNewConstMetric(jobStateDesc, prometheus.GaugeValue, 0, q, "", state)
 		}
+		ch <- prometheus.MustNewConstMetric(oldestAvailableDesc, prometheus.GaugeValue, 0, q, "")
+		ch <- prometheus.MustNewConstMetric(oldestRunningDesc, prometheus.GaugeValue, 0, q, "")
 	}
 	ch <- prometheus.MustNewConstMetric(jobStateUpDesc, prometheus.GaugeValue, ok)
 }
