@@ -34,8 +34,23 @@ const (
 	QueueDNS         = "dns"
 )
 
-// DefaultRescueAfter is JOB_RESCUE_AFTER's default.
-const DefaultRescueAfter = 5 * time.Minute
+// MaxJobTimeout is the longest any job kind may run before River cancels
+// its context: River's JobTimeout for every kind, and the most a kind's own
+// Timeout may declare (DomainCheckWorker's is exactly this). A webhook push
+// is bounded well inside it by its HTTP timeout (15 s) and the bounded
+// transaction that records it.
+const MaxJobTimeout = time.Minute
+
+// rescueMargin is how much longer than MaxJobTimeout the rescue window must
+// be, so that a job cancelled at its timeout has returned and been recorded
+// before the rescuer could take it for dead.
+const rescueMargin = 30 * time.Second
+
+// DefaultRescueAfter is JOB_RESCUE_AFTER's default: the shortest window
+// that never rescues (and so never duplicates) a healthy job, since every
+// job ends within MaxJobTimeout. A dead worker's jobs are retried after it
+// plus up to River's 30 s rescuer interval.
+const DefaultRescueAfter = MaxJobTimeout + rescueMargin
 
 // AllQueues lists every queue a worker works by default.
 var AllQueues = []string{QueueDefault, QueueMaintenance, QueueWebhooks, QueueDNS}
@@ -124,7 +139,12 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 		cfg.RescueStuckJobsAfter = deps.Config.JobRescueAfter
 	}
 	// River refuses a rescue delay shorter than the job timeout.
-	cfg.JobTimeout = min(river.JobTimeoutDefault, cfg.RescueStuckJobsAfter)
+	cfg.JobTimeout = min(MaxJobTimeout, cfg.RescueStuckJobsAfter)
+	if opts.Concurrency > 0 && cfg.RescueStuckJobsAfter < DefaultRescueAfter && deps.Logger != nil {
+		deps.Logger.Warn("JOB_RESCUE_AFTER is shorter than the longest job timeout plus 30 s: jobs are cut off at it, "+
+			"and a job still finishing when it passes may be rescued and run twice",
+			slog.Duration("job_rescue_after", cfg.RescueStuckJobsAfter), slog.Duration("safe_minimum", DefaultRescueAfter))
+	}
 	if opts.Concurrency > 0 {
 		cfg.FetchPollInterval = 200 * time.Millisecond
 		queues := opts.Queues
