@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/smtp"
+	"net/textproto"
 	"net/url"
 	"os"
 	"strconv"
@@ -323,21 +324,42 @@ func TestFleet(t *testing.T) {
 			}
 		}
 	}()
+	var outRcv struct {
+		ID      uuid.UUID `json:"id"`
+		Address string    `json:"address"`
+	}
+	c.json("POST", api1.http+"/api/accounts/me/receivers", key, map[string]any{"label": "outage"}, 201, &outRcv)
+	outMsg := []byte("From: qa@example.com\r\nTo: " + outRcv.Address + "\r\nSubject: during the outage\r\n\r\nhello\r\n")
 	time.Sleep(500 * time.Millisecond)
 	proxy.down()
 	t.Log("database cut off")
-	time.Sleep(4 * time.Second)
+	time.Sleep(time.Second)
+	// SMTP refuses for now (4xx), so the sending MTA retries later.
+	err = smtp.SendMail(smtpAddr, nil, "qa@example.com", []string{outRcv.Address}, outMsg)
+	var smtpErr *textproto.Error
+	require.ErrorAs(t, err, &smtpErr, "mail during the outage: %v", err)
+	require.True(t, smtpErr.Code >= 400 && smtpErr.Code < 500, "a temporary refusal during the outage, got %d %s", smtpErr.Code, smtpErr.Msg)
+	time.Sleep(3 * time.Second)
 	proxy.up(t)
 	t.Log("database back")
 	time.Sleep(2 * time.Second)
 	close(probeStop)
 	<-probeDone
+	// The sender's retry is accepted and stored once.
+	require.Eventually(t, func() bool {
+		return smtp.SendMail(smtpAddr, nil, "qa@example.com", []string{outRcv.Address}, outMsg) == nil
+	}, 30*time.Second, 250*time.Millisecond)
+	var outState struct {
+		MessageCount int `json:"message_count"`
+	}
+	c.json("GET", api2.http+"/api/accounts/me/receivers/"+outRcv.ID.String(), key, nil, 200, &outState)
+	require.Equal(t, 1, outState.MessageCount, "the refused attempt stored nothing; the retry stored one message")
 
 	// After the outage: more events, more mail, more waits.
 	require.NoError(t, emit(after))
 	mailRound(10)
 
-	const total = before + after + 20
+	const total = before + after + 21 // + the mail retried after the outage
 	require.Eventually(t, func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'").Scan(&n))
