@@ -22,6 +22,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/logthrottle"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 )
 
@@ -45,6 +46,9 @@ const MaxJobTimeout = time.Minute
 // be, so that a job cancelled at its timeout has returned and been recorded
 // before the rescuer could take it for dead.
 const rescueMargin = 30 * time.Second
+
+// riverLogEvery is how often River may repeat one warning or error.
+const riverLogEvery = 30 * time.Second
 
 // DefaultRescueAfter is JOB_RESCUE_AFTER's default: the shortest window
 // that never rescues (and so never duplicates) a healthy job, since every
@@ -128,7 +132,9 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 		opts.FetchCooldown = 10 * time.Millisecond
 	}
 	cfg := &river.Config{
-		Logger:        deps.Logger,
+		// River retries every loop against a lost database (each queue's
+		// fetch every 200 ms): one line per message per 30 s, with a count.
+		Logger:        logthrottle.Logger(deps.Logger, riverLogEvery),
 		Workers:       Workers(deps),
 		FetchCooldown: opts.FetchCooldown,
 		// A job whose process died is retried after minutes, not River's

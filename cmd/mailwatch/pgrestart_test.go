@@ -248,4 +248,9 @@ func TestFleetSurvivesPostgresRestart(t *testing.T) {
 	require.Equal(t, 1, strings.Count(log, "database unavailable"), "the outage is logged once:\n%s", log)
 	require.Eventually(t, func() bool { return strings.Count(apiP.log(), "database reachable again") == 1 }, 10*time.Second, 50*time.Millisecond, apiP.log())
 	require.NotContains(t, log, `"status":500`)
+	// River's retry loops log each failure once per 30 s, not every 200 ms.
+	wlog := workerP.log()
+	errLines := strings.Count(wlog, `"level":"ERROR"`) + strings.Count(wlog, `"level":"WARN"`)
+	t.Logf("worker: %d warn/error lines for the outage", errLines)
+	require.Less(t, errLines, 30, "the outage is not logged line by line:\n%s", wlog)
 }
