@@ -140,14 +140,29 @@ func TestComposeFileDescribesTheFleet(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(raw), "= "+strconv.Itoa(fleet.Connections())+"\n", "the budget in the comment is current")
 
-	if err := exec.Command("docker", "compose", "version").Run(); err != nil {
-		t.Log("docker compose is not installed: validated structurally only")
+	// Validate with Compose itself where it is installed: the v2 plugin, or
+	// docker-compose (v1.29 understands everything this file uses).
+	var compose []string
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		compose = []string{"docker", "compose"}
+	} else if exec.Command("docker-compose", "version").Run() == nil {
+		compose = []string{"docker-compose"}
+	}
+	if compose == nil {
+		t.Log("neither docker compose nor docker-compose is installed: validated structurally only")
 		return
 	}
-	cmd := exec.Command("docker", "compose", "-f", "../../compose.yaml", "config", "--quiet")
+	cmd := exec.Command(compose[0], append(compose[1:], "-f", "../../compose.yaml", "config", "-q")...)
 	cmd.Env = append(os.Environ(), "MAILWATCH_SECRET_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "docker compose config: %s", out)
+	require.NoError(t, err, "%s config: %s", strings.Join(compose, " "), out)
+	// Without the secret key, Compose refuses to start with the hint.
+	cmd = exec.Command(compose[0], append(compose[1:], "-f", "../../compose.yaml", "config", "-q")...)
+	cmd.Env = append(os.Environ(), "MAILWATCH_SECRET_KEY=")
+	out, err = cmd.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "set MAILWATCH_SECRET_KEY")
+	t.Logf("%s config validated compose.yaml", strings.Join(compose, " "))
 }
 
 // TestDockerfileBuildsOneStaticNonRootImage reads the Dockerfile: a build
