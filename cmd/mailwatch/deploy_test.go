@@ -133,10 +133,46 @@ func TestComposeFileDescribesTheFleet(t *testing.T) {
 	require.Contains(t, services, "postgres")
 	require.Contains(t, services, "redis")
 
+	// deploy/prometheus/prometheus.yml scrapes every long-running mailwatch
+	// service of the compose fleet on the port it serves /metrics on.
+	raw, err := os.ReadFile("../../deploy/prometheus/prometheus.yml")
+	require.NoError(t, err)
+	var prom struct {
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &prom))
+	scraped := map[string]string{}
+	for _, sc := range prom.ScrapeConfigs {
+		require.True(t, strings.HasPrefix(sc.JobName, "mailwatch-"), "alerts select jobs by mailwatch-*")
+		for _, st := range sc.StaticConfigs {
+			for _, target := range st.Targets {
+				scraped[target] = sc.JobName
+			}
+		}
+	}
+	want := map[string]string{}
+	for name, s := range services {
+		if s.Image != "mailwatch:latest" || len(s.Command) != 1 {
+			continue
+		}
+		switch s.Command[0] {
+		case "api":
+			want[name+":8080"] = "mailwatch-api"
+		case "worker", "smtp":
+			want[name+":9091"] = "mailwatch-" + s.Command[0]
+		}
+	}
+	require.Equal(t, want, scraped, "prometheus.yml scrapes exactly the compose fleet's processes")
+
 	require.Equal(t, 100, maxConnections)
 	fleet := config.Fleet{API: count["api"], Workers: count["worker"], SMTP: count["smtp"], UI: count["ui"], DBMaxConns: dbMaxConns}
 	require.LessOrEqual(t, fleet.Connections(), maxConnections-3, "the compose fleet fits its Postgres")
-	raw, err := os.ReadFile("../../compose.yaml")
+	raw, err = os.ReadFile("../../compose.yaml")
 	require.NoError(t, err)
 	require.Contains(t, string(raw), "= "+strconv.Itoa(fleet.Connections())+"\n", "the budget in the comment is current")
 
