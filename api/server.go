@@ -136,7 +136,7 @@ func New(deps Deps) *Server {
 	}
 	s.app = fiber.New(fiber.Config{
 		AppName:      "mailwatch",
-		ErrorHandler: errorHandler(deps.Logger),
+		ErrorHandler: newOutageLog(deps.Logger, pingDB(deps.DB)).handler(errorHandler(deps.Logger)), // dberrors.go
 		BodyLimit:    deps.BodyLimit,
 		// Bodies are read by the handlers that want them; fasthttp would
 		// otherwise parse multipart forms before any middleware runs.

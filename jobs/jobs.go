@@ -22,6 +22,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/logthrottle"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 )
 
@@ -34,8 +35,26 @@ const (
 	QueueDNS         = "dns"
 )
 
-// DefaultRescueAfter is JOB_RESCUE_AFTER's default.
-const DefaultRescueAfter = 5 * time.Minute
+// MaxJobTimeout is the longest any job kind may run before River cancels
+// its context: River's JobTimeout for every kind, and the most a kind's own
+// Timeout may declare (DomainCheckWorker's is exactly this). A webhook push
+// is bounded well inside it by its HTTP timeout (15 s) and the bounded
+// transaction that records it.
+const MaxJobTimeout = time.Minute
+
+// rescueMargin is how much longer than MaxJobTimeout the rescue window must
+// be, so that a job cancelled at its timeout has returned and been recorded
+// before the rescuer could take it for dead.
+const rescueMargin = 30 * time.Second
+
+// riverLogEvery is how often River may repeat one warning or error.
+const riverLogEvery = 30 * time.Second
+
+// DefaultRescueAfter is JOB_RESCUE_AFTER's default: the shortest window
+// that never rescues (and so never duplicates) a healthy job, since every
+// job ends within MaxJobTimeout. A dead worker's jobs are retried after it
+// plus up to River's 30 s rescuer interval.
+const DefaultRescueAfter = MaxJobTimeout + rescueMargin
 
 // AllQueues lists every queue a worker works by default.
 var AllQueues = []string{QueueDefault, QueueMaintenance, QueueWebhooks, QueueDNS}
@@ -58,6 +77,9 @@ type Deps struct {
 	MTASTSClient *http.Client
 	// Registry receives worker metrics; may be nil.
 	Registry *prometheus.Registry
+	// Observer, when set, watches a working client's fetches, jobs and
+	// leadership (observer.go); nil in tests and insert-only clients.
+	Observer *Observer
 }
 
 // Options tune a client.
@@ -110,7 +132,9 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 		opts.FetchCooldown = 10 * time.Millisecond
 	}
 	cfg := &river.Config{
-		Logger:        deps.Logger,
+		// River retries every loop against a lost database (each queue's
+		// fetch every 200 ms): one line per message per 30 s, with a count.
+		Logger:        logthrottle.Logger(deps.Logger, riverLogEvery),
 		Workers:       Workers(deps),
 		FetchCooldown: opts.FetchCooldown,
 		// A job whose process died is retried after minutes, not River's
@@ -121,7 +145,12 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 		cfg.RescueStuckJobsAfter = deps.Config.JobRescueAfter
 	}
 	// River refuses a rescue delay shorter than the job timeout.
-	cfg.JobTimeout = min(river.JobTimeoutDefault, cfg.RescueStuckJobsAfter)
+	cfg.JobTimeout = min(MaxJobTimeout, cfg.RescueStuckJobsAfter)
+	if opts.Concurrency > 0 && cfg.RescueStuckJobsAfter < DefaultRescueAfter && deps.Logger != nil {
+		deps.Logger.Warn("JOB_RESCUE_AFTER is shorter than the longest job timeout plus 30 s: jobs are cut off at it, "+
+			"and a job still finishing when it passes may be rescued and run twice",
+			slog.Duration("job_rescue_after", cfg.RescueStuckJobsAfter), slog.Duration("safe_minimum", DefaultRescueAfter))
+	}
 	if opts.Concurrency > 0 {
 		cfg.FetchPollInterval = 200 * time.Millisecond
 		queues := opts.Queues
@@ -143,6 +172,9 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 		}
 		if opts.WithPeriodic {
 			cfg.PeriodicJobs = PeriodicJobs(deps)
+		}
+		if deps.Observer != nil {
+			deps.Observer.configure(cfg)
 		}
 	}
 	client, err := river.NewClient(riverpgxv5.New(deps.Pool), cfg)

@@ -37,6 +37,8 @@ commands:
   admin grant <email>      make an account an admin
   admin revoke <email>     take admin rights away
   config [table]           print effective settings (secrets redacted), or the Markdown table
+  config budget [--api N --workers N --smtp N]
+                           Postgres connections a fleet needs vs max_connections
 `
 
 func main() {
@@ -85,6 +87,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "admin":
 		return runAdmin(ctx, cfg, args[1:], stdout)
 	case "config":
+		if len(args) > 1 && args[1] == "budget" {
+			return runBudget(cfg, args[2:], stdout) // budget.go
+		}
 		if len(args) > 1 && args[1] == "table" {
 			fmt.Fprint(stdout, config.MarkdownTable())
 			return nil

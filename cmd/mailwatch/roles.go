@@ -220,8 +220,9 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger, arg
 	if err != nil {
 		return err
 	}
+	deps.Observer = jobs.NewObserver(pool, logger, reg) // worker_ops.go
 	g.Go(func() error { return runWorkerClient(gctx, cfg, deps, queues) })
-	g.Go(func() error { return serveOps(gctx, cfg.MetricsAddr, pool, reg, logger) })
+	g.Go(func() error { return serveOpsWith(gctx, cfg.MetricsAddr, workerReadyz(deps.Observer), reg, logger) })
 	return g.Wait()
 }
 
@@ -242,6 +243,9 @@ func runWorkerClient(ctx context.Context, cfg *config.Config, deps jobs.Deps, qu
 		return fmt.Errorf("error starting River: %w", err)
 	}
 	logger.Info("worker started", slog.Int("concurrency", cfg.WorkerConcurrency))
+	if deps.Observer != nil {
+		go deps.Observer.Run(ctx, client)
+	}
 	<-ctx.Done()
 	stopCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
@@ -256,20 +260,25 @@ func runWorkerClient(ctx context.Context, cfg *config.Config, deps jobs.Deps, qu
 
 // serveOps serves /healthz, /readyz and /metrics for roles without the API.
 func serveOps(ctx context.Context, addr string, pool *pgxpool.Pool, reg *prometheus.Registry, logger *slog.Logger) error {
-	if addr == "" {
-		<-ctx.Done()
-		return nil
-	}
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
-	app.Get("/readyz", func(c *fiber.Ctx) error {
+	return serveOpsWith(ctx, addr, func(c *fiber.Ctx) error {
 		pingCtx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 		defer cancel()
 		if err := pool.Ping(pingCtx); err != nil {
 			return c.Status(503).JSON(fiber.Map{"detail": "database unreachable"})
 		}
 		return c.JSON(fiber.Map{"status": "ok"})
-	})
+	}, reg, logger)
+}
+
+// serveOpsWith is serveOps with the role's own /readyz.
+func serveOpsWith(ctx context.Context, addr string, readyz fiber.Handler, reg *prometheus.Registry, logger *slog.Logger) error {
+	if addr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	app.Get("/readyz", readyz)
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

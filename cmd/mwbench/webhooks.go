@@ -142,6 +142,44 @@ func benchWebhooks(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
+	// The baselines of issue 17 (webhooks_baseline.go): a minimal River
+	// worker pushing the same signed bytes, and two delivery workers.
+	stopCtx, cancelStop := context.WithTimeout(ctx, 10*time.Second)
+	_ = worker.Stop(stopCtx)
+	cancelStop()
+	minimal, err := benchMinimalPush(ctx, env, rc, deps.WebhookClient, benchWebhookEvents)
+	if err != nil {
+		return err
+	}
+	newWorker := func() (*river.Client[pgx.Tx], func(), error) {
+		p, err := dbutil.NewPool(ctx, env.URL, benchWorkerConns())
+		if err != nil {
+			return nil, nil, err
+		}
+		d := deps
+		d.Pool = p
+		w, err := jobs.NewClient(d, jobs.Options{
+			Concurrency: 100, WebhookConcurrency: benchWebhookWorkers, Queues: []string{jobs.QueueWebhooks},
+			FetchCooldown: 10 * time.Millisecond,
+		})
+		if err != nil {
+			p.Close()
+			return nil, nil, err
+		}
+		return w, func() {
+			c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = w.Stop(c)
+			p.Close()
+		}, nil
+	}
+	if err := rc.settle(ctx); err != nil {
+		return err
+	}
+	two, err := benchTwoWorkers(ctx, env, rc, emit, newWorker, benchWebhookEvents)
+	if err != nil {
+		return err
+	}
 
 	fmt.Printf("webhooks: 1 subscription -> local receiver; one worker client (MaxWorkers %d, FetchCooldown 10 ms, pool %d = DB_MAX_CONNS); %d producers, one event per transaction\n",
 		benchWebhookWorkers, benchWorkerConns(), benchEmitters)
@@ -152,6 +190,10 @@ func benchWebhooks(ctx context.Context, env *benchEnv) error {
 	fmt.Printf("                        River no-op jobs   %6.0f /s (inserted %4.0f /s) commit->worked  p50 %7.2f ms  p99 %7.2f ms\n",
 		noopFlow.rate(), noopFlow.emitRate(), ms(noopFlow.p50), ms(noopFlow.p99))
 	fmt.Printf("  idle, one at a time:    commit->receipt p50 %7.2f ms  p99 %7.2f ms  (%d events)\n", ms(idle.p50), ms(idle.p99), benchIdleSamples)
+	fmt.Printf("  drain %d queued:  webhook deliveries %6.0f /s   minimal River push worker (same signed push, no bookkeeping) %6.0f /s   ratio %.2f\n",
+		benchWebhookEvents, drain.rate(), minimal.rate(), drain.rate()/minimal.rate())
+	fmt.Printf("  drain %d queued, two delivery worker clients (own pools, one process): %6.0f /s = %.2fx one\n",
+		benchWebhookEvents, two.rate(), two.rate()/drain.rate())
 	fmt.Printf("  rows not delivered at the end: %d\n", notDelivered)
 	return nil
 }

@@ -55,7 +55,7 @@ var Vars = []Var{
 	{Name: "DB_MAX_CONNS", Default: "20", Meaning: "Size of each process's Postgres connection pool."},
 	{Name: "TRUSTED_PROXIES", Default: "", Meaning: "Comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted for the client IP (per-IP rate limits)."},
 	{Name: "WEBHOOK_CONCURRENCY", Default: "200", Meaning: "Concurrent webhook pushes per worker process (the `webhooks` queue's MaxWorkers); pushes are I/O-bound."},
-	{Name: "JOB_RESCUE_AFTER", Default: "5m", Meaning: "How long a River job may stay running before the rescuer (on the leader worker) treats its process as dead and retries it; also the default job timeout when shorter than 1m."},
+	{Name: "JOB_RESCUE_AFTER", Default: "90s", Meaning: "How long a River job may stay running before the rescuer (on the leader worker) treats its process as dead and retries it; a dead worker's jobs wait this plus up to 30 s. Every job kind ends within 1m (its timeout), so 90s never rescues a healthy job; shorter values also cut jobs off at this duration and may run a job that is still finishing twice."},
 	{Name: "WORKER_CONCURRENCY", Default: "100", Meaning: "River workers per queue in a `worker` process."},
 	{Name: "UI_ADDR", Default: "127.0.0.1:8081", Meaning: "Address where `mailwatch ui` (and `dev`) serve River UI, behind authentication: an admin API key (Bearer, or as the basic-auth password) or UI_BASIC_AUTH_USER/UI_BASIC_AUTH_PASSWORD."},
 	{Name: "UI_BASIC_AUTH_USER", Default: "", Meaning: "User name for basic auth on River UI (with UI_BASIC_AUTH_PASSWORD); unset: only admin API keys get in."},

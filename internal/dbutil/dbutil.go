@@ -92,6 +92,10 @@ func AfterConnect(_ context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
+// DefaultConnectTimeout bounds opening one Postgres connection unless the
+// URL sets connect_timeout.
+const DefaultConnectTimeout = 5 * time.Second
+
 // NewPool opens a pgx pool for url with at most maxConns connections.
 func NewPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
@@ -105,6 +109,12 @@ func NewPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, erro
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	// A frozen or unreachable server must not hold a request for the whole
+	// REQUEST_TIMEOUT while a new connection waits (connect_timeout in the
+	// URL overrides this).
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
 	cfg.AfterConnect = AfterConnect
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "mailwatch"

@@ -1,0 +1,140 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// databaseRetryAfter is the Retry-After (seconds) of a 503 answered while
+// the database is unreachable: Postgres restarts take a few seconds.
+const databaseRetryAfter = "5"
+
+// DatabaseUnavailable reports whether err means that Postgres could not be
+// reached or the connection to it was lost, as opposed to a query failing
+// on its own (a constraint, a syntax error): the request may succeed if it
+// is retried once the database is back, so it is a 503, not a 500.
+func DatabaseUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P01-03: the server is shutting
+		// down or starting; 53300: too many connections.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" ||
+			pgErr.Code == "57P03" || pgErr.Code == "53300"
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		return true
+	}
+	// pgx reports a connection lost mid-query as "conn closed" or an
+	// unexpected EOF, sometimes without a typed error.
+	msg := err.Error()
+	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF")
+}
+
+// outageLog turns database-unavailable errors into 503s with Retry-After
+// and a detail, and logs an outage once at warn when it starts and once at
+// info when the database answers again (with how many requests it
+// refused), instead of one error line per request.
+type outageLog struct {
+	logger *slog.Logger
+	ping   func(context.Context) error
+	every  time.Duration
+
+	mu      sync.Mutex
+	down    bool
+	since   time.Time
+	refused int
+}
+
+func newOutageLog(logger *slog.Logger, ping func(context.Context) error) *outageLog {
+	return &outageLog{logger: logger, ping: ping, every: 250 * time.Millisecond}
+}
+
+// handler wraps the error handler: a database-unavailable error becomes a
+// 503 (logged by the outage, not per request); anything else passes on.
+func (o *outageLog) handler(next fiber.ErrorHandler) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		var apiErr *Error
+		if errors.As(err, &apiErr) && apiErr.Status < 500 {
+			return next(c, err)
+		}
+		if !DatabaseUnavailable(err) {
+			return next(c, err)
+		}
+		o.failed(err)
+		return next(c, &Error{
+			Status:  http.StatusServiceUnavailable,
+			Detail:  "the database is unavailable; try again shortly",
+			Headers: map[string]string{fiber.HeaderRetryAfter: databaseRetryAfter},
+		})
+	}
+}
+
+// failed records a refused request; the first of an outage logs it and
+// starts watching for the database to come back.
+func (o *outageLog) failed(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.refused++
+	if o.down {
+		return
+	}
+	o.down, o.since, o.refused = true, time.Now(), 1
+	o.logger.Warn("database unavailable: answering 503 with Retry-After until it is back", slog.Any("error", err))
+	if o.ping != nil {
+		go o.watch()
+	}
+}
+
+// watch pings the database until it answers, then logs the recovery.
+func (o *outageLog) watch() {
+	for {
+		time.Sleep(o.every)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := o.ping(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.logger.Info("database reachable again", slog.Duration("outage", time.Since(o.since).Round(time.Millisecond)),
+		slog.Int("requests_refused", o.refused))
+	o.down = false
+}
+
+// pingDB returns a check of the database for the outage log, or nil.
+func pingDB(db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}) func(context.Context) error {
+	if db == nil {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		_, err := db.Exec(ctx, "SELECT 1")
+		return err
+	}
+}
