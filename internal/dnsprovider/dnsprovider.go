@@ -26,8 +26,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/mailwatch/mailwatch/internal/netguard"
 )
 
 // Kinds of connection.
@@ -284,4 +289,17 @@ func splitTXT(v string) []string {
 		v = v[255:]
 	}
 	return append(out, v)
+}
+
+// NewHTTPClient returns the HTTP client API-based connections use: every
+// dial goes through the guard (netguard), no redirects are followed and
+// each request is bounded.
+func NewHTTPClient(g *netguard.Guard) *http.Client {
+	return &http.Client{
+		Timeout:   20 * time.Second,
+		Transport: &http.Transport{DialContext: g.Dialer(&net.Dialer{Timeout: 10 * time.Second}).DialContext, TLSHandshakeTimeout: 10 * time.Second, MaxIdleConnsPerHost: 4},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
 }
