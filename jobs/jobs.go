@@ -58,6 +58,9 @@ type Deps struct {
 	MTASTSClient *http.Client
 	// Registry receives worker metrics; may be nil.
 	Registry *prometheus.Registry
+	// DNSFix writes DNS recommendations and verifies MX setups; nil
+	// leaves them unconfigured (their jobs fail and say so).
+	DNSFix *DNSFixDeps
 }
 
 // Options tune a client.
@@ -86,6 +89,7 @@ func Workers(deps Deps) *river.Workers {
 	addWebhookWorkers(w, deps)  // webhooks.go
 	addReceiverWorkers(w, deps) // receivers.go
 	addDomainWorkers(w, deps)   // domains.go
+	addDNSFixWorkers(w, deps)   // dnsfix.go
 	return w
 }
 
@@ -100,6 +104,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, webhookPeriodicJobs(deps)...)
 	out = append(out, receiverPeriodicJobs(deps)...)
 	out = append(out, domainPeriodicJobs(deps)...)
+	out = append(out, dnsFixPeriodicJobs(deps)...)
 	return out
 }
 
