@@ -205,4 +205,3 @@ func TestCheckMX(t *testing.T) {
 	_, err := dnsfix.CheckMX(ctx, dnscheck.NewClient(srv.Addr(), time.Second), cfg, s)
 	require.ErrorIs(t, err, dnsfix.ErrTemporary)
 }
-
