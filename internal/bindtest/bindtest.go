@@ -196,6 +196,10 @@ zone "%[5]s" {
 		if s.answers() {
 			return s, nil
 		}
+		if strings.Contains(s.log.String(), "not loaded due to errors") {
+			s.stop()
+			return nil, fmt.Errorf("named could not load the zone:\n%s", s.log.String())
+		}
 		select {
 		case <-s.done:
 			log := s.log.String()
