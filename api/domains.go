@@ -468,7 +468,7 @@ func (s *Server) lookupDomainDNS(ctx context.Context, req *DomainPath) (*DNSLook
 	}
 	if out.Applied {
 		// DNS recommendations follow every stored check (recommendations.go).
-		if err := jobs.RecomputeDNSFixes(ctx, s.db, s.deps.Resolver, s.deps.DNSFix, row.ID, s.now()); err != nil {
+		if err := jobs.RecomputeDNSFixes(ctx, s.db, s.deps.Resolver, s.deps.DNSFix, out.Domain, s.now()); err != nil {
 			s.logger.WarnContext(ctx, "recomputing DNS recommendations failed", slog.String("domain", row.Name), slog.Any("error", err))
 		}
 	}

@@ -541,7 +541,7 @@ func (w *DomainCheckWorker) Work(ctx context.Context, job *river.Job[DomainCheck
 		return err
 	}
 	if out.Applied {
-		w.recomputeAfterCheck(ctx, row.ID) // dnsfix.go
+		w.recomputeAfterCheck(ctx, out.Domain) // dnsfix.go
 	}
 	if w.metrics != nil {
 		w.metrics.observe(rs, elapsed, len(out.Changes))

@@ -43,3 +43,7 @@ RETURNING *;
 
 -- name: DNSRecommendationGetByID :one
 SELECT * FROM dns_recommendations WHERE id = @id::uuid;
+
+-- name: DNSRecommendationClear :exec
+-- A domain with nothing to recommend: drops what is not being applied.
+DELETE FROM dns_recommendations WHERE domain_id = @domain_id::uuid AND state <> 'applying';

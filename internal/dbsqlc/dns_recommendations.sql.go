@@ -12,6 +12,16 @@ import (
 	"github.com/google/uuid"
 )
 
+const dNSRecommendationClear = `-- name: DNSRecommendationClear :exec
+DELETE FROM dns_recommendations WHERE domain_id = $1::uuid AND state <> 'applying'
+`
+
+// A domain with nothing to recommend: drops what is not being applied.
+func (q *Queries) DNSRecommendationClear(ctx context.Context, db DBTX, domainID uuid.UUID) error {
+	_, err := db.Exec(ctx, dNSRecommendationClear, domainID)
+	return err
+}
+
 const dNSRecommendationDelete = `-- name: DNSRecommendationDelete :exec
 DELETE FROM dns_recommendations WHERE id = $1::uuid
 `
