@@ -77,7 +77,9 @@ func FuzzMergeDMARC(f *testing.F) {
 // mapResolver answers TXT from a map and nothing else (NXDOMAIN).
 type mapResolver map[string][]string
 
-func notFound(name string) error { return &net.DNSError{Err: "no such host", Name: name, IsNotFound: true} }
+func notFound(name string) error {
+	return &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
+}
 
 func (m mapResolver) LookupTXT(_ context.Context, name string) ([]string, error) {
 	if v, ok := m[strings.TrimSuffix(strings.ToLower(name), ".")]; ok {
@@ -148,4 +150,3 @@ func FuzzTXTQuoting(f *testing.F) {
 		}
 	})
 }
-
