@@ -75,6 +75,9 @@ func TestMXSetupStates(t *testing.T) {
 	require.Equal(t, "verified", got.State, "%v", got.Problems)
 	require.Empty(t, got.Problems)
 	require.NotNil(t, got.VerifiedAt)
+	ok, err := dnsfix.IsVerifiedInbound(t.Context(), b.db, "Reports.mx-states.test.")
+	require.NoError(t, err)
+	require.True(t, ok, "the SMTP listener may accept it")
 
 	// A foreign MX with a better preference appears: lost, with an alert.
 	require.NoError(t, b.dns.Add("reports.mx-states.test. MX 5 mx.elsewhere.test.\n"))
@@ -85,6 +88,9 @@ func TestMXSetupStates(t *testing.T) {
 	require.Len(t, lost, 1)
 	require.Equal(t, "critical", lost[0].Severity)
 	require.Equal(t, "reports.mx-states.test", lost[0].Payload["name"])
+	ok, err = dnsfix.IsVerifiedInbound(t.Context(), b.db, "reports.mx-states.test")
+	require.NoError(t, err)
+	require.False(t, ok)
 
 	require.NoError(t, b.dns.Set("reports.mx-states.test. MX 10 mx.mailwatch.test.\n"))
 	require.Equal(t, "verified", verify().State)
