@@ -17,6 +17,8 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
+func newDomainTx(t *testing.T) pgx.Tx { return dbtest.Tx(t) }
+
 func newDomain(t *testing.T, tx pgx.Tx, name string) dbsqlc.Domain {
 	t.Helper()
 	ctx := context.Background()
