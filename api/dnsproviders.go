@@ -80,7 +80,11 @@ func dnsFixError(err error) error {
 	case errors.As(err, &fe):
 		return InvalidField(fe.Field, fe.Message)
 	case errors.As(err, &ve):
-		e := Invalid(FieldError{Field: "config", Message: ve.Error()})
+		field := "config"
+		if ve.What == "zone" {
+			field = "domain"
+		}
+		e := Invalid(FieldError{Field: field, Message: ve.Error()})
 		e.Detail = fmt.Sprintf("the DNS provider refused: %s: %s", ve.What, ve.Message)
 		return e
 	case errors.As(err, &ce):
