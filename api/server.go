@@ -215,18 +215,20 @@ func (s *Server) routes() {
 	s.accountRoutes()
 	s.apiKeyRoutes()
 	s.dashboardRoutes()
-	s.eventRoutes()          // events.go
-	s.alertRoutes()          // alerts.go
-	s.adminEventRoutes()     // admin_events.go
-	s.subscriptionRoutes()   // subscriptions.go
-	s.deliveryRoutes()       // deliveries.go
-	s.receiverRoutes()       // receivers.go
-	s.inboundRoutes()        // inbound.go
-	s.adminSMSRoutes()       // admin_sms.go
-	s.domainRoutes()         // domains.go
-	s.dnsProviderRoutes()    // dnsproviders.go
-	s.recommendationRoutes() // recommendations.go
-	s.mxRoutes()             // mx.go
+	s.eventRoutes()        // events.go
+	s.alertRoutes()        // alerts.go
+	s.adminEventRoutes()   // admin_events.go
+	s.subscriptionRoutes() // subscriptions.go
+	s.deliveryRoutes()     // deliveries.go
+	s.receiverRoutes()     // receivers.go
+	s.inboundRoutes()      // inbound.go
+	s.adminSMSRoutes()     // admin_sms.go
+	s.domainRoutes()       // domains.go
+
+	// DNS fixes: dnsproviders.go, recommendations.go, mx.go.
+	s.dnsProviderRoutes()
+	s.recommendationRoutes()
+	s.mxRoutes()
 }
 
 // ping checks the database for /readyz.
