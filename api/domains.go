@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -464,6 +465,12 @@ func (s *Server) lookupDomainDNS(ctx context.Context, req *DomainPath) (*DNSLook
 	}
 	if err != nil {
 		return nil, err
+	}
+	if out.Applied {
+		// DNS recommendations follow every stored check (recommendations.go).
+		if err := jobs.RecomputeDNSFixes(ctx, s.db, s.deps.Resolver, s.deps.DNSFix, out.Domain, s.now()); err != nil {
+			s.logger.WarnContext(ctx, "recomputing DNS recommendations failed", slog.String("domain", row.Name), slog.Any("error", err))
+		}
 	}
 	resp := &DNSLookup{Domain: row.Name, CheckedAt: started.UTC(), Stored: out.Applied, Results: rs, Changes: []DNSChange{}}
 	for _, ch := range out.Changes {

@@ -27,6 +27,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/usage"
+	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // Deps is what the API needs from the outside world.
@@ -77,6 +78,9 @@ type Deps struct {
 	// MTASTSClient fetches MTA-STS policies in live lookups; nil means
 	// dnscheck.NewHTTPClient over Resolver.
 	MTASTSClient *http.Client
+	// DNSFix holds DNS connections' environment and the MX setup's
+	// configuration; nil answers their routes with 503.
+	DNSFix *jobs.DNSFixDeps
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -220,6 +224,11 @@ func (s *Server) routes() {
 	s.inboundRoutes()      // inbound.go
 	s.adminSMSRoutes()     // admin_sms.go
 	s.domainRoutes()       // domains.go
+
+	// DNS fixes: dnsproviders.go, recommendations.go, mx.go.
+	s.dnsProviderRoutes()
+	s.recommendationRoutes()
+	s.mxRoutes()
 }
 
 // ping checks the database for /readyz.

@@ -540,6 +540,9 @@ func (w *DomainCheckWorker) Work(ctx context.Context, job *river.Job[DomainCheck
 	if err != nil {
 		return err
 	}
+	if out.Applied {
+		w.recomputeAfterCheck(ctx, out.Domain) // dnsfix.go
+	}
 	if w.metrics != nil {
 		w.metrics.observe(rs, elapsed, len(out.Changes))
 	}

@@ -80,6 +80,9 @@ type Deps struct {
 	// Observer, when set, watches a working client's fetches, jobs and
 	// leadership (observer.go); nil in tests and insert-only clients.
 	Observer *Observer
+	// DNSFix writes DNS recommendations and verifies MX setups; nil
+	// leaves them unconfigured (their jobs fail and say so).
+	DNSFix *DNSFixDeps
 }
 
 // Options tune a client.
@@ -108,6 +111,7 @@ func Workers(deps Deps) *river.Workers {
 	addWebhookWorkers(w, deps)  // webhooks.go
 	addReceiverWorkers(w, deps) // receivers.go
 	addDomainWorkers(w, deps)   // domains.go
+	addDNSFixWorkers(w, deps)   // dnsfix.go
 	return w
 }
 
@@ -122,6 +126,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, webhookPeriodicJobs(deps)...)
 	out = append(out, receiverPeriodicJobs(deps)...)
 	out = append(out, domainPeriodicJobs(deps)...)
+	out = append(out, dnsFixPeriodicJobs(deps)...)
 	return out
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/dnsfix"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
@@ -21,6 +22,7 @@ type shared struct {
 	keyring  *secretbox.Keyring
 	guard    *netguard.Guard
 	resolver dnscheck.Resolver
+	dnsFix   *jobs.DNSFixDeps
 }
 
 func buildShared(cfg *config.Config) (*shared, error) {
@@ -39,7 +41,14 @@ func buildShared(cfg *config.Config) (*shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DNS_RESOLVER: %w", err)
 	}
-	return &shared{keyring: keyring, guard: guard, resolver: dnscheck.NewClient(resolverAddr, 3*time.Second)}, nil
+	mxHost := cfg.InboundMXHost
+	if mxHost == "" {
+		mxHost = cfg.InboundDomain
+	}
+	return &shared{
+		keyring: keyring, guard: guard, resolver: dnscheck.NewClient(resolverAddr, 3*time.Second),
+		dnsFix: &jobs.DNSFixDeps{Env: &dnsfix.Env{Keyring: keyring, Guard: guard}, MX: dnsfix.MXConfig{Host: mxHost}},
+	}, nil
 }
 
 func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry) (jobs.Deps, error) {
@@ -54,6 +63,7 @@ func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg
 		Keyring:  sh.keyring,
 		Resolver: sh.resolver,
 		Registry: reg,
+		DNSFix:   sh.dnsFix,
 		WebhookClient: webhook.NewClient(sh.guard, webhook.ClientOptions{
 			MaxIdleConnsPerHost: cfg.WebhookConcurrency,
 		}),

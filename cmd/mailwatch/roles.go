@@ -120,6 +120,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		PublicBaseURL:        cfg.PublicBaseURL,
 		MaxMessageBytes:      cfg.SMTPMaxMessageBytes,
 		Resolver:             sh.resolver,
+		DNSFix:               sh.dnsFix,
 		EventPages:           events.NewFirstPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes),
 		Limiter:              limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.RateLimitPerMinute)}),
 		IngressLimiter:       limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.IngressRatePerMinute)}),

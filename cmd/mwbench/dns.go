@@ -104,7 +104,8 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 	fmt.Printf("CheckAll only (no DB), %d at a time:   %7.0f checks/s  p50 %6.2f ms  p99 %6.2f ms  %5.1f DNS queries/domain\n",
 		dnsBenchConcurrency, direct.rate, ms(direct.p50), ms(direct.p99), direct.queries)
 
-	deps := jobs.Deps{Pool: env.Pool, Logger: env.Logger, Resolver: resolver, MTASTSClient: stsClient}
+	fix := &jobs.DNSFixDeps{}
+	deps := jobs.Deps{Pool: env.Pool, Logger: env.Logger, Resolver: resolver, MTASTSClient: stsClient, DNSFix: fix}
 	worker, err := jobs.NewClient(deps, jobs.Options{Concurrency: dnsBenchConcurrency, Queues: []string{jobs.QueueDNS}})
 	if err != nil {
 		return err
@@ -173,6 +174,35 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 	if changed != dnsBenchChanged {
 		return fmt.Errorf("expected %d dns_record_changed events, got %d", dnsBenchChanged, changed)
 	}
+
+	// Rounds 3 and 4: the same re-checks (nothing changed) without and
+	// with the DNS recommendations recomputed after each check, to show
+	// what the recomputation costs.
+	recheck := func(skip bool) (dnsRound, error) {
+		fix.SkipRecompute.Store(skip)
+		defer fix.SkipRecompute.Store(false)
+		start := time.Now()
+		if _, err := worker.InsertMany(ctx, params); err != nil {
+			return dnsRound{}, err
+		}
+		evs, err := waitJobs(ctx, completed, len(ids))
+		if err != nil {
+			return dnsRound{}, err
+		}
+		return jobRound(evs, time.Since(start), 0), nil
+	}
+	r3, err := recheck(true)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("round 3 (re-checks, no recommendations):   %s\n", r3)
+	r4, err := recheck(false)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("round 4 (re-checks with recommendations): %s\n", r4)
+	rate := func(r dnsRound) float64 { return float64(r.n) / r.elapsed.Seconds() }
+	fmt.Printf("  with recommendations: %.2f of the rate without them\n", rate(r4)/rate(r3))
 
 	auth, err := measureAuthRoute(ctx, env, 32, benchDuration())
 	if err != nil {

@@ -31,6 +31,7 @@ var Vars = []Var{
 	{Name: "METRICS_ADDR", Default: ":9091", Meaning: "Address where `worker` and `smtp` processes serve /healthz, /readyz and /metrics (the API serves them on LISTEN_ADDR)."},
 	{Name: "SMTP_ADDR", Default: ":2525", Meaning: "Address the inbound SMTP listener binds (`smtp`, `dev`)."},
 	{Name: "INBOUND_DOMAIN", Default: "inbound.mailwatch.localhost", Meaning: "Domain of receiver and reporting addresses; the SMTP listener accepts mail only for it."},
+	{Name: "INBOUND_MX_HOST", Default: "", Meaning: "Host name customers' MX records point to for custom inbound subdomains (MX setup); empty means INBOUND_DOMAIN."},
 	{Name: "SMTP_MAX_MESSAGE_BYTES", Default: "10485760", Meaning: "Largest inbound message (SMTP: 552 beyond, advertised with SIZE; email ingress webhook: 413 beyond, also capped by BODY_LIMIT_BYTES). At most 26214400."},
 	{Name: "SMTP_TLS_CERT", Default: "", Meaning: "PEM certificate file (chain) for STARTTLS on the SMTP listener; with SMTP_TLS_KEY. Unset: no STARTTLS."},
 	{Name: "SMTP_TLS_KEY", Default: "", Secret: true, Meaning: "PEM private key file for SMTP_TLS_CERT (the value is a path; the file is the secret)."},
@@ -71,6 +72,7 @@ type Config struct {
 	MetricsAddr            string
 	SMTPAddr               string
 	InboundDomain          string
+	InboundMXHost          string
 	SMTPMaxMessageBytes    int64
 	SMTPTLSCert            string
 	SMTPTLSKey             string
@@ -147,6 +149,7 @@ func Parse(lookup Lookup) (*Config, error) {
 		MetricsAddr:          get("METRICS_ADDR"),
 		SMTPAddr:             get("SMTP_ADDR"),
 		InboundDomain:        strings.ToLower(strings.TrimSuffix(get("INBOUND_DOMAIN"), ".")),
+		InboundMXHost:        strings.ToLower(strings.TrimSuffix(get("INBOUND_MX_HOST"), ".")),
 		SMTPMaxMessageBytes:  int64(atoi("SMTP_MAX_MESSAGE_BYTES", 1024, 25<<20)),
 		SMTPTLSCert:          get("SMTP_TLS_CERT"),
 		SMTPTLSKey:           get("SMTP_TLS_KEY"),

@@ -38,6 +38,52 @@ type ApiUsageDaily struct {
 	Requests  int64
 }
 
+type DnsConnection struct {
+	ID               uuid.UUID
+	AccountID        uuid.UUID
+	Kind             string
+	Label            string
+	Config           json.RawMessage
+	SecretCiphertext []byte
+	SecretKeyID      string
+	VerifiedAt       time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+type DnsConnectionLink struct {
+	DomainID     uuid.UUID
+	ConnectionID uuid.UUID
+	ZoneName     string
+	ZoneID       string
+	CreatedAt    time.Time
+}
+
+type DnsRecommendation struct {
+	ID                   uuid.UUID
+	DomainID             uuid.UUID
+	Key                  string
+	CheckName            string
+	Severity             string
+	Name                 string
+	Rtype                string
+	Op                   string
+	Current              []string
+	Proposed             []string
+	Why                  string
+	Manual               bool
+	Fingerprint          string
+	State                string
+	DismissedReason      *string
+	DismissedUntil       *time.Time
+	DismissedFingerprint *string
+	LastError            *string
+	JobID                *int64
+	AppliedAt            *time.Time
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+}
+
 type Domain struct {
 	ID            uuid.UUID
 	AccountID     uuid.UUID
@@ -95,6 +141,19 @@ type EventSubscription struct {
 	LastSuccessAt    *time.Time
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
+}
+
+type MxSetup struct {
+	ID            uuid.UUID
+	DomainID      uuid.UUID
+	Name          string
+	Token         string
+	State         string
+	Problems      []string
+	LastCheckedAt *time.Time
+	VerifiedAt    *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 type Receiver struct {

@@ -32,4 +32,13 @@ var examples = map[string]json.RawMessage{
 		`"previously_acknowledged_by":"alice@example.com","previous_note":"DMARC record restored","key_identifier":"mw_AbCd"}`),
 	TypeMessageDeleted: json.RawMessage(`{"receiver_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f73",` +
 		`"message_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f74","key_identifier":"mw_AbCd"}`),
+	TypeDNSFixApplied: json.RawMessage(`{"domain":"example.com","recommendation_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f80",` +
+		`"check":"spf","name":"example.com","type":"TXT","op":"replace_rr","connection_kind":"rfc2136",` +
+		`"before":["v=spf1 include:a.example include:b.example ~all"],"after":["v=spf1 ip4:192.0.2.0/24 -all"]}`),
+	TypeDNSFixFailed: json.RawMessage(`{"domain":"example.com","recommendation_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f80",` +
+		`"check":"dmarc","name":"_dmarc.example.com","type":"TXT","op":"replace_rr","connection_kind":"cloudflare",` +
+		`"before":["v=DMARC1; p=none"],"after":["v=DMARC1; p=quarantine"],` +
+		`"error":"the record changed since it was observed; it now holds [\"v=DMARC1; p=quarantine\"]","conflict":true}`),
+	TypeMXVerificationLost: json.RawMessage(`{"domain":"example.com","name":"reports.example.com",` +
+		`"problems":["reports.example.com has no MX record pointing to mx.mailwatch.example"]}`),
 }

@@ -37,6 +37,9 @@ const (
 	TypeAlertAcknowledged       = "alert_acknowledged"
 	TypeAlertUnacknowledged     = "alert_unacknowledged"
 	TypeMessageDeleted          = "message_deleted"
+	TypeDNSFixApplied           = "dns_fix_applied"
+	TypeDNSFixFailed            = "dns_fix_failed"
+	TypeMXVerificationLost      = "mx_verification_lost"
 )
 
 // Type describes one kind of event.
@@ -165,6 +168,35 @@ var types = map[string]Type{
 		PayloadSchema: schema(`{"type":"object","required":["receiver_id","message_id","key_identifier"],"properties":{
 			"receiver_id":{"type":"string","format":"uuid"},"message_id":{"type":"string","format":"uuid"},
 			"key_identifier":{"type":"string"}}}`),
+	},
+	TypeDNSFixApplied: {
+		Name:            TypeDNSFixApplied,
+		Description:     "A DNS recommendation was written into the domain's zone through its DNS connection (before and after are the records of the recommendation's kind).",
+		DefaultSeverity: SeverityInfo,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["domain","recommendation_id","check","name","type","op","connection_kind","before","after"],"properties":{
+			"domain":{"type":"string"},"recommendation_id":{"type":"string","format":"uuid"},"check":{"type":"string"},
+			"name":{"type":"string"},"type":{"type":"string"},"op":{"type":"string","enum":["create","replace_rr","replace_rrset","delete_rr"]},
+			"connection_kind":{"type":"string"},"before":{"type":"array","items":{"type":"string"}},
+			"after":{"type":"array","items":{"type":"string"}},"error":{"type":"string"},"conflict":{"type":"boolean"}}}`),
+	},
+	TypeDNSFixFailed: {
+		Name:            TypeDNSFixFailed,
+		Description:     "Writing a DNS recommendation failed: the record changed since it was observed (conflict; after is what the zone holds) or the provider refused the change (error).",
+		DefaultSeverity: SeverityWarning,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["domain","recommendation_id","check","name","type","op","connection_kind","before","after"],"properties":{
+			"domain":{"type":"string"},"recommendation_id":{"type":"string","format":"uuid"},"check":{"type":"string"},
+			"name":{"type":"string"},"type":{"type":"string"},"op":{"type":"string","enum":["create","replace_rr","replace_rrset","delete_rr"]},
+			"connection_kind":{"type":"string"},"before":{"type":"array","items":{"type":"string"}},
+			"after":{"type":"array","items":{"type":"string"}},"error":{"type":"string"},"conflict":{"type":"boolean"}}}`),
+	},
+	TypeMXVerificationLost: {
+		Name:            TypeMXVerificationLost,
+		Description:     "A verified custom inbound subdomain no longer points its MX at mailwatch or lost its ownership TXT record; mail for it is refused until it verifies again.",
+		DefaultSeverity: SeverityCritical,
+		PayloadSchema: schema(`{"type":"object","required":["domain","name","problems"],"properties":{
+			"domain":{"type":"string"},"name":{"type":"string"},"problems":{"type":"array","items":{"type":"string"}}}}`),
 	},
 }
 

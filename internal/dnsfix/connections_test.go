@@ -1,0 +1,77 @@
+package dnsfix_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/dnsfix"
+	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/secretbox"
+)
+
+// TestCloudflareConnection creates a connection through Env: the token is
+// verified at Cloudflare's verification endpoint (on loopback, with the
+// API's documented answers), sealed, and the zone is found on link.
+func TestCloudflareConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cf := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Authorization") != "Bearer good-token-123456" {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"success":false,"errors":[{"code":1000,"message":"Invalid API Token"}],"messages":[],"result":null}`))
+			return
+		}
+		switch r.URL.Path {
+		case "/client/v4/user/tokens/verify":
+			_, _ = w.Write([]byte(`{"success":true,"errors":[],"messages":[{"code":10000,"message":"This API Token is valid and active","type":null}],"result":{"id":"ed17574386854bf78a67040be0a770b0","status":"active"}}`))
+		case "/client/v4/zones":
+			res := []map[string]any{}
+			if r.URL.Query().Get("name") == "cf.example" {
+				res = append(res, map[string]any{"id": "023e105f4ecef8ad9ca31a8372d0c353", "name": "cf.example", "status": "active"})
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"success": true, "errors": []any{}, "messages": []any{}, "result": res,
+				"result_info": map[string]any{"page": 1, "per_page": 20, "count": len(res), "total_count": len(res), "total_pages": 1}})
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(cf.Close)
+	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{3}, 32))
+	require.NoError(t, err)
+	env := &dnsfix.Env{Keyring: keyring, Guard: netguard.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}), CloudflareURL: cf.URL + "/client/v4"}
+	tx := newDomainTx(t)
+	d := newDomain(t, tx, "www.cf.example")
+	now := time.Now()
+
+	_, err = dnsfix.CreateConnection(ctx, tx, env, d.AccountID, dnsfix.ConnectionInput{Kind: "cloudflare", Label: "cf", Config: json.RawMessage(`{"api_token":"bad-token-000000"}`)}, now)
+	var ve *dnsfix.VerifyError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "API token", ve.What)
+	require.Contains(t, ve.Message, "Invalid API Token")
+
+	conn, err := dnsfix.CreateConnection(ctx, tx, env, d.AccountID, dnsfix.ConnectionInput{Kind: "cloudflare", Label: "cf", Config: json.RawMessage(`{"api_token":"good-token-123456"}`)}, now)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"api_token_hint":"…3456"}`, string(conn.Config))
+	require.NotContains(t, string(conn.SecretCiphertext), "good-token")
+
+	link, name, err := dnsfix.Link(ctx, tx, env, d.AccountID, conn.ID, "www.cf.example")
+	require.NoError(t, err)
+	require.Equal(t, "www.cf.example", name)
+	require.Equal(t, "023e105f4ecef8ad9ca31a8372d0c353", link.ZoneID)
+	require.Equal(t, "cf.example", link.ZoneName)
+
+	// The guard applies: without the loopback allowance the call is refused.
+	blocked := &dnsfix.Env{Keyring: keyring, Guard: netguard.NewGuard(nil), CloudflareURL: cf.URL + "/client/v4"}
+	_, err = dnsfix.CreateConnection(ctx, tx, blocked, d.AccountID, dnsfix.ConnectionInput{Kind: "cloudflare", Label: "cf2", Config: json.RawMessage(`{"api_token":"good-token-123456"}`)}, now)
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "connection", ve.What)
+}
