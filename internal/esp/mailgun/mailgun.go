@@ -152,4 +152,3 @@ func Parse(body []byte) ([]esp.Event, error) {
 	}
 	return p.Events()
 }
-

@@ -183,4 +183,3 @@ func messageID(r event) string {
 	}
 	return strings.Trim(r.SMTPID, "<>")
 }
-

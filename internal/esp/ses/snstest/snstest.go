@@ -172,7 +172,7 @@ func (s *Server) Sign(env *ses.Envelope, version string) {
 func (s *Server) Notification(topicARN, messageID, message, version string) []byte {
 	env := &ses.Envelope{
 		Type: ses.TypeNotification, MessageID: messageID, TopicArn: topicARN, Message: message,
-		Timestamp: time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		Timestamp:      time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
 		UnsubscribeURL: "https://" + Host + "/?Action=Unsubscribe",
 	}
 	env.SetSubject("Amazon SES Email Event Notification")
