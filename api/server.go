@@ -22,6 +22,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/receivers"
@@ -77,6 +78,12 @@ type Deps struct {
 	// MTASTSClient fetches MTA-STS policies in live lookups; nil means
 	// dnscheck.NewHTTPClient over Resolver.
 	MTASTSClient *http.Client
+	// SNSCerts fetches SNS signing certificates (SES provider ingress):
+	// ses.HTTPCertFetcher over the AWS-only, SSRF-guarded client.
+	SNSCerts ses.CertFetcher
+	// ProviderWebhookMaxAge is PROVIDER_WEBHOOK_MAX_AGE: how old a signed
+	// provider webhook timestamp may be; zero turns the check off.
+	ProviderWebhookMaxAge time.Duration
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -220,6 +227,9 @@ func (s *Server) routes() {
 	s.inboundRoutes()      // inbound.go
 	s.adminSMSRoutes()     // admin_sms.go
 	s.domainRoutes()       // domains.go
+	s.providerRoutes()     // providers.go
+	s.suppressionRoutes()  // suppressions.go
+	s.messageRoutes()      // messages.go
 }
 
 // ping checks the database for /readyz.

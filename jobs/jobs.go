@@ -58,6 +58,9 @@ type Deps struct {
 	MTASTSClient *http.Client
 	// Registry receives worker metrics; may be nil.
 	Registry *prometheus.Registry
+	// SNSClient confirms SNS subscriptions (ses.AWSOnlyClient over the
+	// SSRF-guarded client).
+	SNSClient *http.Client
 }
 
 // Options tune a client.
@@ -86,6 +89,7 @@ func Workers(deps Deps) *river.Workers {
 	addWebhookWorkers(w, deps)  // webhooks.go
 	addReceiverWorkers(w, deps) // receivers.go
 	addDomainWorkers(w, deps)   // domains.go
+	addProviderWorkers(w, deps) // providers.go
 	return w
 }
 
@@ -100,6 +104,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, webhookPeriodicJobs(deps)...)
 	out = append(out, receiverPeriodicJobs(deps)...)
 	out = append(out, domainPeriodicJobs(deps)...)
+	out = append(out, providerPeriodicJobs(deps)...)
 	return out
 }
 

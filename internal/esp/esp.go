@@ -60,6 +60,9 @@ type Event struct {
 	ID string `json:"id"`
 	// MessageID is the provider's message id (may be empty).
 	MessageID string `json:"message_id"`
+	// Sender is the envelope or From address when the payload carries one
+	// (its domain is the sending domain).
+	Sender string `json:"sender,omitempty"`
 	// Recipient is the address as the provider gave it.
 	Recipient string    `json:"recipient"`
 	Type      Type      `json:"type"`
@@ -149,6 +152,7 @@ func Finish(evs []Event) ([]Event, error) {
 		e.ID = Clip(e.ID, MaxIDLength)
 		e.MessageID = Clip(e.MessageID, MaxIDLength)
 		e.Recipient = Clip(e.Recipient, MaxRecipientLength)
+		e.Sender = Clip(strings.TrimSpace(e.Sender), MaxRecipientLength)
 		e.Classification = Clip(e.Classification, MaxDetailLength)
 		e.Detail = Clip(e.Detail, MaxDetailLength)
 		if e.Timestamp.IsZero() {
@@ -190,4 +194,13 @@ func Join(parts ...string) string {
 		}
 	}
 	return strings.Join(out, "/")
+}
+
+// SenderDomain returns the lower-case domain of a sender, which may be a
+// bare address or "Name <addr>"; "" when there is none.
+func SenderDomain(sender string) string {
+	if i := strings.LastIndexByte(sender, '<'); i >= 0 {
+		sender = strings.TrimSuffix(strings.TrimSpace(sender[i+1:]), ">")
+	}
+	return Domain(sender)
 }

@@ -68,22 +68,26 @@ var types = map[string]Type{
 	},
 	TypeBounceSpike: {
 		Name:            TypeBounceSpike,
-		Description:     "A domain's bounce rate over a recent window rose above its threshold.",
+		Description:     "A domain's hard-bounce rate at one sending provider, over a rolling window with a minimum volume, rose above its threshold and well above the domain's own baseline. One event per episode.",
 		DefaultSeverity: SeverityWarning,
-		Escalation:      "critical when the rate is at least twice the threshold",
+		Escalation:      "critical when the rate is at least twice the threshold (critical_threshold)",
 		PayloadSchema: schema(`{"type":"object","required":["domain","window_minutes","rate","threshold","bounces","sent"],"properties":{
-			"domain":{"type":"string"},"provider":{"type":"string"},"window_minutes":{"type":"integer","minimum":1},
+			"domain":{"type":"string"},"provider":{"type":"string"},"provider_id":{"type":"string","format":"uuid"},
+			"provider_label":{"type":"string"},"window_minutes":{"type":"integer","minimum":1},
 			"rate":{"type":"number","minimum":0},"threshold":{"type":"number","minimum":0},
+			"critical_threshold":{"type":"number","minimum":0},"baseline":{"type":["number","null"],"minimum":0},
 			"bounces":{"type":"integer","minimum":0},"sent":{"type":"integer","minimum":0}}}`),
 	},
 	TypeComplaintSpike: {
 		Name:            TypeComplaintSpike,
-		Description:     "A domain's spam-complaint rate over a recent window rose above its threshold.",
+		Description:     "A domain's spam-complaint rate at one sending provider, over a rolling window with a minimum volume, rose above its threshold and well above the domain's own baseline. One event per episode.",
 		DefaultSeverity: SeverityWarning,
-		Escalation:      "critical when the rate is at least twice the threshold",
+		Escalation:      "critical at the critical_threshold (0.3%, Google's ceiling for bulk senders)",
 		PayloadSchema: schema(`{"type":"object","required":["domain","window_minutes","rate","threshold","complaints","sent"],"properties":{
-			"domain":{"type":"string"},"provider":{"type":"string"},"window_minutes":{"type":"integer","minimum":1},
+			"domain":{"type":"string"},"provider":{"type":"string"},"provider_id":{"type":"string","format":"uuid"},
+			"provider_label":{"type":"string"},"window_minutes":{"type":"integer","minimum":1},
 			"rate":{"type":"number","minimum":0},"threshold":{"type":"number","minimum":0},
+			"critical_threshold":{"type":"number","minimum":0},"baseline":{"type":["number","null"],"minimum":0},
 			"complaints":{"type":"integer","minimum":0},"sent":{"type":"integer","minimum":0}}}`),
 	},
 	TypeDNSRecordChanged: {

@@ -33,12 +33,15 @@ type Payload struct {
 }
 
 type eventData struct {
-	ID             string      `json:"id"`
-	Timestamp      json.Number `json:"timestamp"`
-	Event          string      `json:"event"`
-	Severity       string      `json:"severity"`
-	Reason         string      `json:"reason"`
-	Recipient      string      `json:"recipient"`
+	ID        string      `json:"id"`
+	Timestamp json.Number `json:"timestamp"`
+	Event     string      `json:"event"`
+	Severity  string      `json:"severity"`
+	Reason    string      `json:"reason"`
+	Recipient string      `json:"recipient"`
+	Envelope  struct {
+		Sender string `json:"sender"`
+	} `json:"envelope"`
 	DeliveryStatus struct {
 		Code         json.Number `json:"code"`
 		EnhancedCode string      `json:"enhanced-code"`
@@ -111,7 +114,7 @@ func Verify(signingKey string, s Signature, now time.Time, maxAge time.Duration)
 func (p *Payload) Events() ([]esp.Event, error) {
 	d := p.EventData
 	e := esp.Event{
-		ID: d.ID, MessageID: strings.Trim(d.Message.Headers.MessageID, "<>"), Recipient: d.Recipient,
+		ID: d.ID, Sender: d.Envelope.Sender, MessageID: strings.Trim(d.Message.Headers.MessageID, "<>"), Recipient: d.Recipient,
 		Timestamp: esp.UnixSeconds(d.Timestamp), Classification: esp.Join(d.Event, d.Severity, d.Reason),
 	}
 	e.Detail = d.DeliveryStatus.Description

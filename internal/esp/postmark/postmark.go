@@ -91,6 +91,7 @@ type payload struct {
 	TypeCode          json.Number     `json:"TypeCode"`
 	MessageID         string          `json:"MessageID"`
 	Email             string          `json:"Email"`
+	From              string          `json:"From"`
 	Recipient         string          `json:"Recipient"`
 	Description       string          `json:"Description"`
 	Details           string          `json:"Details"`
@@ -129,7 +130,7 @@ func Parse(body []byte) ([]esp.Event, error) {
 	if err := dec.Decode(&p); err != nil {
 		return nil, esp.Errorf(esp.ErrPayload, "not a Postmark webhook body")
 	}
-	e := esp.Event{MessageID: p.MessageID, Classification: esp.Join(p.RecordType, p.Type)}
+	e := esp.Event{Sender: p.From, MessageID: p.MessageID, Classification: esp.Join(p.RecordType, p.Type)}
 	switch p.RecordType {
 	case "Delivery":
 		e.Type, e.Recipient, e.Timestamp, e.Detail = esp.TypeDelivered, p.Recipient, p.DeliveredAt, p.Details

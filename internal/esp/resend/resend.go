@@ -86,6 +86,7 @@ type payload struct {
 	CreatedAt time.Time `json:"created_at"`
 	Data      struct {
 		EmailID   string          `json:"email_id"`
+		From      string          `json:"from"`
 		CreatedAt time.Time       `json:"created_at"`
 		To        json.RawMessage `json:"to"`
 		Bounce    *struct {
@@ -126,7 +127,7 @@ func Parse(body []byte, eventID string) ([]esp.Event, error) {
 	if len(to) > esp.MaxEventsPerPayload {
 		return nil, esp.Errorf(esp.ErrPayload, "too many recipients")
 	}
-	base := esp.Event{MessageID: p.Data.EmailID, Timestamp: p.CreatedAt, Classification: p.Type}
+	base := esp.Event{Sender: p.Data.From, MessageID: p.Data.EmailID, Timestamp: p.CreatedAt, Classification: p.Type}
 	if base.Timestamp.IsZero() {
 		base.Timestamp = p.Data.CreatedAt
 	}

@@ -17,6 +17,7 @@ type notification struct {
 	Mail             struct {
 		Timestamp   time.Time `json:"timestamp"`
 		MessageID   string    `json:"messageId"`
+		Source      string    `json:"source"`
 		Destination []string  `json:"destination"`
 	} `json:"mail"`
 	Bounce *struct {
@@ -78,7 +79,7 @@ func ParseNotification(message []byte) ([]esp.Event, error) {
 	var out []esp.Event
 	add := func(id, rcpt string, e esp.Event) {
 		e.ID = id + "/" + strings.ToLower(strings.TrimSpace(rcpt))
-		e.MessageID, e.Recipient = mid, rcpt
+		e.MessageID, e.Recipient, e.Sender = mid, rcpt, n.Mail.Source
 		out = append(out, e)
 	}
 	switch kind {

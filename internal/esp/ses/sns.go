@@ -278,3 +278,52 @@ var topicARN = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{10,12}:[
 
 // ValidTopicARN reports whether s looks like an SNS topic ARN.
 func ValidTopicARN(s string) bool { return topicARN.MatchString(s) }
+
+// awsOnly refuses any request that is not https to sns.<region>.amazonaws.com.
+type awsOnly struct{ next http.RoundTripper }
+
+func (a awsOnly) RoundTrip(r *http.Request) (*http.Response, error) {
+	if _, err := CheckAWSURL(r.URL.String()); err != nil {
+		return nil, fmt.Errorf("refused outbound request: %w", err)
+	}
+	return a.next.RoundTrip(r)
+}
+
+// AWSOnlyClient wraps base (the SSRF-guarded client) so that it only ever
+// requests sns.<region>.amazonaws.com over HTTPS: the certificate fetch and
+// the subscription-confirm visit both go through it.
+func AWSOnlyClient(base *http.Client) *http.Client {
+	c := *base
+	next := base.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = awsOnly{next: next}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
+// Confirm visits the SubscribeURL of a SubscriptionConfirmation with client
+// (which should be AWSOnlyClient). It returns nil on a 2xx answer.
+func Confirm(ctx context.Context, client *http.Client, env *Envelope) error {
+	if env.Type != TypeSubscriptionConfirmation {
+		return errors.New("not a SubscriptionConfirmation")
+	}
+	if _, err := CheckAWSURL(env.SubscribeURL); err != nil {
+		return fmt.Errorf("SubscribeURL: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.SubscribeURL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("error confirming SNS subscription: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("error confirming SNS subscription: HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
