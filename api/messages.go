@@ -2,8 +2,11 @@ package api
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/domainname"
@@ -147,4 +150,29 @@ func (s *Server) messageTypeBreakdown(ctx context.Context, req *MessageTypeBreak
 	}
 	sort.SliceStable(out.Types, func(a, b int) bool { return out.Types[a].Count > out.Types[b].Count })
 	return out, nil
+}
+
+// DashboardMessages counts the last 24 hours of sending-provider events.
+type DashboardMessages struct {
+	Sent          int64   `json:"sent" validate:"required"`
+	Delivered     int64   `json:"delivered" validate:"required"`
+	Bounced       int64   `json:"bounced" validate:"required" description:"Hard and soft bounces (provider-suppressed sends excluded)."`
+	HardBounced   int64   `json:"hard_bounced" validate:"required"`
+	Complained    int64   `json:"complained" validate:"required"`
+	BounceRate    float64 `json:"bounce_rate" validate:"required" description:"Hard bounces per recipient (the larger of sent and delivered + bounced); 0 without traffic."`
+	ComplaintRate float64 `json:"complaint_rate" validate:"required" description:"Complaints per recipient; 0 without traffic."`
+}
+
+func (s *Server) fillDashboardMessages(ctx context.Context, account uuid.UUID, out *DashboardSummary) error {
+	c, err := s.q.MessageEventAccountCounts(ctx, s.db, dbsqlc.MessageEventAccountCountsParams{AccountID: account, Since: s.now().Add(-24 * time.Hour)})
+	if err != nil {
+		return err
+	}
+	m := DashboardMessages{Sent: c.Sent, Delivered: c.Delivered, Bounced: c.Bounced, HardBounced: c.HardBounced, Complained: c.Complained}
+	if vol := max(c.Sent, c.Delivered+c.Bounced); vol > 0 {
+		m.BounceRate = math.Round(float64(c.HardBounced)/float64(vol)*1e6) / 1e6
+		m.ComplaintRate = math.Round(float64(c.Complained)/float64(vol)*1e6) / 1e6
+	}
+	out.Messages = m
+	return nil
 }

@@ -171,5 +171,19 @@ func TestBounceSpikeFromRealisticStream(t *testing.T) {
 		require.Equal(t, int64(10830), tb.Total)
 		require.Equal(t, "sent", tb.Types[0].EventType)
 		require.Equal(t, int64(10000), tb.Types[0].ByProvider["sendgrid"])
+
+		resp = b.do(t, "GET", "/api/accounts/me/dashboard-summary", a.Key, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		var dash struct {
+			Messages struct {
+				Sent        int64   `json:"sent"`
+				HardBounced int64   `json:"hard_bounced"`
+				BounceRate  float64 `json:"bounce_rate"`
+			} `json:"messages_last_24h"`
+		}
+		resp.JSON(t, &dash)
+		require.Equal(t, int64(10000), dash.Messages.Sent)
+		require.Equal(t, int64(630), dash.Messages.HardBounced)
+		require.Equal(t, 0.063, dash.Messages.BounceRate)
 	})
 }
