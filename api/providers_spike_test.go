@@ -95,7 +95,10 @@ func TestBounceSpikeFromRealisticStream(t *testing.T) {
 		require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM domains WHERE name = $1`, name).Scan(&id))
 		return id
 	}
-	// The normalisation jobs asked for one spike check per domain.
+	// The scheduler asks for one spike check per active domain.
+	n, err := jobs.ScheduleSpikeChecks(ctx, tx, client, time.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
 	require.Equal(t, 3, b.count(t, `SELECT count(DISTINCT args->>'domain_id') FROM river_job WHERE kind = 'message_spike_check'`))
 	for round := 0; round < 2; round++ {
 		for domain := range sends {

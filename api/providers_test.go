@@ -30,6 +30,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/corpus"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/esp/ses/snstest"
+	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -93,9 +94,8 @@ func (b *testBundle) normaliseAll(t *testing.T) {
 	require.NoError(t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	require.NoError(t, err)
-	client := insertClient(t)
 	for _, id := range ids {
-		_, err := jobs.NormalisePayload(ctx, tx, client, id, time.Now())
+		_, err := providers.ProcessPayload(ctx, tx, id, time.Now())
 		require.NoError(t, err)
 	}
 }

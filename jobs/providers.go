@@ -19,9 +19,15 @@ import (
 	"github.com/mailwatch/mailwatch/internal/providers"
 )
 
-// SpikeCheckDelay debounces spike checks: a burst of payloads for a domain
-// is evaluated once, shortly after it, rather than once per payload.
-const SpikeCheckDelay = 5 * time.Second
+// SpikeCheckInterval is how often the spike scheduler enqueues a check of
+// every domain that got message events since its previous runs. Checking
+// from a schedule rather than from each normalisation job keeps the hot
+// path free of a per-domain unique insert that concurrent jobs would queue
+// on.
+const SpikeCheckInterval = 30 * time.Second
+
+// spikeScheduleBatch bounds the domains one scheduler run enqueues.
+const spikeScheduleBatch = 10000
 
 // providerPayloadRetention is how long normalised payloads are kept for
 // re-runs.
@@ -58,12 +64,22 @@ type MessageSpikeCheckArgs struct {
 // Kind implements river.JobArgs.
 func (MessageSpikeCheckArgs) Kind() string { return "message_spike_check" }
 
-// InsertOpts implements river.JobArgsWithInsertOpts: one check per domain
-// per SpikeCheckDelay bucket of its scheduled time. Every insert is
-// scheduled SpikeCheckDelay after its payload committed, so a check that
-// absorbs later inserts of its bucket still runs after their events.
+// InsertOpts implements river.JobArgsWithInsertOpts: at most one check
+// per domain per SpikeCheckInterval.
 func (MessageSpikeCheckArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 5, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: SpikeCheckDelay}}
+	return river.InsertOpts{MaxAttempts: 5, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: SpikeCheckInterval}}
+}
+
+// MessageSpikeScheduleArgs enqueues the spike checks of recently active
+// domains.
+type MessageSpikeScheduleArgs struct{}
+
+// Kind implements river.JobArgs.
+func (MessageSpikeScheduleArgs) Kind() string { return "message_spike_schedule" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (MessageSpikeScheduleArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: SpikeCheckInterval / 2}}
 }
 
 // ProviderPayloadPruneArgs deletes normalised payloads after a week.
@@ -81,11 +97,15 @@ func addProviderWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &ProviderPayloadWorker{deps: deps})
 	river.AddWorker(w, &SNSConfirmWorker{deps: deps})
 	river.AddWorker(w, &MessageSpikeCheckWorker{deps: deps})
+	river.AddWorker(w, &MessageSpikeScheduleWorker{deps: deps})
 	river.AddWorker(w, &ProviderPayloadPruneWorker{deps: deps})
 }
 
 func providerPeriodicJobs(Deps) []*river.PeriodicJob {
 	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(SpikeCheckInterval), func() (river.JobArgs, *river.InsertOpts) {
+			return MessageSpikeScheduleArgs{}, nil
+		}, &river.PeriodicJobOpts{ID: "message_spike_schedule"}),
 		river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 			return ProviderPayloadPruneArgs{}, nil
 		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "provider_payload_prune"}),
@@ -98,15 +118,11 @@ type ProviderPayloadWorker struct {
 	deps Deps
 }
 
-// Work normalises the payload and enqueues a spike check for every linked
-// domain that got events, in one transaction with the job's completion.
+// Work normalises the payload in one transaction with the job's
+// completion.
 func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[ProviderPayloadArgs]) error {
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return err
-	}
 	return dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := NormalisePayload(ctx, tx, client, job.Args.PayloadID, w.deps.domainNow()); err != nil {
+		if _, err := providers.ProcessPayload(ctx, tx, job.Args.PayloadID, w.deps.domainNow()); err != nil {
 			return err
 		}
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
@@ -114,24 +130,44 @@ func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[Provide
 	})
 }
 
-// NormalisePayload runs providers.ProcessPayload and enqueues the spike
-// checks of the domains it touched, in tx.
-func NormalisePayload(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], payloadID uuid.UUID, now time.Time) (providers.Processed, error) {
-	out, err := providers.ProcessPayload(ctx, tx, payloadID, now)
+// MessageSpikeScheduleWorker works MessageSpikeScheduleArgs.
+type MessageSpikeScheduleWorker struct {
+	river.WorkerDefaults[MessageSpikeScheduleArgs]
+	deps Deps
+}
+
+// Work enqueues a spike check for every domain with events stored in the
+// last two intervals (so a missed run loses nothing; checking a domain
+// twice is harmless).
+func (w *MessageSpikeScheduleWorker) Work(ctx context.Context, _ *river.Job[MessageSpikeScheduleArgs]) error {
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
-		return out, err
+		return err
 	}
-	if len(out.Domains) == 0 {
-		return out, nil
+	return dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := ScheduleSpikeChecks(ctx, tx, client, w.deps.domainNow().Add(-2*SpikeCheckInterval))
+		return err
+	})
+}
+
+// ScheduleSpikeChecks enqueues, in tx, a spike check for every linked
+// domain with message events stored since a time; it returns how many.
+func ScheduleSpikeChecks(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], since time.Time) (int, error) {
+	ids, err := dbsqlc.New().MessageEventDomainsReceivedSince(ctx, tx, dbsqlc.MessageEventDomainsReceivedSinceParams{Since: since, Max: spikeScheduleBatch})
+	if err != nil {
+		return 0, fmt.Errorf("error listing active domains: %w", err)
 	}
-	params := make([]river.InsertManyParams, len(out.Domains))
-	for i, d := range out.Domains {
-		params[i] = river.InsertManyParams{Args: MessageSpikeCheckArgs{DomainID: d}, InsertOpts: &river.InsertOpts{ScheduledAt: now.Add(SpikeCheckDelay)}}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	params := make([]river.InsertManyParams, len(ids))
+	for i, id := range ids {
+		params[i] = river.InsertManyParams{Args: MessageSpikeCheckArgs{DomainID: id}}
 	}
 	if _, err := client.InsertManyTx(ctx, tx, params); err != nil {
-		return out, fmt.Errorf("error enqueueing spike checks: %w", err)
+		return 0, fmt.Errorf("error enqueueing spike checks: %w", err)
 	}
-	return out, nil
+	return len(ids), nil
 }
 
 // SNSConfirmWorker works SNSConfirmArgs.

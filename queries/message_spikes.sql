@@ -17,3 +17,9 @@ WHERE domain_id = @domain_id::uuid AND provider_id = @provider_id::uuid AND kind
 -- Providers with events for a domain since a time.
 SELECT DISTINCT provider_id FROM message_events
 WHERE domain_id = @domain_id::uuid AND occurred_at >= @since::timestamptz;
+
+-- name: MessageEventDomainsReceivedSince :many
+-- Linked domains with events stored since a time (spike scheduling).
+SELECT DISTINCT domain_id::uuid FROM message_events
+WHERE received_at >= @since::timestamptz AND domain_id IS NOT NULL
+LIMIT @max::int;

@@ -4,7 +4,8 @@
 --
 -- Ingress stores a verified payload and enqueues its normalisation job
 -- (kind provider_payload) in one transaction; the job writes
--- message_events, suppressions, and enqueues the spike check.
+-- message_events and suppressions. A periodic job enqueues a spike check
+-- (kind message_spike_check) for every domain that got events.
 
 CREATE TABLE sending_providers (
     id                uuid        PRIMARY KEY, -- UUIDv7; in the ingress URL
@@ -93,6 +94,8 @@ CREATE INDEX message_events_domain_idx ON message_events (domain_id, provider_id
 -- Aggregates per account and day.
 CREATE INDEX message_events_account_idx ON message_events (account_id, occurred_at);
 CREATE INDEX message_events_recipient_idx ON message_events (account_id, recipient_hash);
+-- The spike scheduler finds the domains that got events recently.
+CREATE INDEX message_events_received_idx ON message_events (received_at) WHERE domain_id IS NOT NULL;
 
 CREATE TABLE suppressions (
     id              uuid        PRIMARY KEY, -- UUIDv7

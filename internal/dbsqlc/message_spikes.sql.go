@@ -12,6 +12,38 @@ import (
 	"github.com/google/uuid"
 )
 
+const messageEventDomainsReceivedSince = `-- name: MessageEventDomainsReceivedSince :many
+SELECT DISTINCT domain_id::uuid FROM message_events
+WHERE received_at >= $1::timestamptz AND domain_id IS NOT NULL
+LIMIT $2::int
+`
+
+type MessageEventDomainsReceivedSinceParams struct {
+	Since time.Time
+	Max   int32
+}
+
+// Linked domains with events stored since a time (spike scheduling).
+func (q *Queries) MessageEventDomainsReceivedSince(ctx context.Context, db DBTX, arg MessageEventDomainsReceivedSinceParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, messageEventDomainsReceivedSince, arg.Since, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var domain_id uuid.UUID
+		if err := rows.Scan(&domain_id); err != nil {
+			return nil, err
+		}
+		items = append(items, domain_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageSpikeEnsure = `-- name: MessageSpikeEnsure :exec
 INSERT INTO message_spikes (domain_id, provider_id, kind) VALUES ($1::uuid, $2::uuid, $3::text)
 ON CONFLICT DO NOTHING
