@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -91,6 +92,18 @@ type ProviderIngressResult struct {
 }
 
 func (s *Server) providerRoutes() {
+	s.ingester = &providers.Ingester{
+		DB: s.db, River: s.deps.River,
+		JobFor: func(in providers.Ingest, st providers.Stored) river.JobArgs {
+			if in.Verified.Confirmation {
+				return jobs.SNSConfirmArgs{PayloadID: st.PayloadID}
+			}
+			return jobs.ProviderPayloadArgs{PayloadID: st.PayloadID}
+		},
+	}
+	if _, ok := s.db.(pgx.Tx); ok {
+		s.ingester.Flushers = 1 // tests: one transaction, one user at a time
+	}
 	const base = "/api/accounts/me/sending-providers"
 	const tag = "sending providers"
 	Handle(s.router, Endpoint[CreateProviderRequest, SendingProvider]{
@@ -388,18 +401,7 @@ func (s *Server) ingestProvider(c *fiber.Ctx) error {
 		return c.JSON(ProviderIngressResult{})
 	}
 	raw := append([]byte(nil), body...) // Fiber reuses the body buffer
-	res, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (providers.Stored, error) {
-		st, err := providers.StorePayload(ctx, tx, &prov, v, raw, now)
-		if err != nil || st.Duplicate {
-			return st, err
-		}
-		if v.Confirmation {
-			_, err = s.deps.River.InsertTx(ctx, tx, jobs.SNSConfirmArgs{PayloadID: st.PayloadID}, nil)
-		} else {
-			_, err = s.deps.River.InsertTx(ctx, tx, jobs.ProviderPayloadArgs{PayloadID: st.PayloadID}, nil)
-		}
-		return st, err
-	})
+	res, err := s.ingester.Store(ctx, providers.Ingest{Provider: &prov, Verified: v, Body: raw, Now: now})
 	if errors.Is(err, providers.ErrReplayMismatch) {
 		return unauthorized("this Mailgun token was already used with another body")
 	}

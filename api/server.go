@@ -25,6 +25,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/usage"
@@ -105,6 +106,8 @@ type Server struct {
 	metrics  *httpMetrics
 	now      func() time.Time
 	inflight atomic.Int64
+	// ingester batches provider webhook payloads into transactions.
+	ingester *providers.Ingester
 }
 
 // New builds the API with every route registered.

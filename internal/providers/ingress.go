@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -122,18 +124,24 @@ type Stored struct {
 // key with the same body is a duplicate; with another body it is
 // ErrReplayMismatch.
 func StorePayload(ctx context.Context, tx pgx.Tx, p *dbsqlc.SendingProvider, v Verified, body []byte, now time.Time) (Stored, error) {
+	return storePayload(ctx, tx, p, v, body, true, now)
+}
+
+func storePayload(ctx context.Context, tx pgx.Tx, p *dbsqlc.SendingProvider, v Verified, body []byte, touch bool, now time.Time) (Stored, error) {
 	q := dbsqlc.New()
 	sum := sha256.Sum256(body)
+	key := storableKey(v.ReplayKey)
 	var hdr *string
 	if v.HeaderEventID != "" {
-		hdr = &v.HeaderEventID
+		h := storableKey(v.HeaderEventID)
+		hdr = &h
 	}
 	id, err := q.ProviderPayloadInsert(ctx, tx, dbsqlc.ProviderPayloadInsertParams{
-		ID: uuid.Must(uuid.NewV7()), ProviderID: p.ID, AccountID: p.AccountID, ReplayKey: esp.Clip(v.ReplayKey, 512),
+		ID: uuid.Must(uuid.NewV7()), ProviderID: p.ID, AccountID: p.AccountID, ReplayKey: key,
 		BodySha256: sum[:], Body: body, HeaderEventID: hdr,
 	})
 	if dbutil.IsNotFound(err) {
-		prev, err := q.ProviderPayloadGetByReplayKey(ctx, tx, dbsqlc.ProviderPayloadGetByReplayKeyParams{ProviderID: p.ID, ReplayKey: esp.Clip(v.ReplayKey, 512)})
+		prev, err := q.ProviderPayloadGetByReplayKey(ctx, tx, dbsqlc.ProviderPayloadGetByReplayKeyParams{ProviderID: p.ID, ReplayKey: key})
 		if err != nil {
 			return Stored{}, fmt.Errorf("error reading replayed payload: %w", err)
 		}
@@ -145,10 +153,22 @@ func StorePayload(ctx context.Context, tx pgx.Tx, p *dbsqlc.SendingProvider, v V
 	if err != nil {
 		return Stored{}, fmt.Errorf("error storing provider payload: %w", err)
 	}
-	if err := q.ProviderTouch(ctx, tx, dbsqlc.ProviderTouchParams{ID: p.ID, Now: now, StaleBefore: now.Add(-time.Minute)}); err != nil {
-		return Stored{}, fmt.Errorf("error touching provider: %w", err)
+	if touch {
+		if err := q.ProviderTouch(ctx, tx, dbsqlc.ProviderTouchParams{ID: p.ID, Now: now, StaleBefore: now.Add(-time.Minute)}); err != nil {
+			return Stored{}, fmt.Errorf("error touching provider: %w", err)
+		}
 	}
 	return Stored{PayloadID: id}, nil
+}
+
+// storableKey returns s when Postgres text can hold it and it is short,
+// else a hash of it: a key is compared, never shown.
+func storableKey(s string) string {
+	if len(s) <= 512 && utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	h := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(h[:])
 }
 
 // IsSignatureError reports whether err is the caller's 401.
