@@ -19,3 +19,13 @@ WHERE id = @id::uuid;
 -- name: ProviderPayloadDeleteProcessedBefore :execrows
 DELETE FROM provider_payloads WHERE id IN (
     SELECT id FROM provider_payloads WHERE processed_at IS NOT NULL AND received_at < @before::timestamptz LIMIT @max::int);
+
+-- name: ProviderPayloadInsertMany :many
+-- A batch of payloads in one statement; returns the ids stored (a replay
+-- key seen before, or twice in the batch, is skipped). The arrays have one
+-- element per payload; '' in header_event_ids means none.
+INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body, header_event_id)
+SELECT unnest(@ids::uuid[]), unnest(@provider_ids::uuid[]), unnest(@account_ids::uuid[]), unnest(@replay_keys::text[]),
+       unnest(@body_sha256s::bytea[]), unnest(@bodies::bytea[]), NULLIF(unnest(@header_event_ids::text[]), '')
+ON CONFLICT (provider_id, replay_key) DO NOTHING
+RETURNING id;

@@ -108,6 +108,55 @@ func (q *Queries) ProviderPayloadInsert(ctx context.Context, db DBTX, arg Provid
 	return id, err
 }
 
+const providerPayloadInsertMany = `-- name: ProviderPayloadInsertMany :many
+INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body, header_event_id)
+SELECT unnest($1::uuid[]), unnest($2::uuid[]), unnest($3::uuid[]), unnest($4::text[]),
+       unnest($5::bytea[]), unnest($6::bytea[]), NULLIF(unnest($7::text[]), '')
+ON CONFLICT (provider_id, replay_key) DO NOTHING
+RETURNING id
+`
+
+type ProviderPayloadInsertManyParams struct {
+	Ids            []uuid.UUID
+	ProviderIds    []uuid.UUID
+	AccountIds     []uuid.UUID
+	ReplayKeys     []string
+	BodySha256s    [][]byte
+	Bodies         [][]byte
+	HeaderEventIds []string
+}
+
+// A batch of payloads in one statement; returns the ids stored (a replay
+// key seen before, or twice in the batch, is skipped). The arrays have one
+// element per payload; ” in header_event_ids means none.
+func (q *Queries) ProviderPayloadInsertMany(ctx context.Context, db DBTX, arg ProviderPayloadInsertManyParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, providerPayloadInsertMany,
+		arg.Ids,
+		arg.ProviderIds,
+		arg.AccountIds,
+		arg.ReplayKeys,
+		arg.BodySha256s,
+		arg.Bodies,
+		arg.HeaderEventIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const providerPayloadMarkProcessed = `-- name: ProviderPayloadMarkProcessed :exec
 UPDATE provider_payloads SET processed_at = $1::timestamptz, events = $2::int, error = $3::text
 WHERE id = $4::uuid

@@ -2,10 +2,12 @@ package providers
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
@@ -111,26 +113,61 @@ func (g *Ingester) flush() {
 	}
 }
 
-// write stores a batch in one transaction. Per-request outcomes (duplicate,
-// replay mismatch) are set on the calls; an error fails the whole batch.
+// write stores a batch in one transaction: one multi-row insert, a
+// lookup only for the requests that were replays, one touch per provider,
+// one InsertMany. Per-request outcomes (duplicate, replay mismatch) are set
+// on the calls; an error fails the whole batch.
 func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
+	q := dbsqlc.New()
+	n := len(batch)
+	p := dbsqlc.ProviderPayloadInsertManyParams{
+		Ids: make([]uuid.UUID, n), ProviderIds: make([]uuid.UUID, n), AccountIds: make([]uuid.UUID, n),
+		ReplayKeys: make([]string, n), BodySha256s: make([][]byte, n), Bodies: make([][]byte, n), HeaderEventIds: make([]string, n),
+	}
+	for i, c := range batch {
+		sum := sha256.Sum256(c.in.Body)
+		p.Ids[i] = uuid.Must(uuid.NewV7())
+		p.ProviderIds[i], p.AccountIds[i] = c.in.Provider.ID, c.in.Provider.AccountID
+		p.ReplayKeys[i], p.BodySha256s[i], p.Bodies[i] = storableKey(c.in.Verified.ReplayKey), sum[:], c.in.Body
+		if c.in.Verified.HeaderEventID != "" {
+			p.HeaderEventIds[i] = storableKey(c.in.Verified.HeaderEventID)
+		}
+	}
 	return dbutil.WithTx(ctx, g.DB, func(ctx context.Context, tx pgx.Tx) error {
-		jobs := make([]river.InsertManyParams, 0, len(batch))
-		touched := map[[16]byte]bool{}
-		for _, c := range batch {
+		stored, err := q.ProviderPayloadInsertMany(ctx, tx, p)
+		if err != nil {
+			return fmt.Errorf("error storing provider payloads: %w", err)
+		}
+		isNew := make(map[uuid.UUID]bool, len(stored))
+		for _, id := range stored {
+			isNew[id] = true
+		}
+		jobs := make([]river.InsertManyParams, 0, len(stored))
+		touched := map[uuid.UUID]bool{}
+		for i, c := range batch {
 			c.out, c.err = Stored{}, nil
-			st, err := storePayload(ctx, tx, c.in.Provider, c.in.Verified, c.in.Body, !touched[c.in.Provider.ID], c.in.Now)
-			if err == ErrReplayMismatch {
-				c.err = err
+			if !isNew[p.Ids[i]] {
+				prev, err := q.ProviderPayloadGetByReplayKey(ctx, tx, dbsqlc.ProviderPayloadGetByReplayKeyParams{ProviderID: p.ProviderIds[i], ReplayKey: p.ReplayKeys[i]})
+				if err != nil {
+					return fmt.Errorf("error reading replayed payload: %w", err)
+				}
+				if string(prev.BodySha256) != string(p.BodySha256s[i]) {
+					c.err = ErrReplayMismatch
+					continue
+				}
+				c.out = Stored{PayloadID: prev.ID, Duplicate: true}
 				continue
 			}
-			if err != nil {
-				return err
+			c.out = Stored{PayloadID: p.Ids[i]}
+			if !touched[p.ProviderIds[i]] {
+				touched[p.ProviderIds[i]] = true
+				now := c.in.Now
+				if err := q.ProviderTouch(ctx, tx, dbsqlc.ProviderTouchParams{ID: p.ProviderIds[i], Now: now, StaleBefore: now.Add(-time.Minute)}); err != nil {
+					return fmt.Errorf("error touching provider: %w", err)
+				}
 			}
-			touched[c.in.Provider.ID] = true
-			c.out = st
-			if !st.Duplicate && g.JobFor != nil {
-				if args := g.JobFor(c.in, st); args != nil {
+			if g.JobFor != nil {
+				if args := g.JobFor(c.in, c.out); args != nil {
 					jobs = append(jobs, river.InsertManyParams{Args: args})
 				}
 			}
