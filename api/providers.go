@@ -92,6 +92,7 @@ type ProviderIngressResult struct {
 }
 
 func (s *Server) providerRoutes() {
+	s.providerCache = &providers.Cache{Keyring: s.deps.Keyring}
 	s.ingester = &providers.Ingester{
 		DB: s.db, River: s.deps.River,
 		JobFor: func(in providers.Ingest, st providers.Stored) river.JobArgs {
@@ -147,6 +148,7 @@ func (s *Server) providerRoutes() {
 			if err != nil {
 				return nil, err
 			}
+			s.providerCache.Forget(req.ID)
 			if n == 0 {
 				return nil, NotFound("sending provider")
 			}
@@ -314,6 +316,7 @@ func (s *Server) updateProvider(ctx context.Context, req *UpdateProviderRequest)
 			}
 			return nil, err
 		}
+		s.providerCache.Forget(cur.ID)
 		return s.getProvider(ctx, tx, cur.ID)
 	})
 }
@@ -365,17 +368,14 @@ func (s *Server) ingestProvider(c *fiber.Ctx) error {
 		return NotFound("sending provider")
 	}
 	ctx := c.UserContext()
-	prov, err := s.q.ProviderGetForIngress(ctx, s.db, id)
-	if dbutil.IsNotFound(err) {
+	loaded, err := s.providerCache.Get(ctx, s.db, id, s.now())
+	if errors.Is(err, providers.ErrNotFound) {
 		return NotFound("sending provider")
 	}
 	if err != nil {
 		return err
 	}
-	cfg, err := providers.Open(s.deps.Keyring, &prov)
-	if err != nil {
-		return err
-	}
+	prov, cfg := loaded.Row, loaded.Config
 	body := c.Body()
 	if len(body) > maxProviderBody {
 		return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "webhook body larger than 1 MiB"}
@@ -402,6 +402,9 @@ func (s *Server) ingestProvider(c *fiber.Ctx) error {
 	}
 	raw := append([]byte(nil), body...) // Fiber reuses the body buffer
 	res, err := s.ingester.Store(ctx, providers.Ingest{Provider: &prov, Verified: v, Body: raw, Now: now})
+	if errors.Is(err, providers.ErrNotFound) {
+		return NotFound("sending provider")
+	}
 	if errors.Is(err, providers.ErrReplayMismatch) {
 		return unauthorized("this Mailgun token was already used with another body")
 	}

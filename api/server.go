@@ -108,6 +108,8 @@ type Server struct {
 	inflight atomic.Int64
 	// ingester batches provider webhook payloads into transactions.
 	ingester *providers.Ingester
+	// providerCache keeps providers' rows and opened configs for ingress.
+	providerCache *providers.Cache
 }
 
 // New builds the API with every route registered.

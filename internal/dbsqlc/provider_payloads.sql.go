@@ -109,9 +109,16 @@ func (q *Queries) ProviderPayloadInsert(ctx context.Context, db DBTX, arg Provid
 }
 
 const providerPayloadInsertMany = `-- name: ProviderPayloadInsertMany :many
+WITH batch AS (
+    SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS provider_id,
+           unnest($3::uuid[]) AS account_id, unnest($4::text[]) AS replay_key,
+           unnest($5::bytea[]) AS body_sha256, unnest($6::bytea[]) AS body,
+           unnest($7::text[]) AS header_event_id
+)
 INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body, header_event_id)
-SELECT unnest($1::uuid[]), unnest($2::uuid[]), unnest($3::uuid[]), unnest($4::text[]),
-       unnest($5::bytea[]), unnest($6::bytea[]), NULLIF(unnest($7::text[]), '')
+SELECT b.id, b.provider_id, b.account_id, b.replay_key, b.body_sha256, b.body, NULLIF(b.header_event_id, '')
+FROM batch b
+WHERE EXISTS (SELECT 1 FROM sending_providers p WHERE p.id = b.provider_id)
 ON CONFLICT (provider_id, replay_key) DO NOTHING
 RETURNING id
 `
@@ -126,9 +133,10 @@ type ProviderPayloadInsertManyParams struct {
 	HeaderEventIds []string
 }
 
-// A batch of payloads in one statement; returns the ids stored (a replay
-// key seen before, or twice in the batch, is skipped). The arrays have one
-// element per payload; ” in header_event_ids means none.
+// A batch of payloads in one statement; returns the ids stored. A replay
+// key seen before (or twice in the batch) is skipped, and so is a payload
+// whose provider was deleted meanwhile. The arrays have one element per
+// payload; ” in header_event_ids means none.
 func (q *Queries) ProviderPayloadInsertMany(ctx context.Context, db DBTX, arg ProviderPayloadInsertManyParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, providerPayloadInsertMany,
 		arg.Ids,

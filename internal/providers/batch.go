@@ -148,6 +148,10 @@ func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 			c.out, c.err = Stored{}, nil
 			if !isNew[p.Ids[i]] {
 				prev, err := q.ProviderPayloadGetByReplayKey(ctx, tx, dbsqlc.ProviderPayloadGetByReplayKeyParams{ProviderID: p.ProviderIds[i], ReplayKey: p.ReplayKeys[i]})
+				if dbutil.IsNotFound(err) {
+					c.err = ErrNotFound // deleted since the request was verified
+					continue
+				}
 				if err != nil {
 					return fmt.Errorf("error reading replayed payload: %w", err)
 				}
