@@ -18,7 +18,7 @@ import (
 // Ingress batching limits.
 const (
 	maxIngressBatch     = 64
-	maxIngressFlushers  = 4
+	maxIngressFlushers  = 2
 	ingressBatchTimeout = 10 * time.Second
 )
 
