@@ -1,11 +1,3 @@
--- name: ProviderPayloadInsert :one
--- No row when the replay key was seen before (the caller then compares
--- body hashes with ProviderPayloadGetByReplayKey).
-INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body, header_event_id)
-VALUES (@id::uuid, @provider_id::uuid, @account_id::uuid, @replay_key::text, @body_sha256::bytea, @body::bytea, sqlc.narg('header_event_id')::text)
-ON CONFLICT (provider_id, replay_key) DO NOTHING
-RETURNING id;
-
 -- name: ProviderPayloadGetByReplayKey :one
 SELECT id, body_sha256 FROM provider_payloads WHERE provider_id = @provider_id::uuid AND replay_key = @replay_key::text;
 

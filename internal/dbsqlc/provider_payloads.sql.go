@@ -74,40 +74,6 @@ func (q *Queries) ProviderPayloadGetByReplayKey(ctx context.Context, db DBTX, ar
 	return i, err
 }
 
-const providerPayloadInsert = `-- name: ProviderPayloadInsert :one
-INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body, header_event_id)
-VALUES ($1::uuid, $2::uuid, $3::uuid, $4::text, $5::bytea, $6::bytea, $7::text)
-ON CONFLICT (provider_id, replay_key) DO NOTHING
-RETURNING id
-`
-
-type ProviderPayloadInsertParams struct {
-	ID            uuid.UUID
-	ProviderID    uuid.UUID
-	AccountID     uuid.UUID
-	ReplayKey     string
-	BodySha256    []byte
-	Body          []byte
-	HeaderEventID *string
-}
-
-// No row when the replay key was seen before (the caller then compares
-// body hashes with ProviderPayloadGetByReplayKey).
-func (q *Queries) ProviderPayloadInsert(ctx context.Context, db DBTX, arg ProviderPayloadInsertParams) (uuid.UUID, error) {
-	row := db.QueryRow(ctx, providerPayloadInsert,
-		arg.ID,
-		arg.ProviderID,
-		arg.AccountID,
-		arg.ReplayKey,
-		arg.BodySha256,
-		arg.Body,
-		arg.HeaderEventID,
-	)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
-}
-
 const providerPayloadInsertMany = `-- name: ProviderPayloadInsertMany :many
 WITH batch AS (
     SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS provider_id,

@@ -11,10 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/esp"
 	"github.com/mailwatch/mailwatch/internal/esp/mailgun"
 	"github.com/mailwatch/mailwatch/internal/esp/postmark"
@@ -118,47 +116,6 @@ type Stored struct {
 	// Duplicate is true when the same request was stored before: nothing
 	// new was stored and no job is needed.
 	Duplicate bool
-}
-
-// StorePayload stores a verified body in tx. A repeat of the same replay
-// key with the same body is a duplicate; with another body it is
-// ErrReplayMismatch.
-func StorePayload(ctx context.Context, tx pgx.Tx, p *dbsqlc.SendingProvider, v Verified, body []byte, now time.Time) (Stored, error) {
-	return storePayload(ctx, tx, p, v, body, true, now)
-}
-
-func storePayload(ctx context.Context, tx pgx.Tx, p *dbsqlc.SendingProvider, v Verified, body []byte, touch bool, now time.Time) (Stored, error) {
-	q := dbsqlc.New()
-	sum := sha256.Sum256(body)
-	key := storableKey(v.ReplayKey)
-	var hdr *string
-	if v.HeaderEventID != "" {
-		h := storableKey(v.HeaderEventID)
-		hdr = &h
-	}
-	id, err := q.ProviderPayloadInsert(ctx, tx, dbsqlc.ProviderPayloadInsertParams{
-		ID: uuid.Must(uuid.NewV7()), ProviderID: p.ID, AccountID: p.AccountID, ReplayKey: key,
-		BodySha256: sum[:], Body: body, HeaderEventID: hdr,
-	})
-	if dbutil.IsNotFound(err) {
-		prev, err := q.ProviderPayloadGetByReplayKey(ctx, tx, dbsqlc.ProviderPayloadGetByReplayKeyParams{ProviderID: p.ID, ReplayKey: key})
-		if err != nil {
-			return Stored{}, fmt.Errorf("error reading replayed payload: %w", err)
-		}
-		if string(prev.BodySha256) != string(sum[:]) {
-			return Stored{}, ErrReplayMismatch
-		}
-		return Stored{PayloadID: prev.ID, Duplicate: true}, nil
-	}
-	if err != nil {
-		return Stored{}, fmt.Errorf("error storing provider payload: %w", err)
-	}
-	if touch {
-		if err := q.ProviderTouch(ctx, tx, dbsqlc.ProviderTouchParams{ID: p.ID, Now: now, StaleBefore: now.Add(-time.Minute)}); err != nil {
-			return Stored{}, fmt.Errorf("error touching provider: %w", err)
-		}
-	}
-	return Stored{PayloadID: id}, nil
 }
 
 // storableKey returns s when Postgres text can hold it and it is short,

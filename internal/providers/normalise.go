@@ -44,8 +44,6 @@ type Processed struct {
 	Duplicates int
 	// Suppressed counts new suppression entries.
 	Suppressed int
-	// Domains are the linked domains that got new events (spike checks).
-	Domains []uuid.UUID
 	// Gone is true when the payload or its provider no longer exists.
 	Gone bool
 }
@@ -120,7 +118,6 @@ func ProcessPayload(ctx context.Context, tx pgx.Tx, payloadID uuid.UUID, now tim
 		links[i] = linkedDomain{id: r.ID, name: r.Name}
 	}
 	var out Processed
-	touched := map[uuid.UUID]bool{}
 	for _, e := range evs {
 		name, domainID := resolveDomain(links, e.Sender)
 		var bounce, detail *string
@@ -145,10 +142,6 @@ func ProcessPayload(ctx context.Context, tx pgx.Tx, payloadID uuid.UUID, now tim
 			return Processed{}, fmt.Errorf("error inserting message event: %w", err)
 		}
 		out.Inserted++
-		if domainID != nil && !touched[*domainID] {
-			touched[*domainID] = true
-			out.Domains = append(out.Domains, *domainID)
-		}
 		reason := ""
 		switch {
 		case e.Type == esp.TypeBounced && e.Bounce == esp.BounceHard:
