@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/domainname"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -93,6 +94,10 @@ type ProviderIngressResult struct {
 
 func (s *Server) providerRoutes() {
 	s.providerCache = &providers.Cache{Keyring: s.deps.Keyring}
+	if s.deps.SNSCerts == nil {
+		// As cmd/mailwatch wires it: the SSRF-guarded client, AWS hosts only.
+		s.deps.SNSCerts = &ses.HTTPCertFetcher{Client: ses.AWSOnlyClient(webhook.NewClient(s.deps.WebhookGuard, webhook.ClientOptions{}))}
+	}
 	s.ingester = &providers.Ingester{
 		DB: s.db, River: s.deps.River,
 		JobFor: func(in providers.Ingest, st providers.Stored) river.JobArgs {

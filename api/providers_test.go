@@ -417,6 +417,12 @@ func TestSESOverSNSEndToEnd(t *testing.T) {
 	forged := bytes.Replace(sns.Notification(topic, "n-y", bounce, "2"), []byte("jane@example.com"), []byte("jane@example.org"), 1)
 	require.Equal(t, http.StatusUnauthorized, b.ingress(t, p.ID, forged, nil).Status)
 
+	// A certificate that cannot be fetched is SNS's problem to retry: 503.
+	missing := bytes.Replace(sns.Notification(topic, "n-z", bounce, "2"), []byte(snstest.CertPath), []byte("/missing.pem"), 1)
+	resp = b.ingress(t, p.ID, missing, nil)
+	require.Equal(t, http.StatusServiceUnavailable, resp.Status, "%s", resp.Body)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+
 	b.normaliseAll(t)
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM suppressions WHERE email = 'jane@example.com' AND reason = 'hard_bounce' AND domain = 'example.com'`))
 	require.Equal(t, 0, b.count(t, `SELECT count(*) FROM suppressions WHERE email = 'soft@example.net'`))
