@@ -22,8 +22,10 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/usage"
@@ -81,6 +83,12 @@ type Deps struct {
 	// DNSFix holds DNS connections' environment and the MX setup's
 	// configuration; nil answers their routes with 503.
 	DNSFix *jobs.DNSFixDeps
+	// SNSCerts fetches SNS signing certificates (SES provider ingress):
+	// ses.HTTPCertFetcher over the AWS-only, SSRF-guarded client.
+	SNSCerts ses.CertFetcher
+	// ProviderWebhookMaxAge is PROVIDER_WEBHOOK_MAX_AGE: how old a signed
+	// provider webhook timestamp may be; zero turns the check off.
+	ProviderWebhookMaxAge time.Duration
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -102,6 +110,10 @@ type Server struct {
 	metrics  *httpMetrics
 	now      func() time.Time
 	inflight atomic.Int64
+	// ingester batches provider webhook payloads into transactions.
+	ingester *providers.Ingester
+	// providerCache keeps providers' rows and opened configs for ingress.
+	providerCache *providers.Cache
 }
 
 // New builds the API with every route registered.
@@ -229,6 +241,9 @@ func (s *Server) routes() {
 	s.dnsProviderRoutes()
 	s.recommendationRoutes()
 	s.mxRoutes()
+	s.providerRoutes()    // providers.go
+	s.suppressionRoutes() // suppressions.go
+	s.messageRoutes()     // messages.go
 }
 
 // ping checks the database for /readyz.

@@ -21,6 +21,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/health"
+	"github.com/mailwatch/mailwatch/internal/providers"
 )
 
 // Domain checking defaults.
@@ -318,7 +319,11 @@ func ScoreDomain(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uu
 // unknown counts with its last known answer and never moves the score),
 // stores the report and its history row and emits health_score_changed.
 func scoreLocked(ctx context.Context, tx pgx.Tx, em *events.Emitter, row *dbsqlc.Domain, known, latest *dnscheck.Results, now time.Time) (*health.Report, health.Change, error) {
-	rep := health.Score(known, healthCaps(row)...)
+	caps, err := healthCaps(ctx, tx, row, now)
+	if err != nil {
+		return nil, health.Change{}, err
+	}
+	rep := health.Score(known, caps...)
 	if !rep.Complete {
 		// Nothing is known yet: no score rather than a misleading 0.
 		return nil, health.Change{}, nil
@@ -390,10 +395,12 @@ func scoreLocked(ctx context.Context, tx pgx.Tx, em *events.Emitter, row *dbsqlc
 	return &rep, change, nil
 }
 
-// healthCaps are the live-signal caps of a domain's score. DMARC pass
-// rates, bounce and complaint rates land with their issues; until then the
-// score is DNS posture only.
-func healthCaps(*dbsqlc.Domain) []health.Cap { return nil }
+// healthCaps are the live-signal caps of a domain's score: the bounce and
+// complaint rates of its sending providers' last 24 hours of events
+// (providers.HealthCaps documents the rule).
+func healthCaps(ctx context.Context, tx pgx.Tx, row *dbsqlc.Domain, now time.Time) ([]health.Cap, error) {
+	return providers.HealthCaps(ctx, tx, row.ID, now)
+}
 
 // healthReasons explains a score change: each component whose points
 // moved, and a cap that started or stopped applying.

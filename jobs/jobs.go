@@ -83,6 +83,9 @@ type Deps struct {
 	// DNSFix writes DNS recommendations and verifies MX setups; nil
 	// leaves them unconfigured (their jobs fail and say so).
 	DNSFix *DNSFixDeps
+	// SNSClient confirms SNS subscriptions (ses.AWSOnlyClient over the
+	// SSRF-guarded client).
+	SNSClient *http.Client
 }
 
 // Options tune a client.
@@ -112,6 +115,7 @@ func Workers(deps Deps) *river.Workers {
 	addReceiverWorkers(w, deps) // receivers.go
 	addDomainWorkers(w, deps)   // domains.go
 	addDNSFixWorkers(w, deps)   // dnsfix.go
+	addProviderWorkers(w, deps) // providers.go
 	return w
 }
 
@@ -127,6 +131,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, receiverPeriodicJobs(deps)...)
 	out = append(out, domainPeriodicJobs(deps)...)
 	out = append(out, dnsFixPeriodicJobs(deps)...)
+	out = append(out, providerPeriodicJobs(deps)...)
 	return out
 }
 

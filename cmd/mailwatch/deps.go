@@ -11,6 +11,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
+	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
@@ -67,5 +68,6 @@ func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg
 		WebhookClient: webhook.NewClient(sh.guard, webhook.ClientOptions{
 			MaxIdleConnsPerHost: cfg.WebhookConcurrency,
 		}),
+		SNSClient: ses.AWSOnlyClient(webhook.NewClient(sh.guard, webhook.ClientOptions{})),
 	}, nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/migrate"
 	"github.com/mailwatch/mailwatch/internal/receivers"
@@ -107,28 +108,30 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 	}
 	waiters := receivers.NewHub(receivers.ConnectURL(cfg.DatabaseURL), logger)
 	srv := api.New(api.Deps{
-		DB:                   pool,
-		Pool:                 pool,
-		River:                riverClient,
-		Keyring:              sh.keyring,
-		WebhookGuard:         sh.guard,
-		WebhookClient:        webhook.NewClient(sh.guard, webhook.ClientOptions{}),
-		InboundDomain:        cfg.InboundDomain,
-		InboundWebhookSecret: cfg.InboundWebhookSecret,
-		TwilioAuthToken:      cfg.TwilioAuthToken,
-		Waiters:              waiters,
-		PublicBaseURL:        cfg.PublicBaseURL,
-		MaxMessageBytes:      cfg.SMTPMaxMessageBytes,
-		Resolver:             sh.resolver,
-		DNSFix:               sh.dnsFix,
-		EventPages:           events.NewFirstPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes),
-		Limiter:              limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.RateLimitPerMinute)}),
-		IngressLimiter:       limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.IngressRatePerMinute)}),
-		Registry:             reg,
-		Logger:               logger,
-		RequestTimeout:       cfg.RequestTimeout,
-		BodyLimit:            cfg.BodyLimitBytes,
-		TrustedProxies:       cfg.TrustedProxies,
+		DB:                    pool,
+		Pool:                  pool,
+		River:                 riverClient,
+		Keyring:               sh.keyring,
+		WebhookGuard:          sh.guard,
+		WebhookClient:         webhook.NewClient(sh.guard, webhook.ClientOptions{}),
+		InboundDomain:         cfg.InboundDomain,
+		InboundWebhookSecret:  cfg.InboundWebhookSecret,
+		TwilioAuthToken:       cfg.TwilioAuthToken,
+		SNSCerts:              &ses.HTTPCertFetcher{Client: ses.AWSOnlyClient(webhook.NewClient(sh.guard, webhook.ClientOptions{}))},
+		ProviderWebhookMaxAge: cfg.ProviderWebhookMaxAge,
+		Waiters:               waiters,
+		PublicBaseURL:         cfg.PublicBaseURL,
+		MaxMessageBytes:       cfg.SMTPMaxMessageBytes,
+		Resolver:              sh.resolver,
+		DNSFix:                sh.dnsFix,
+		EventPages:            events.NewFirstPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes),
+		Limiter:               limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.RateLimitPerMinute)}),
+		IngressLimiter:        limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.IngressRatePerMinute)}),
+		Registry:              reg,
+		Logger:                logger,
+		RequestTimeout:        cfg.RequestTimeout,
+		BodyLimit:             cfg.BodyLimitBytes,
+		TrustedProxies:        cfg.TrustedProxies,
 	})
 	return &apiRole{srv: srv, waiters: waiters, closeLim: closeLim}, nil
 }

@@ -6,6 +6,7 @@
 //	mwbench webhooks   10,000 events pushed to one local receiver
 //	mwbench wait       5,000 long-poll waiters woken by SMTP deliveries
 //	mwbench dns        1,000 domains checked against a local DNS server
+//	mwbench providers  signed ESP webhooks in, normalised by a worker; suppression checks at 1,000,000 entries
 //
 // Each benchmark creates its own database from DATABASE_URL's server and
 // drops it afterwards.
@@ -24,11 +25,12 @@ import (
 type benchmark func(ctx context.Context, env *benchEnv) error
 
 var benchmarks = map[string]benchmark{
-	"auth":     benchAuth,     // auth.go
-	"events":   benchEvents,   // events.go
-	"webhooks": benchWebhooks, // webhooks.go
-	"wait":     benchWait,     // wait.go
-	"dns":      benchDNS,      // dns.go
+	"auth":      benchAuth,      // auth.go
+	"events":    benchEvents,    // events.go
+	"webhooks":  benchWebhooks,  // webhooks.go
+	"wait":      benchWait,      // wait.go
+	"dns":       benchDNS,       // dns.go
+	"providers": benchProviders, // providers.go
 }
 
 func main() {

@@ -44,6 +44,7 @@ var Vars = []Var{
 	{Name: "HEALTH_HISTORY_DAYS", Default: "90", Meaning: "Health-score history older than this is deleted by a periodic job."},
 	{Name: "WEBHOOK_ALLOWED_CIDRS", Default: "", Meaning: "Comma-separated CIDRs that webhook destinations may resolve to even though they are private, loopback or otherwise reserved."},
 	{Name: "INBOUND_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Standard Webhooks secret (whsec_...) that signs requests to the email ingress webhook."},
+	{Name: "PROVIDER_WEBHOOK_MAX_AGE", Default: "0", Meaning: "How far a sending provider's signed webhook timestamp (SendGrid, Mailgun, Resend/Svix, SNS) may be from the server's clock; 0 turns the window off. Providers retry with the original timestamp for hours (SendGrid 24 h), and replays are deduplicated either way."},
 	{Name: "TWILIO_AUTH_TOKEN", Default: "", Secret: true, Meaning: "Twilio auth token used to verify X-Twilio-Signature on the SMS ingress webhook."},
 	{Name: "EVENT_RETENTION_DAYS", Default: "90", Meaning: "Events older than this (at least 7, longer than the webhook retry schedule) are deleted by a periodic job; unacknowledged alerts are kept."},
 	{Name: "EVENTS_PAGE_CACHE_TTL", Default: "1s", Meaning: "How long the API may serve a cached first page of an account's event listing (every request still checks the account's newest event, so new events always show); 0 turns the cache off. At most 1m."},
@@ -102,6 +103,7 @@ type Config struct {
 	UIAddr                 string
 	UIBasicAuthUser        string
 	UIBasicAuthPassword    string
+	ProviderWebhookMaxAge  time.Duration
 	LogLevel               slog.Level
 	LogFormat              string
 	GeneratedSecretKeyNote bool
@@ -191,6 +193,11 @@ func Parse(lookup Lookup) (*Config, error) {
 		errs = append(errs, errors.New("EVENTS_PAGE_CACHE_TTL must be a duration from 0 to 1m"))
 	} else {
 		cfg.EventsPageCacheTTL = d
+	}
+	if d, err := time.ParseDuration(get("PROVIDER_WEBHOOK_MAX_AGE")); err != nil || d < 0 {
+		errs = append(errs, errors.New("PROVIDER_WEBHOOK_MAX_AGE must be 0 or a positive duration such as 10m"))
+	} else {
+		cfg.ProviderWebhookMaxAge = d
 	}
 	if cfg.DNSCheckInterval > 0 && cfg.DNSCheckInterval < time.Minute {
 		errs = append(errs, errors.New("DNS_CHECK_INTERVAL must be at least 1m"))

@@ -143,6 +143,39 @@ type EventSubscription struct {
 	UpdatedAt        time.Time
 }
 
+type MessageEvent struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	ProviderID     uuid.UUID
+	ProviderKind   string
+	PayloadID      *uuid.UUID
+	EventID        string
+	MessageID      string
+	EventType      string
+	BounceClass    *string
+	Recipient      string
+	RecipientHash  []byte
+	Domain         string
+	DomainID       *uuid.UUID
+	Unlinked       bool
+	Classification string
+	Detail         *string
+	OccurredAt     time.Time
+	ReceivedAt     time.Time
+}
+
+type MessageSpike struct {
+	DomainID   uuid.UUID
+	ProviderID uuid.UUID
+	Kind       string
+	Active     bool
+	StartedAt  *time.Time
+	EndedAt    *time.Time
+	EventID    *uuid.UUID
+	Rate       float64
+	CheckedAt  time.Time
+}
+
 type MxSetup struct {
 	ID            uuid.UUID
 	DomainID      uuid.UUID
@@ -154,6 +187,20 @@ type MxSetup struct {
 	VerifiedAt    *time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+}
+
+type ProviderPayload struct {
+	ID            uuid.UUID
+	ProviderID    uuid.UUID
+	AccountID     uuid.UUID
+	ReplayKey     string
+	BodySha256    []byte
+	Body          []byte
+	HeaderEventID *string
+	ReceivedAt    time.Time
+	ProcessedAt   *time.Time
+	Events        *int32
+	Error         *string
 }
 
 type Receiver struct {
@@ -186,11 +233,42 @@ type ReceiverMessage struct {
 	ReceivedAt time.Time
 }
 
+type SendingProvider struct {
+	ID               uuid.UUID
+	AccountID        uuid.UUID
+	Kind             string
+	Label            string
+	Config           json.RawMessage
+	SecretCiphertext []byte
+	SecretKeyID      string
+	LastPayloadAt    *time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+type SendingProviderLink struct {
+	ProviderID uuid.UUID
+	DomainID   uuid.UUID
+	CreatedAt  time.Time
+}
+
 type SmsNumber struct {
 	PhoneNumber string
 	ReceiverID  *uuid.UUID
 	ClaimedAt   *time.Time
 	CreatedAt   time.Time
+}
+
+type Suppression struct {
+	ID            uuid.UUID
+	AccountID     uuid.UUID
+	Email         string
+	EmailHash     []byte
+	Reason        string
+	Domain        *string
+	ProviderID    *uuid.UUID
+	SourceEventID *uuid.UUID
+	CreatedAt     time.Time
 }
 
 type WebhookDelivery struct {

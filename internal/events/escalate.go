@@ -65,13 +65,18 @@ func escalateHealthScore(payload []byte) Severity {
 // escalateSpike: critical when the rate is at least twice the threshold.
 func escalateSpike(payload []byte) Severity {
 	var p struct {
-		Rate      float64 `json:"rate"`
-		Threshold float64 `json:"threshold"`
+		Rate              float64 `json:"rate"`
+		Threshold         float64 `json:"threshold"`
+		CriticalThreshold float64 `json:"critical_threshold"`
 	}
 	if json.Unmarshal(payload, &p) != nil {
 		return ""
 	}
-	if p.Threshold > 0 && p.Rate >= 2*p.Threshold {
+	critical := p.CriticalThreshold
+	if critical <= 0 {
+		critical = 2 * p.Threshold
+	}
+	if critical > 0 && p.Rate >= critical {
 		return SeverityCritical
 	}
 	return ""

@@ -8,10 +8,12 @@ import "encoding/json"
 var examples = map[string]json.RawMessage{
 	TypeHealthScoreChanged: json.RawMessage(`{"domain":"example.com","previous_score":82,"score":45,"delta":-37,` +
 		`"reasons":["DMARC policy changed to none","SPF exceeds 10 DNS lookups"]}`),
-	TypeBounceSpike: json.RawMessage(`{"domain":"example.com","provider":"postmark","window_minutes":60,` +
-		`"rate":0.082,"threshold":0.05,"bounces":41,"sent":500}`),
-	TypeComplaintSpike: json.RawMessage(`{"domain":"example.com","provider":"ses","window_minutes":1440,` +
-		`"rate":0.004,"threshold":0.003,"complaints":12,"sent":3000}`),
+	TypeBounceSpike: json.RawMessage(`{"domain":"example.com","provider":"postmark",` +
+		`"provider_id":"01930f2e-8c1a-7d3e-9b2a-3f4e5d6c7b8a","provider_label":"transactional","window_minutes":60,` +
+		`"rate":0.082,"threshold":0.05,"critical_threshold":0.1,"baseline":0.004,"bounces":41,"sent":500}`),
+	TypeComplaintSpike: json.RawMessage(`{"domain":"example.com","provider":"ses",` +
+		`"provider_id":"01930f2e-8c1a-7d3e-9b2a-3f4e5d6c7b8b","provider_label":"newsletters","window_minutes":60,` +
+		`"rate":0.004,"threshold":0.001,"critical_threshold":0.003,"baseline":null,"complaints":12,"sent":3000}`),
 	TypeDNSRecordChanged: json.RawMessage(`{"domain":"example.com","check":"spf",` +
 		`"before":{"status":"pass","records":["v=spf1 include:_spf.example.net -all"]},` +
 		`"after":{"status":"fail","records":[]}}`),

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/jobs"
+)
+
+const (
+	benchProviderConns        = 32
+	benchSuppressions         = 1_000_000
+	benchSuppressionSamples   = 2000
+	benchProviderWorkerNumber = 100
+)
+
+// benchProviders measures the sending-provider path:
+//
+//   - ingress: signed SendGrid webhooks (one event each, ECDSA P-256
+//     signed by the load generator) into POST /api/webhooks/providers/{id},
+//     each verified, stored and handed to River in one transaction, next to
+//     the authenticated GET baseline in the same run;
+//   - worker: the queued payloads normalised by one worker client
+//     (MaxWorkers 100, 10 ms fetch cooldown): events/s;
+//   - suppression check at 1,000,000 entries: GET .../suppressions/check
+//     over HTTP, and the capability's lookup alone (the server's time).
+func benchProviders(ctx context.Context, env *benchEnv) error {
+	d := benchDuration()
+	auth, err := measureAuthRoute(ctx, env, benchProviderConns, d)
+	if err != nil {
+		return err
+	}
+	srv, err := env.startAPI(ctx, env.Pool, nil)
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+	accountID, key, err := createAccount(ctx, srv.BaseURL, fmt.Sprintf("bench-providers-%d@example.com", time.Now().UnixNano()))
+	if err != nil {
+		return err
+	}
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	der, err := x509.MarshalPKIXPublicKey(&priv.PublicKey)
+	if err != nil {
+		return err
+	}
+	if err := postJSON(ctx, srv.BaseURL+"/api/accounts/me/domains", key, map[string]any{"domain": "bench-sender.example"}, 201, nil); err != nil {
+		return err
+	}
+	var prov struct {
+		ID string `json:"id"`
+	}
+	if err := postJSON(ctx, srv.BaseURL+"/api/accounts/me/sending-providers", key, map[string]any{
+		"kind": "sendgrid", "label": "bench", "config": map[string]any{"public_key": base64.StdEncoding.EncodeToString(der)},
+	}, 201, &prov); err != nil {
+		return err
+	}
+	if err := postJSON(ctx, srv.BaseURL+"/api/accounts/me/sending-providers/"+prov.ID+"/links", key, map[string]any{"domain": "bench-sender.example"}, 200, nil); err != nil {
+		return err
+	}
+
+	var seq atomic.Int64
+	ingressURL := srv.BaseURL + "/api/webhooks/providers/" + prov.ID
+	signed := func(ctx context.Context, client *http.Client) error {
+		n := seq.Add(1)
+		body := []byte(`[{"email":"r` + strconv.FormatInt(n, 10) + `@rcpt.example","event":"processed","sg_event_id":"e` +
+			strconv.FormatInt(n, 10) + `","sg_message_id":"m` + strconv.FormatInt(n, 10) + `.f","timestamp":` +
+			strconv.FormatInt(time.Now().Unix(), 10) + `}]`)
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		h := sha256.Sum256(append([]byte(ts), body...))
+		sig, err := ecdsa.SignASN1(rand.Reader, priv, h[:])
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, "POST", ingressURL, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Twilio-Email-Event-Webhook-Signature", base64.StdEncoding.EncodeToString(sig))
+		req.Header.Set("X-Twilio-Email-Event-Webhook-Timestamp", ts)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	runLoad(ctx, benchProviderConns, time.Second, signed) // warm up
+	ingress := runLoad(ctx, benchProviderConns, d, signed)
+	fmt.Printf("%d connections, %s per run\n", benchProviderConns, d)
+	fmt.Printf("baseline   GET /api/accounts/me (auth)          %s\n", auth)
+	fmt.Printf("ingress    signed SendGrid webhook -> River     %s\n", ingress)
+	fmt.Printf("ratio      ingress / auth baseline              %.2f  (target >= 0.50)\n", ingress.RPS()/auth.RPS())
+
+	// Worker: drain every queued payload.
+	var queued int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM provider_payloads WHERE processed_at IS NULL`).Scan(&queued); err != nil {
+		return err
+	}
+	worker, err := jobs.NewClient(jobs.Deps{Pool: env.Pool, Logger: env.Logger}, jobs.Options{
+		Concurrency: benchProviderWorkerNumber, FetchCooldown: 10 * time.Millisecond, Queues: []string{jobs.QueueDefault},
+	})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := worker.Start(ctx); err != nil {
+		return err
+	}
+	for {
+		var left int
+		if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM provider_payloads WHERE processed_at IS NULL`).Scan(&left); err != nil {
+			return err
+		}
+		if left == 0 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	drain := time.Since(start)
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = worker.Stop(stopCtx)
+	cancel()
+	var events int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM message_events`).Scan(&events); err != nil {
+		return err
+	}
+	fmt.Printf("worker     %d payloads normalised in %s: %.0f events/s (%d message events)\n",
+		queued, drain.Round(time.Millisecond), float64(queued)/drain.Seconds(), events)
+
+	if os.Getenv("BENCH_PROVIDERS_SKIP_SUPPRESSIONS") != "" {
+		return nil // profiling the ingress and worker phases only
+	}
+	// Suppression check at 1,000,000 entries.
+	t0 := time.Now()
+	if _, err := env.Pool.Exec(ctx, `
+		INSERT INTO suppressions (id, account_id, email, email_hash, reason)
+		SELECT gen_random_uuid(), $1, 'user' || g || '@bench.example', sha256(convert_to('user' || g || '@bench.example', 'UTF8')), 'hard_bounce'
+		FROM generate_series(1, $2::int) g`, accountID, benchSuppressions); err != nil {
+		return err
+	}
+	if _, err := env.Pool.Exec(ctx, `VACUUM ANALYZE suppressions`); err != nil {
+		return err
+	}
+	fmt.Printf("suppress   %d entries loaded in %s\n", benchSuppressions, time.Since(t0).Round(time.Millisecond))
+	acct := uuid.MustParse(accountID)
+	lat := make([]time.Duration, 0, benchSuppressionSamples)
+	hits := 0
+	for i := 0; i < benchSuppressionSamples; i++ {
+		n, _ := rand.Int(rand.Reader, big.NewInt(2*benchSuppressions))
+		email := fmt.Sprintf("User%d@Bench.example", n.Int64()+1)
+		t := time.Now()
+		s, err := providers.CheckSuppression(ctx, env.Pool, acct, email)
+		if err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t))
+		if s != nil {
+			hits++
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	fmt.Printf("check      lookup alone (1 connection)           p50 %.3f ms  p99 %.3f ms  (%d samples, %d suppressed)\n",
+		ms(lat[len(lat)/2]), ms(percentile(lat, 99)), len(lat), hits)
+	var checkSeq atomic.Int64
+	check := func(ctx context.Context, client *http.Client) error {
+		n := checkSeq.Add(7919) % (2 * benchSuppressions)
+		return getOK(srv.BaseURL+"/api/accounts/me/suppressions/check?email=user"+strconv.FormatInt(n+1, 10)+"%40bench.example", key)(ctx, client)
+	}
+	runLoad(ctx, benchProviderConns, time.Second, check)
+	viaHTTP := runLoad(ctx, benchProviderConns, d, check)
+	fmt.Printf("check      GET .../suppressions/check (HTTP)     %s\n", viaHTTP)
+	return nil
+}
+
+// postJSON posts body with the key and decodes the answer into out.
+func postJSON(ctx context.Context, url, key string, body any, want int, out any) error {
+	raw, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("POST %s: status %d: %s", url, resp.StatusCode, b)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}

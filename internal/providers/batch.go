@@ -1,0 +1,186 @@
+package providers
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+)
+
+// Ingress batching limits.
+const (
+	maxIngressBatch     = 64
+	maxIngressFlushers  = 2
+	ingressBatchTimeout = 10 * time.Second
+)
+
+// Ingest is one verified request to store.
+type Ingest struct {
+	Provider *dbsqlc.SendingProvider
+	Verified Verified
+	Body     []byte
+	Now      time.Time
+}
+
+// JobFor returns the job that works a newly stored payload.
+type JobFor func(in Ingest, payload Stored) river.JobArgs
+
+// Ingester stores verified payloads and enqueues their jobs. Requests that
+// arrive while a batch is being written wait for the next one, so under load
+// one transaction (one commit, one River InsertMany) serves many requests;
+// when idle a request is written at once, alone. A caller returns only
+// after its batch committed, so an acknowledged payload is always stored
+// with its job.
+type Ingester struct {
+	DB     dbutil.Executor
+	River  *river.Client[pgx.Tx]
+	JobFor JobFor
+	// Flushers bounds the batches written at once (each holds a
+	// connection); zero means 4. A DB that is one transaction needs 1.
+	Flushers int
+
+	mu       sync.Mutex
+	pending  []*ingestCall
+	flushers int
+}
+
+type ingestCall struct {
+	in   Ingest
+	out  Stored
+	err  error
+	done chan struct{}
+}
+
+// Store writes in (with whatever else is pending) and returns its result.
+// A replayed request is Stored.Duplicate; a reused Mailgun token with
+// another body is ErrReplayMismatch.
+func (g *Ingester) Store(ctx context.Context, in Ingest) (Stored, error) {
+	c := &ingestCall{in: in, done: make(chan struct{})}
+	g.mu.Lock()
+	g.pending = append(g.pending, c)
+	limit := g.Flushers
+	if limit <= 0 {
+		limit = maxIngressFlushers
+	}
+	if g.flushers < limit {
+		g.flushers++
+		go g.flush()
+	}
+	g.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.out, c.err
+	case <-ctx.Done():
+		// The batch may still commit; the provider will retry and the
+		// retry is acknowledged as a duplicate.
+		return Stored{}, ctx.Err()
+	}
+}
+
+func (g *Ingester) flush() {
+	for {
+		g.mu.Lock()
+		n := min(len(g.pending), maxIngressBatch)
+		if n == 0 {
+			g.flushers--
+			g.mu.Unlock()
+			return
+		}
+		batch := make([]*ingestCall, n)
+		copy(batch, g.pending)
+		rest := copy(g.pending, g.pending[n:])
+		clear(g.pending[rest:])
+		g.pending = g.pending[:rest]
+		g.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), ingressBatchTimeout)
+		err := g.write(ctx, batch)
+		cancel()
+		for _, c := range batch {
+			if err != nil {
+				c.out, c.err = Stored{}, err
+			}
+			close(c.done)
+		}
+	}
+}
+
+// write stores a batch in one transaction: one multi-row insert, a
+// lookup only for the requests that were replays, one touch per provider,
+// one InsertMany. Per-request outcomes (duplicate, replay mismatch) are set
+// on the calls; an error fails the whole batch.
+func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
+	q := dbsqlc.New()
+	n := len(batch)
+	p := dbsqlc.ProviderPayloadInsertManyParams{
+		Ids: make([]uuid.UUID, n), ProviderIds: make([]uuid.UUID, n), AccountIds: make([]uuid.UUID, n),
+		ReplayKeys: make([]string, n), BodySha256s: make([][]byte, n), Bodies: make([][]byte, n), HeaderEventIds: make([]string, n),
+	}
+	for i, c := range batch {
+		sum := sha256.Sum256(c.in.Body)
+		p.Ids[i] = uuid.Must(uuid.NewV7())
+		p.ProviderIds[i], p.AccountIds[i] = c.in.Provider.ID, c.in.Provider.AccountID
+		p.ReplayKeys[i], p.BodySha256s[i], p.Bodies[i] = storableKey(c.in.Verified.ReplayKey), sum[:], c.in.Body
+		if c.in.Verified.HeaderEventID != "" {
+			p.HeaderEventIds[i] = storableKey(c.in.Verified.HeaderEventID)
+		}
+	}
+	return dbutil.WithTx(ctx, g.DB, func(ctx context.Context, tx pgx.Tx) error {
+		stored, err := q.ProviderPayloadInsertMany(ctx, tx, p)
+		if err != nil {
+			return fmt.Errorf("error storing provider payloads: %w", err)
+		}
+		isNew := make(map[uuid.UUID]bool, len(stored))
+		for _, id := range stored {
+			isNew[id] = true
+		}
+		jobs := make([]river.InsertManyParams, 0, len(stored))
+		touched := map[uuid.UUID]bool{}
+		for i, c := range batch {
+			c.out, c.err = Stored{}, nil
+			if !isNew[p.Ids[i]] {
+				prev, err := q.ProviderPayloadGetByReplayKey(ctx, tx, dbsqlc.ProviderPayloadGetByReplayKeyParams{ProviderID: p.ProviderIds[i], ReplayKey: p.ReplayKeys[i]})
+				if dbutil.IsNotFound(err) {
+					c.err = ErrNotFound // deleted since the request was verified
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("error reading replayed payload: %w", err)
+				}
+				if string(prev.BodySha256) != string(p.BodySha256s[i]) {
+					c.err = ErrReplayMismatch
+					continue
+				}
+				c.out = Stored{PayloadID: prev.ID, Duplicate: true}
+				continue
+			}
+			c.out = Stored{PayloadID: p.Ids[i]}
+			if !touched[p.ProviderIds[i]] {
+				touched[p.ProviderIds[i]] = true
+				now := c.in.Now
+				if err := q.ProviderTouch(ctx, tx, dbsqlc.ProviderTouchParams{ID: p.ProviderIds[i], Now: now, StaleBefore: now.Add(-time.Minute)}); err != nil {
+					return fmt.Errorf("error touching provider: %w", err)
+				}
+			}
+			if g.JobFor != nil {
+				if args := g.JobFor(c.in, c.out); args != nil {
+					jobs = append(jobs, river.InsertManyParams{Args: args})
+				}
+			}
+		}
+		if len(jobs) > 0 {
+			if _, err := g.River.InsertManyTx(ctx, tx, jobs); err != nil {
+				return fmt.Errorf("error enqueueing provider payload jobs: %w", err)
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,224 @@
+package providers
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/health"
+)
+
+// Spike detection rules (README "Sending providers, suppression and
+// spikes").
+//
+// Rates are per recipient over a rolling window, per (domain, provider):
+// the volume is the larger of the recipients sent to and the recipients
+// with an outcome (delivered + bounced), since not every provider reports
+// sends. The bounce rate counts hard bounces only (what SES and mailbox
+// providers judge; soft bounces retry and provider-suppressed sends are not
+// bounces); the complaint rate counts complaints.
+//
+// A spike starts when, with at least MinVolume recipients in the window,
+// the rate reaches the warning level AND is well above the domain's own
+// baseline (at least BaselineFactor times the rate of the BaselineDays
+// before the window, when that period had MinVolume recipients; with no
+// baseline the fixed levels decide alone). It is critical at the critical
+// level. One event per episode: the episode ends (and a new one may start)
+// only once the rate falls below ExitFraction of the warning level.
+type SpikeRules struct {
+	Window         time.Duration
+	MinVolume      int64
+	BaselineDays   int
+	BaselineFactor float64
+	ExitFraction   float64
+	Bounce         Levels
+	Complaint      Levels
+}
+
+// Levels are a signal's thresholds.
+type Levels struct{ Warning, Critical float64 }
+
+// DefaultSpikeRules are the documented levels: bounces 5% (SES review) and
+// 10% (SES pause; twice the threshold), complaints 0.1% (SES review) and
+// 0.3% (Gmail's and Yahoo's ceiling for bulk senders).
+var DefaultSpikeRules = SpikeRules{
+	Window: time.Hour, MinVolume: 200, BaselineDays: 7, BaselineFactor: 2, ExitFraction: 0.8,
+	Bounce:    Levels{Warning: 0.05, Critical: 0.10},
+	Complaint: Levels{Warning: 0.001, Critical: 0.003},
+}
+
+// Spike kinds.
+const (
+	SpikeBounce    = "bounce"
+	SpikeComplaint = "complaint"
+)
+
+// SpikeChange is an episode that started or ended.
+type SpikeChange struct {
+	ProviderID uuid.UUID
+	Kind       string
+	Started    bool
+	Severity   events.Severity
+	Rate       float64
+}
+
+type counts struct{ sent, delivered, bounced, hard, complained int64 }
+
+func (c counts) volume() int64 { return max(c.sent, c.delivered+c.bounced) }
+
+func rate(n, volume int64) float64 {
+	if volume <= 0 {
+		return 0
+	}
+	return float64(n) / float64(volume)
+}
+
+// round4 keeps payload rates readable (0.1234).
+func round(x float64) float64 { return math.Round(x*1e6) / 1e6 }
+
+// CheckSpikes evaluates every (provider, kind) of a domain at now and
+// emits bounce_spike / complaint_spike for episodes that start, in tx. It
+// returns the episodes that started or ended (the caller rescores health).
+func CheckSpikes(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uuid.UUID, now time.Time, rules SpikeRules) ([]SpikeChange, error) {
+	q := dbsqlc.New()
+	dom, err := q.DomainGetByID(ctx, tx, domainID)
+	if dbutil.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("error reading domain: %w", err)
+	}
+	since := now.Add(-rules.Window)
+	providerIDs, err := q.MessageSpikeProvidersForDomain(ctx, tx, dbsqlc.MessageSpikeProvidersForDomainParams{DomainID: domainID, Since: since})
+	if err != nil {
+		return nil, fmt.Errorf("error listing providers of domain: %w", err)
+	}
+	var changes []SpikeChange
+	for _, pid := range providerIDs {
+		prov, err := q.ProviderGetForIngress(ctx, tx, pid)
+		if dbutil.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		w, err := q.MessageEventWindowCounts(ctx, tx, dbsqlc.MessageEventWindowCountsParams{DomainID: domainID, ProviderID: pid, Since: since, Until: now})
+		if err != nil {
+			return nil, fmt.Errorf("error counting window: %w", err)
+		}
+		b, err := q.MessageEventWindowCounts(ctx, tx, dbsqlc.MessageEventWindowCountsParams{
+			DomainID: domainID, ProviderID: pid, Since: since.AddDate(0, 0, -rules.BaselineDays), Until: since,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("error counting baseline: %w", err)
+		}
+		win := counts{w.Sent, w.Delivered, w.Bounced, w.HardBounced, w.Complained}
+		base := counts{b.Sent, b.Delivered, b.Bounced, b.HardBounced, b.Complained}
+		for _, kind := range []string{SpikeBounce, SpikeComplaint} {
+			ch, err := evaluate(ctx, tx, em, &dom, &prov, kind, win, base, now, rules)
+			if err != nil {
+				return nil, err
+			}
+			if ch != nil {
+				changes = append(changes, *ch)
+			}
+		}
+	}
+	return changes, nil
+}
+
+func evaluate(ctx context.Context, tx pgx.Tx, em *events.Emitter, dom *dbsqlc.Domain, prov *dbsqlc.SendingProvider,
+	kind string, win, base counts, now time.Time, rules SpikeRules) (*SpikeChange, error) {
+	q := dbsqlc.New()
+	levels, n, bn := rules.Bounce, win.hard, base.hard
+	if kind == SpikeComplaint {
+		levels, n, bn = rules.Complaint, win.complained, base.complained
+	}
+	vol := win.volume()
+	r := rate(n, vol)
+	var baseline *float64
+	if base.volume() >= rules.MinVolume {
+		b := round(rate(bn, base.volume()))
+		baseline = &b
+	}
+	if err := q.MessageSpikeEnsure(ctx, tx, dbsqlc.MessageSpikeEnsureParams{DomainID: dom.ID, ProviderID: prov.ID, Kind: kind}); err != nil {
+		return nil, err
+	}
+	st, err := q.MessageSpikeGetForUpdate(ctx, tx, dbsqlc.MessageSpikeGetForUpdateParams{DomainID: dom.ID, ProviderID: prov.ID, Kind: kind})
+	if err != nil {
+		return nil, fmt.Errorf("error locking spike state: %w", err)
+	}
+	upd := dbsqlc.MessageSpikeUpdateParams{
+		DomainID: dom.ID, ProviderID: prov.ID, Kind: kind, Active: st.Active, StartedAt: st.StartedAt,
+		EndedAt: st.EndedAt, EventID: st.EventID, Rate: round(r), CheckedAt: now,
+	}
+	enough := vol >= rules.MinVolume
+	wellAbove := baseline == nil || r >= *baseline*rules.BaselineFactor
+	var change *SpikeChange
+	switch {
+	case !st.Active && enough && r >= levels.Warning && wellAbove:
+		sev := events.SeverityWarning
+		if r >= levels.Critical {
+			sev = events.SeverityCritical
+		}
+		payload := map[string]any{
+			"domain": dom.Name, "provider": prov.Kind, "provider_id": prov.ID.String(), "provider_label": prov.Label,
+			"window_minutes": int(rules.Window / time.Minute), "rate": round(r), "threshold": levels.Warning,
+			"critical_threshold": levels.Critical, "baseline": baseline, "sent": vol,
+		}
+		typ := events.TypeBounceSpike
+		if kind == SpikeComplaint {
+			typ = events.TypeComplaintSpike
+			payload["complaints"] = n
+		} else {
+			payload["bounces"] = n
+		}
+		ev, err := em.Emit(ctx, tx, events.Event{
+			AccountID: dom.AccountID, Type: typ, Payload: payload, Domain: dom.Name, Tags: dom.Tags, Severity: sev, At: now,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("error emitting %s: %w", typ, err)
+		}
+		upd.Active, upd.StartedAt, upd.EndedAt, upd.EventID = true, &now, nil, &ev.ID
+		change = &SpikeChange{ProviderID: prov.ID, Kind: kind, Started: true, Severity: sev, Rate: r}
+	case st.Active && enough && r < levels.Warning*rules.ExitFraction:
+		upd.Active, upd.EndedAt = false, &now
+		change = &SpikeChange{ProviderID: prov.ID, Kind: kind, Rate: r}
+	}
+	if err := q.MessageSpikeUpdate(ctx, tx, upd); err != nil {
+		return nil, fmt.Errorf("error storing spike state: %w", err)
+	}
+	return change, nil
+}
+
+// HealthCapWindow is the period whose rates cap a domain's health score.
+const HealthCapWindow = 24 * time.Hour
+
+// HealthCaps returns the caps a domain's last-24-hour bounce and complaint
+// rates (over every provider) put on its health score, by the rules of
+// health.BounceRateCap and health.ComplaintRateCap.
+func HealthCaps(ctx context.Context, db dbutil.Executor, domainID uuid.UUID, now time.Time) ([]health.Cap, error) {
+	c, err := dbsqlc.New().MessageEventDomainCounts(ctx, db, dbsqlc.MessageEventDomainCountsParams{
+		DomainID: domainID, Since: now.Add(-HealthCapWindow), Until: now.Add(time.Second),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error counting message events: %w", err)
+	}
+	win := counts{c.Sent, c.Delivered, c.Bounced, c.HardBounced, c.Complained}
+	vol := win.volume()
+	var caps []health.Cap
+	if cp, ok := health.BounceRateCap(rate(win.hard, vol), int(vol)); ok {
+		caps = append(caps, cp)
+	}
+	if cp, ok := health.ComplaintRateCap(rate(win.complained, vol), int(vol)); ok {
+		caps = append(caps, cp)
+	}
+	return caps, nil
+}

@@ -1,0 +1,97 @@
+package jobs
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/corpus"
+	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/esp/ses"
+	"github.com/mailwatch/mailwatch/internal/esp/ses/snstest"
+)
+
+// TestProviderJobsOnRiver works the provider jobs with a real River client:
+// a stored Mailgun payload is normalised (event + suppression), the spike
+// scheduler enqueues a check of its domain, and a stored SNS
+// SubscriptionConfirmation is confirmed against the loopback SNS.
+func TestProviderJobsOnRiver(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDB(t)
+	sns := snstest.New(t)
+	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SNSClient: ses.AWSOnlyClient(sns.Client())}
+	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDefault, QueueMaintenance}})
+	require.NoError(t, err)
+	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
+	t.Cleanup(cancel)
+	ctx := context.Background()
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = client.Stop(stopCtx)
+	})
+	waitKind := func(kind string) *rivertype.JobRow {
+		for ev := range done {
+			if ev.Job.Kind == kind {
+				require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "%s errors: %v", kind, ev.Job.Errors)
+				return ev.Job
+			}
+		}
+		return nil
+	}
+
+	account, domain, provider := uuid.New(), uuid.New(), uuid.New()
+	exec := func(sql string, args ...any) {
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO accounts (id, email, password_hash) VALUES ($1, 'jobs-providers@example.com', 'x')`, account)
+	exec(`INSERT INTO domains (id, account_id, name) VALUES ($1, $2, 'symfony.com')`, domain, account)
+	exec(`INSERT INTO sending_providers (id, account_id, kind, label, secret_ciphertext, secret_key_id) VALUES ($1, $2, 'mailgun', 'mg', '\x00', 'k')`, provider, account)
+	exec(`INSERT INTO sending_provider_links (provider_id, domain_id) VALUES ($1, $2)`, provider, domain)
+	payload := uuid.New()
+	exec(`INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body) VALUES ($1, $2, $3, 'token:t', '\x00', $4)`,
+		payload, provider, account, corpus.Read(t, "esp/mailgun-permanent_failure.json"))
+
+	_, err = client.Insert(ctx, ProviderPayloadArgs{PayloadID: payload}, nil)
+	require.NoError(t, err)
+	waitKind("provider_payload")
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM message_events WHERE domain_id = $1 AND event_type = 'bounced' AND bounce_class = 'hard'`, domain).Scan(&n))
+	require.Equal(t, 1, n, "the sender app.symfony.com belongs to the linked symfony.com")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM suppressions WHERE account_id = $1 AND reason = 'hard_bounce'`, account).Scan(&n))
+	require.Equal(t, 1, n)
+
+	_, err = client.Insert(ctx, MessageSpikeScheduleArgs{}, nil)
+	require.NoError(t, err)
+	waitKind("message_spike_schedule")
+	job := waitKind("message_spike_check")
+	require.Contains(t, string(job.EncodedArgs), domain.String())
+
+	confirm := uuid.New()
+	sesProvider := uuid.New()
+	exec(`INSERT INTO sending_providers (id, account_id, kind, label, secret_ciphertext, secret_key_id) VALUES ($1, $2, 'ses', 'ses', '\x00', 'k')`, sesProvider, account)
+	exec(`INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body) VALUES ($1, $2, $3, 'sns:c', '\x00', $4)`,
+		confirm, sesProvider, account, sns.SubscriptionConfirmation("arn:aws:sns:us-east-1:123456789012:t", "tok-9"))
+	_, err = client.Insert(ctx, SNSConfirmArgs{PayloadID: confirm}, nil)
+	require.NoError(t, err)
+	waitKind("sns_subscription_confirm")
+	require.Equal(t, []string{"tok-9"}, sns.Confirmed())
+	requireProcessed(t, pool, confirm)
+}
+
+func requireProcessed(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) {
+	t.Helper()
+	var processed bool
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT processed_at IS NOT NULL FROM provider_payloads WHERE id = $1`, id).Scan(&processed))
+	require.True(t, processed)
+}
