@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -37,6 +38,21 @@ func validRequestID(s string) bool {
 		}
 	}
 	return true
+}
+
+// methodLabel maps a request method to a constant string: one that does not
+// alias fasthttp's buffer, and from a fixed set, so that a client sending
+// made-up methods cannot grow the metrics without bound.
+func methodLabel(m string) string {
+	for _, known := range [...]string{
+		fiber.MethodGet, fiber.MethodHead, fiber.MethodPost, fiber.MethodPut, fiber.MethodPatch,
+		fiber.MethodDelete, fiber.MethodConnect, fiber.MethodOptions, fiber.MethodTrace,
+	} {
+		if m == known {
+			return known
+		}
+	}
+	return "other"
 }
 
 // observe is the outermost middleware: request id, panic recovery, access
@@ -74,19 +90,24 @@ func (s *Server) observe() fiber.Handler {
 		}
 
 		status := c.Response().StatusCode()
+		// Labels and log values outlive this request (the metric vectors keep
+		// the strings they were created with), while Fiber's c.Method(),
+		// c.Path() and an unmatched route's Path point into buffers fasthttp
+		// reuses for the connection's next request: copy them.
+		method := methodLabel(c.Method())
 		route := "unmatched"
 		if r := c.Route(); r != nil && r.Path != "/" && r.Path != "" {
-			route = r.Path
+			route = strings.Clone(r.Path)
 		}
 		elapsed := time.Since(start)
-		s.metrics.requests.WithLabelValues(c.Method(), route, strconv.Itoa(status)).Inc()
-		s.metrics.latency.WithLabelValues(c.Method(), route).Observe(elapsed.Seconds())
+		s.metrics.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+		s.metrics.latency.WithLabelValues(method, route).Observe(elapsed.Seconds())
 
 		attrs := []slog.Attr{
 			slog.String("request_id", id),
-			slog.String("method", c.Method()),
+			slog.String("method", method),
 			slog.String("route", route),
-			slog.String("path", c.Path()),
+			slog.String("path", strings.Clone(c.Path())),
 			slog.Int("status", status),
 			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 			slog.String("ip", c.IP()),
