@@ -151,6 +151,7 @@ func writeResponse(c *fiber.Ctx, status int, resp any) error {
 		if err != nil {
 			return err
 		}
+		body = append(tidyJSON(body), '\n')
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Status(status).Send(body)
 	}

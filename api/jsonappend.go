@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -82,4 +83,76 @@ func (p *Page[T]) AppendJSON(dst []byte) ([]byte, error) {
 		}
 	}
 	return append(dst, ']'), nil
+}
+
+// encodeJSON is the API's one JSON encoder: Fiber's JSONEncoder (every
+// c.JSON, error bodies included) and the typed endpoints use it. It writes
+// `<`, `>` and `&` as they are (responses are never embedded in HTML) and
+// ends the body with a newline, so responses read well in a terminal.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// tidyJSON rewrites a valid JSON text in place as encodeJSON would have
+// written it: whitespace between tokens removed (jsonb renders payloads
+// as {"a": 1}) and the \u003c, \u003e and \u0026 escapes of encoding/json's
+// HTML-safe mode undone (stored event renderings have them). Other escapes
+// are kept. It is for bodies assembled from stored JSON (JSONAppender).
+func tidyJSON(b []byte) []byte {
+	w, inString := 0, false
+	for r := 0; r < len(b); {
+		c := b[r]
+		if !inString {
+			switch c {
+			case ' ', '\t', '\n', '\r':
+				r++
+				continue
+			case '"':
+				inString = true
+			}
+			b[w] = c
+			w, r = w+1, r+1
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if r+6 <= len(b) && b[r+1] == 'u' && b[r+2] == '0' && b[r+3] == '0' {
+				if ch := htmlEscaped(b[r+4], b[r+5]); ch != 0 {
+					b[w] = ch
+					w, r = w+1, r+6
+					continue
+				}
+			}
+			if r+1 < len(b) { // an escape pair, copied as is (so \\u003c stays)
+				b[w], b[w+1] = b[r], b[r+1]
+				w, r = w+2, r+2
+				continue
+			}
+		}
+		b[w] = c
+		w, r = w+1, r+1
+	}
+	return b[:w]
+}
+
+// htmlEscaped returns the character of a \u00XY escape that HTML-safe
+// encoding/json writes, or 0.
+func htmlEscaped(x, y byte) byte {
+	switch {
+	case x == '3' && (y == 'c' || y == 'C'):
+		return '<'
+	case x == '3' && (y == 'e' || y == 'E'):
+		return '>'
+	case x == '2' && y == '6':
+		return '&'
+	}
+	return 0
 }
