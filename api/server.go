@@ -24,6 +24,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/password"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/usage"
@@ -77,6 +78,9 @@ type Deps struct {
 	// MTASTSClient fetches MTA-STS policies in live lookups; nil means
 	// dnscheck.NewHTTPClient over Resolver.
 	MTASTSClient *http.Client
+	// Passwords bounds concurrent argon2id hashing; nil means the
+	// process-wide password.Process().
+	Passwords *password.Limiter
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -120,6 +124,9 @@ func New(deps Deps) *Server {
 	if deps.Emitter == nil {
 		deps.Emitter = &events.Emitter{River: deps.River}
 	}
+	if deps.Passwords == nil {
+		deps.Passwords = password.Process()
+	}
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}
@@ -137,6 +144,7 @@ func New(deps Deps) *Server {
 	s.app = fiber.New(fiber.Config{
 		AppName:      "mailwatch",
 		ErrorHandler: errorHandler(deps.Logger),
+		JSONEncoder:  encodeJSON,
 		BodyLimit:    deps.BodyLimit,
 		// Bodies are read by the handlers that want them; fasthttp would
 		// otherwise parse multipart forms before any middleware runs.
