@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/inbound"
+	"github.com/mailwatch/mailwatch/internal/mimelimit"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/twilio"
 )
@@ -80,6 +81,7 @@ func (s *Server) inboundRoutes() {
 			"the body only, so a webhook-id is single-use: a repeat answers 200 with the message stored the first time " +
 			"(duplicate: true) and is never stored twice or for another receiver. 401 bad or missing " +
 			"signature, 404 unknown receiver, 410 expired receiver, 413 message over the size cap, 422 unreadable message " +
+			"(or a MIME structure over a limit: 20 nested multiparts, 1,000 parts; the detail names it) " +
 			"or bad `to`, 503 when no secret is configured. No API key; limited per client IP with the webhook-ingress budget.",
 		Errors: []int{401, 404, 410, 413, 415, 422, 503},
 	}, func(c *fiber.Ctx) error {
@@ -134,6 +136,8 @@ func (s *Server) inboundRoutes() {
 			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "message too large"}
 		case errors.Is(err, inbound.ErrEmptyMessage):
 			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send one raw RFC 5322 message"}
+		case errors.Is(err, mimelimit.ErrLimit):
+			return &Error{Status: http.StatusUnprocessableEntity, Detail: receivers.RefusalReason(err)}
 		case errors.Is(err, inbound.ErrMalformedMessage):
 			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is not a readable RFC 5322 / MIME message"}
 		default:

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -144,6 +145,12 @@ func TestEmailIngressWebhook(t *testing.T) {
 		resp := b.rcvRawDo(t, signedEmail(t, testInboundSecret, r.Address, []byte{}, time.Now()))
 		require.Equal(t, http.StatusUnprocessableEntity, resp.Status)
 		resp.Detail(t)
+	})
+
+	t.Run("DeepNesting422", func(t *testing.T) {
+		resp := b.rcvRawDo(t, signedEmail(t, testInboundSecret, r.Address, deepNesting(300), time.Now()))
+		require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
+		require.Contains(t, resp.Detail(t), "nesting depth is over the limit of 20 levels")
 	})
 
 	t.Run("BadRecipientParameter422", func(t *testing.T) {
@@ -357,4 +364,18 @@ func FuzzParseIngressRecipient(f *testing.F) {
 		require.NoError(t, err, "a parsed address parses again: %q", addr)
 		require.Equal(t, addr, again)
 	})
+}
+
+// deepNesting is a message of n multipart/mixed parts nested one in the other.
+func deepNesting(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString("From: a@example.com\r\nSubject: deep\r\n")
+	for i := range n {
+		fmt.Fprintf(&b, "Content-Type: multipart/mixed; boundary=\"b%04d\"\r\n\r\n--b%04d\r\n", i, i)
+	}
+	b.WriteString("Content-Type: text/plain\r\n\r\nhello\r\n")
+	for i := n - 1; i >= 0; i-- {
+		fmt.Fprintf(&b, "--b%04d--\r\n", i)
+	}
+	return b.Bytes()
 }

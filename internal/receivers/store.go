@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/inbound"
+	"github.com/mailwatch/mailwatch/internal/mimelimit"
 	"github.com/mailwatch/mailwatch/internal/smtpd"
 	"github.com/mailwatch/mailwatch/internal/twilio"
 )
@@ -119,12 +120,35 @@ func (s *Store) Deliver(ctx context.Context, env smtpd.Envelope) error {
 	_, err := s.DeliverEmail(ctx, EmailDelivery{
 		Raw: env.Raw, Sender: env.From, Recipients: env.To, ReceivedAt: env.ReceivedAt,
 	})
-	if errors.Is(err, ErrUnknownRecipient) || errors.Is(err, ErrExpired) {
+	switch {
+	case errors.Is(err, ErrUnknownRecipient) || errors.Is(err, ErrExpired):
 		s.logger().InfoContext(ctx, "message dropped: its recipients went away during the session",
 			slog.Int("rcpt_count", len(env.To)), slog.Any("reason", err))
 		return nil
+	case err != nil:
+		if reason := RefusalReason(err); reason != "" {
+			return &smtpd.RefusedError{Reason: reason, Err: err}
+		}
 	}
 	return err
+}
+
+// RefusalReason says why a message was refused for its content (one line,
+// safe to show to its sender), or "" when err is no such refusal. The
+// refusal is permanent: the same bytes will be refused again.
+func RefusalReason(err error) string {
+	var limit *mimelimit.LimitError
+	switch {
+	case errors.As(err, &limit):
+		return limit.Error()
+	case errors.Is(err, inbound.ErrEmptyMessage):
+		return "the message is empty"
+	case errors.Is(err, inbound.ErrMessageTooLarge):
+		return "the message is too large"
+	case errors.Is(err, inbound.ErrMalformedMessage):
+		return "the message is not a readable RFC 5322 / MIME message"
+	}
+	return ""
 }
 
 // EmailDelivery is one raw message for one or more receiver addresses.

@@ -55,6 +55,24 @@ var (
 	ErrExpired = errors.New("recipient expired")
 )
 
+// RefusedError is returned, possibly wrapped, by Store.Deliver for a message
+// refused for its content (unreadable, or a MIME structure over a limit).
+// The client gets a permanent 554 5.6.0 with Reason, so it does not retry.
+// Reason is shown to the sender: one line, nothing internal.
+type RefusedError struct {
+	Reason string
+	Err    error
+}
+
+func (e *RefusedError) Error() string {
+	if e.Err != nil {
+		return e.Reason + ": " + e.Err.Error()
+	}
+	return e.Reason
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
 // Store is what the listener needs from storage; the integrator implements it
 // over Postgres. Both methods are called concurrently from many sessions and
 // must respect ctx.
@@ -66,9 +84,9 @@ type Store interface {
 	// error to answer 451 so the sender retries later.
 	AcceptRecipient(ctx context.Context, address string) error
 
-	// Deliver stores one message for all its accepted recipients. An error
-	// answers 451 to DATA, so the sender retries: Deliver should be
-	// all-or-nothing.
+	// Deliver stores one message for all its accepted recipients. A
+	// *RefusedError answers 554 5.6.0 to DATA; any other error answers 451,
+	// so the sender retries: Deliver should be all-or-nothing.
 	Deliver(ctx context.Context, env Envelope) error
 }
 

@@ -43,6 +43,18 @@ func replyBadAddress() error {
 	return &smtp.SMTPError{Code: 501, EnhancedCode: smtp.EnhancedCode{5, 1, 3}, Message: "Bad recipient address syntax"}
 }
 
+// replyRefused is the permanent refusal of a message for its content (RFC
+// 3463: 5.6.0, other or undefined media error).
+func replyRefused(reason string) error {
+	reason = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, reason)
+	return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message refused: " + reason}
+}
+
 func replyTempFailure() error {
 	return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary failure, try again later"}
 }
@@ -136,6 +148,11 @@ func (s *session) Data(r io.Reader) error {
 	ctx, cancel := context.WithTimeout(s.srv.ctx, deliverTimeout)
 	defer cancel()
 	if err := s.srv.store.Deliver(ctx, env); err != nil {
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			s.logger.Info("message refused", "reason", refused.Reason, "rcpt_count", len(env.To), "size", len(env.Raw))
+			return replyRefused(refused.Reason)
+		}
 		s.logger.Error("error delivering message", "rcpt_count", len(env.To), "size", len(env.Raw), "error", err)
 		return replyTempFailure()
 	}
