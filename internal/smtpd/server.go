@@ -122,7 +122,9 @@ type Config struct {
 	// Hostname is the name in the greeting and in Received fields;
 	// defaults to Domain.
 	Hostname string
-	// MaxMessageBytes caps a message; larger ones get 552 (RFC 1870).
+	// MaxMessageBytes caps a message; larger ones get 552 5.3.4, at MAIL
+	// for a declared SIZE (RFC 1870), else once the cap is passed in DATA
+	// or in a BDAT chunk (RFC 3030).
 	MaxMessageBytes int64
 	// MaxRecipients caps RCPT TO commands per message; more get 452.
 	MaxRecipients int
@@ -194,7 +196,13 @@ func NewServer(cfg Config, store Store, logger *slog.Logger) (*Server, error) {
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Addr = cfg.Addr
 	srv.Domain = cfg.Hostname
-	srv.MaxMessageBytes = cfg.MaxMessageBytes
+	// The size cap is enforced by the session (MAIL SIZE= and the message
+	// reader), not by go-smtp: go-smtp refuses an oversize BDAT chunk and
+	// then discards it through its command line-length limit, so a chunk
+	// with a long line desynchronises the session and the connection is
+	// reset. EHLO therefore advertises SIZE without a figure (RFC 1870
+	// section 4 allows it).
+	srv.MaxMessageBytes = 0
 	srv.MaxRecipients = cfg.MaxRecipients
 	srv.MaxLineLength = maxLineLength
 	srv.ReadTimeout = cfg.ReadTimeout

@@ -59,9 +59,16 @@ func replyTempFailure() error {
 	return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary failure, try again later"}
 }
 
-// Mail starts a transaction. go-smtp has already refused a SIZE parameter
-// over the limit with 552 (RFC 1870 section 6.2).
-func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+func replyTooLarge() error {
+	return &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4}, Message: "Maximum message size exceeded"}
+}
+
+// Mail starts a transaction, refusing a declared SIZE over the cap with 552
+// (RFC 1870 section 6.2).
+func (s *session) Mail(from string, opts *smtp.MailOptions) error {
+	if opts != nil && opts.Size > s.srv.cfg.MaxMessageBytes {
+		return replyTooLarge()
+	}
 	s.from = from
 	s.to = nil
 	return nil
@@ -118,12 +125,18 @@ func (s *Server) recipientAddress(to string) (string, error) {
 	return local + "@" + s.cfg.Domain, nil
 }
 
-// Data reads the message and hands it to the Store. go-smtp stops the read
-// with ErrDataTooLarge (552 5.3.4) at Config.MaxMessageBytes and only calls
-// Data once at least one recipient was accepted.
+// Data reads the message (DATA, or the BDAT chunks of one message) and hands
+// it to the Store. Past Config.MaxMessageBytes it stops reading and answers
+// 552 5.3.4; go-smtp then discards the rest of the data or chunk, and the
+// session goes on. go-smtp only calls Data once a recipient was accepted.
 func (s *session) Data(r io.Reader) error {
 	var buf bytes.Buffer
-	_, err := buf.ReadFrom(&deadlineReader{r: r, conn: s.conn.Conn(), timeout: s.srv.cfg.ReadTimeout})
+	limited := &io.LimitedReader{R: &deadlineReader{r: r, conn: s.conn.Conn(), timeout: s.srv.cfg.ReadTimeout}, N: s.srv.cfg.MaxMessageBytes + 1}
+	_, err := buf.ReadFrom(limited)
+	if err == nil && int64(buf.Len()) > s.srv.cfg.MaxMessageBytes {
+		s.logger.Info("message refused", "reason", "over the size cap", "rcpt_count", len(s.to))
+		return replyTooLarge()
+	}
 	if err != nil {
 		var smtpErr *smtp.SMTPError
 		if errors.As(err, &smtpErr) {
