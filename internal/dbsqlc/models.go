@@ -97,6 +97,12 @@ type EventSubscription struct {
 	UpdatedAt        time.Time
 }
 
+type IngressWebhookID struct {
+	WebhookID  string
+	Outcome    string
+	ConsumedAt time.Time
+}
+
 type Receiver struct {
 	ID         uuid.UUID
 	AccountID  uuid.UUID
