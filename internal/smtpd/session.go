@@ -137,6 +137,18 @@ func (s *session) Data(r io.Reader) error {
 		s.logger.Info("message refused", "reason", "over the size cap", "rcpt_count", len(s.to))
 		return replyTooLarge()
 	}
+	if errors.Is(err, smtp.ErrTooLongLine) {
+		// go-smtp reads DATA ahead through its line-length limit. A line
+		// that long in a message that cannot fit under the cap anyway is
+		// an oversize message; otherwise it is refused for the line.
+		if int64(buf.Len())+maxLineLength >= s.srv.cfg.MaxMessageBytes {
+			s.logger.Info("message refused", "reason", "over the size cap", "rcpt_count", len(s.to))
+			return replyTooLarge()
+		}
+		s.logger.Info("message refused", "reason", "line too long", "rcpt_count", len(s.to))
+		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0},
+			Message: fmt.Sprintf("Message refused: a line is longer than %d bytes", maxLineLength)}
+	}
 	if err != nil {
 		var smtpErr *smtp.SMTPError
 		if errors.As(err, &smtpErr) {
