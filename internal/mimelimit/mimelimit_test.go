@@ -11,6 +11,8 @@ import (
 
 	"github.com/jhillyerd/enmime"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/corpus"
 )
 
 // Nested builds a message of n multipart/mixed parts nested one in the
@@ -121,6 +123,11 @@ func seeds(tb testing.TB) [][]byte {
 	files, err := filepath.Glob("../inbound/testdata/*.eml")
 	require.NoError(tb, err)
 	require.NotEmpty(tb, files)
+	// Failure reports by mail (ARF, RFC 6591) from the shared corpus.
+	reports, err := filepath.Glob(filepath.Join(corpus.Path(tb, "dmarc-forensic"), "*.eml"))
+	require.NoError(tb, err)
+	require.NotEmpty(tb, reports)
+	files = append(files, reports...)
 	var out [][]byte
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
