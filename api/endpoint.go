@@ -151,7 +151,7 @@ func writeResponse(c *fiber.Ctx, status int, resp any) error {
 		if err != nil {
 			return err
 		}
-		body = append(tidyJSON(body), '\n')
+		body = append(body, '\n') // each item was tidied as it was appended (jsonappend.go)
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Status(status).Send(body)
 	}
