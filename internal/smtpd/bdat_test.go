@@ -3,6 +3,7 @@ package smtpd
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -66,4 +67,23 @@ func TestBDATOverSize(t *testing.T) {
 	envs := bundle.store.deliveries()
 	require.Len(t, envs, 1)
 	require.True(t, bytes.HasSuffix(envs[0].Raw, []byte("Subject: small\r\n\r\nok\r\n")))
+}
+
+// TestDATALongLine: a line over the line limit in a message that would fit
+// under the cap is refused for the line, naming it; in one that cannot fit,
+// as over the cap.
+func TestDATALongLine(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t, setupOpts{maxMessageBytes: 1 << 20})
+	c := dial(t, bundle.addr)
+	_, err := send(t, c, "a@example.org", []string{"live@" + testDomain}, crlf("Subject: long\n\n"+strings.Repeat("x", 70<<10)+"\n"))
+	requireCode(t, err, 554)
+	require.ErrorContains(t, err, "5.6.0")
+	require.ErrorContains(t, err, "longer than")
+	require.Empty(t, bundle.store.deliveries())
+
+	small := setup(t, setupOpts{maxMessageBytes: 64 << 10})
+	c = dial(t, small.addr)
+	_, err = send(t, c, "a@example.org", []string{"live@" + testDomain}, crlf("Subject: long\n\n"+strings.Repeat("x", 70<<10)+"\n"))
+	requireCode(t, err, 552)
 }
