@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -52,6 +53,16 @@ func TestJSONReadsWellInATerminal(t *testing.T) {
 		require.Contains(t, string(resp.Body), `"label":"a > b"`)
 		require.NotContains(t, string(resp.Body), `": `, "spaced like the rest: %s", resp.Body)
 		require.NotContains(t, string(resp.Body), `, "`)
+		check(t, resp)
+	})
+	t.Run("Listings", func(t *testing.T) {
+		r := b.createReceiver(t, a.Key, nil)
+		resp := b.rcvRawDo(t, signedEmail(t, testInboundSecret, r.Address, []byte("Subject: "+subject+"\r\n\r\nhi\r\n"), time.Now()))
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		check(t, resp)
+		resp = b.do(t, "GET", receiverPath(r.ID, "/messages"), a.Key, nil)
+		require.Equal(t, http.StatusOK, resp.Status)
+		require.Contains(t, string(resp.Body), `"subject":"`+subject+`"`)
 		check(t, resp)
 	})
 	t.Run("EncodedResponse", func(t *testing.T) {

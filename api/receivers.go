@@ -182,6 +182,10 @@ type nextCursorHeader struct {
 // MarshalJSON encodes the items as an array.
 func (p *pagedList[T]) MarshalJSON() ([]byte, error) { return json.Marshal(nonNilSlice(p.items)) }
 
+// ResponseBody implements BodyProvider: the items go through the API's
+// encoder (MarshalJSON's output would keep encoding/json's HTML escapes).
+func (p *pagedList[T]) ResponseBody() any { return nonNilSlice(p.items) }
+
 // ResponseHeaders implements HeaderSetter.
 func (p *pagedList[T]) ResponseHeaders() map[string]string {
 	return map[string]string{"X-Next-Cursor": p.next}
