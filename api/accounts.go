@@ -2,10 +2,14 @@ package api
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"net/mail"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/apikey"
@@ -114,7 +118,7 @@ func (s *Server) createAccount(ctx context.Context, req *CreateAccountRequest) (
 	if err := checkPassword("password", req.Password); err != nil {
 		return nil, err
 	}
-	hash, err := password.Hash(req.Password)
+	hash, err := s.hashPassword(ctx, req.Password)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +158,7 @@ func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (
 		if err := checkPassword("password", *req.Password); err != nil {
 			return nil, err
 		}
-		hash, err := password.Hash(*req.Password)
+		hash, err := s.hashPassword(ctx, *req.Password)
 		if err != nil {
 			return nil, err
 		}
@@ -203,4 +207,19 @@ func (s *Server) deleteAccount(ctx context.Context, _ *emptyRequest) (*NoContent
 		s.router.guard.evict(h)
 	}
 	return &NoContent{}, nil
+}
+
+// hashPassword hashes within the process's argon2id bound (Deps.Passwords);
+// a full queue is a 503 that says when to retry.
+func (s *Server) hashPassword(ctx context.Context, p string) (string, error) {
+	hash, err := s.deps.Passwords.Hash(ctx, p)
+	if errors.Is(err, password.ErrBusy) {
+		secs := strconv.Itoa(int(password.RetryAfter / time.Second))
+		return "", &Error{
+			Status:  http.StatusServiceUnavailable,
+			Detail:  "too many passwords are being hashed on this server right now; retry in " + secs + " seconds",
+			Headers: map[string]string{fiber.HeaderRetryAfter: secs},
+		}
+	}
+	return hash, err
 }

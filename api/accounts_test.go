@@ -5,8 +5,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/password"
 )
 
 func TestCreateAccount(t *testing.T) {
@@ -154,4 +158,31 @@ func TestAccountMe(t *testing.T) {
 		require.NoError(t, b.db.QueryRow(context.Background(), "SELECT count(*) FROM api_keys WHERE account_id = $1", a.ID).Scan(&n))
 		require.Zero(t, n)
 	})
+}
+
+// TestPasswordHashingIsBounded: with every argon2id slot taken, account
+// creation and a password change answer 503 with Retry-After and a detail
+// instead of piling up hashes; a change without a password still works.
+func TestPasswordHashingIsBounded(t *testing.T) {
+	t.Parallel()
+	limiter := password.NewLimiter(1, time.Millisecond)
+	b := setup(t, func(o *setupOpts) { o.deps = func(d *api.Deps) { d.Passwords = limiter } })
+	a := b.createAccount(t)
+
+	email := uniqueEmail(t)
+	release, err := limiter.Acquire(context.Background())
+	require.NoError(t, err)
+	resp := b.do(t, "POST", "/api/accounts", "", map[string]string{"email": email, "password": "a long password"})
+	require.Equal(t, http.StatusServiceUnavailable, resp.Status, "%s", resp.Body)
+	require.Equal(t, "2", resp.Header.Get("Retry-After"))
+	require.Contains(t, resp.Detail(t), "retry")
+	resp = b.do(t, "PATCH", "/api/accounts/me", a.Key, map[string]string{"password": "another long password"})
+	require.Equal(t, http.StatusServiceUnavailable, resp.Status)
+	require.Equal(t, "2", resp.Header.Get("Retry-After"))
+	require.Equal(t, http.StatusOK, b.do(t, "PATCH", "/api/accounts/me", a.Key, map[string]string{"email": uniqueEmail(t)}).Status)
+	release()
+
+	require.Equal(t, http.StatusCreated, b.do(t, "POST", "/api/accounts", "", map[string]string{"email": email, "password": "a long password"}).Status)
+	require.Equal(t, http.StatusOK, b.do(t, "PATCH", "/api/accounts/me", a.Key, map[string]string{"password": "another long password"}).Status)
+	require.Equal(t, int64(1), limiter.Peak())
 }

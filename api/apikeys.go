@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -10,6 +11,11 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 )
+
+// MaxActiveAPIKeys caps an account's active keys. Each key has its own
+// request budget, so without a cap one account could multiply its rate limit
+// by creating keys.
+const MaxActiveAPIKeys = 25
 
 // APIKey describes a key without revealing it.
 type APIKey struct {
@@ -48,12 +54,24 @@ type APIKeyPath struct {
 func (s *Server) apiKeyRoutes() {
 	Handle(s.router, Endpoint[CreateAPIKeyRequest, NewAPIKey]{
 		Method: "POST", Path: "/api/accounts/me/api-keys", Status: 201, OperationID: "createAPIKey", Tag: "api keys",
-		Summary: "Create an API key", Description: "The full key is in this response only; a duplicate label is 409.",
+		Summary: "Create an API key",
+		Description: "The full key is in this response only; a duplicate label is 409, and so is a key beyond the cap of " +
+			strconv.Itoa(MaxActiveAPIKeys) + " active keys per account (revoke one first).",
 		Errors: []int{409},
 		Call: func(ctx context.Context, req *CreateAPIKeyRequest) (*NewAPIKey, error) {
 			caller := mustCaller(ctx)
 			key := apikey.Generate()
 			row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.APIKey, error) {
+				if err := s.q.APIKeyLockAccount(ctx, tx, caller.AccountID); err != nil {
+					return dbsqlc.APIKey{}, err
+				}
+				active, err := s.q.APIKeyCountActive(ctx, tx, caller.AccountID)
+				if err != nil {
+					return dbsqlc.APIKey{}, err
+				}
+				if active >= MaxActiveAPIKeys {
+					return dbsqlc.APIKey{}, Conflict("the account already has %d active API keys, the most allowed; revoke one before creating another", MaxActiveAPIKeys)
+				}
 				return s.q.APIKeyInsert(ctx, tx, dbsqlc.APIKeyInsertParams{
 					ID: uuid.Must(uuid.NewV7()), AccountID: caller.AccountID, Label: req.Label, KeyIdentifier: key.Identifier, KeyHash: key.Hash,
 				})

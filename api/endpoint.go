@@ -67,6 +67,8 @@ type BodyProvider interface{ ResponseBody() any }
 type RawBody struct {
 	ContentType string
 	Body        []byte
+	// Headers are added to the response (Content-Disposition, ...).
+	Headers map[string]string
 }
 
 // NoContent is an empty 204 response.
@@ -139,6 +141,9 @@ func writeResponse(c *fiber.Ctx, status int, resp any) error {
 	}
 	if raw, ok := resp.(*RawBody); ok {
 		c.Set(fiber.HeaderContentType, raw.ContentType)
+		for k, v := range raw.Headers {
+			c.Set(k, v)
+		}
 		return c.Status(status).Send(raw.Body)
 	}
 	if a, ok := resp.(JSONAppender); ok {
@@ -146,6 +151,7 @@ func writeResponse(c *fiber.Ctx, status int, resp any) error {
 		if err != nil {
 			return err
 		}
+		body = append(body, '\n') // each item was tidied as it was appended (jsonappend.go)
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Status(status).Send(body)
 	}

@@ -11,7 +11,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/inbound"
+	"github.com/mailwatch/mailwatch/internal/mimelimit"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/twilio"
 )
@@ -57,6 +59,28 @@ func ParseIngressRecipient(raw string) (string, error) {
 	return addr.Address[:at] + "@" + domain, nil
 }
 
+// HeaderDuplicate marks an SMS ingress answer to a MessageSid stored
+// before (Twilio expects TwiML, so the mark is a header, not a JSON body).
+const HeaderDuplicate = "Mailwatch-Duplicate"
+
+// usedWebhookID answers an email ingress request whose webhook-id an earlier
+// request consumed: the stored message again when that one was delivered
+// (duplicate: true), 409 when it was refused.
+func (s *Server) usedWebhookID(c *fiber.Ctx, id, outcome string) error {
+	if outcome == receivers.OutcomeDelivered {
+		prev, err := s.q.MessageGetByWebhookID(c.UserContext(), s.db, id)
+		if dbutil.IsNotFound(err) {
+			return Conflict("webhook-id %s was already delivered, and its message has since been deleted", id)
+		}
+		if err != nil {
+			return err
+		}
+		return c.Status(http.StatusOK).JSON(IngressResult{ReceiverID: prev.ReceiverID, MessageID: prev.ID, Duplicate: true})
+	}
+	return Conflict("webhook-id %s was already used by a request that was refused (%s); sign each delivery with a new webhook-id",
+		id, strings.ReplaceAll(outcome, "_", " "))
+}
+
 func (s *Server) inboundRoutes() {
 	store := &receivers.Store{
 		DB: s.db, Emitter: s.deps.Emitter, Logger: s.logger, Now: s.now, Delivered: s.deps.Waiters.WakeLocal,
@@ -77,11 +101,13 @@ func (s *Server) inboundRoutes() {
 		Description: "The body is one raw RFC 5322 message (Content-Type message/rfc822 or application/octet-stream); " +
 			"`to` names the receiver. Signed with Standard Webhooks headers (webhook-id, webhook-timestamp within 5 minutes, " +
 			"webhook-signature: v1,<base64 HMAC-SHA256 of id.timestamp.body>) under INBOUND_WEBHOOK_SECRET. The signature covers " +
-			"the body only, so a webhook-id is single-use: a repeat answers 200 with the message stored the first time " +
-			"(duplicate: true) and is never stored twice or for another receiver. 401 bad or missing " +
+			"the body only, so a webhook-id is single-use, whatever the first answer was: a repeat of a delivered one answers 200 " +
+			"with the message stored the first time (duplicate: true) and is never stored twice or for another receiver; a repeat " +
+			"of a refused one (404, 410, 415, 422) answers 409. 401 bad or missing " +
 			"signature, 404 unknown receiver, 410 expired receiver, 413 message over the size cap, 422 unreadable message " +
+			"(or a MIME structure over a limit: 20 nested multiparts, 1,000 parts; the detail names it) " +
 			"or bad `to`, 503 when no secret is configured. No API key; limited per client IP with the webhook-ingress budget.",
-		Errors: []int{401, 404, 410, 413, 415, 422, 503},
+		Errors: []int{401, 404, 409, 410, 413, 415, 422, 503},
 	}, func(c *fiber.Ctx) error {
 		if verifier == nil {
 			if verifierErr != nil {
@@ -105,37 +131,55 @@ func (s *Server) inboundRoutes() {
 			}
 			return unauthorized("missing or invalid Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature)")
 		}
+		// From here the request is verified, and its webhook-id is consumed
+		// by whatever answer it gets: `to` and the headers are outside the
+		// signature, so a refused request must not be replayable with
+		// another recipient.
+		ctx := c.UserContext()
+		webhookID := strings.Clone(c.Get(inbound.HeaderWebhookID))
+		refuse := func(outcome string, apiErr *Error) error {
+			if err := store.ConsumeWebhookID(ctx, webhookID, outcome); err != nil {
+				return err
+			}
+			return apiErr
+		}
+		if outcome, err := store.WebhookIDOutcome(ctx, webhookID); err != nil {
+			return err
+		} else if outcome != "" {
+			return s.usedWebhookID(c, webhookID, outcome)
+		}
 		ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
 		if ct != "" && ct != "message/rfc822" && ct != "application/octet-stream" && ct != "text/plain" {
-			return &Error{Status: http.StatusUnsupportedMediaType, Detail: "the body must be a raw message: Content-Type message/rfc822 or application/octet-stream"}
+			return refuse(receivers.OutcomeUnsupportedType, &Error{Status: http.StatusUnsupportedMediaType, Detail: "the body must be a raw message: Content-Type message/rfc822 or application/octet-stream"})
 		}
 		to, err := ParseIngressRecipient(string(c.Context().QueryArgs().Peek("to")))
 		if err != nil {
-			return InvalidField("to", err.Error())
+			return refuse(receivers.OutcomeInvalidRecipient, InvalidField("to", err.Error()))
 		}
 		raw := append([]byte(nil), body...) // Fiber reuses the body buffer
-		delivered, err := store.DeliverEmail(c.UserContext(), receivers.EmailDelivery{
-			Raw: raw, Recipients: []string{to}, ReceivedAt: s.now(), WebhookID: strings.Clone(c.Get(inbound.HeaderWebhookID)),
+		delivered, err := store.DeliverEmail(ctx, receivers.EmailDelivery{
+			Raw: raw, Recipients: []string{to}, ReceivedAt: s.now(), WebhookID: webhookID,
 		})
+		var used *receivers.WebhookIDUsedError
 		switch {
 		case err == nil:
 			return c.Status(http.StatusOK).JSON(IngressResult{ReceiverID: delivered[0].ReceiverID, MessageID: delivered[0].MessageID})
 		case errors.Is(err, receivers.ErrDuplicate):
-			prev, err := s.q.MessageGetByWebhookID(c.UserContext(), s.db, c.Get(inbound.HeaderWebhookID))
-			if err != nil {
-				return err
-			}
-			return c.Status(http.StatusOK).JSON(IngressResult{ReceiverID: prev.ReceiverID, MessageID: prev.ID, Duplicate: true})
+			return s.usedWebhookID(c, webhookID, receivers.OutcomeDelivered)
+		case errors.As(err, &used):
+			return s.usedWebhookID(c, webhookID, used.Outcome)
 		case errors.Is(err, receivers.ErrUnknownRecipient):
-			return NotFound("receiver " + to)
+			return refuse(receivers.OutcomeUnknownRecipient, NotFound("receiver "+to))
 		case errors.Is(err, receivers.ErrExpired):
-			return Gone("receiver %s has expired", to)
+			return refuse(receivers.OutcomeExpired, Gone("receiver %s has expired", to))
 		case errors.Is(err, inbound.ErrMessageTooLarge):
-			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "message too large"}
+			return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusRequestEntityTooLarge, Detail: "message too large"})
 		case errors.Is(err, inbound.ErrEmptyMessage):
-			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send one raw RFC 5322 message"}
+			return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send one raw RFC 5322 message"})
+		case errors.Is(err, mimelimit.ErrLimit):
+			return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusUnprocessableEntity, Detail: receivers.RefusalReason(err)})
 		case errors.Is(err, inbound.ErrMalformedMessage):
-			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is not a readable RFC 5322 / MIME message"}
+			return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is not a readable RFC 5322 / MIME message"})
 		default:
 			return err
 		}
@@ -148,7 +192,8 @@ func (s *Server) inboundRoutes() {
 		Description: "Point a pool number's \"A message comes in\" webhook (HTTP POST) here. The form is checked against " +
 			"X-Twilio-Signature with TWILIO_AUTH_TOKEN over the public URL (PUBLIC_BASE_URL + path and query, or the request's " +
 			"own scheme and host), then filed under the receiver holding `To`. Answers an empty TwiML <Response/> " +
-			"(text/xml). 401 bad signature, 404 no receiver holds the number, 410 its receiver expired, 422 not an " +
+			"(text/xml). Twilio signatures carry no timestamp, so each MessageSid is stored once: a repeat answers the same " +
+			"200 with the header Mailwatch-Duplicate: true and stores nothing. 401 bad signature, 404 no receiver holds the number, 410 its receiver expired, 422 not an " +
 			"inbound message, 503 when no token is configured. No API key; limited per client IP with the webhook-ingress budget.",
 		Errors: []int{401, 404, 410, 415, 422, 503},
 	}, func(c *fiber.Ctx) error {
@@ -172,6 +217,10 @@ func (s *Server) inboundRoutes() {
 		}
 		_, err = store.DeliverSMS(c.UserContext(), sms, s.now())
 		switch {
+		case errors.Is(err, receivers.ErrDuplicate):
+			// A replay (or Twilio's retry) of a stored MessageSid: the same
+			// answer, marked, and nothing stored.
+			c.Set(HeaderDuplicate, "true")
 		case errors.Is(err, receivers.ErrUnknownRecipient):
 			return NotFound("receiver holding " + sms.To)
 		case errors.Is(err, receivers.ErrExpired):

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -119,6 +120,43 @@ func TestEmailIngressWebhook(t *testing.T) {
 		require.Contains(t, resp.Detail(t), "timestamp")
 	})
 
+	t.Run("RefusedWebhookIDIsConsumed", func(t *testing.T) {
+		// `to` is outside the signature: a request refused for its
+		// recipient, replayed with another account's address, must not land
+		// there. Every answer to a verified request consumes its id.
+		other := b.createAccount(t)
+		victim := b.createReceiver(t, other.Key, nil)
+		for _, first := range []struct {
+			to     string
+			status int
+		}{
+			{"nobody@" + testInboundDomain, http.StatusNotFound},
+			{"not an address", http.StatusUnprocessableEntity},
+		} {
+			req := signedEmail(t, testInboundSecret, first.to, raw, time.Now())
+			resp := b.rcvRawDo(t, req)
+			require.Equal(t, first.status, resp.Status, "%s", resp.Body)
+
+			replay := httptest.NewRequest("POST", "/api/webhooks/email?to="+url.QueryEscape(victim.Address), bytes.NewReader(raw))
+			replay.Header = req.Header.Clone()
+			resp = b.rcvRawDo(t, replay)
+			require.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
+			require.Contains(t, resp.Detail(t), "already used by a request that was refused")
+		}
+		// An unreadable body consumes its id too.
+		req := signedEmail(t, testInboundSecret, r.Address, deepNesting(300), time.Now())
+		require.Equal(t, http.StatusUnprocessableEntity, b.rcvRawDo(t, req).Status)
+		replay := httptest.NewRequest("POST", "/api/webhooks/email?to="+url.QueryEscape(victim.Address), bytes.NewReader(deepNesting(300)))
+		replay.Header = req.Header.Clone()
+		require.Equal(t, http.StatusConflict, b.rcvRawDo(t, replay).Status)
+
+		var msgs []struct {
+			ID string `json:"id"`
+		}
+		b.do(t, "GET", receiverPath(victim.ID, "/messages"), other.Key, nil).JSON(t, &msgs)
+		require.Empty(t, msgs)
+	})
+
 	t.Run("UnknownRecipient404", func(t *testing.T) {
 		resp := b.rcvRawDo(t, signedEmail(t, testInboundSecret, "nobody@"+testInboundDomain, raw, time.Now()))
 		require.Equal(t, http.StatusNotFound, resp.Status)
@@ -144,6 +182,12 @@ func TestEmailIngressWebhook(t *testing.T) {
 		resp := b.rcvRawDo(t, signedEmail(t, testInboundSecret, r.Address, []byte{}, time.Now()))
 		require.Equal(t, http.StatusUnprocessableEntity, resp.Status)
 		resp.Detail(t)
+	})
+
+	t.Run("DeepNesting422", func(t *testing.T) {
+		resp := b.rcvRawDo(t, signedEmail(t, testInboundSecret, r.Address, deepNesting(300), time.Now()))
+		require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
+		require.Contains(t, resp.Detail(t), "nesting depth is over the limit of 20 levels")
 	})
 
 	t.Run("BadRecipientParameter422", func(t *testing.T) {
@@ -249,6 +293,34 @@ func TestSMSReceivers(t *testing.T) {
 		require.Equal(t, []string{"123456"}, msg.Codes)
 		require.Equal(t, []string{"https://x.example/a"}, msg.Links)
 		require.Equal(t, http.StatusNotFound, b.do(t, "GET", receiverPath(r.ID, "/messages/", msgs[0].ID, "/raw"), acct.Key, nil).Status)
+	})
+
+	t.Run("ReplayStoredOnce", func(t *testing.T) {
+		// Twilio signatures carry no timestamp: the same signed form sent
+		// again is answered alike, marked, and stored once.
+		for range 2 {
+			resp := b.rcvRawDo(t, smsRequest(t, "http://mailwatch.test/api/webhooks/sms", testTwilioToken, form))
+			require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+			require.Contains(t, string(resp.Body), "<Response/>")
+			require.Equal(t, "true", resp.Header.Get(api.HeaderDuplicate))
+		}
+		var msgs []struct {
+			ID string `json:"id"`
+		}
+		b.do(t, "GET", receiverPath(r.ID, "/messages"), acct.Key, nil).JSON(t, &msgs)
+		require.Len(t, msgs, 1)
+
+		// Another MessageSid is another message.
+		f := url.Values{}
+		for k, v := range form {
+			f[k] = v
+		}
+		f.Set("MessageSid", "SM"+strings.Repeat("c", 32))
+		resp := b.rcvRawDo(t, smsRequest(t, "http://mailwatch.test/api/webhooks/sms", testTwilioToken, f))
+		require.Equal(t, http.StatusOK, resp.Status)
+		require.Empty(t, resp.Header.Get(api.HeaderDuplicate))
+		b.do(t, "GET", receiverPath(r.ID, "/messages"), acct.Key, nil).JSON(t, &msgs)
+		require.Len(t, msgs, 2)
 	})
 
 	t.Run("BadSignature401", func(t *testing.T) {
@@ -357,4 +429,18 @@ func FuzzParseIngressRecipient(f *testing.F) {
 		require.NoError(t, err, "a parsed address parses again: %q", addr)
 		require.Equal(t, addr, again)
 	})
+}
+
+// deepNesting is a message of n multipart/mixed parts nested one in the other.
+func deepNesting(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString("From: a@example.com\r\nSubject: deep\r\n")
+	for i := range n {
+		fmt.Fprintf(&b, "Content-Type: multipart/mixed; boundary=\"b%04d\"\r\n\r\n--b%04d\r\n", i, i)
+	}
+	b.WriteString("Content-Type: text/plain\r\n\r\nhello\r\n")
+	for i := n - 1; i >= 0; i-- {
+		fmt.Fprintf(&b, "--b%04d--\r\n", i)
+	}
+	return b.Bytes()
 }

@@ -61,7 +61,11 @@ func (s *Server) opsRoutes() {
 		Method: "GET", Path: "/openapi.json", OperationID: "openapi", Tag: "operations", Auth: AuthOps,
 		Summary: "This API's OpenAPI 3.1 description",
 	}, func(c *fiber.Ctx) error {
-		once.Do(func() { doc, err = s.router.OpenAPI() })
+		once.Do(func() {
+			if doc, err = s.router.OpenAPI(); err == nil {
+				doc = append(tidyJSON(doc), '\n')
+			}
+		})
 		if err != nil {
 			return err
 		}

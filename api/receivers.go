@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
@@ -181,6 +182,10 @@ type nextCursorHeader struct {
 // MarshalJSON encodes the items as an array.
 func (p *pagedList[T]) MarshalJSON() ([]byte, error) { return json.Marshal(nonNilSlice(p.items)) }
 
+// ResponseBody implements BodyProvider: the items go through the API's
+// encoder (MarshalJSON's output would keep encoding/json's HTML escapes).
+func (p *pagedList[T]) ResponseBody() any { return nonNilSlice(p.items) }
+
 // ResponseHeaders implements HeaderSetter.
 func (p *pagedList[T]) ResponseHeaders() map[string]string {
 	return map[string]string{"X-Next-Cursor": p.next}
@@ -273,10 +278,11 @@ func (s *Server) receiverRoutes() {
 	s.router.rawTypes["GET "+base+"/{id}/messages/{message_id}/raw"] = "message/rfc822"
 	Handle(s.router, Endpoint[MessagePath, RawBody]{
 		Method: "GET", Path: base + "/{id}/messages/{message_id}/raw", OperationID: "getReceiverMessageRaw", Tag: "receivers",
-		Summary:     "Download a message as received (message/rfc822)",
-		Description: "The bytes as received, with the Return-Path and Received fields the listener added. SMS messages have none (404). " + gone,
-		Errors:      []int{404, 410},
-		Call:        s.getMessageRaw,
+		Summary: "Download a message as received (message/rfc822)",
+		Description: "The bytes as received, with the Return-Path and Received fields the listener added, served as a download " +
+			"(Content-Disposition: attachment; filename=\"message-<message_id>.eml\", X-Content-Type-Options: nosniff). SMS messages have none (404). " + gone,
+		Errors: []int{404, 410},
+		Call:   s.getMessageRaw,
 	})
 	Handle(s.router, Endpoint[MessagePath, NoContent]{
 		Method: "DELETE", Path: base + "/{id}/messages/{message_id}", Status: 204, OperationID: "deleteReceiverMessage", Tag: "receivers",
@@ -538,7 +544,12 @@ func (s *Server) getMessageRaw(ctx context.Context, req *MessagePath) (*RawBody,
 	if raw == nil {
 		return nil, &Error{Status: http.StatusNotFound, Detail: "SMS messages have no raw form; GET the message instead"}
 	}
-	return &RawBody{ContentType: "message/rfc822", Body: raw}, nil
+	// The bytes are the sender's: a browser must neither sniff them into
+	// HTML nor render them in our origin, only save them.
+	return &RawBody{ContentType: "message/rfc822", Body: raw, Headers: map[string]string{
+		fiber.HeaderXContentTypeOptions: "nosniff",
+		fiber.HeaderContentDisposition:  `attachment; filename="message-` + req.MessageID.String() + `.eml"`,
+	}}, nil
 }
 
 func (s *Server) deleteMessage(ctx context.Context, req *MessagePath) (*NoContent, error) {

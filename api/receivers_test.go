@@ -279,6 +279,8 @@ func TestReceiverSMTP(t *testing.T) {
 		raw := b.do(t, "GET", receiverPath(r.ID, "/messages/", m.ID, "/raw"), acct.Key, nil)
 		require.Equal(t, http.StatusOK, raw.Status)
 		require.Equal(t, "message/rfc822", raw.Header.Get("Content-Type"))
+		require.Equal(t, "nosniff", raw.Header.Get("X-Content-Type-Options"))
+		require.Equal(t, `attachment; filename="message-`+m.ID+`.eml"`, raw.Header.Get("Content-Disposition"))
 		require.True(t, bytes.HasPrefix(raw.Body, []byte("Return-Path: <sender@example.org>")), "%.80s", raw.Body)
 		require.Equal(t, m.SizeBytes, len(raw.Body))
 	})

@@ -25,6 +25,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/password"
 	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
@@ -89,6 +90,9 @@ type Deps struct {
 	// ProviderWebhookMaxAge is PROVIDER_WEBHOOK_MAX_AGE: how old a signed
 	// provider webhook timestamp may be; zero turns the check off.
 	ProviderWebhookMaxAge time.Duration
+	// Passwords bounds concurrent argon2id hashing; nil means the
+	// process-wide password.Process().
+	Passwords *password.Limiter
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -136,6 +140,9 @@ func New(deps Deps) *Server {
 	if deps.Emitter == nil {
 		deps.Emitter = &events.Emitter{River: deps.River}
 	}
+	if deps.Passwords == nil {
+		deps.Passwords = password.Process()
+	}
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}
@@ -153,6 +160,7 @@ func New(deps Deps) *Server {
 	s.app = fiber.New(fiber.Config{
 		AppName:      "mailwatch",
 		ErrorHandler: newOutageLog(deps.Logger, pingDB(deps.DB)).handler(errorHandler(deps.Logger)), // dberrors.go
+		JSONEncoder:  encodeJSON,
 		BodyLimit:    deps.BodyLimit,
 		// Bodies are read by the handlers that want them; fasthttp would
 		// otherwise parse multipart forms before any middleware runs.

@@ -28,3 +28,8 @@ UPDATE api_keys k
 SET last_used_at = greatest(coalesce(k.last_used_at, u.used_at), u.used_at)
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@used_at::timestamptz[]) AS used_at) AS u
 WHERE k.id = u.id;
+
+-- name: APIKeyLockAccount :exec
+-- Serialises key creation per account, so that the cap on active keys holds
+-- under concurrent requests.
+SELECT id FROM accounts WHERE id = @account_id::uuid FOR NO KEY UPDATE;

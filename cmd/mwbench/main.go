@@ -7,6 +7,7 @@
 //	mwbench wait       5,000 long-poll waiters woken by SMTP deliveries
 //	mwbench dns        1,000 domains checked against a local DNS server
 //	mwbench providers  signed ESP webhooks in, normalised by a worker; suppression checks at 1,000,000 entries
+//	mwbench signup     peak RSS of `mailwatch api` under 100 concurrent sign-ups
 //
 // Each benchmark creates its own database from DATABASE_URL's server and
 // drops it afterwards.
@@ -31,6 +32,7 @@ var benchmarks = map[string]benchmark{
 	"wait":      benchWait,      // wait.go
 	"dns":       benchDNS,       // dns.go
 	"providers": benchProviders, // providers.go
+	"signup":    benchSignup,    // signup.go
 }
 
 func main() {

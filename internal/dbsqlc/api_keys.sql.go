@@ -120,6 +120,17 @@ func (q *Queries) APIKeyListByAccount(ctx context.Context, db DBTX, accountID uu
 	return items, nil
 }
 
+const aPIKeyLockAccount = `-- name: APIKeyLockAccount :exec
+SELECT id FROM accounts WHERE id = $1::uuid FOR NO KEY UPDATE
+`
+
+// Serialises key creation per account, so that the cap on active keys holds
+// under concurrent requests.
+func (q *Queries) APIKeyLockAccount(ctx context.Context, db DBTX, accountID uuid.UUID) error {
+	_, err := db.Exec(ctx, aPIKeyLockAccount, accountID)
+	return err
+}
+
 const aPIKeyRevoke = `-- name: APIKeyRevoke :one
 UPDATE api_keys SET revoked_at = now()
 WHERE id = $1::uuid AND account_id = $2::uuid AND revoked_at IS NULL

@@ -143,6 +143,12 @@ type EventSubscription struct {
 	UpdatedAt        time.Time
 }
 
+type IngressWebhookID struct {
+	WebhookID  string
+	Outcome    string
+	ConsumedAt time.Time
+}
+
 type MessageEvent struct {
 	ID             uuid.UUID
 	AccountID      uuid.UUID

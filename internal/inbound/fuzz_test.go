@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/mailwatch/mailwatch/internal/mimelimit"
 )
 
 // FuzzParse checks that Parse never panics and that whatever it returns keeps
@@ -39,6 +41,10 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+
+	// Deep nesting (refused), and just within the limit.
+	f.Add(deepNesting(200))
+	f.Add(deepNesting(mimelimit.DefaultMaxDepth))
 
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		msg, err := Parse(raw)

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jhillyerd/enmime"
+
+	"github.com/mailwatch/mailwatch/internal/mimelimit"
 )
 
 // Limits applied by Parse. A message is untrusted input: every list and every
@@ -34,12 +36,10 @@ const (
 
 	// MaxParts is the number of MIME parts Parse reads; the rest of a
 	// message with more is ignored (and reported in Warnings). enmime's
-	// cost grows with the square of the number of text parts.
+	// cost grows with the square of the number of text parts. A message
+	// beyond mimelimit's limits (nesting depth, mimelimit.DefaultMaxParts
+	// parts, parse work) is refused outright.
 	MaxParts = 200
-
-	// maxBoundaries bounds the distinct boundaries looked for when counting
-	// parts.
-	maxBoundaries = 64
 
 	// maxWarnings bounds Message.Warnings.
 	maxWarnings = 20
@@ -123,7 +123,10 @@ type Message struct {
 //
 // Parse is lenient: a defective message gives a best-effort Message with
 // Warnings rather than an error. It returns an error only for an empty input,
-// one over MaxMessageBytes, or one enmime can't read at all. It never panics.
+// one over MaxMessageBytes, one whose MIME structure passes mimelimit's
+// limits (a *mimelimit.LimitError, matching mimelimit.ErrLimit, checked
+// before enmime reads anything), or one enmime can't read at all. It never
+// panics.
 func Parse(raw []byte) (msg *Message, err error) {
 	if len(raw) == 0 {
 		return nil, ErrEmptyMessage
@@ -150,10 +153,16 @@ func Parse(raw []byte) (msg *Message, err error) {
 		// Statistical detection misreads short Latin-1 and Shift_JIS bodies.
 		enmime.DisableCharacterDetection(true),
 	)
+	// The MIME structure is bounded before enmime sees it: its cost grows
+	// with the bytes times the nesting depth.
+	shape, err := mimelimit.Check(raw, mimelimit.Default())
+	if err != nil {
+		return nil, err
+	}
 	var warnings []string
 	body := raw
-	if cut := partLimitOffset(raw, MaxParts); cut >= 0 {
-		body = raw[:cut]
+	if len(shape.PartOffsets) > MaxParts {
+		body = raw[:shape.PartOffsets[MaxParts]]
 		warnings = append(warnings, fmt.Sprintf("message has more than %d MIME parts; the rest was ignored", MaxParts))
 	}
 	env, err := parser.ReadEnvelope(bytes.NewReader(body))
@@ -196,51 +205,6 @@ func Parse(raw []byte) (msg *Message, err error) {
 	msg.Links = Links(msg.Text, msg.HTML)
 	msg.Codes = Codes(msg.Subject, msg.Text)
 	return msg, nil
-}
-
-// boundaryParamRE finds the boundary parameters of multipart Content-Type
-// fields (RFC 2046 section 5.1.1), anywhere in the message.
-var boundaryParamRE = regexp.MustCompile(`(?i)\bboundary\s*=\s*(?:"([^"\r\n]{1,70})"|([^\s;"]{1,70}))`)
-
-// partLimitOffset returns the offset of the boundary line that starts part
-// number limit+1, or -1 when the message has at most limit parts. Only lines
-// that start with "--" and a declared boundary count, so a text body full of
-// "-----" separators is never cut.
-func partLimitOffset(raw []byte, limit int) int {
-	var boundaries [][]byte
-	for _, m := range boundaryParamRE.FindAllSubmatch(raw, maxBoundaries) {
-		b := m[1]
-		if b == nil {
-			b = m[2]
-		}
-		boundaries = append(boundaries, append([]byte("--"), b...))
-	}
-	if len(boundaries) == 0 {
-		return -1
-	}
-
-	count := 0
-	for off := 0; off < len(raw); {
-		line := raw[off:]
-		next := len(raw)
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			line = line[:i]
-			next = off + i + 1
-		}
-		if bytes.HasPrefix(line, []byte("--")) {
-			for _, b := range boundaries {
-				if bytes.HasPrefix(line, b) {
-					count++
-					if count > limit {
-						return off
-					}
-					break
-				}
-			}
-		}
-		off = next
-	}
-	return -1
 }
 
 // addressList parses an address header, falling back to picking out

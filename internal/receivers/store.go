@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/inbound"
+	"github.com/mailwatch/mailwatch/internal/mimelimit"
 	"github.com/mailwatch/mailwatch/internal/smtpd"
 	"github.com/mailwatch/mailwatch/internal/twilio"
 )
@@ -119,12 +120,35 @@ func (s *Store) Deliver(ctx context.Context, env smtpd.Envelope) error {
 	_, err := s.DeliverEmail(ctx, EmailDelivery{
 		Raw: env.Raw, Sender: env.From, Recipients: env.To, ReceivedAt: env.ReceivedAt,
 	})
-	if errors.Is(err, ErrUnknownRecipient) || errors.Is(err, ErrExpired) {
+	switch {
+	case errors.Is(err, ErrUnknownRecipient) || errors.Is(err, ErrExpired):
 		s.logger().InfoContext(ctx, "message dropped: its recipients went away during the session",
 			slog.Int("rcpt_count", len(env.To)), slog.Any("reason", err))
 		return nil
+	case err != nil:
+		if reason := RefusalReason(err); reason != "" {
+			return &smtpd.RefusedError{Reason: reason, Err: err}
+		}
 	}
 	return err
+}
+
+// RefusalReason says why a message was refused for its content (one line,
+// safe to show to its sender), or "" when err is no such refusal. The
+// refusal is permanent: the same bytes will be refused again.
+func RefusalReason(err error) string {
+	var limit *mimelimit.LimitError
+	switch {
+	case errors.As(err, &limit):
+		return limit.Error()
+	case errors.Is(err, inbound.ErrEmptyMessage):
+		return "the message is empty"
+	case errors.Is(err, inbound.ErrMessageTooLarge):
+		return "the message is too large"
+	case errors.Is(err, inbound.ErrMalformedMessage):
+		return "the message is not a readable RFC 5322 / MIME message"
+	}
+	return ""
 }
 
 // EmailDelivery is one raw message for one or more receiver addresses.
@@ -141,8 +165,9 @@ type EmailDelivery struct {
 // DeliverEmail parses d.Raw once and stores one message per live receiver
 // among d.Recipients, in one transaction. It fails with ErrUnknownRecipient
 // or ErrExpired when no recipient is a live receiver, with an error wrapping
-// one of inbound's Parse errors for a message that can't be read, and with
-// ErrDuplicate for a repeated webhook id.
+// one of inbound's Parse errors for a message that can't be read, with
+// ErrDuplicate for a webhook id already delivered, and with a
+// *WebhookIDUsedError for one consumed by a refused request.
 func (s *Store) DeliverEmail(ctx context.Context, d EmailDelivery) ([]Delivered, error) {
 	msg, err := inbound.Parse(d.Raw)
 	if err != nil {
@@ -196,7 +221,12 @@ func (s *Store) DeliverEmail(ctx context.Context, d EmailDelivery) ([]Delivered,
 	})
 }
 
-// DeliverSMS stores an inbound SMS under the receiver holding sms.To.
+// SMSWebhookID is the webhook id under which an SMS with this Twilio
+// MessageSid is stored (MessageGetByWebhookID finds it).
+func SMSWebhookID(messageSid string) string { return "twilio:" + messageSid }
+
+// DeliverSMS stores an inbound SMS under the receiver holding sms.To. A
+// MessageSid stored before fails with ErrDuplicate.
 func (s *Store) DeliverSMS(ctx context.Context, sms *twilio.InboundSMS, receivedAt time.Time) (Delivered, error) {
 	r, err := dbsqlc.New().ReceiverGetBySMSNumber(ctx, s.DB, sms.To)
 	if dbutil.IsNotFound(err) {
@@ -218,8 +248,13 @@ func (s *Store) DeliverSMS(ctx context.Context, sms *twilio.InboundSMS, received
 		Attachments: []inbound.Attachment{}, Links: nonNil(inbound.Links(sms.Body, "")),
 		Codes: nonNil(inbound.Codes("", sms.Body)), Media: media,
 	}
+	// Twilio signatures carry no timestamp, so a captured request can be
+	// replayed at will: the MessageSid (unique across Twilio) is kept as
+	// the message's webhook id and a second delivery of it is ErrDuplicate.
+	webhookID := SMSWebhookID(sms.MessageSid)
 	out, err := s.store(ctx, []uuid.UUID{r.ID}, stored{
 		channel: ChannelSMS, sender: sms.From, text: sms.Body, details: details, size: len(sms.Body), receivedAt: receivedAt,
+		webhookID: &webhookID,
 	})
 	if err != nil {
 		return Delivered{}, err
@@ -263,10 +298,26 @@ func (s *Store) store(ctx context.Context, ids []uuid.UUID, m stored) ([]Deliver
 	out, err := dbutil.WithTxV(ctx, s.DB, func(ctx context.Context, tx pgx.Tx) ([]Delivered, error) {
 		var out []Delivered
 		// The ingress webhook id is accepted once per delivery, not once per
-		// receiver: it is kept on the first copy only, which is enough to
-		// refuse a replay (to any receiver) and lets one delivery reach
-		// several receivers.
+		// receiver: it is claimed here and kept on the first copy only, which
+		// is enough to refuse a replay (to any receiver) and lets one
+		// delivery reach several receivers.
 		webhookID := m.webhookID
+		if webhookID != nil && m.channel == ChannelEmail {
+			first, err := claimWebhookID(ctx, tx, *webhookID, OutcomeDelivered, now)
+			if err != nil {
+				return nil, err
+			}
+			if !first {
+				outcome, err := q.IngressWebhookIDGet(ctx, tx, *webhookID)
+				if err != nil {
+					return nil, fmt.Errorf("error reading webhook id: %w", err)
+				}
+				if outcome == OutcomeDelivered {
+					return nil, ErrDuplicate
+				}
+				return nil, &WebhookIDUsedError{ID: *webhookID, Outcome: outcome}
+			}
+		}
 		for _, id := range ids {
 			r, err := q.ReceiverNextSeq(ctx, tx, dbsqlc.ReceiverNextSeqParams{ID: id, Now: now})
 			if dbutil.IsNotFound(err) {

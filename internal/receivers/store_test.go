@@ -563,7 +563,7 @@ func TestDeliverSMS(t *testing.T) {
 	require.Empty(t, m.HTMLBody)
 	require.Nil(t, m.Raw, "an SMS has no raw message")
 	require.EqualValues(t, len(sms.Body), m.SizeBytes)
-	require.Nil(t, m.WebhookID)
+	require.Equal(t, receivers.SMSWebhookID(sms.MessageSid), *m.WebhookID)
 	require.True(t, receivedAt.Equal(m.ReceivedAt))
 	p := m.Parsed
 	require.Equal(t, inbound.Address{Address: sms.From}, p.From)
@@ -585,8 +585,14 @@ func TestDeliverSMS(t *testing.T) {
 		"from": sms.From, "subject": "", "label": r.Label,
 	}, evs[0].Payload)
 
+	// A replay of the same MessageSid (Twilio signs no timestamp) is
+	// refused as a duplicate and stores nothing.
+	_, err = store.DeliverSMS(ctx, sms, receivedAt)
+	require.ErrorIs(t, err, receivers.ErrDuplicate)
+	require.Len(t, messagesOf(t, tx, r.ID), 1)
+
 	// No media: stored as an empty list, not null.
-	d2, err := store.DeliverSMS(ctx, &twilio.InboundSMS{MessageSid: "SM2", From: sms.From, To: r.Address, Body: "hi"}, time.Time{})
+	d2, err := store.DeliverSMS(ctx, &twilio.InboundSMS{MessageSid: "SM2" + uuid.NewString(), From: sms.From, To: r.Address, Body: "hi"}, time.Time{})
 	require.NoError(t, err)
 	msgs = messagesOf(t, tx, r.ID)
 	require.Len(t, msgs, 2)

@@ -55,6 +55,24 @@ var (
 	ErrExpired = errors.New("recipient expired")
 )
 
+// RefusedError is returned, possibly wrapped, by Store.Deliver for a message
+// refused for its content (unreadable, or a MIME structure over a limit).
+// The client gets a permanent 554 5.6.0 with Reason, so it does not retry.
+// Reason is shown to the sender: one line, nothing internal.
+type RefusedError struct {
+	Reason string
+	Err    error
+}
+
+func (e *RefusedError) Error() string {
+	if e.Err != nil {
+		return e.Reason + ": " + e.Err.Error()
+	}
+	return e.Reason
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
 // Store is what the listener needs from storage; the integrator implements it
 // over Postgres. Both methods are called concurrently from many sessions and
 // must respect ctx.
@@ -66,9 +84,9 @@ type Store interface {
 	// error to answer 451 so the sender retries later.
 	AcceptRecipient(ctx context.Context, address string) error
 
-	// Deliver stores one message for all its accepted recipients. An error
-	// answers 451 to DATA, so the sender retries: Deliver should be
-	// all-or-nothing.
+	// Deliver stores one message for all its accepted recipients. A
+	// *RefusedError answers 554 5.6.0 to DATA; any other error answers 451,
+	// so the sender retries: Deliver should be all-or-nothing.
 	Deliver(ctx context.Context, env Envelope) error
 }
 
@@ -104,7 +122,9 @@ type Config struct {
 	// Hostname is the name in the greeting and in Received fields;
 	// defaults to Domain.
 	Hostname string
-	// MaxMessageBytes caps a message; larger ones get 552 (RFC 1870).
+	// MaxMessageBytes caps a message; larger ones get 552 5.3.4, at MAIL
+	// for a declared SIZE (RFC 1870), else once the cap is passed in DATA
+	// or in a BDAT chunk (RFC 3030).
 	MaxMessageBytes int64
 	// MaxRecipients caps RCPT TO commands per message; more get 452.
 	MaxRecipients int
@@ -176,7 +196,13 @@ func NewServer(cfg Config, store Store, logger *slog.Logger) (*Server, error) {
 	srv := smtp.NewServer(smtp.BackendFunc(s.newSession))
 	srv.Addr = cfg.Addr
 	srv.Domain = cfg.Hostname
-	srv.MaxMessageBytes = cfg.MaxMessageBytes
+	// The size cap is enforced by the session (MAIL SIZE= and the message
+	// reader), not by go-smtp: go-smtp refuses an oversize BDAT chunk and
+	// then discards it through its command line-length limit, so a chunk
+	// with a long line desynchronises the session and the connection is
+	// reset. EHLO therefore advertises SIZE without a figure (RFC 1870
+	// section 4 allows it).
+	srv.MaxMessageBytes = 0
 	srv.MaxRecipients = cfg.MaxRecipients
 	srv.MaxLineLength = maxLineLength
 	srv.ReadTimeout = cfg.ReadTimeout

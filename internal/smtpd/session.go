@@ -43,13 +43,32 @@ func replyBadAddress() error {
 	return &smtp.SMTPError{Code: 501, EnhancedCode: smtp.EnhancedCode{5, 1, 3}, Message: "Bad recipient address syntax"}
 }
 
+// replyRefused is the permanent refusal of a message for its content (RFC
+// 3463: 5.6.0, other or undefined media error).
+func replyRefused(reason string) error {
+	reason = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, reason)
+	return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message refused: " + reason}
+}
+
 func replyTempFailure() error {
 	return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Temporary failure, try again later"}
 }
 
-// Mail starts a transaction. go-smtp has already refused a SIZE parameter
-// over the limit with 552 (RFC 1870 section 6.2).
-func (s *session) Mail(from string, _ *smtp.MailOptions) error {
+func replyTooLarge() error {
+	return &smtp.SMTPError{Code: 552, EnhancedCode: smtp.EnhancedCode{5, 3, 4}, Message: "Maximum message size exceeded"}
+}
+
+// Mail starts a transaction, refusing a declared SIZE over the cap with 552
+// (RFC 1870 section 6.2).
+func (s *session) Mail(from string, opts *smtp.MailOptions) error {
+	if opts != nil && opts.Size > s.srv.cfg.MaxMessageBytes {
+		return replyTooLarge()
+	}
 	s.from = from
 	s.to = nil
 	return nil
@@ -106,12 +125,30 @@ func (s *Server) recipientAddress(to string) (string, error) {
 	return local + "@" + s.cfg.Domain, nil
 }
 
-// Data reads the message and hands it to the Store. go-smtp stops the read
-// with ErrDataTooLarge (552 5.3.4) at Config.MaxMessageBytes and only calls
-// Data once at least one recipient was accepted.
+// Data reads the message (DATA, or the BDAT chunks of one message) and hands
+// it to the Store. Past Config.MaxMessageBytes it stops reading and answers
+// 552 5.3.4; go-smtp then discards the rest of the data or chunk, and the
+// session goes on. go-smtp only calls Data once a recipient was accepted.
 func (s *session) Data(r io.Reader) error {
 	var buf bytes.Buffer
-	_, err := buf.ReadFrom(&deadlineReader{r: r, conn: s.conn.Conn(), timeout: s.srv.cfg.ReadTimeout})
+	limited := &io.LimitedReader{R: &deadlineReader{r: r, conn: s.conn.Conn(), timeout: s.srv.cfg.ReadTimeout}, N: s.srv.cfg.MaxMessageBytes + 1}
+	_, err := buf.ReadFrom(limited)
+	if err == nil && int64(buf.Len()) > s.srv.cfg.MaxMessageBytes {
+		s.logger.Info("message refused", "reason", "over the size cap", "rcpt_count", len(s.to))
+		return replyTooLarge()
+	}
+	if errors.Is(err, smtp.ErrTooLongLine) {
+		// go-smtp reads DATA ahead through its line-length limit. A line
+		// that long in a message that cannot fit under the cap anyway is
+		// an oversize message; otherwise it is refused for the line.
+		if int64(buf.Len())+maxLineLength >= s.srv.cfg.MaxMessageBytes {
+			s.logger.Info("message refused", "reason", "over the size cap", "rcpt_count", len(s.to))
+			return replyTooLarge()
+		}
+		s.logger.Info("message refused", "reason", "line too long", "rcpt_count", len(s.to))
+		return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0},
+			Message: fmt.Sprintf("Message refused: a line is longer than %d bytes", maxLineLength)}
+	}
 	if err != nil {
 		var smtpErr *smtp.SMTPError
 		if errors.As(err, &smtpErr) {
@@ -136,6 +173,11 @@ func (s *session) Data(r io.Reader) error {
 	ctx, cancel := context.WithTimeout(s.srv.ctx, deliverTimeout)
 	defer cancel()
 	if err := s.srv.store.Deliver(ctx, env); err != nil {
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			s.logger.Info("message refused", "reason", refused.Reason, "rcpt_count", len(env.To), "size", len(env.Raw))
+			return replyRefused(refused.Reason)
+		}
 		s.logger.Error("error delivering message", "rcpt_count", len(env.To), "size", len(env.Raw), "error", err)
 		return replyTempFailure()
 	}
