@@ -23,6 +23,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/identity"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
@@ -77,6 +78,11 @@ type Deps struct {
 	// MTASTSClient fetches MTA-STS policies in live lookups; nil means
 	// dnscheck.NewHTTPClient over Resolver.
 	MTASTSClient *http.Client
+	// Identity issues and verifies data-API tokens; when nil and Keyring is
+	// set, New makes one with the defaults (issuer "mailwatch").
+	Identity *identity.Issuer
+	// DataAPI limits the /rest/v1 data API.
+	DataAPI DataAPIOptions
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -98,6 +104,10 @@ type Server struct {
 	metrics  *httpMetrics
 	now      func() time.Time
 	inflight atomic.Int64
+	// verifyProviderToken accepts linked identity providers' tokens on the
+	// data API (authproviders.go); handled is false for tokens of no
+	// configured provider.
+	verifyProviderToken func(ctx context.Context, token, ourIssuer string) (v *verifiedToken, handled bool, err error)
 }
 
 // New builds the API with every route registered.
@@ -122,6 +132,9 @@ func New(deps Deps) *Server {
 	}
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
+	}
+	if deps.Identity == nil && deps.Keyring != nil {
+		deps.Identity, _ = identity.NewIssuer(deps.DB, deps.Keyring, identity.Config{Now: deps.Now})
 	}
 	s := &Server{
 		deps:   deps,
@@ -220,6 +233,8 @@ func (s *Server) routes() {
 	s.inboundRoutes()      // inbound.go
 	s.adminSMSRoutes()     // admin_sms.go
 	s.domainRoutes()       // domains.go
+	s.tokenRoutes()        // token.go
+	s.dataAPIRoutes()      // dataapi.go
 }
 
 // ping checks the database for /readyz.

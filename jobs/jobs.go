@@ -82,10 +82,11 @@ type Options struct {
 func Workers(deps Deps) *river.Workers {
 	w := river.NewWorkers()
 	river.AddWorker(w, &UsagePruneWorker{deps: deps})
-	addEventWorkers(w, deps)    // events.go
-	addWebhookWorkers(w, deps)  // webhooks.go
-	addReceiverWorkers(w, deps) // receivers.go
-	addDomainWorkers(w, deps)   // domains.go
+	addEventWorkers(w, deps)      // events.go
+	addWebhookWorkers(w, deps)    // webhooks.go
+	addReceiverWorkers(w, deps)   // receivers.go
+	addDomainWorkers(w, deps)     // domains.go
+	addSigningKeyWorkers(w, deps) // signingkeys.go
 	return w
 }
 
@@ -100,6 +101,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, webhookPeriodicJobs(deps)...)
 	out = append(out, receiverPeriodicJobs(deps)...)
 	out = append(out, domainPeriodicJobs(deps)...)
+	out = append(out, signingKeyPeriodicJobs(deps)...)
 	return out
 }
 

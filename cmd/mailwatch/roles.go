@@ -32,6 +32,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/identity"
 	"github.com/mailwatch/mailwatch/internal/migrate"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/webhook"
@@ -106,7 +107,17 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		return nil, err
 	}
 	waiters := receivers.NewHub(receivers.ConnectURL(cfg.DatabaseURL), logger)
+	var issuer *identity.Issuer
+	if sh.keyring != nil {
+		issuer, err = identity.NewIssuer(pool, sh.keyring, identity.Config{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TTL: cfg.JWTTTL})
+		if err != nil {
+			closeLim()
+			return nil, err
+		}
+	}
 	srv := api.New(api.Deps{
+		Identity:             issuer,
+		DataAPI:              api.DataAPIOptions{MaxRows: cfg.DataAPIMaxRows, StatementTimeout: cfg.DataAPIStatementTimeout},
 		DB:                   pool,
 		Pool:                 pool,
 		River:                riverClient,
