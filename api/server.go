@@ -235,6 +235,7 @@ func (s *Server) routes() {
 	s.domainRoutes()       // domains.go
 	s.tokenRoutes()        // token.go
 	s.dataAPIRoutes()      // dataapi.go
+	s.authProviderRoutes() // authproviders.go
 }
 
 // ping checks the database for /readyz.
