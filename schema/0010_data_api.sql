@@ -193,7 +193,8 @@ GRANT SELECT (id, provider_id, account_id, subject, email, source, created_at, u
 
 -- The data API's tables: security_invoker views (a plain view would run
 -- as its owner and bypass the policies), named as the API names them.
-CREATE SCHEMA data_api;
+-- IF NOT EXISTS: the schema outlives a DROP SCHEMA public CASCADE (its views do not).
+CREATE SCHEMA IF NOT EXISTS data_api;
 GRANT USAGE ON SCHEMA data_api TO authenticated, anon;
 
 CREATE VIEW data_api.domains WITH (security_invoker = true) AS
