@@ -2,12 +2,14 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -180,12 +182,51 @@ type verifiedToken struct {
 	rateKey string
 }
 
+// verifiedCache remembers mailwatch's own verified tokens until they
+// expire, so a client reading page after page pays for one signature check.
+// A token cannot be revoked and a retired key verifies until its tokens
+// expire, so the cache never accepts a token that verification would refuse.
+type verifiedCache struct {
+	mu      sync.Mutex
+	entries map[[32]byte]cachedToken
+}
+
+type cachedToken struct {
+	v   *verifiedToken
+	exp time.Time
+}
+
+const verifiedCacheMax = 50_000
+
+func (c *verifiedCache) get(key [32]byte, now time.Time) *verifiedToken {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || !now.Before(e.exp) {
+		return nil
+	}
+	return e.v
+}
+
+func (c *verifiedCache) put(key [32]byte, v *verifiedToken, exp time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= verifiedCacheMax {
+		c.entries = map[[32]byte]cachedToken{}
+	}
+	c.entries[key] = cachedToken{v: v, exp: exp}
+}
+
 // verifyDataToken accepts mailwatch's own tokens (and, in authproviders.go,
 // linked providers' tokens).
 func (s *Server) verifyDataToken(ctx context.Context, token string) (*verifiedToken, error) {
 	is, err := s.requireIdentity()
 	if err != nil {
 		return nil, err
+	}
+	key := sha256.Sum256([]byte(token))
+	if v := s.tokens.get(key, s.now()); v != nil {
+		return v, nil
 	}
 	if s.verifyProviderToken != nil {
 		if v, handled, err := s.verifyProviderToken(ctx, token, is.Issuer()); handled {
@@ -200,5 +241,7 @@ func (s *Server) verifyDataToken(ctx context.Context, token string) (*verifiedTo
 	if err != nil {
 		return nil, err
 	}
-	return &verifiedToken{accountID: claims.Subject, claims: raw, rateKey: "acct:" + claims.Subject}, nil
+	v := &verifiedToken{accountID: claims.Subject, claims: raw, rateKey: "acct:" + claims.Subject}
+	s.tokens.put(key, v, claims.ExpiresAt.Time)
+	return v, nil
 }

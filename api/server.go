@@ -108,6 +108,8 @@ type Server struct {
 	// data API (authproviders.go); handled is false for tokens of no
 	// configured provider.
 	verifyProviderToken func(ctx context.Context, token, ourIssuer string) (v *verifiedToken, handled bool, err error)
+	// tokens caches verified data-API tokens (dataapi.go).
+	tokens verifiedCache
 }
 
 // New builds the API with every route registered.
