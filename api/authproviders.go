@@ -109,7 +109,8 @@ type AuthIngressResult struct {
 	Duplicate bool   `json:"duplicate" validate:"required"`
 }
 
-func (s *Server) authProviderRoutes() {
+// providerTokens makes the data API accept linked providers' tokens.
+func (s *Server) providerTokens() {
 	verifier := &authproviders.Verifier{DB: s.db, Client: s.deps.WebhookClient}
 	s.verifyProviderToken = func(ctx context.Context, token, ourIssuer string) (*verifiedToken, bool, error) {
 		v, handled, err := verifier.Verify(ctx, token, ourIssuer)
@@ -121,6 +122,10 @@ func (s *Server) authProviderRoutes() {
 		}
 		return &verifiedToken{accountID: v.AccountID, claims: v.Claims, rateKey: v.RateKey}, true, nil
 	}
+}
+
+func (s *Server) authProviderRoutes() {
+	s.providerTokens()
 	base := "/api/accounts/me/auth-providers"
 	Handle(s.router, Endpoint[CreateAuthProviderRequest, AuthProvider]{
 		Method: "POST", Path: base, Status: 201, OperationID: "createAuthProvider", Tag: "identity",

@@ -83,6 +83,9 @@ type Deps struct {
 	Identity *identity.Issuer
 	// DataAPI limits the /rest/v1 data API.
 	DataAPI DataAPIOptions
+	// DataAPIOnly serves only the data API (`mailwatch data-api`): /rest/v1,
+	// token issuance, the JWKS and the operational routes.
+	DataAPIOnly bool
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -222,6 +225,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) routes() {
+	if s.deps.DataAPIOnly {
+		s.opsRoutes()
+		s.tokenRoutes()
+		s.dataAPIRoutes()
+		s.providerTokens()
+		return
+	}
 	s.opsRoutes()
 	s.accountRoutes()
 	s.apiKeyRoutes()

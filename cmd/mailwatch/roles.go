@@ -97,7 +97,7 @@ type apiRole struct {
 	closeLim func()
 }
 
-func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, riverClient *river.Client[pgx.Tx]) (*apiRole, error) {
+func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, riverClient *river.Client[pgx.Tx], dataAPIOnly bool) (*apiRole, error) {
 	sh, err := buildShared(cfg)
 	if err != nil {
 		return nil, err
@@ -117,6 +117,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 	}
 	srv := api.New(api.Deps{
 		Identity:             issuer,
+		DataAPIOnly:          dataAPIOnly,
 		DataAPI:              api.DataAPIOptions{MaxRows: cfg.DataAPIMaxRows, StatementTimeout: cfg.DataAPIStatementTimeout},
 		DB:                   pool,
 		Pool:                 pool,
@@ -186,18 +187,33 @@ func (r *apiRole) serve(ctx context.Context, cfg *config.Config, logger *slog.Lo
 }
 
 func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	return runAPIRole(ctx, cfg, logger, false)
+}
+
+// runDataAPI serves only the row-level-secured data API (/rest/v1, token
+// issuance and the JWKS), so it can scale and be exposed apart from the
+// REST API; `api` and `dev` serve it too.
+func runDataAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	return runAPIRole(ctx, cfg, logger, true)
+}
+
+func runAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, dataAPIOnly bool) error {
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	logStart(logger, "api")
+	if dataAPIOnly {
+		logStart(logger, "data-api")
+	} else {
+		logStart(logger, "api")
+	}
 	deps := jobs.Deps{Pool: pool, Logger: logger}
 	riverClient, err := jobs.NewClient(deps, jobs.Options{})
 	if err != nil {
 		return err
 	}
-	role, err := newAPIRole(ctx, cfg, logger, pool, prometheus.NewRegistry(), riverClient)
+	role, err := newAPIRole(ctx, cfg, logger, pool, prometheus.NewRegistry(), riverClient, dataAPIOnly)
 	if err != nil {
 		return err
 	}
@@ -323,7 +339,7 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr
 	if err != nil {
 		return err
 	}
-	role, err := newAPIRole(ctx, cfg, logger, pool, prometheus.NewRegistry(), insertClient)
+	role, err := newAPIRole(ctx, cfg, logger, pool, prometheus.NewRegistry(), insertClient, false)
 	if err != nil {
 		return err
 	}
