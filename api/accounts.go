@@ -213,13 +213,24 @@ func (s *Server) deleteAccount(ctx context.Context, _ *emptyRequest) (*NoContent
 // a full queue is a 503 that says when to retry.
 func (s *Server) hashPassword(ctx context.Context, p string) (string, error) {
 	hash, err := s.deps.Passwords.Hash(ctx, p)
-	if errors.Is(err, password.ErrBusy) {
-		secs := strconv.Itoa(int(password.RetryAfter / time.Second))
-		return "", &Error{
-			Status:  http.StatusServiceUnavailable,
-			Detail:  "too many passwords are being hashed on this server right now; retry in " + secs + " seconds",
-			Headers: map[string]string{fiber.HeaderRetryAfter: secs},
-		}
+	return hash, passwordBusy(err)
+}
+
+// verifyPassword checks p against encoded within the same bound as
+// hashPassword: every sign-in path goes through it.
+func (s *Server) verifyPassword(ctx context.Context, p, encoded string) error {
+	return passwordBusy(s.deps.Passwords.Verify(ctx, p, encoded))
+}
+
+// passwordBusy turns a full hashing queue into a 503 that says when to retry.
+func passwordBusy(err error) error {
+	if !errors.Is(err, password.ErrBusy) {
+		return err
 	}
-	return hash, err
+	secs := strconv.Itoa(int(password.RetryAfter / time.Second))
+	return &Error{
+		Status:  http.StatusServiceUnavailable,
+		Detail:  "too many passwords are being hashed on this server right now; retry in " + secs + " seconds",
+		Headers: map[string]string{fiber.HeaderRetryAfter: secs},
+	}
 }

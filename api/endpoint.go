@@ -31,6 +31,9 @@ const (
 	// AuthIngress is a provider's webhook: no API key (the request is
 	// signed), limited per client IP with its own, higher budget.
 	AuthIngress
+	// AuthJWT is a data-API route: the handler verifies a JWT (not an API
+	// key) and charges the token subject's budget itself.
+	AuthJWT
 )
 
 // Endpoint describes one route: its contract for OpenAPI and the function

@@ -16,6 +16,9 @@ import (
 
 const bearerScheme = "bearerAuth"
 
+// jwtScheme documents the data API's JWT bearer tokens.
+const jwtScheme = "jwtAuth"
+
 func newReflector() *openapi31.Reflector {
 	ref := openapi31.NewReflector()
 	spec := ref.SpecEns()
@@ -27,6 +30,7 @@ func newReflector() *openapi31.Reflector {
 		"limited to a fixed budget of requests per minute per key and carry X-RateLimit-* headers."
 	spec.Info.Description = &desc
 	spec.SetHTTPBearerTokenSecurity(bearerScheme, "API key", "API key (mw_...) sent as `Authorization: Bearer <key>`.")
+	spec.SetHTTPBearerTokenSecurity(jwtScheme, "JWT", "A data-API token from POST /api/auth/token (or a linked identity provider's JWT) sent as `Authorization: Bearer <jwt>`.")
 	ref.DefaultOptions = append(ref.DefaultOptions,
 		jsonschema.InterceptProp(applyValidateTag),
 		jsonschema.InterceptDefName(func(_ reflect.Type, name string) string {
@@ -165,6 +169,8 @@ func (r *Router) document(method, path string, status int, opID, summary, descri
 	switch auth {
 	case AuthKey:
 		oc.AddSecurity(bearerScheme)
+	case AuthJWT:
+		oc.AddSecurity(jwtScheme)
 	case AuthAdmin:
 		oc.AddSecurity(bearerScheme)
 		oc.SetDescription(strings.TrimSpace(description + "\n\nAdmin only: the key must belong to an account granted admin " +
@@ -206,6 +212,10 @@ func (r *Router) document(method, path string, status int, opID, summary, descri
 
 	hasInput := hasBody || len(planRequest(reflect.TypeOf(req).Elem()).query) > 0 || len(planRequest(reflect.TypeOf(req).Elem()).path) > 0
 	statuses := append(defaultErrors(auth, hasInput), extraErrors...)
+	var errorBody any = new(ErrorBody)
+	if e, ok := resp.(interface{ OpenAPIErrorBody() any }); ok {
+		errorBody = e.OpenAPIErrorBody()
+	}
 	sort.Ints(statuses)
 	seen := map[int]bool{}
 	for _, st := range statuses {
@@ -213,7 +223,7 @@ func (r *Router) document(method, path string, status int, opID, summary, descri
 			continue
 		}
 		seen[st] = true
-		oc.AddRespStructure(new(ErrorBody), openapi.WithHTTPStatus(st))
+		oc.AddRespStructure(errorBody, openapi.WithHTTPStatus(st))
 		if limited {
 			if st == http.StatusTooManyRequests {
 				oc.AddRespStructure(new(retryAfterHeaders), openapi.WithHTTPStatus(st))

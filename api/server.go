@@ -24,6 +24,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/identity"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/password"
 	"github.com/mailwatch/mailwatch/internal/providers"
@@ -93,6 +94,14 @@ type Deps struct {
 	// Passwords bounds concurrent argon2id hashing; nil means the
 	// process-wide password.Process().
 	Passwords *password.Limiter
+	// Identity issues and verifies data-API tokens; when nil and Keyring is
+	// set, New makes one with the defaults (issuer "mailwatch").
+	Identity *identity.Issuer
+	// DataAPI limits the /rest/v1 data API.
+	DataAPI DataAPIOptions
+	// DataAPIOnly serves only the data API (`mailwatch data-api`): /rest/v1,
+	// token issuance, the JWKS and the operational routes.
+	DataAPIOnly bool
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -118,6 +127,12 @@ type Server struct {
 	ingester *providers.Ingester
 	// providerCache keeps providers' rows and opened configs for ingress.
 	providerCache *providers.Cache
+	// verifyProviderToken accepts linked identity providers' tokens on the
+	// data API (authproviders.go); handled is false for tokens of no
+	// configured provider.
+	verifyProviderToken func(ctx context.Context, token, ourIssuer string) (v *verifiedToken, handled bool, err error)
+	// tokens caches verified data-API tokens (dataapi.go).
+	tokens verifiedCache
 }
 
 // New builds the API with every route registered.
@@ -145,6 +160,9 @@ func New(deps Deps) *Server {
 	}
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
+	}
+	if deps.Identity == nil && deps.Keyring != nil {
+		deps.Identity, _ = identity.NewIssuer(deps.DB, deps.Keyring, identity.Config{Now: deps.Now})
 	}
 	s := &Server{
 		deps:   deps,
@@ -231,6 +249,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) routes() {
+	if s.deps.DataAPIOnly {
+		s.opsRoutes()
+		s.tokenRoutes()
+		s.dataAPIRoutes()
+		s.providerTokens()
+		return
+	}
 	s.opsRoutes()
 	s.accountRoutes()
 	s.apiKeyRoutes()
@@ -249,9 +274,12 @@ func (s *Server) routes() {
 	s.dnsProviderRoutes()
 	s.recommendationRoutes()
 	s.mxRoutes()
-	s.providerRoutes()    // providers.go
-	s.suppressionRoutes() // suppressions.go
-	s.messageRoutes()     // messages.go
+	s.providerRoutes()     // providers.go
+	s.suppressionRoutes()  // suppressions.go
+	s.messageRoutes()      // messages.go
+	s.tokenRoutes()        // token.go
+	s.dataAPIRoutes()      // dataapi.go
+	s.authProviderRoutes() // authproviders.go
 }
 
 // ping checks the database for /readyz.

@@ -110,12 +110,17 @@ type Options struct {
 func Workers(deps Deps) *river.Workers {
 	w := river.NewWorkers()
 	river.AddWorker(w, &UsagePruneWorker{deps: deps})
-	addEventWorkers(w, deps)    // events.go
-	addWebhookWorkers(w, deps)  // webhooks.go
-	addReceiverWorkers(w, deps) // receivers.go
-	addDomainWorkers(w, deps)   // domains.go
-	addDNSFixWorkers(w, deps)   // dnsfix.go
-	addProviderWorkers(w, deps) // providers.go
+	addEventWorkers(w, deps)      // events.go
+	addWebhookWorkers(w, deps)    // webhooks.go
+	addReceiverWorkers(w, deps)   // receivers.go
+	addDomainWorkers(w, deps)     // domains.go
+	addDNSFixWorkers(w, deps)     // dnsfix.go
+	addProviderWorkers(w, deps)   // providers.go
+	addEventWorkers(w, deps)      // events.go
+	addWebhookWorkers(w, deps)    // webhooks.go
+	addReceiverWorkers(w, deps)   // receivers.go
+	addDomainWorkers(w, deps)     // domains.go
+	addSigningKeyWorkers(w, deps) // signingkeys.go
 	return w
 }
 
@@ -132,6 +137,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, domainPeriodicJobs(deps)...)
 	out = append(out, dnsFixPeriodicJobs(deps)...)
 	out = append(out, providerPeriodicJobs(deps)...)
+	out = append(out, signingKeyPeriodicJobs(deps)...)
 	return out
 }
 

@@ -29,6 +29,7 @@ const usage = `usage: mailwatch <command> [arguments]
 
 commands:
   api                      serve the REST API on LISTEN_ADDR
+  data-api                 serve only the data API (/rest/v1, tokens, JWKS) on LISTEN_ADDR
   worker [--queues=a,b]    work River jobs (all queues unless named) and run periodic jobs
   smtp                     receive mail for receivers on SMTP_ADDR
   jobs list|retry|cancel   inspect and steer River jobs (as River UI does)
@@ -72,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "api":
 		return runAPI(ctx, cfg, logger)
+	case "data-api":
+		return runDataAPI(ctx, cfg, logger) // roles.go
 	case "worker":
 		return runWorker(ctx, cfg, logger, args[1:])
 	case "smtp":

@@ -33,6 +33,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/identity"
 	"github.com/mailwatch/mailwatch/internal/migrate"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/webhook"
@@ -97,7 +98,7 @@ type apiRole struct {
 	closeLim func()
 }
 
-func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, riverClient *river.Client[pgx.Tx]) (*apiRole, error) {
+func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg *prometheus.Registry, riverClient *river.Client[pgx.Tx], dataAPIOnly bool) (*apiRole, error) {
 	sh, err := buildShared(cfg)
 	if err != nil {
 		return nil, err
@@ -107,7 +108,18 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		return nil, err
 	}
 	waiters := receivers.NewHub(receivers.ConnectURL(cfg.DatabaseURL), logger)
+	var issuer *identity.Issuer
+	if sh.keyring != nil {
+		issuer, err = identity.NewIssuer(pool, sh.keyring, identity.Config{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TTL: cfg.JWTTTL})
+		if err != nil {
+			closeLim()
+			return nil, err
+		}
+	}
 	srv := api.New(api.Deps{
+		Identity:              issuer,
+		DataAPIOnly:           dataAPIOnly,
+		DataAPI:               api.DataAPIOptions{MaxRows: cfg.DataAPIMaxRows, StatementTimeout: cfg.DataAPIStatementTimeout},
 		DB:                    pool,
 		Pool:                  pool,
 		River:                 riverClient,
@@ -179,18 +191,33 @@ func (r *apiRole) serve(ctx context.Context, cfg *config.Config, logger *slog.Lo
 }
 
 func runAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	return runAPIRole(ctx, cfg, logger, false)
+}
+
+// runDataAPI serves only the row-level-secured data API (/rest/v1, token
+// issuance and the JWKS), so it can scale and be exposed apart from the
+// REST API; `api` and `dev` serve it too.
+func runDataAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	return runAPIRole(ctx, cfg, logger, true)
+}
+
+func runAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, dataAPIOnly bool) error {
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	logStart(logger, "api")
+	if dataAPIOnly {
+		logStart(logger, "data-api")
+	} else {
+		logStart(logger, "api")
+	}
 	deps := jobs.Deps{Pool: pool, Logger: logger}
 	riverClient, err := jobs.NewClient(deps, jobs.Options{})
 	if err != nil {
 		return err
 	}
-	role, err := newAPIRole(ctx, cfg, logger, pool, prometheus.NewRegistry(), riverClient)
+	role, err := newAPIRole(ctx, cfg, logger, pool, prometheus.NewRegistry(), riverClient, dataAPIOnly)
 	if err != nil {
 		return err
 	}
@@ -325,7 +352,7 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr
 	if err != nil {
 		return err
 	}
-	role, err := newAPIRole(ctx, cfg, logger, pool, prometheus.NewRegistry(), insertClient)
+	role, err := newAPIRole(ctx, cfg, logger, pool, prometheus.NewRegistry(), insertClient, false)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@
 //	mwbench dns        1,000 domains checked against a local DNS server
 //	mwbench providers  signed ESP webhooks in, normalised by a worker; suppression checks at 1,000,000 entries
 //	mwbench signup     peak RSS of `mailwatch api` under 100 concurrent sign-ups
+//	mwbench data-api   /rest/v1/events (JWT + RLS) vs the REST event listing
 //
 // Each benchmark creates its own database from DATABASE_URL's server and
 // drops it afterwards.
@@ -33,6 +34,7 @@ var benchmarks = map[string]benchmark{
 	"dns":       benchDNS,       // dns.go
 	"providers": benchProviders, // providers.go
 	"signup":    benchSignup,    // signup.go
+	"data-api":  benchDataAPI,   // dataapi.go
 }
 
 func main() {

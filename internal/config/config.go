@@ -62,51 +62,63 @@ var Vars = []Var{
 	{Name: "UI_ADDR", Default: "127.0.0.1:8081", Meaning: "Address where `mailwatch ui` (and `dev`) serve River UI, behind authentication: an admin API key (Bearer, or as the basic-auth password) or UI_BASIC_AUTH_USER/UI_BASIC_AUTH_PASSWORD."},
 	{Name: "UI_BASIC_AUTH_USER", Default: "", Meaning: "User name for basic auth on River UI (with UI_BASIC_AUTH_PASSWORD); unset: only admin API keys get in."},
 	{Name: "UI_BASIC_AUTH_PASSWORD", Default: "", Secret: true, Meaning: "Password for UI_BASIC_AUTH_USER, at least 12 characters (compared as SHA-256 digests in constant time)."},
+	{Name: "JWT_ISSUER", Default: "", Meaning: "iss claim of the data-API tokens mailwatch issues (POST /api/auth/token); empty means PUBLIC_BASE_URL, or `mailwatch` when that is empty too."},
+	{Name: "JWT_AUDIENCE", Default: "authenticated", Meaning: "aud claim of the tokens mailwatch issues, required when verifying them (PostgREST's jwt-aud)."},
+	{Name: "JWT_TTL", Default: "15m", Meaning: "Lifetime of an issued token; at most 15m."},
+	{Name: "JWT_KEY_ROTATION", Default: "720h", Meaning: "How long a signing key signs before the rotation job promotes the next one; at least 1h. Retired keys verify until their tokens expire."},
+	{Name: "DATA_API_MAX_ROWS", Default: "1000", Meaning: "Most rows one /rest/v1 request returns (a larger or missing limit is capped to it)."},
+	{Name: "DATA_API_STATEMENT_TIMEOUT", Default: "5s", Meaning: "Postgres statement_timeout of a /rest/v1 query."},
 	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error."},
 	{Name: "LOG_FORMAT", Default: "json", Meaning: "json or text."},
 }
 
 // Config is the parsed configuration.
 type Config struct {
-	DatabaseURL            string
-	ListenAddr             string
-	MetricsAddr            string
-	SMTPAddr               string
-	InboundDomain          string
-	InboundMXHost          string
-	SMTPMaxMessageBytes    int64
-	SMTPTLSCert            string
-	SMTPTLSKey             string
-	PublicBaseURL          string
-	SecretKey              []byte
-	PreviousSecretKeys     [][]byte
-	RedisURL               string
-	DNSResolver            string
-	DNSCheckInterval       time.Duration
-	HealthHistoryDays      int
-	WebhookAllowedCIDRs    string
-	InboundWebhookSecret   string
-	TwilioAuthToken        string
-	EventRetentionDays     int
-	EventsPageCacheTTL     time.Duration
-	EventsPageCacheBytes   int
-	RateLimitPerMinute     int
-	IngressRatePerMinute   int
-	RequestTimeout         time.Duration
-	BodyLimitBytes         int
-	ShutdownTimeout        time.Duration
-	DBMaxConns             int
-	TrustedProxies         []string
-	WorkerConcurrency      int
-	WebhookConcurrency     int
-	JobRescueAfter         time.Duration
-	UIAddr                 string
-	UIBasicAuthUser        string
-	UIBasicAuthPassword    string
-	ProviderWebhookMaxAge  time.Duration
-	LogLevel               slog.Level
-	LogFormat              string
-	GeneratedSecretKeyNote bool
+	DatabaseURL             string
+	ListenAddr              string
+	MetricsAddr             string
+	SMTPAddr                string
+	InboundDomain           string
+	InboundMXHost           string
+	SMTPMaxMessageBytes     int64
+	SMTPTLSCert             string
+	SMTPTLSKey              string
+	PublicBaseURL           string
+	SecretKey               []byte
+	PreviousSecretKeys      [][]byte
+	RedisURL                string
+	DNSResolver             string
+	DNSCheckInterval        time.Duration
+	HealthHistoryDays       int
+	WebhookAllowedCIDRs     string
+	InboundWebhookSecret    string
+	TwilioAuthToken         string
+	EventRetentionDays      int
+	EventsPageCacheTTL      time.Duration
+	EventsPageCacheBytes    int
+	RateLimitPerMinute      int
+	IngressRatePerMinute    int
+	RequestTimeout          time.Duration
+	BodyLimitBytes          int
+	ShutdownTimeout         time.Duration
+	DBMaxConns              int
+	TrustedProxies          []string
+	WorkerConcurrency       int
+	WebhookConcurrency      int
+	JobRescueAfter          time.Duration
+	UIAddr                  string
+	UIBasicAuthUser         string
+	UIBasicAuthPassword     string
+	ProviderWebhookMaxAge   time.Duration
+	JWTIssuer               string
+	JWTAudience             string
+	JWTTTL                  time.Duration
+	JWTKeyRotation          time.Duration
+	DataAPIMaxRows          int
+	DataAPIStatementTimeout time.Duration
+	LogLevel                slog.Level
+	LogFormat               string
+	GeneratedSecretKeyNote  bool
 }
 
 // Lookup returns the value of an environment variable.
@@ -146,38 +158,56 @@ func Parse(lookup Lookup) (*Config, error) {
 	}
 
 	cfg := &Config{
-		DatabaseURL:          get("DATABASE_URL"),
-		ListenAddr:           get("LISTEN_ADDR"),
-		MetricsAddr:          get("METRICS_ADDR"),
-		SMTPAddr:             get("SMTP_ADDR"),
-		InboundDomain:        strings.ToLower(strings.TrimSuffix(get("INBOUND_DOMAIN"), ".")),
-		InboundMXHost:        strings.ToLower(strings.TrimSuffix(get("INBOUND_MX_HOST"), ".")),
-		SMTPMaxMessageBytes:  int64(atoi("SMTP_MAX_MESSAGE_BYTES", 1024, 25<<20)),
-		SMTPTLSCert:          get("SMTP_TLS_CERT"),
-		SMTPTLSKey:           get("SMTP_TLS_KEY"),
-		PublicBaseURL:        strings.TrimSuffix(get("PUBLIC_BASE_URL"), "/"),
-		RedisURL:             get("REDIS_URL"),
-		DNSResolver:          get("DNS_RESOLVER"),
-		DNSCheckInterval:     duration("DNS_CHECK_INTERVAL"),
-		HealthHistoryDays:    atoi("HEALTH_HISTORY_DAYS", 1, 3650),
-		WebhookAllowedCIDRs:  get("WEBHOOK_ALLOWED_CIDRS"),
-		InboundWebhookSecret: get("INBOUND_WEBHOOK_SECRET"),
-		TwilioAuthToken:      get("TWILIO_AUTH_TOKEN"),
-		EventRetentionDays:   atoi("EVENT_RETENTION_DAYS", 7, 3650),
-		EventsPageCacheBytes: atoi("EVENTS_PAGE_CACHE_BYTES", 0, 1<<34),
-		RateLimitPerMinute:   atoi("RATE_LIMIT_PER_MINUTE", 1, 1_000_000),
-		IngressRatePerMinute: atoi("INGRESS_RATE_LIMIT_PER_MINUTE", 1, 1_000_000),
-		RequestTimeout:       duration("REQUEST_TIMEOUT"),
-		BodyLimitBytes:       atoi("BODY_LIMIT_BYTES", 1024, 1<<30),
-		ShutdownTimeout:      duration("SHUTDOWN_TIMEOUT"),
-		DBMaxConns:           atoi("DB_MAX_CONNS", 2, 1000),
-		WorkerConcurrency:    atoi("WORKER_CONCURRENCY", 1, 10_000),
-		WebhookConcurrency:   atoi("WEBHOOK_CONCURRENCY", 1, 10_000),
-		JobRescueAfter:       duration("JOB_RESCUE_AFTER"),
-		UIAddr:               get("UI_ADDR"),
-		UIBasicAuthUser:      get("UI_BASIC_AUTH_USER"),
-		UIBasicAuthPassword:  get("UI_BASIC_AUTH_PASSWORD"),
-		LogFormat:            get("LOG_FORMAT"),
+		DatabaseURL:             get("DATABASE_URL"),
+		ListenAddr:              get("LISTEN_ADDR"),
+		MetricsAddr:             get("METRICS_ADDR"),
+		SMTPAddr:                get("SMTP_ADDR"),
+		InboundDomain:           strings.ToLower(strings.TrimSuffix(get("INBOUND_DOMAIN"), ".")),
+		InboundMXHost:           strings.ToLower(strings.TrimSuffix(get("INBOUND_MX_HOST"), ".")),
+		SMTPMaxMessageBytes:     int64(atoi("SMTP_MAX_MESSAGE_BYTES", 1024, 25<<20)),
+		SMTPTLSCert:             get("SMTP_TLS_CERT"),
+		SMTPTLSKey:              get("SMTP_TLS_KEY"),
+		PublicBaseURL:           strings.TrimSuffix(get("PUBLIC_BASE_URL"), "/"),
+		RedisURL:                get("REDIS_URL"),
+		DNSResolver:             get("DNS_RESOLVER"),
+		DNSCheckInterval:        duration("DNS_CHECK_INTERVAL"),
+		HealthHistoryDays:       atoi("HEALTH_HISTORY_DAYS", 1, 3650),
+		WebhookAllowedCIDRs:     get("WEBHOOK_ALLOWED_CIDRS"),
+		InboundWebhookSecret:    get("INBOUND_WEBHOOK_SECRET"),
+		TwilioAuthToken:         get("TWILIO_AUTH_TOKEN"),
+		EventRetentionDays:      atoi("EVENT_RETENTION_DAYS", 7, 3650),
+		EventsPageCacheBytes:    atoi("EVENTS_PAGE_CACHE_BYTES", 0, 1<<34),
+		RateLimitPerMinute:      atoi("RATE_LIMIT_PER_MINUTE", 1, 1_000_000),
+		IngressRatePerMinute:    atoi("INGRESS_RATE_LIMIT_PER_MINUTE", 1, 1_000_000),
+		RequestTimeout:          duration("REQUEST_TIMEOUT"),
+		BodyLimitBytes:          atoi("BODY_LIMIT_BYTES", 1024, 1<<30),
+		ShutdownTimeout:         duration("SHUTDOWN_TIMEOUT"),
+		DBMaxConns:              atoi("DB_MAX_CONNS", 2, 1000),
+		WorkerConcurrency:       atoi("WORKER_CONCURRENCY", 1, 10_000),
+		WebhookConcurrency:      atoi("WEBHOOK_CONCURRENCY", 1, 10_000),
+		JobRescueAfter:          duration("JOB_RESCUE_AFTER"),
+		UIAddr:                  get("UI_ADDR"),
+		UIBasicAuthUser:         get("UI_BASIC_AUTH_USER"),
+		UIBasicAuthPassword:     get("UI_BASIC_AUTH_PASSWORD"),
+		LogFormat:               get("LOG_FORMAT"),
+		JWTIssuer:               get("JWT_ISSUER"),
+		JWTAudience:             get("JWT_AUDIENCE"),
+		JWTTTL:                  duration("JWT_TTL"),
+		JWTKeyRotation:          duration("JWT_KEY_ROTATION"),
+		DataAPIMaxRows:          atoi("DATA_API_MAX_ROWS", 1, 100_000),
+		DataAPIStatementTimeout: duration("DATA_API_STATEMENT_TIMEOUT"),
+	}
+	if cfg.JWTIssuer == "" {
+		cfg.JWTIssuer = cfg.PublicBaseURL
+	}
+	if cfg.JWTIssuer == "" {
+		cfg.JWTIssuer = "mailwatch"
+	}
+	if cfg.JWTTTL > 15*time.Minute {
+		errs = append(errs, errors.New("JWT_TTL must be at most 15m"))
+	}
+	if cfg.JWTKeyRotation > 0 && cfg.JWTKeyRotation < time.Hour {
+		errs = append(errs, errors.New("JWT_KEY_ROTATION must be at least 1h"))
 	}
 	if s := get("TRUSTED_PROXIES"); s != "" {
 		for _, p := range strings.Split(s, ",") {

@@ -38,6 +38,164 @@ type ApiUsageDaily struct {
 	Requests  int64
 }
 
+type AuthProvider struct {
+	ID                      uuid.UUID
+	AccountID               uuid.UUID
+	Kind                    string
+	Name                    string
+	Issuer                  string
+	JwksUrl                 string
+	Audience                *string
+	SubjectClaim            string
+	EmailClaim              string
+	WebhookSecretCiphertext []byte
+	WebhookSecretKeyID      *string
+	CreatedAt               time.Time
+	UpdatedAt               time.Time
+}
+
+type AuthProviderLink struct {
+	ID         uuid.UUID
+	ProviderID uuid.UUID
+	AccountID  uuid.UUID
+	Subject    *string
+	Email      *string
+	Source     string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+type AuthProviderWebhookEvent struct {
+	ProviderID uuid.UUID
+	EventID    string
+	EventType  string
+	ReceivedAt time.Time
+}
+
+type DataApiAuthProvider struct {
+	ID           uuid.UUID
+	AccountID    uuid.UUID
+	Kind         string
+	Name         string
+	Issuer       string
+	JwksUrl      string
+	Audience     *string
+	SubjectClaim string
+	EmailClaim   string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+type DataApiAuthProviderLink struct {
+	ID         uuid.UUID
+	ProviderID uuid.UUID
+	AccountID  uuid.UUID
+	Subject    *string
+	Email      *string
+	Source     string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+type DataApiDelivery struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	SubscriptionID uuid.UUID
+	EventID        uuid.UUID
+	EventType      string
+	Status         string
+	Attempts       int32
+	MaxAttempts    int32
+	LastStatusCode *int32
+	LastError      *string
+	NextRetryAt    *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	DeliveredAt    *time.Time
+	FailedAt       *time.Time
+}
+
+type DataApiDomain struct {
+	ID            uuid.UUID
+	AccountID     uuid.UUID
+	Name          string
+	Tags          []string
+	DkimSelectors []string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	CheckedAt     *time.Time
+	Results       json.RawMessage
+	CheckStatus   json.RawMessage
+	Score         *int32
+	Health        json.RawMessage
+	ScoredAt      *time.Time
+}
+
+type DataApiDomainHealthHistory struct {
+	ID         uuid.UUID
+	DomainID   uuid.UUID
+	Score      int32
+	Report     json.RawMessage
+	ComputedAt time.Time
+}
+
+type DataApiEvent struct {
+	ID               uuid.UUID
+	AccountID        uuid.UUID
+	EventType        string
+	Severity         string
+	Domain           *string
+	Tags             []string
+	Payload          json.RawMessage
+	CreatedAt        time.Time
+	AcknowledgedAt   *time.Time
+	AcknowledgedBy   *string
+	AcknowledgedNote *string
+}
+
+type DataApiEventSubscription struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	URL            string
+	EventTypes     []string
+	DomainFilter   *string
+	TagFilter      *string
+	Enabled        bool
+	DisabledReason *string
+	DisabledAt     *time.Time
+	FailingSince   *time.Time
+	LastSuccessAt  *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type DataApiMessage struct {
+	ID         uuid.UUID
+	ReceiverID uuid.UUID
+	AccountID  uuid.UUID
+	Seq        int64
+	Channel    string
+	Sender     string
+	Subject    string
+	TextBody   string
+	HtmlBody   string
+	Parsed     json.RawMessage
+	SizeBytes  int32
+	ReceivedAt time.Time
+}
+
+type DataApiReceiver struct {
+	ID         uuid.UUID
+	AccountID  uuid.UUID
+	Channel    string
+	Label      string
+	Address    string
+	TtlSeconds int32
+	ExpiresAt  time.Time
+	CreatedAt  time.Time
+	ExpiredAt  *time.Time
+}
+
 type DnsConnection struct {
 	ID               uuid.UUID
 	AccountID        uuid.UUID
@@ -256,6 +414,18 @@ type SendingProviderLink struct {
 	ProviderID uuid.UUID
 	DomainID   uuid.UUID
 	CreatedAt  time.Time
+}
+
+type SigningKey struct {
+	ID                uuid.UUID
+	Kid               string
+	State             string
+	PrivateCiphertext []byte
+	SecretKeyID       string
+	PublicJwk         json.RawMessage
+	CreatedAt         time.Time
+	ActivatedAt       *time.Time
+	RetiredAt         *time.Time
 }
 
 type SmsNumber struct {

@@ -1,0 +1,247 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/mailwatch/mailwatch/internal/dataapi"
+)
+
+// DataAPIOptions limits the /rest/v1 data API.
+type DataAPIOptions struct {
+	// MaxRows caps the rows of one response (DATA_API_MAX_ROWS); 1000 when 0.
+	MaxRows int
+	// StatementTimeout bounds one query (DATA_API_STATEMENT_TIMEOUT); 5 s when 0.
+	StatementTimeout time.Duration
+}
+
+// DataAPIRequest documents GET /rest/v1/{table}; the query string is
+// PostgREST's grammar, read by the handler.
+type DataAPIRequest struct {
+	Table  string `path:"table" description:"One of the data API's tables (views of schema data_api)."`
+	Select string `query:"select" description:"Comma-separated columns; * or absent for all."`
+	Order  string `query:"order" description:"column[.asc|.desc][.nullsfirst|.nullslast], comma-separated."`
+	Limit  int    `query:"limit" minimum:"0" description:"At most DATA_API_MAX_ROWS (default 1000), which also applies when absent."`
+	Offset int    `query:"offset" minimum:"0"`
+}
+
+// DataAPIRows documents the response: a JSON array of rows, or one object
+// with Accept: application/vnd.pgrst.object+json.
+type DataAPIRows []map[string]any
+
+// OpenAPIErrorBody implements the router's hook: data-API errors have
+// PostgREST's shape, not {detail}.
+func (DataAPIRows) OpenAPIErrorBody() any { return new(PostgRESTErrorBody) }
+
+// PostgRESTErrorBody is PostgREST's error body.
+type PostgRESTErrorBody struct {
+	Code    string  `json:"code" validate:"required" description:"PostgREST's PGRSTnnn code or the Postgres SQLSTATE."`
+	Message string  `json:"message" validate:"required"`
+	Details *string `json:"details" validate:"required"`
+	Hint    *string `json:"hint" validate:"required"`
+}
+
+const pgrstObject = "application/vnd.pgrst.object+json"
+
+func (s *Server) dataAPIRoutes() {
+	runner := &dataapi.Runner{DB: s.db, MaxRows: s.deps.DataAPI.MaxRows, StatementTimeout: s.deps.DataAPI.StatementTimeout}
+	HandleRaw(s.router, Endpoint[DataAPIRequest, DataAPIRows]{
+		Method: "GET", Path: "/rest/v1/{table}", OperationID: "dataAPIRead", Tag: "data api", Auth: AuthJWT,
+		Summary: "Read tenant rows (PostgREST grammar, row-level secured)",
+		Description: "PostgREST's read grammar: select=, filters column=[not.]eq|neq|gt|gte|lt|lte|in|is.value, order=, limit=, offset=; " +
+			"`Prefer: count=exact` adds the total to Content-Range (206 for a partial page, 416 past the end); " +
+			"`Accept: application/vnd.pgrst.object+json` answers one object (406 PGRST116 unless exactly one row). " +
+			"Authorization is a JWT from POST /api/auth/token or a linked identity provider. Errors have PostgREST's " +
+			"shape {code, message, details, hint}. Every query runs as database role `authenticated` under row-level " +
+			"security on the token's claims. Limited per token subject like API keys.",
+		Errors: []int{403, 406, 416},
+	}, func(c *fiber.Ctx) error { return s.serveDataAPI(c, runner) })
+}
+
+func (s *Server) serveDataAPI(c *fiber.Ctx, runner *dataapi.Runner) error {
+	ctx := c.UserContext()
+	token, problem := bearerToken(c)
+	var verified *verifiedToken
+	if problem == "" {
+		var err error
+		verified, err = s.verifyDataToken(ctx, token)
+		if err != nil {
+			var apiErr *Error
+			if errors.As(err, &apiErr) {
+				return pgrstError(c, s.logger, &dataapi.Error{Status: apiErr.Status, Code: "PGRST000", Message: apiErr.Detail}, apiErr.Cause)
+			}
+			problem = "invalid JWT: " + err.Error()
+		}
+	}
+	limitKey := "ip:" + c.IP()
+	if verified != nil {
+		limitKey = "jwt:" + verified.rateKey
+	}
+	if err := s.router.guard.charge(c, limitKey); err != nil {
+		var apiErr *Error
+		if errors.As(err, &apiErr) {
+			for k, v := range apiErr.Headers {
+				c.Set(k, v)
+			}
+			return pgrstError(c, s.logger, &dataapi.Error{Status: apiErr.Status, Code: "PGRST000", Message: apiErr.Detail}, nil)
+		}
+		return err
+	}
+	if verified == nil {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer error="invalid_token"`)
+		return pgrstError(c, s.logger, &dataapi.Error{Status: http.StatusUnauthorized, Code: "PGRST301", Message: problem}, nil)
+	}
+
+	req, err := dataapi.Parse(string(c.Request().URI().QueryString()))
+	if err != nil {
+		return pgrstError(c, s.logger, err, nil)
+	}
+	call := dataapi.Call{
+		Table:     strings.Clone(c.Params("table")),
+		AccountID: verified.accountID,
+		Claims:    verified.claims,
+		Request:   req,
+		Count:     preferCountExact(string(c.Request().Header.Peek("Prefer"))),
+		Singular:  acceptsObject(string(c.Request().Header.Peek(fiber.HeaderAccept))),
+	}
+	res, err := runner.Run(ctx, call)
+	if err != nil {
+		return pgrstError(c, s.logger, err, nil)
+	}
+	c.Set("Content-Range", res.ContentRange)
+	if call.Singular {
+		c.Set(fiber.HeaderContentType, pgrstObject+"; charset=utf-8")
+	} else {
+		c.Set(fiber.HeaderContentType, "application/json; charset=utf-8")
+	}
+	return c.Status(res.Status).Send(res.Body)
+}
+
+func preferCountExact(h string) bool {
+	for _, part := range strings.Split(h, ",") {
+		if strings.TrimSpace(part) == "count=exact" {
+			return true
+		}
+	}
+	return false
+}
+
+func acceptsObject(h string) bool {
+	for _, part := range strings.Split(h, ",") {
+		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == pgrstObject {
+			return true
+		}
+	}
+	return false
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// pgrstError writes err in PostgREST's shape; unexpected errors are logged
+// once and answered without their text.
+func pgrstError(c *fiber.Ctx, logger *slog.Logger, err error, cause error) error {
+	var e *dataapi.Error
+	if !errors.As(err, &e) {
+		status, msg := http.StatusInternalServerError, "internal server error"
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			status, msg = http.StatusServiceUnavailable, "the request took too long and was abandoned; try again"
+		} else {
+			logger.ErrorContext(c.UserContext(), "data API request failed", slog.String("request_id", requestID(c)), slog.Any("error", err))
+		}
+		e = &dataapi.Error{Status: status, Code: "PGRST000", Message: msg}
+	}
+	if cause != nil && e.Status >= 500 {
+		logger.ErrorContext(c.UserContext(), "data API request failed", slog.String("request_id", requestID(c)), slog.Any("error", cause))
+	}
+	body, _ := json.Marshal(PostgRESTErrorBody{Code: e.Code, Message: e.Message, Details: strPtr(e.Details), Hint: strPtr(e.Hint)})
+	c.Set(fiber.HeaderContentType, "application/json; charset=utf-8")
+	return c.Status(e.Status).Send(body)
+}
+
+// verifiedToken is a data-API caller.
+type verifiedToken struct {
+	accountID string
+	// claims are set as request.jwt.claims; "sub" is the account id.
+	claims []byte
+	// rateKey names the caller's rate-limit budget.
+	rateKey string
+}
+
+// verifiedCache remembers mailwatch's own verified tokens until they
+// expire, so a client reading page after page pays for one signature check.
+// A token cannot be revoked and a retired key verifies until its tokens
+// expire, so the cache never accepts a token that verification would refuse.
+type verifiedCache struct {
+	mu      sync.Mutex
+	entries map[[32]byte]cachedToken
+}
+
+type cachedToken struct {
+	v   *verifiedToken
+	exp time.Time
+}
+
+const verifiedCacheMax = 50_000
+
+func (c *verifiedCache) get(key [32]byte, now time.Time) *verifiedToken {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || !now.Before(e.exp) {
+		return nil
+	}
+	return e.v
+}
+
+func (c *verifiedCache) put(key [32]byte, v *verifiedToken, exp time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= verifiedCacheMax {
+		c.entries = map[[32]byte]cachedToken{}
+	}
+	c.entries[key] = cachedToken{v: v, exp: exp}
+}
+
+// verifyDataToken accepts mailwatch's own tokens (and, in authproviders.go,
+// linked providers' tokens).
+func (s *Server) verifyDataToken(ctx context.Context, token string) (*verifiedToken, error) {
+	is, err := s.requireIdentity()
+	if err != nil {
+		return nil, err
+	}
+	key := sha256.Sum256([]byte(token))
+	if v := s.tokens.get(key, s.now()); v != nil {
+		return v, nil
+	}
+	if s.verifyProviderToken != nil {
+		if v, handled, err := s.verifyProviderToken(ctx, token, is.Issuer()); handled {
+			return v, err
+		}
+	}
+	claims, err := is.Verify(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(claims)
+	if err != nil {
+		return nil, err
+	}
+	v := &verifiedToken{accountID: claims.Subject, claims: raw, rateKey: "acct:" + claims.Subject}
+	s.tokens.put(key, v, claims.ExpiresAt.Time)
+	return v, nil
+}

@@ -1,0 +1,156 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/internal/apikey"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/identity"
+	"github.com/mailwatch/mailwatch/internal/password"
+)
+
+// TokenRequest is the optional body of POST /api/auth/token: an email and
+// password, when no API key is sent.
+type TokenRequest struct {
+	Email    string `json:"email,omitempty" validate:"omitempty,max=254" description:"With password, when no Authorization header is sent."`
+	Password string `json:"password,omitempty" maxLength:"256"`
+}
+
+// TokenResponse is an OAuth 2.0-style access token (RFC 6749 section 5.1).
+type TokenResponse struct {
+	AccessToken string `json:"access_token" validate:"required" description:"An ES256 JWT: sub = account id, role = authenticated, aud, iss, exp, kid."`
+	TokenType   string `json:"token_type" validate:"required" enum:"Bearer"`
+	ExpiresIn   int    `json:"expires_in" validate:"required" description:"Seconds until the token expires (at most 900)."`
+}
+
+// JWKSet documents /.well-known/jwks.json (RFC 7517 section 5).
+type JWKSet struct {
+	Keys []map[string]any `json:"keys" validate:"required" description:"The public keys that verify mailwatch's tokens: the current one, the next one and recently retired ones."`
+}
+
+func (s *Server) tokenRoutes() {
+	HandleRaw(s.router, Endpoint[TokenRequest, TokenResponse]{
+		Method: "POST", Path: "/api/auth/token", OperationID: "issueToken", Tag: "identity", Auth: AuthNone,
+		Summary: "Exchange an API key, or an email and password, for a data-API token",
+		Description: "Send `Authorization: Bearer <api key>` with no body, or no Authorization header and a JSON body " +
+			"{email, password}. The answer's access_token is a JWT of at most 15 minutes for the data API (`/rest/v1`), " +
+			"verifiable with the keys at /.well-known/jwks.json. A wrong key or password is 401. Limited per client IP.",
+		Errors: []int{401},
+	}, s.issueToken)
+	s.router.rawTypes["GET /.well-known/jwks.json"] = "application/json"
+	HandleRaw(s.router, Endpoint[emptyRequest, JWKSet]{
+		Method: "GET", Path: "/.well-known/jwks.json", OperationID: "jwks", Tag: "identity", Auth: AuthOps,
+		Summary:     "The public keys of mailwatch's tokens (JWK Set)",
+		Description: "ES256 keys with kid, alg and use. A key is published before it signs and stays until the tokens it signed have expired.",
+	}, s.jwks)
+}
+
+func (s *Server) requireIdentity() (*identity.Issuer, error) {
+	if s.deps.Identity == nil {
+		return nil, Unavailable("token issuance is not configured (MAILWATCH_SECRET_KEY is unset)")
+	}
+	return s.deps.Identity, nil
+}
+
+func (s *Server) issueToken(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	is, err := s.requireIdentity()
+	if err != nil {
+		return err
+	}
+	var (
+		accountID uuid.UUID
+		email     string
+	)
+	if h := c.Request().Header.Peek(fiber.HeaderAuthorization); len(h) > 0 {
+		token, problem := bearerToken(c)
+		if problem != "" {
+			return unauthorized(problem)
+		}
+		if !apikey.WellFormed(token) {
+			return unauthorized("invalid API key")
+		}
+		caller, found, err := s.router.guard.lookup(ctx, token)
+		if err != nil {
+			return &Error{Status: http.StatusServiceUnavailable, Detail: "authentication is temporarily unavailable", Cause: err}
+		}
+		if !found {
+			return unauthorized("invalid or revoked API key")
+		}
+		accountID = caller.AccountID
+	} else {
+		req := new(TokenRequest)
+		if len(bytes.TrimSpace(c.Body())) > 0 {
+			if err := decodeJSON(c.Body(), req); err != nil {
+				return err
+			}
+		}
+		if req.Email == "" || req.Password == "" {
+			return unauthorized("send Authorization: Bearer <api key>, or a JSON body with email and password")
+		}
+		if err := s.router.validate(req); err != nil {
+			return err
+		}
+		accountID, email, err = s.checkPassword(ctx, req.Email, req.Password)
+		if err != nil {
+			return err
+		}
+	}
+	tok, err := is.Sign(ctx, accountID, email)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return writeResponse(c, http.StatusOK, &TokenResponse{AccessToken: tok.AccessToken, TokenType: "Bearer", ExpiresIn: tok.ExpiresIn})
+}
+
+// dummyHash is verified when no account has the email, so that a wrong
+// email costs the same time as a wrong password.
+var dummyHash = sync.OnceValue(func() string {
+	h, _ := password.Hash(context.Background(), "mailwatch-dummy-password")
+	return h
+})
+
+func (s *Server) checkPassword(ctx context.Context, rawEmail, plain string) (uuid.UUID, string, error) {
+	const wrong = "wrong email or password"
+	email, err := normalizeEmail("email", rawEmail)
+	if err != nil {
+		return uuid.Nil, "", unauthorized(wrong)
+	}
+	acct, err := s.q.AccountGetByEmail(ctx, s.db, email)
+	if dbutil.IsNotFound(err) {
+		_ = s.verifyPassword(ctx, plain, dummyHash())
+		return uuid.Nil, "", unauthorized(wrong)
+	}
+	if err != nil {
+		return uuid.Nil, "", err
+	}
+	if err := s.verifyPassword(ctx, plain, acct.PasswordHash); err != nil {
+		if errors.Is(err, password.ErrMismatch) {
+			return uuid.Nil, "", unauthorized(wrong)
+		}
+		return uuid.Nil, "", err
+	}
+	return acct.ID, acct.Email, nil
+}
+
+func (s *Server) jwks(c *fiber.Ctx) error {
+	is, err := s.requireIdentity()
+	if err != nil {
+		return err
+	}
+	raw, err := is.JWKS(c.UserContext())
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "public, max-age=60")
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Status(http.StatusOK).Send(raw)
+}

@@ -1,0 +1,309 @@
+package dataapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+type tenant struct {
+	id     uuid.UUID
+	claims []byte
+}
+
+// seed makes an account with n events, a domain (with health history) and
+// a subscription whose secret must never be readable.
+func seed(t *testing.T, db dbutil.Executor, n int) tenant {
+	t.Helper()
+	ctx := context.Background()
+	id := uuid.Must(uuid.NewV7())
+	_, err := db.Exec(ctx, `INSERT INTO accounts (id, email, password_hash) VALUES ($1, $2, 'x')`, id, id.String()+"@example.com")
+	require.NoError(t, err)
+	for i := range n {
+		_, err := db.Exec(ctx, `INSERT INTO events (id, account_id, event_type, severity, payload, rendered, created_at)
+			VALUES ($1, $2, $3, 'info', '{}', '{}', now() - make_interval(mins => $4))`,
+			uuid.Must(uuid.NewV7()), id, []string{"bounce_spike", "health_score_changed"}[i%2], i)
+		require.NoError(t, err)
+	}
+	domainID := uuid.Must(uuid.NewV7())
+	_, err = db.Exec(ctx, `INSERT INTO domains (id, account_id, name) VALUES ($1, $2, $3)`, domainID, id, "d"+id.String()[:8]+".example.com")
+	require.NoError(t, err)
+	_, err = db.Exec(ctx, `INSERT INTO domain_health_history (id, domain_id, score, report) VALUES ($1, $2, 90, '{}')`, uuid.Must(uuid.NewV7()), domainID)
+	require.NoError(t, err)
+	_, err = db.Exec(ctx, `INSERT INTO event_subscriptions (id, account_id, url, secret_ciphertext, secret_key_id)
+		VALUES ($1, $2, 'https://hooks.example.com/x', '\xdeadbeef', 'k1')`, uuid.Must(uuid.NewV7()), id)
+	require.NoError(t, err)
+	claims, _ := json.Marshal(map[string]any{"sub": id.String(), "role": "authenticated", "aud": "authenticated"})
+	return tenant{id: id, claims: claims}
+}
+
+func run(t *testing.T, r *Runner, who tenant, table, rawQuery string, count, singular bool) (*Result, error) {
+	t.Helper()
+	req, err := Parse(rawQuery)
+	require.NoError(t, err)
+	return r.Run(context.Background(), Call{Table: table, AccountID: who.id.String(), Claims: who.claims, Request: req, Count: count, Singular: singular})
+}
+
+func rowsOf(t *testing.T, res *Result) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	require.NoError(t, json.Unmarshal(res.Body, &out), string(res.Body))
+	return out
+}
+
+func TestAllowListMatchesViews(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Tx(t)
+	rows, err := db.Query(context.Background(), `
+		SELECT table_name, column_name, CASE data_type
+			WHEN 'ARRAY' THEN substr(udt_name, 2) || '[]'
+			WHEN 'timestamp with time zone' THEN 'timestamptz'
+			ELSE data_type END
+		FROM information_schema.columns WHERE table_schema = 'data_api' ORDER BY table_name, ordinal_position`)
+	require.NoError(t, err)
+	got := map[string][]Column{}
+	for rows.Next() {
+		var table string
+		var c Column
+		require.NoError(t, rows.Scan(&table, &c.Name, &c.Type))
+		got[table] = append(got[table], c)
+	}
+	require.NoError(t, rows.Err())
+	want := map[string][]Column{}
+	for name, tab := range Tables {
+		want[name] = tab.Columns
+	}
+	require.Equal(t, want, got, "Tables must list exactly the views of schema data_api")
+}
+
+// TestTenantIsolationWithBuggyBuilder injects the bug the database must
+// survive: the builder's own account filter is removed from the SQL.
+func TestTenantIsolationWithBuggyBuilder(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Tx(t)
+	alice, bob := seed(t, db, 3), seed(t, db, 4)
+	buggy := &Runner{DB: db, opts: buildOptions{omitAccountFilter: true}}
+
+	q, err := build("events", &Request{}, alice.id.String(), 100, false, buggy.opts)
+	require.NoError(t, err)
+	require.NotContains(t, q.sql, "account_id =", "the bug is injected")
+
+	// Control: the same SQL run by the owner role, which RLS does not bind,
+	// does leak Bob's rows, so the check below is not vacuous.
+	var leaked int64
+	var body string
+	require.NoError(t, db.QueryRow(context.Background(), q.sql, q.args...).Scan(&body, &leaked))
+	require.GreaterOrEqual(t, leaked, int64(7))
+
+	for table, want := range map[string]int{"events": 3, "domains": 1, "domain_health_history": 1, "event_subscriptions": 1} {
+		res, err := run(t, buggy, alice, table, "", true, false)
+		require.NoError(t, err, table)
+		rows := rowsOf(t, res)
+		require.Len(t, rows, want, table)
+		require.Equal(t, fmt.Sprintf("0-%d/%d", want-1, want), res.ContentRange, table)
+		for _, r := range rows {
+			if acct, ok := r["account_id"]; ok {
+				require.Equal(t, alice.id.String(), acct, table)
+			}
+		}
+	}
+	// Bob sees his own through the same bug.
+	res, err := run(t, buggy, bob, "events", "", false, false)
+	require.NoError(t, err)
+	require.Len(t, rowsOf(t, res), 4)
+
+	// A caller whose claims name no account sees nothing at all.
+	nobody := tenant{id: uuid.Must(uuid.NewV7()), claims: []byte(`{"sub":"user_2abc","role":"authenticated"}`)}
+	res, err = run(t, buggy, nobody, "events", "", false, false)
+	require.NoError(t, err)
+	require.Empty(t, rowsOf(t, res))
+}
+
+// TestRowLevelSecurityInSQL checks the policies and grants directly, as
+// PostgREST would use them.
+func TestRowLevelSecurityInSQL(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Tx(t)
+	alice, bob := seed(t, db, 2), seed(t, db, 2)
+	ctx := context.Background()
+	asAlice := func(t *testing.T, fn func(tx pgx.Tx) error) error {
+		sp, err := db.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = sp.Rollback(ctx) }()
+		_, err = sp.Exec(ctx, `SET LOCAL ROLE authenticated`)
+		require.NoError(t, err)
+		_, err = sp.Exec(ctx, `SELECT set_config('request.jwt.claims', $1, true)`, string(alice.claims))
+		require.NoError(t, err)
+		return fn(sp)
+	}
+	count := func(sql string) func(tx pgx.Tx) error {
+		return func(tx pgx.Tx) error {
+			var n int
+			if err := tx.QueryRow(ctx, sql, bob.id).Scan(&n); err != nil {
+				return err
+			}
+			if n != 0 {
+				return fmt.Errorf("%d of Bob's rows visible", n)
+			}
+			return nil
+		}
+	}
+	for _, sql := range []string{
+		`SELECT count(*) FROM events WHERE account_id = $1`,
+		`SELECT count(*) FROM data_api.events WHERE account_id = $1`,
+		`SELECT count(*) FROM data_api.domains WHERE account_id = $1`,
+		`SELECT count(*) FROM data_api.event_subscriptions WHERE account_id = $1`,
+		`SELECT count(*) FROM data_api.domain_health_history h JOIN domains d ON d.id = h.domain_id WHERE d.account_id = $1`,
+	} {
+		require.NoError(t, asAlice(t, count(sql)), sql)
+	}
+	// Alice does see her own.
+	require.NoError(t, asAlice(t, func(tx pgx.Tx) error {
+		var n int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM data_api.events`).Scan(&n))
+		require.Equal(t, 2, n)
+		return nil
+	}))
+	// Writes and secrets are refused.
+	for _, sql := range []string{
+		`DELETE FROM events`,
+		`UPDATE events SET payload = '{}'`,
+		`INSERT INTO events (id, account_id, event_type, severity, payload, rendered) VALUES (gen_random_uuid(), mailwatch_jwt_account_id(), 'x', 'info', '{}', '{}')`,
+		`DELETE FROM data_api.events`,
+		`SELECT secret_ciphertext FROM event_subscriptions`,
+		`SELECT password_hash FROM accounts`,
+		`SELECT key_hash FROM api_keys`,
+		`SELECT private_ciphertext FROM signing_keys`,
+		`SELECT body FROM webhook_deliveries`,
+		`SELECT raw FROM receiver_messages`,
+		`SELECT webhook_secret_ciphertext FROM auth_providers`,
+	} {
+		err := asAlice(t, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, sql); return err })
+		require.ErrorContains(t, err, "permission denied", sql)
+	}
+}
+
+func TestRunGrammar(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Tx(t)
+	alice := seed(t, db, 5)
+	seed(t, db, 5)
+	r := &Runner{DB: db, MaxRows: 4}
+
+	res, err := run(t, r, alice, "events", "select=id,event_type&order=created_at.desc&limit=2", true, false)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusPartialContent, res.Status)
+	require.Equal(t, "0-1/5", res.ContentRange)
+	rows := rowsOf(t, res)
+	require.Len(t, rows, 2)
+	require.Len(t, rows[0], 2, "only the selected columns")
+
+	// The row cap applies to a missing or larger limit.
+	res, err = run(t, r, alice, "events", "limit=100", false, false)
+	require.NoError(t, err)
+	require.Len(t, rowsOf(t, res), 4)
+	require.Equal(t, "0-3/*", res.ContentRange)
+
+	res, err = run(t, r, alice, "events", "event_type=eq.bounce_spike", true, false)
+	require.NoError(t, err)
+	require.Len(t, rowsOf(t, res), 3)
+	require.Equal(t, http.StatusOK, res.Status)
+
+	res, err = run(t, r, alice, "events", "event_type=not.eq.bounce_spike&acknowledged_at=is.null", false, false)
+	require.NoError(t, err)
+	require.Len(t, rowsOf(t, res), 2)
+
+	res, err = run(t, r, alice, "events", `event_type=in.(health_score_changed,"x,y")&order=created_at.asc.nullslast`, false, false)
+	require.NoError(t, err)
+	got := rowsOf(t, res)
+	require.Len(t, got, 2)
+	times := []string{got[0]["created_at"].(string), got[1]["created_at"].(string)}
+	require.True(t, sort.StringsAreSorted(times))
+
+	res, err = run(t, r, alice, "events", "offset=3&limit=2", true, false)
+	require.NoError(t, err)
+	require.Equal(t, "3-4/5", res.ContentRange)
+	require.Equal(t, http.StatusPartialContent, res.Status)
+
+	_, err = run(t, r, alice, "events", "offset=9", true, false)
+	requireCode(t, err, http.StatusRequestedRangeNotSatisfiable, "PGRST103")
+
+	res, err = run(t, r, alice, "events", "offset=7", false, false)
+	require.NoError(t, err)
+	require.Equal(t, "*/*", res.ContentRange)
+
+	res, err = run(t, r, alice, "domains", "select=name", false, true)
+	require.NoError(t, err)
+	var one map[string]any
+	require.NoError(t, json.Unmarshal(res.Body, &one), string(res.Body))
+	require.Contains(t, one["name"], ".example.com")
+
+	_, err = run(t, r, alice, "events", "", false, true)
+	requireCode(t, err, http.StatusNotAcceptable, "PGRST116")
+	_, err = run(t, r, alice, "nope", "", false, false)
+	requireCode(t, err, http.StatusNotFound, "PGRST205")
+	_, err = run(t, r, alice, "events", "select=secret", false, false)
+	requireCode(t, err, http.StatusBadRequest, "42703")
+	_, err = run(t, r, alice, "event_subscriptions", "secret_ciphertext=eq.x", false, false)
+	requireCode(t, err, http.StatusBadRequest, "42703")
+	_, err = run(t, r, alice, "events", "created_at=gt.yesterday-ish", false, false)
+	requireCode(t, err, http.StatusBadRequest, "22007")
+	_, err = run(t, r, alice, "events", "id=eq.not-a-uuid", false, false)
+	requireCode(t, err, http.StatusBadRequest, "22P02")
+
+	// A value is data, never SQL.
+	res, err = run(t, r, alice, "events", "event_type=eq.x' OR '1'='1", false, false)
+	require.NoError(t, err)
+	require.Empty(t, rowsOf(t, res))
+}
+
+func requireCode(t *testing.T, err error, status int, code string) {
+	t.Helper()
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, status, e.Status, e.Message)
+	require.Equal(t, code, e.Code, e.Message)
+}
+
+// TestRunOnPoolLeavesNoRole checks the one-round-trip path: the role and
+// claims end with the batch's implicit transaction.
+func TestRunOnPoolLeavesNoRole(t *testing.T) {
+	t.Parallel()
+	pool, url := dbtest.NewDB(t)
+	alice := seed(t, pool, 2)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	cfg.AfterConnect = dbutil.AfterConnect
+	one, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	defer one.Close()
+	r := &Runner{DB: one}
+	for range 3 {
+		res, err := run(t, r, alice, "events", "order=created_at.desc", true, false)
+		require.NoError(t, err)
+		require.Len(t, rowsOf(t, res), 2)
+		_, err = run(t, r, alice, "events", "id=eq.bad", false, false)
+		require.Error(t, err)
+		var user, claims string
+		var ro string
+		require.NoError(t, one.QueryRow(context.Background(),
+			`SELECT current_user, coalesce(current_setting('request.jwt.claims', true), ''), current_setting('transaction_read_only')`).Scan(&user, &claims, &ro))
+		require.NotEqual(t, "authenticated", user)
+		require.Empty(t, claims)
+		require.Equal(t, "off", ro)
+	}
+}
