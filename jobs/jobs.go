@@ -86,6 +86,7 @@ func Workers(deps Deps) *river.Workers {
 	addWebhookWorkers(w, deps)  // webhooks.go
 	addReceiverWorkers(w, deps) // receivers.go
 	addDomainWorkers(w, deps)   // domains.go
+	addReportWorkers(w, deps)   // reports.go
 	return w
 }
 

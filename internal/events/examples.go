@@ -32,4 +32,11 @@ var examples = map[string]json.RawMessage{
 		`"previously_acknowledged_by":"alice@example.com","previous_note":"DMARC record restored","key_identifier":"mw_AbCd"}`),
 	TypeMessageDeleted: json.RawMessage(`{"receiver_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f73",` +
 		`"message_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f74","key_identifier":"mw_AbCd"}`),
+	TypeDMARCNewSource: json.RawMessage(`{"domain":"example.com","source_ip":"203.0.113.7","ptr":"",` +
+		`"base_domain":"","messages":412,"failing":412,"category":"threat_unknown","org_name":"google.com","report_id":"1234567890"}`),
+	TypeTLSReportReceived: json.RawMessage(`{"domain":"example.com","org_name":"Google Inc.","report_id":"2026-01-01T00:00:00Z_example.com",` +
+		`"begin":"2026-01-01T00:00:00Z","end":"2026-01-01T23:59:59Z","successful_sessions":5326,"failed_sessions":0}`),
+	TypeTLSReportFailures: json.RawMessage(`{"domain":"example.com","org_name":"Google Inc.","report_id":"2026-01-01T00:00:00Z_example.com",` +
+		`"begin":"2026-01-01T00:00:00Z","end":"2026-01-01T23:59:59Z","successful_sessions":5023,"failed_sessions":303,` +
+		`"failures_by_type":{"certificate-expired":100,"starttls-not-supported":203}}`),
 }
