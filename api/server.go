@@ -220,6 +220,7 @@ func (s *Server) routes() {
 	s.inboundRoutes()      // inbound.go
 	s.adminSMSRoutes()     // admin_sms.go
 	s.domainRoutes()       // domains.go
+	s.reportRoutes()       // reports.go
 }
 
 // ping checks the database for /readyz.

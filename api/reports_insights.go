@@ -1,0 +1,5 @@
+package api
+
+import "github.com/mailwatch/mailwatch/internal/reports"
+
+func (s *Server) dmarcInsightRoutes(svc *reports.Service) {}
