@@ -3,6 +3,7 @@ package dmarcrpt
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"path"
 	"strings"
 
@@ -77,6 +78,12 @@ func ParseMessage(raw []byte) (*Feedback, error) {
 		if !candidate(p) {
 			continue
 		}
+		if len(bytes.TrimSpace(p.Content)) == 0 {
+			if firstErr == nil && reportFileName(p.FileName) {
+				firstErr = fmt.Errorf("attachment %q: %w", p.FileName, ErrEmpty)
+			}
+			continue
+		}
 		f, format, err := parseBlob(p.Content)
 		if format == "" {
 			continue
@@ -99,10 +106,15 @@ func ParseMessage(raw []byte) (*Feedback, error) {
 func candidate(p reportmail.Part) bool {
 	switch p.ContentType {
 	case "text/plain", "text/html", "message/rfc822", "message/delivery-status", "message/feedback-report":
-		ext := strings.ToLower(path.Ext(p.FileName))
-		return ext == ".xml" || ext == ".gz" || ext == ".zip"
+		return reportFileName(p.FileName)
 	}
 	return true
+}
+
+// reportFileName reports whether a file name is that of a report file.
+func reportFileName(name string) bool {
+	ext := strings.ToLower(path.Ext(name))
+	return ext == ".xml" || ext == ".gz" || ext == ".zip"
 }
 
 // looksLikeXML reports whether data starts, after a byte order mark and
