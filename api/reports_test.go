@@ -146,6 +146,30 @@ func TestReportUploadAndLists(t *testing.T) {
 	}
 	require.Equal(t, detail.Messages, sum)
 
+	// Sources over the report's day, and the guidance (no DNS check yet:
+	// no DMARC record known, so publishing one is the first step).
+	resp = b.do(t, "GET", base+"/dmarc/sources?since=2024-06-01T00:00:00Z&until=2024-06-30T00:00:00Z", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var sources api.Sources
+	resp.JSON(t, &sources)
+	require.NotEmpty(t, sources.Sources)
+	var volume int64
+	for _, src := range sources.Sources {
+		volume += src.Messages
+		require.Contains(t, []string{"compliant", "forwarded", "non_compliant", "threat_unknown"}, src.Category)
+	}
+	require.Equal(t, list[0].Messages, volume)
+	resp = b.do(t, "GET", base+"/dmarc/sources?since=2024-06-30T00:00:00Z&until=2024-06-01T00:00:00Z", acct.Key, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status)
+	resp = b.do(t, "GET", base+"/dmarc/sources?since=yesterday", acct.Key, nil)
+	require.Equal(t, http.StatusBadRequest, resp.Status)
+	resp = b.do(t, "GET", base+"/dmarc/guidance", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var guidance reports.Guidance
+	resp.JSON(t, &guidance)
+	require.Equal(t, "none", guidance.Readiness.NextPolicy)
+	require.False(t, guidance.Readiness.Ready)
+
 	tls := upload("tls-rpt/google.com_smtp_tls_report.eml", "tlsrpt")
 	require.Equal(t, "refused", tls.Status, "the report is for cardinalhealth.ca")
 	tls = upload("tls-rpt/mail.ru.json", "tlsrpt")

@@ -21,6 +21,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/health"
+	"github.com/mailwatch/mailwatch/internal/reports"
 )
 
 // Domain checking defaults.
@@ -318,7 +319,11 @@ func ScoreDomain(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uu
 // unknown counts with its last known answer and never moves the score),
 // stores the report and its history row and emits health_score_changed.
 func scoreLocked(ctx context.Context, tx pgx.Tx, em *events.Emitter, row *dbsqlc.Domain, known, latest *dnscheck.Results, now time.Time) (*health.Report, health.Change, error) {
-	rep := health.Score(known, healthCaps(row)...)
+	caps, err := healthCaps(ctx, tx, row, now)
+	if err != nil {
+		return nil, health.Change{}, err
+	}
+	rep := health.Score(known, caps...)
 	if !rep.Complete {
 		// Nothing is known yet: no score rather than a misleading 0.
 		return nil, health.Change{}, nil
@@ -390,10 +395,31 @@ func scoreLocked(ctx context.Context, tx pgx.Tx, em *events.Emitter, row *dbsqlc
 	return &rep, change, nil
 }
 
-// healthCaps are the live-signal caps of a domain's score. DMARC pass
-// rates, bounce and complaint rates land with their issues; until then the
-// score is DNS posture only.
-func healthCaps(*dbsqlc.Domain) []health.Cap { return nil }
+// healthCaps are the live-signal caps of a domain's score: the DMARC pass
+// rate of its aggregate reports over the last 30 days (health.DMARCPassRateCap,
+// from 100 messages). Bounce and complaint rates land with their issues.
+func healthCaps(ctx context.Context, tx pgx.Tx, row *dbsqlc.Domain, now time.Time) ([]health.Cap, error) {
+	var caps []health.Cap
+	rate, messages, err := reports.PassRate(ctx, tx, row.ID, now)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := health.DMARCPassRateCap(rate, int(messages)); ok {
+		caps = append(caps, c)
+	}
+	return caps, nil
+}
+
+// mergeSelectors appends the selectors of seen missing from configured.
+func mergeSelectors(configured, seen []string) []string {
+	out := append([]string(nil), configured...)
+	for _, s := range seen {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // healthReasons explains a score change: each component whose points
 // moved, and a cap that started or stopped applying.
@@ -518,8 +544,13 @@ func (w *DomainCheckWorker) Work(ctx context.Context, job *river.Job[DomainCheck
 		return fmt.Errorf("error reading domain: %w", err)
 	}
 	started := w.deps.domainNow()
+	// DKIM selectors seen in the domain's DMARC reports join its check.
+	checked := row
+	if seen, err := reports.SelectorsSeen(ctx, w.deps.Pool, row.ID, started); err == nil {
+		checked.DkimSelectors = mergeSelectors(row.DkimSelectors, seen)
+	}
 	t0 := time.Now()
-	rs := CheckDomain(ctx, w.deps.Resolver, w.deps.MTASTSClient, row)
+	rs := CheckDomain(ctx, w.deps.Resolver, w.deps.MTASTSClient, checked)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

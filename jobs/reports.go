@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/events"
@@ -54,6 +56,16 @@ func (w *ReportParseWorker) Work(ctx context.Context, job *river.Job[reports.Par
 func ReportService(deps Deps) *reports.Service {
 	svc := &reports.Service{
 		DB: deps.Pool, Emitter: &events.Emitter{}, Resolver: deps.Resolver, Logger: deps.Logger, Now: deps.Now,
+		// A new aggregate report moves the DMARC pass rate that caps the
+		// health score: recompute it.
+		AfterAggregate: func(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error {
+			client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+			if err != nil {
+				return nil // outside a worker (tests, tools): nothing to queue with
+			}
+			_, err = client.InsertTx(ctx, tx, DomainHealthArgs{DomainID: domainID}, nil)
+			return err
+		},
 	}
 	if deps.Keyring != nil {
 		svc.Signer = &reports.Signer{Keyring: deps.Keyring}

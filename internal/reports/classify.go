@@ -169,17 +169,11 @@ func addDays(ctx context.Context, tx pgx.Tx, domainID uuid.UUID, begin, end time
 	return nil
 }
 
-// failingSources lists the IPs of a report that failed DMARC, most
-// failing volume first: the ones worth naming before the write.
-func failingSources(f *dmarcrpt.Feedback) []string {
-	groups := classify(f, f.PolicyPublished.Domain)
-	var out []string
-	for _, ip := range sortedByFailing(groups) {
-		if groups[ip].failing >= newSourceFloor {
-			out = append(out, ip)
-		}
-	}
-	return out
+// reportSources lists the source IPs of a report, most failing volume
+// first, then most volume: the order their reverse DNS is resolved in
+// (bounded by maxPTRLookups), so the sources that matter most are named.
+func reportSources(f *dmarcrpt.Feedback) []string {
+	return sortedByFailing(classify(f, f.PolicyPublished.Domain))
 }
 
 func sortedByFailing(groups map[string]*group) []string {
@@ -191,6 +185,9 @@ func sortedByFailing(groups map[string]*group) []string {
 		a, b := groups[ips[i]], groups[ips[j]]
 		if a.failing != b.failing {
 			return a.failing > b.failing
+		}
+		if a.messages != b.messages {
+			return a.messages > b.messages
 		}
 		return ips[i] < ips[j]
 	})

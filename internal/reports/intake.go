@@ -51,6 +51,10 @@ type Service struct {
 	Resolver dnscheck.Resolver
 	Logger   *slog.Logger
 	Now      func() time.Time
+	// AfterAggregate, when set, runs in the transaction that stored an
+	// aggregate report (the workers queue the domain's health recompute:
+	// its score is capped by the DMARC pass rate).
+	AfterAggregate func(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error
 }
 
 var q = dbsqlc.New()

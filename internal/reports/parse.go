@@ -113,7 +113,7 @@ func (s *Service) Parse(ctx context.Context, messageID uuid.UUID) (Outcome, erro
 		parsed = s.parseDMARC(raw, msg.DomainName)
 	}
 	if parsed.agg != nil && parsed.err == nil {
-		parsed.ptrs = s.resolvePTRs(ctx, failingSources(parsed.agg))
+		parsed.ptrs = s.resolvePTRs(ctx, reportSources(parsed.agg))
 	}
 
 	return dbutil.WithTxV(ctx, s.DB, func(ctx context.Context, tx pgx.Tx) (Outcome, error) {
@@ -276,6 +276,11 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 		return Outcome{}, err
 	}
 
+	if s.AfterAggregate != nil {
+		if err := s.AfterAggregate(ctx, tx, msg.DomainID); err != nil {
+			return Outcome{}, err
+		}
+	}
 	emitter := s.Emitter
 	if emitter == nil {
 		emitter = &events.Emitter{}
