@@ -6,6 +6,7 @@
 //	mwbench webhooks   10,000 events pushed to one local receiver
 //	mwbench wait       5,000 long-poll waiters woken by SMTP deliveries
 //	mwbench dns        1,000 domains checked against a local DNS server
+//	mwbench dmarc      aggregate report parsing next to mox's parser; 1,000 reports over SMTP
 //
 // Each benchmark creates its own database from DATABASE_URL's server and
 // drops it afterwards.
@@ -29,6 +30,7 @@ var benchmarks = map[string]benchmark{
 	"webhooks": benchWebhooks, // webhooks.go
 	"wait":     benchWait,     // wait.go
 	"dns":      benchDNS,      // dns.go
+	"dmarc":    benchDMARC,    // dmarc.go
 }
 
 func main() {
