@@ -15,6 +15,7 @@ type DashboardSummary struct {
 	Receivers  DashboardReceivers `json:"receivers" validate:"required"`
 	Domains    DashboardDomains   `json:"domains" validate:"required"`
 	Deliveries DashboardWebhooks  `json:"deliveries" validate:"required"`
+	Reports    DashboardReports   `json:"reports" validate:"required"`
 }
 
 // DashboardAlerts counts alerts.
@@ -65,6 +66,7 @@ func (s *Server) dashboardRoutes() {
 				s.fillDashboardReceivers, // receivers.go
 				s.fillDashboardDomains,   // domains.go
 				s.fillDashboardWebhooks,  // deliveries.go
+				s.fillDashboardReports,   // reports.go
 			} {
 				if err := fill(ctx, account, &out); err != nil {
 					return nil, err

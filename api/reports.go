@@ -555,3 +555,27 @@ func (s *Server) getTLSReport(ctx context.Context, req *TLSReportPath) (*TLSRepo
 	}
 	return out, nil
 }
+
+// DashboardReports counts the DMARC and TLS reports of the last 30 days.
+type DashboardReports struct {
+	DMARCReports30d  int64    `json:"dmarc_reports_last_30d" validate:"required"`
+	DMARCMessages30d int64    `json:"dmarc_messages_last_30d" validate:"required" description:"Messages covered by those reports."`
+	DMARCPassRate30d *float64 `json:"dmarc_pass_rate_last_30d" validate:"required" description:"Share (0..1) of those messages passing DMARC; null without any."`
+	TLSReports30d    int64    `json:"tls_reports_last_30d" validate:"required"`
+	Unusable30d      int64    `json:"unusable_last_30d" validate:"required" description:"Reports refused or unparseable (see each one's reason)."`
+}
+
+func (s *Server) fillDashboardReports(ctx context.Context, account uuid.UUID, out *DashboardSummary) error {
+	r, err := s.q.ReportDashboard(ctx, s.db, dbsqlc.ReportDashboardParams{AccountID: account, Since: s.now().Add(-reports.ReadinessWindow)})
+	if err != nil {
+		return err
+	}
+	out.Reports = DashboardReports{
+		DMARCReports30d: r.DmarcReports, DMARCMessages30d: r.DmarcMessages, TLSReports30d: r.TlsReports, Unusable30d: r.Unusable,
+	}
+	if r.DmarcMessages > 0 {
+		rate := float64(r.DmarcPassing) / float64(r.DmarcMessages)
+		out.Reports.DMARCPassRate30d = &rate
+	}
+	return nil
+}

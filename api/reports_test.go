@@ -185,6 +185,15 @@ func TestReportUploadAndLists(t *testing.T) {
 	resp.JSON(t, &tlsDetail)
 	require.Equal(t, int64(2), tlsDetail.FailuresByType["sts-policy-fetch-error"])
 
+	resp = b.do(t, "GET", "/api/accounts/me/dashboard-summary", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var dash api.DashboardSummary
+	resp.JSON(t, &dash)
+	require.Equal(t, int64(1), dash.Reports.DMARCReports30d)
+	require.Equal(t, int64(1), dash.Reports.TLSReports30d)
+	require.Equal(t, int64(2), dash.Reports.Unusable30d, "ikea (another domain) and the Google TLS report (another domain)")
+	require.NotNil(t, dash.Reports.DMARCPassRate30d)
+
 	// Bad input: an unknown kind, an empty body, another account.
 	require.Equal(t, http.StatusUnprocessableEntity, b.rptRawDo(t, "POST", base+"/reports?kind=spf", acct.Key, "", []byte("x")).Status)
 	resp = b.rptRawDo(t, "POST", base+"/reports", acct.Key, "", nil)

@@ -138,3 +138,17 @@ LIMIT @max_rows::int;
 
 -- name: TLSReportGet :one
 SELECT * FROM tls_reports WHERE id = @id::uuid AND domain_id = @domain_id::uuid;
+
+-- name: ReportDashboard :one
+-- An account's report counts since a time, for the dashboard summary.
+SELECT
+    (SELECT count(*) FROM dmarc_reports r JOIN domains d ON d.id = r.domain_id
+        WHERE d.account_id = @account_id::uuid AND r.created_at >= @since::timestamptz) AS dmarc_reports,
+    (SELECT coalesce(sum(r.message_count), 0) FROM dmarc_reports r JOIN domains d ON d.id = r.domain_id
+        WHERE d.account_id = @account_id::uuid AND r.created_at >= @since::timestamptz)::bigint AS dmarc_messages,
+    (SELECT coalesce(sum(r.pass_count), 0) FROM dmarc_reports r JOIN domains d ON d.id = r.domain_id
+        WHERE d.account_id = @account_id::uuid AND r.created_at >= @since::timestamptz)::bigint AS dmarc_passing,
+    (SELECT count(*) FROM tls_reports r JOIN domains d ON d.id = r.domain_id
+        WHERE d.account_id = @account_id::uuid AND r.created_at >= @since::timestamptz) AS tls_reports,
+    (SELECT count(*) FROM report_messages m
+        WHERE m.account_id = @account_id::uuid AND m.received_at >= @since::timestamptz AND m.status IN ('refused', 'failed')) AS unusable;

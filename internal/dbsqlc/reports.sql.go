@@ -368,6 +368,47 @@ func (q *Queries) DMARCSourcesSeen(ctx context.Context, db DBTX, arg DMARCSource
 	return items, nil
 }
 
+const reportDashboard = `-- name: ReportDashboard :one
+SELECT
+    (SELECT count(*) FROM dmarc_reports r JOIN domains d ON d.id = r.domain_id
+        WHERE d.account_id = $1::uuid AND r.created_at >= $2::timestamptz) AS dmarc_reports,
+    (SELECT coalesce(sum(r.message_count), 0) FROM dmarc_reports r JOIN domains d ON d.id = r.domain_id
+        WHERE d.account_id = $1::uuid AND r.created_at >= $2::timestamptz)::bigint AS dmarc_messages,
+    (SELECT coalesce(sum(r.pass_count), 0) FROM dmarc_reports r JOIN domains d ON d.id = r.domain_id
+        WHERE d.account_id = $1::uuid AND r.created_at >= $2::timestamptz)::bigint AS dmarc_passing,
+    (SELECT count(*) FROM tls_reports r JOIN domains d ON d.id = r.domain_id
+        WHERE d.account_id = $1::uuid AND r.created_at >= $2::timestamptz) AS tls_reports,
+    (SELECT count(*) FROM report_messages m
+        WHERE m.account_id = $1::uuid AND m.received_at >= $2::timestamptz AND m.status IN ('refused', 'failed')) AS unusable
+`
+
+type ReportDashboardParams struct {
+	AccountID uuid.UUID
+	Since     time.Time
+}
+
+type ReportDashboardRow struct {
+	DmarcReports  int64
+	DmarcMessages int64
+	DmarcPassing  int64
+	TlsReports    int64
+	Unusable      int64
+}
+
+// An account's report counts since a time, for the dashboard summary.
+func (q *Queries) ReportDashboard(ctx context.Context, db DBTX, arg ReportDashboardParams) (ReportDashboardRow, error) {
+	row := db.QueryRow(ctx, reportDashboard, arg.AccountID, arg.Since)
+	var i ReportDashboardRow
+	err := row.Scan(
+		&i.DmarcReports,
+		&i.DmarcMessages,
+		&i.DmarcPassing,
+		&i.TlsReports,
+		&i.Unusable,
+	)
+	return i, err
+}
+
 const reportMessageFinish = `-- name: ReportMessageFinish :exec
 UPDATE report_messages
 SET status = $1::text, reason = $2::text, report_type = $3::text,
