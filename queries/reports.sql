@@ -19,12 +19,13 @@ VALUES (@id::uuid, @account_id::uuid, @domain_id::uuid, @kind::text, @source::te
 RETURNING id, status, received_at;
 
 -- name: ReportMessageGetForUpdate :one
--- The parse job locks the message it converges.
+-- The parse job locks the message it converges (NO KEY UPDATE: the reports
+-- referencing it only take KEY SHARE locks).
 SELECT rm.*, d.name AS domain_name, d.tags AS domain_tags
 FROM report_messages rm
 JOIN domains d ON d.id = rm.domain_id
 WHERE rm.id = @id::uuid
-FOR UPDATE OF rm;
+FOR NO KEY UPDATE OF rm;
 
 -- name: ReportMessageFinish :exec
 UPDATE report_messages

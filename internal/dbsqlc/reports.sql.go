@@ -486,7 +486,7 @@ SELECT rm.id, rm.account_id, rm.domain_id, rm.kind, rm.source, rm.raw, rm.raw_si
 FROM report_messages rm
 JOIN domains d ON d.id = rm.domain_id
 WHERE rm.id = $1::uuid
-FOR UPDATE OF rm
+FOR NO KEY UPDATE OF rm
 `
 
 type ReportMessageGetForUpdateRow struct {
@@ -507,7 +507,8 @@ type ReportMessageGetForUpdateRow struct {
 	DomainTags []string
 }
 
-// The parse job locks the message it converges.
+// The parse job locks the message it converges (NO KEY UPDATE: the reports
+// referencing it only take KEY SHARE locks).
 func (q *Queries) ReportMessageGetForUpdate(ctx context.Context, db DBTX, id uuid.UUID) (ReportMessageGetForUpdateRow, error) {
 	row := db.QueryRow(ctx, reportMessageGetForUpdate, id)
 	var i ReportMessageGetForUpdateRow

@@ -157,6 +157,14 @@ func addDays(ctx context.Context, tx pgx.Tx, domainID uuid.UUID, begin, end time
 			})
 		}
 	}
+	// One order for every transaction: reports of one domain upsert the
+	// same rows, and differing orders would deadlock.
+	sort.Slice(params, func(i, j int) bool {
+		if !params[i].Day.Equal(params[j].Day) {
+			return params[i].Day.Before(params[j].Day)
+		}
+		return params[i].SourceIp < params[j].SourceIp
+	})
 	var firstErr error
 	q.DMARCSourceDayAdd(ctx, tx, params).Exec(func(_ int, err error) {
 		if err != nil && firstErr == nil {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-smtp"
 	"github.com/google/uuid"
@@ -298,4 +299,72 @@ func TestSMTPRefusals(t *testing.T) {
 	statuses, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{"refused", "accepted", "duplicate"}, statuses)
+}
+
+// TestParseKilledMidWrite kills the worker's database connection while its
+// parse transaction is writing the report, then lets River retry the job:
+// the report is parsed once and nothing is lost.
+func TestParseKilledMidWrite(t *testing.T) {
+	t.Parallel()
+	p := startPipeline(t)
+	ctx := context.Background()
+	rcpt, _ := p.signedAddresses(t, "example.com")
+	data := corpus.Read(t, "dmarc/!large-example.com!1711897200!1711983600.xml")
+	f, _, err := dmarcrpt.ParseFile(data)
+	require.NoError(t, err)
+
+	// Hold the report's de-duplication key in an open transaction, so the
+	// worker's INSERT waits inside its write transaction.
+	var domainID uuid.UUID
+	require.NoError(t, p.pool.QueryRow(ctx, "SELECT id FROM domains WHERE name = 'example.com'").Scan(&domainID))
+	blocker, err := p.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = blocker.Rollback(ctx) }()
+
+	require.NoError(t, p.send(t, rcpt, asEmail("large.xml", "text/xml", data)))
+	var messageID uuid.UUID
+	require.NoError(t, p.pool.QueryRow(ctx, "SELECT id FROM report_messages").Scan(&messageID))
+	_, err = blocker.Exec(ctx, `INSERT INTO dmarc_reports (id, domain_id, message_id, org_name, report_id, email, begin_at, end_at,
+		policy_domain, policy, version, record_count, message_count, pass_count)
+		VALUES ($1, $2, $3, $4, $5, '', now(), now(), 'example.com', '{}', '', 0, 0, 0)`,
+		uuid.Must(uuid.NewV7()), domainID, messageID, f.ReportMetadata.OrgName, f.ReportMetadata.ReportID)
+	require.NoError(t, err)
+
+	// Wait for the worker to block on it, then kill its connection.
+	var pid int
+	for {
+		err := p.pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+			AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO dmarc_reports%'`).Scan(&pid)
+		if err == nil {
+			break
+		}
+		require.ErrorIs(t, err, pgx.ErrNoRows)
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err = p.pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+	require.NoError(t, err)
+	require.NoError(t, blocker.Rollback(ctx))
+
+	// River retries the failed attempt; the second one parses the report.
+	for {
+		ev := <-p.done
+		if ev.Job.Kind != (reports.ParseArgs{}).Kind() {
+			continue
+		}
+		if ev.Kind == river.EventKindJobCompleted {
+			require.Equal(t, 2, ev.Job.Attempt, "completed on the retry")
+			break
+		}
+		require.Equal(t, river.EventKindJobFailed, ev.Kind)
+	}
+	var status string
+	var reportsN, records, eventsN int
+	require.NoError(t, p.pool.QueryRow(ctx, "SELECT status FROM report_messages WHERE id = $1", messageID).Scan(&status))
+	require.Equal(t, "accepted", status)
+	require.NoError(t, p.pool.QueryRow(ctx, "SELECT count(*) FROM dmarc_reports").Scan(&reportsN))
+	require.Equal(t, 1, reportsN)
+	require.NoError(t, p.pool.QueryRow(ctx, "SELECT count(*) FROM dmarc_records").Scan(&records))
+	require.Equal(t, len(f.Records), records)
+	require.NoError(t, p.pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE event_type = 'dmarc_report_received'").Scan(&eventsN))
+	require.Equal(t, 1, eventsN)
 }
