@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,8 +17,10 @@ import (
 
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/corpus"
+	"github.com/mailwatch/mailwatch/internal/dmarcrpt"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/tlsrpt"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -235,4 +239,67 @@ func TestTLSRPTIngress(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp.Status)
 	resp = b.rptRawDo(t, "POST", addr.TLSRPTPath, "", "text/html", []byte("{}"))
 	require.Equal(t, http.StatusUnsupportedMediaType, resp.Status)
+}
+
+// TestReportUploadCorpus uploads every file of corpus/dmarc and
+// corpus/tls-rpt to the domain it reports on: each is accepted, or
+// acknowledged as a duplicate of the same report in another wrapper;
+// empty.xml is refused at once.
+func TestReportUploadCorpus(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	created := map[string]bool{}
+	upload := func(rel, kind, domain string) string {
+		t.Helper()
+		if !created[domain] {
+			createDomain(t, b, acct.Key, domain)
+			created[domain] = true
+		}
+		base := "/api/accounts/me/domains/" + domain
+		resp := b.rptRawDo(t, "POST", base+"/reports?kind="+kind, acct.Key, "application/octet-stream", corpus.Read(t, rel))
+		require.Equal(t, http.StatusAccepted, resp.Status, "%s: %s", rel, resp.Body)
+		var rec api.ReceivedReport
+		resp.JSON(t, &rec)
+		b.rptParse(t, rec.ID)
+		resp = b.do(t, "GET", base+"/reports/"+rec.ID.String(), acct.Key, nil)
+		resp.JSON(t, &rec)
+		return rec.Status
+	}
+	keys := map[string]bool{}
+	var accepted, duplicates int
+	dir := corpus.Path(t, "dmarc")
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, ".md") {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		if len(data) == 0 {
+			resp := b.rptRawDo(t, "POST", "/api/accounts/me/domains/example.com/reports", acct.Key, "", data)
+			require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "empty.xml")
+			return nil
+		}
+		f, _, err := dmarcrpt.ParseFile(data)
+		require.NoError(t, err, rel)
+		key := f.PolicyPublished.Domain + "|" + f.ReportMetadata.OrgName + "|" + f.ReportMetadata.ReportID
+		status := upload("dmarc/"+filepath.ToSlash(rel), "dmarc", f.PolicyPublished.Domain)
+		if keys[key] {
+			require.Equal(t, "duplicate", status, rel)
+			duplicates++
+		} else {
+			require.Equal(t, "accepted", status, rel)
+			accepted++
+		}
+		keys[key] = true
+		return nil
+	}))
+	require.Positive(t, duplicates)
+	require.Equal(t, len(keys), accepted)
+	for _, name := range []string{"rfc8460.json", "smtp_tls.json", "mail.ru.json", "google.com_smtp_tls_report.eml"} {
+		r, _, err := tlsrpt.ParseFile(corpus.Read(t, "tls-rpt/"+name))
+		require.NoError(t, err)
+		require.Equal(t, "accepted", upload("tls-rpt/"+name, "tlsrpt", r.Policies[0].Policy.Domain), name)
+	}
 }
