@@ -160,11 +160,18 @@ func NextCheckAt(domainID uuid.UUID, interval time.Duration, now time.Time) time
 // DomainCheckBudget. It does no database work, so callers hold no
 // transaction while DNS answers.
 func CheckDomain(ctx context.Context, resolver dnscheck.Resolver, mtasts *http.Client, d dbsqlc.Domain) *dnscheck.Results {
+	return checkDomain(ctx, resolver, mtasts, d, "")
+}
+
+// checkDomain is CheckDomain with the domain's signed DMARC reporting
+// address, which its DMARC record's rua should name (empty: none minted).
+func checkDomain(ctx context.Context, resolver dnscheck.Resolver, mtasts *http.Client, d dbsqlc.Domain, reportAddress string) *dnscheck.Results {
 	return dnscheck.CheckAll(ctx, d.Name, dnscheck.Options{
 		Resolver:      resolver,
 		HTTPClient:    mtasts,
 		CheckTimeout:  DomainCheckBudget,
 		DKIMSelectors: d.DkimSelectors,
+		ReportAddress: reportAddress,
 	})
 }
 
@@ -410,6 +417,24 @@ func healthCaps(ctx context.Context, tx pgx.Tx, row *dbsqlc.Domain, now time.Tim
 	return caps, nil
 }
 
+// reportAddress is the domain's current signed DMARC reporting address when
+// one was minted (the DMARC check then asks that rua names it), else "".
+func (w *DomainCheckWorker) reportAddress(ctx context.Context, domainID uuid.UUID) string {
+	if w.deps.Keyring == nil || w.deps.Config == nil || w.deps.Config.InboundDomain == "" {
+		return ""
+	}
+	addrs, err := ReportService(w.deps).Addresses(ctx, w.deps.Pool, domainID)
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if a.Kind == reports.KindDMARC {
+			return a.Address // current key first
+		}
+	}
+	return ""
+}
+
 // mergeSelectors appends the selectors of seen missing from configured.
 func mergeSelectors(configured, seen []string) []string {
 	out := append([]string(nil), configured...)
@@ -550,7 +575,7 @@ func (w *DomainCheckWorker) Work(ctx context.Context, job *river.Job[DomainCheck
 		checked.DkimSelectors = mergeSelectors(row.DkimSelectors, seen)
 	}
 	t0 := time.Now()
-	rs := CheckDomain(ctx, w.deps.Resolver, w.deps.MTASTSClient, checked)
+	rs := checkDomain(ctx, w.deps.Resolver, w.deps.MTASTSClient, checked, w.reportAddress(ctx, row.ID))
 	if err := ctx.Err(); err != nil {
 		return err
 	}
