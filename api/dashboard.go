@@ -16,6 +16,7 @@ type DashboardSummary struct {
 	Domains    DashboardDomains   `json:"domains" validate:"required"`
 	Deliveries DashboardWebhooks  `json:"deliveries" validate:"required"`
 	Messages   DashboardMessages  `json:"messages_last_24h" validate:"required" description:"Sending-provider message events of the last 24 hours."`
+	Reports    DashboardReports   `json:"reports" validate:"required"`
 }
 
 // DashboardAlerts counts alerts.
@@ -67,6 +68,7 @@ func (s *Server) dashboardRoutes() {
 				s.fillDashboardDomains,   // domains.go
 				s.fillDashboardWebhooks,  // deliveries.go
 				s.fillDashboardMessages,  // messages.go
+				s.fillDashboardReports,   // reports.go
 			} {
 				if err := fill(ctx, account, &out); err != nil {
 					return nil, err

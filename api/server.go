@@ -280,6 +280,7 @@ func (s *Server) routes() {
 	s.tokenRoutes()        // token.go
 	s.dataAPIRoutes()      // dataapi.go
 	s.authProviderRoutes() // authproviders.go
+	s.reportRoutes()       // reports.go
 }
 
 // ping checks the database for /readyz.

@@ -22,6 +22,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/health"
 	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/internal/reports"
 )
 
 // Domain checking defaults.
@@ -160,11 +161,18 @@ func NextCheckAt(domainID uuid.UUID, interval time.Duration, now time.Time) time
 // DomainCheckBudget. It does no database work, so callers hold no
 // transaction while DNS answers.
 func CheckDomain(ctx context.Context, resolver dnscheck.Resolver, mtasts *http.Client, d dbsqlc.Domain) *dnscheck.Results {
+	return checkDomain(ctx, resolver, mtasts, d, "")
+}
+
+// checkDomain is CheckDomain with the domain's signed DMARC reporting
+// address, which its DMARC record's rua should name (empty: none minted).
+func checkDomain(ctx context.Context, resolver dnscheck.Resolver, mtasts *http.Client, d dbsqlc.Domain, reportAddress string) *dnscheck.Results {
 	return dnscheck.CheckAll(ctx, d.Name, dnscheck.Options{
 		Resolver:      resolver,
 		HTTPClient:    mtasts,
 		CheckTimeout:  DomainCheckBudget,
 		DKIMSelectors: d.DkimSelectors,
+		ReportAddress: reportAddress,
 	})
 }
 
@@ -395,11 +403,52 @@ func scoreLocked(ctx context.Context, tx pgx.Tx, em *events.Emitter, row *dbsqlc
 	return &rep, change, nil
 }
 
-// healthCaps are the live-signal caps of a domain's score: the bounce and
-// complaint rates of its sending providers' last 24 hours of events
-// (providers.HealthCaps documents the rule).
+// healthCaps are the live-signal caps of a domain's score: the DMARC pass
+// rate of its aggregate reports over the last 30 days (health.DMARCPassRateCap,
+// from 100 messages), and the bounce and complaint rates of its sending
+// providers' last 24 hours of events (providers.HealthCaps documents the rule).
 func healthCaps(ctx context.Context, tx pgx.Tx, row *dbsqlc.Domain, now time.Time) ([]health.Cap, error) {
-	return providers.HealthCaps(ctx, tx, row.ID, now)
+	caps, err := providers.HealthCaps(ctx, tx, row.ID, now)
+	if err != nil {
+		return nil, err
+	}
+	rate, messages, err := reports.PassRate(ctx, tx, row.ID, now)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := health.DMARCPassRateCap(rate, int(messages)); ok {
+		caps = append(caps, c)
+	}
+	return caps, nil
+}
+
+// reportAddress is the domain's current signed DMARC reporting address when
+// one was minted (the DMARC check then asks that rua names it), else "".
+func (w *DomainCheckWorker) reportAddress(ctx context.Context, domainID uuid.UUID) string {
+	if w.deps.Keyring == nil || w.deps.Config == nil || w.deps.Config.InboundDomain == "" {
+		return ""
+	}
+	addrs, err := ReportService(w.deps).Addresses(ctx, w.deps.Pool, domainID)
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if a.Kind == reports.KindDMARC {
+			return a.Address // current key first
+		}
+	}
+	return ""
+}
+
+// mergeSelectors appends the selectors of seen missing from configured.
+func mergeSelectors(configured, seen []string) []string {
+	out := append([]string(nil), configured...)
+	for _, s := range seen {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // healthReasons explains a score change: each component whose points
@@ -525,8 +574,13 @@ func (w *DomainCheckWorker) Work(ctx context.Context, job *river.Job[DomainCheck
 		return fmt.Errorf("error reading domain: %w", err)
 	}
 	started := w.deps.domainNow()
+	// DKIM selectors seen in the domain's DMARC reports join its check.
+	checked := row
+	if seen, err := reports.SelectorsSeen(ctx, w.deps.Pool, row.ID, started); err == nil {
+		checked.DkimSelectors = mergeSelectors(row.DkimSelectors, seen)
+	}
 	t0 := time.Now()
-	rs := CheckDomain(ctx, w.deps.Resolver, w.deps.MTASTSClient, row)
+	rs := checkDomain(ctx, w.deps.Resolver, w.deps.MTASTSClient, checked, w.reportAddress(ctx, row.ID))
 	if err := ctx.Err(); err != nil {
 		return err
 	}

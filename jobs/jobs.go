@@ -116,11 +116,8 @@ func Workers(deps Deps) *river.Workers {
 	addDomainWorkers(w, deps)     // domains.go
 	addDNSFixWorkers(w, deps)     // dnsfix.go
 	addProviderWorkers(w, deps)   // providers.go
-	addEventWorkers(w, deps)      // events.go
-	addWebhookWorkers(w, deps)    // webhooks.go
-	addReceiverWorkers(w, deps)   // receivers.go
-	addDomainWorkers(w, deps)     // domains.go
 	addSigningKeyWorkers(w, deps) // signingkeys.go
+	addReportWorkers(w, deps)     // reports.go
 	return w
 }
 

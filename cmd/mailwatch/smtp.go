@@ -18,6 +18,8 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/receivers"
+	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/smtpd"
 	"github.com/mailwatch/mailwatch/jobs"
 )
@@ -47,7 +49,8 @@ func runSMTP(ctx context.Context, cfg *config.Config, logger *slog.Logger) error
 	return g.Wait()
 }
 
-// newSMTPServer builds the listener over the Postgres receiver store.
+// newSMTPServer builds the listener over the Postgres receiver store, with
+// the signed reporting addresses in front of it.
 func newSMTPServer(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, riverClient *river.Client[pgx.Tx]) (*smtpd.Server, error) {
 	var tlsConfig *tls.Config
 	if cfg.SMTPTLSCert != "" {
@@ -57,7 +60,19 @@ func newSMTPServer(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, 
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	store := &receivers.Store{DB: pool, Emitter: &events.Emitter{River: riverClient}, Logger: logger}
+	var store smtpd.Store = &receivers.Store{DB: pool, Emitter: &events.Emitter{River: riverClient}, Logger: logger}
+	if len(cfg.SecretKey) > 0 {
+		// Reporting addresses (dmarc+..., tlsrpt+...) are verified with the
+		// secret key; without one, they are unknown recipients like any other.
+		keyring, err := secretbox.NewKeyring(cfg.SecretKey, cfg.PreviousSecretKeys...)
+		if err != nil {
+			return nil, fmt.Errorf("MAILWATCH_SECRET_KEY: %w", err)
+		}
+		store = &reports.SMTPStore{Next: store, Reports: &reports.Service{
+			DB: pool, River: riverClient, Logger: logger,
+			Signer: &reports.Signer{Keyring: keyring, Domain: cfg.InboundDomain},
+		}}
+	}
 	return smtpd.NewServer(smtpd.Config{
 		Addr:            cfg.SMTPAddr,
 		Domain:          cfg.InboundDomain,

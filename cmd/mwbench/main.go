@@ -9,6 +9,7 @@
 //	mwbench providers  signed ESP webhooks in, normalised by a worker; suppression checks at 1,000,000 entries
 //	mwbench signup     peak RSS of `mailwatch api` under 100 concurrent sign-ups
 //	mwbench data-api   /rest/v1/events (JWT + RLS) vs the REST event listing
+//	mwbench dmarc      aggregate report parsing next to mox's parser; 1,000 reports over SMTP
 //
 // Each benchmark creates its own database from DATABASE_URL's server and
 // drops it afterwards.
@@ -35,6 +36,7 @@ var benchmarks = map[string]benchmark{
 	"providers": benchProviders, // providers.go
 	"signup":    benchSignup,    // signup.go
 	"data-api":  benchDataAPI,   // dataapi.go
+	"dmarc":     benchDMARC,     // dmarc.go
 }
 
 func main() {

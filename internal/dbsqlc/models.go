@@ -196,6 +196,53 @@ type DataApiReceiver struct {
 	ExpiredAt  *time.Time
 }
 
+type DmarcRecord struct {
+	ReportID     uuid.UUID
+	Ordinal      int32
+	SourceIp     string
+	Count        int64
+	Disposition  string
+	Dkim         string
+	Spf          string
+	HeaderFrom   string
+	EnvelopeFrom string
+	EnvelopeTo   string
+	Reasons      json.RawMessage
+	DkimResults  json.RawMessage
+	SpfResults   json.RawMessage
+}
+
+type DmarcReport struct {
+	ID           uuid.UUID
+	DomainID     uuid.UUID
+	MessageID    uuid.UUID
+	OrgName      string
+	ReportID     string
+	Email        string
+	BeginAt      time.Time
+	EndAt        time.Time
+	PolicyDomain string
+	Policy       json.RawMessage
+	Version      string
+	RecordCount  int32
+	MessageCount int64
+	PassCount    int64
+	CreatedAt    time.Time
+}
+
+type DmarcSourceDay struct {
+	DomainID      uuid.UUID
+	Day           time.Time
+	SourceIp      string
+	Messages      int64
+	DkimAligned   int64
+	SpfAligned    int64
+	Compliant     int64
+	Forwarded     int64
+	Failing       int64
+	DkimSelectors []string
+}
+
 type DnsConnection struct {
 	ID               uuid.UUID
 	AccountID        uuid.UUID
@@ -397,6 +444,31 @@ type ReceiverMessage struct {
 	ReceivedAt time.Time
 }
 
+type ReportMessage struct {
+	ID         uuid.UUID
+	AccountID  uuid.UUID
+	DomainID   uuid.UUID
+	Kind       string
+	Source     string
+	Raw        []byte
+	RawSize    int32
+	Status     string
+	Reason     *string
+	ReportType *string
+	Failure    json.RawMessage
+	ReceivedAt time.Time
+	ParsedAt   *time.Time
+}
+
+type ReportingAddress struct {
+	LocalPart string
+	DomainID  uuid.UUID
+	AccountID uuid.UUID
+	Kind      string
+	KeyID     string
+	CreatedAt time.Time
+}
+
 type SendingProvider struct {
 	ID               uuid.UUID
 	AccountID        uuid.UUID
@@ -435,6 +507,12 @@ type SmsNumber struct {
 	CreatedAt   time.Time
 }
 
+type SourcePtr struct {
+	Ip         string
+	Ptr        string
+	ResolvedAt time.Time
+}
+
 type Suppression struct {
 	ID            uuid.UUID
 	AccountID     uuid.UUID
@@ -445,6 +523,21 @@ type Suppression struct {
 	ProviderID    *uuid.UUID
 	SourceEventID *uuid.UUID
 	CreatedAt     time.Time
+}
+
+type TlsReport struct {
+	ID              uuid.UUID
+	DomainID        uuid.UUID
+	MessageID       uuid.UUID
+	OrgName         string
+	ReportID        string
+	ContactInfo     string
+	BeginAt         time.Time
+	EndAt           time.Time
+	SuccessfulCount int64
+	FailureCount    int64
+	Policies        json.RawMessage
+	CreatedAt       time.Time
 }
 
 type WebhookDelivery struct {

@@ -43,4 +43,11 @@ var examples = map[string]json.RawMessage{
 		`"error":"the record changed since it was observed; it now holds [\"v=DMARC1; p=quarantine\"]","conflict":true}`),
 	TypeMXVerificationLost: json.RawMessage(`{"domain":"example.com","name":"reports.example.com",` +
 		`"problems":["reports.example.com has no MX record pointing to mx.mailwatch.example"]}`),
+	TypeDMARCNewSource: json.RawMessage(`{"domain":"example.com","source_ip":"203.0.113.7","ptr":"",` +
+		`"base_domain":"","messages":412,"failing":412,"category":"threat_unknown","org_name":"google.com","report_id":"1234567890"}`),
+	TypeTLSReportReceived: json.RawMessage(`{"domain":"example.com","org_name":"Google Inc.","report_id":"2026-01-01T00:00:00Z_example.com",` +
+		`"begin":"2026-01-01T00:00:00Z","end":"2026-01-01T23:59:59Z","successful_sessions":5326,"failed_sessions":0}`),
+	TypeTLSReportFailures: json.RawMessage(`{"domain":"example.com","org_name":"Google Inc.","report_id":"2026-01-01T00:00:00Z_example.com",` +
+		`"begin":"2026-01-01T00:00:00Z","end":"2026-01-01T23:59:59Z","successful_sessions":5023,"failed_sessions":303,` +
+		`"failures_by_type":{"certificate-expired":100,"starttls-not-supported":203}}`),
 }

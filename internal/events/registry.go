@@ -40,6 +40,9 @@ const (
 	TypeDNSFixApplied           = "dns_fix_applied"
 	TypeDNSFixFailed            = "dns_fix_failed"
 	TypeMXVerificationLost      = "mx_verification_lost"
+	TypeDMARCNewSource          = "dmarc_new_source"
+	TypeTLSReportReceived       = "tls_report_received"
+	TypeTLSReportFailures       = "tls_report_failures"
 )
 
 // Type describes one kind of event.
@@ -59,6 +62,15 @@ type Type struct {
 }
 
 func schema(s string) json.RawMessage { return json.RawMessage(s) }
+
+// tlsReportSchema is the payload of tls_report_received and
+// tls_report_failures (which adds failures_by_type).
+var tlsReportSchema = schema(`{"type":"object","required":["domain","org_name","report_id","successful_sessions","failed_sessions"],"properties":{
+	"domain":{"type":"string"},"org_name":{"type":"string"},"report_id":{"type":"string"},
+	"begin":{"type":"string","format":"date-time"},"end":{"type":"string","format":"date-time"},
+	"successful_sessions":{"type":"integer","minimum":0},"failed_sessions":{"type":"integer","minimum":0},
+	"tls_report_id":{"type":"string","format":"uuid"},
+	"failures_by_type":{"type":"object","additionalProperties":{"type":"integer","minimum":0}}}}`)
 
 // types is the registry. Payload schemas are JSON Schema (2020-12); tests
 // validate every emitted payload against them.
@@ -134,7 +146,8 @@ var types = map[string]Type{
 		PayloadSchema: schema(`{"type":"object","required":["domain","org_name","report_id"],"properties":{
 			"domain":{"type":"string"},"org_name":{"type":"string"},"report_id":{"type":"string"},
 			"begin":{"type":"string","format":"date-time"},"end":{"type":"string","format":"date-time"},
-			"messages":{"type":"integer","minimum":0},"pass_rate":{"type":"number","minimum":0,"maximum":1}}}`),
+			"messages":{"type":"integer","minimum":0},"pass_rate":{"type":"number","minimum":0,"maximum":1},
+			"records":{"type":"integer","minimum":0},"dmarc_report_id":{"type":"string","format":"uuid"}}}`),
 	},
 	TypeReceiverMessageReceived: {
 		Name:            TypeReceiverMessageReceived,
@@ -201,6 +214,27 @@ var types = map[string]Type{
 		DefaultSeverity: SeverityCritical,
 		PayloadSchema: schema(`{"type":"object","required":["domain","name","problems"],"properties":{
 			"domain":{"type":"string"},"name":{"type":"string"},"problems":{"type":"array","items":{"type":"string"}}}}`),
+	},
+	TypeDMARCNewSource: {
+		Name:            TypeDMARCNewSource,
+		Description:     "An aggregate report named a source never seen for the domain, unknown to the sender map, failing DMARC for at least 10 messages.",
+		DefaultSeverity: SeverityWarning,
+		PayloadSchema: schema(`{"type":"object","required":["domain","source_ip","messages","failing","category"],"properties":{
+			"domain":{"type":"string"},"source_ip":{"type":"string"},"ptr":{"type":"string"},"base_domain":{"type":"string"},
+			"messages":{"type":"integer","minimum":0},"failing":{"type":"integer","minimum":0},
+			"category":{"type":"string","enum":["threat_unknown"]},"org_name":{"type":"string"},"report_id":{"type":"string"}}}`),
+	},
+	TypeTLSReportReceived: {
+		Name:            TypeTLSReportReceived,
+		Description:     "An SMTP TLS report (RFC 8460) for a domain was received and stored.",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema:   tlsReportSchema,
+	},
+	TypeTLSReportFailures: {
+		Name:            TypeTLSReportFailures,
+		Description:     "An SMTP TLS report (RFC 8460) counted failed TLS sessions to the domain's MX hosts.",
+		DefaultSeverity: SeverityWarning,
+		PayloadSchema:   tlsReportSchema,
 	},
 }
 

@@ -24,6 +24,7 @@ package secretbox
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -86,13 +87,14 @@ func GenerateKey() string {
 type Keyring struct {
 	primaryID string
 	aeads     map[string]cipher.AEAD
+	keys      map[string][]byte // for Derive only
 }
 
 // NewKeyring builds a Keyring from raw keys. primary seals new secrets;
 // previous keys only open. Every key must be KeySize bytes. Repeating a key
 // is harmless.
 func NewKeyring(primary []byte, previous ...[]byte) (*Keyring, error) {
-	kr := &Keyring{aeads: make(map[string]cipher.AEAD, 1+len(previous))}
+	kr := &Keyring{aeads: make(map[string]cipher.AEAD, 1+len(previous)), keys: make(map[string][]byte, 1+len(previous))}
 	id, err := kr.add(primary)
 	if err != nil {
 		return nil, fmt.Errorf("primary key: %w", err)
@@ -173,7 +175,25 @@ func (kr *Keyring) add(key []byte) (string, error) {
 		return "", fmt.Errorf("error creating GCM: %w", err)
 	}
 	kr.aeads[id] = aead
+	kr.keys[id] = append([]byte(nil), key...)
 	return id, nil
+}
+
+// Derive returns a 32-byte key for one purpose, derived with HKDF-SHA256
+// (RFC 5869) from the ring's key with id keyID and info naming the purpose,
+// so a MAC key rotates with the secret key without ever being the
+// encryption key. ok is false when the ring has no such key.
+func (kr *Keyring) Derive(keyID, info string) (key []byte, ok bool) {
+	master, ok := kr.keys[keyID]
+	if !ok {
+		return nil, false
+	}
+	key, err := hkdf.Key(sha256.New, master, nil, info, KeySize)
+	if err != nil {
+		// Only a length over 255 hash blocks fails.
+		panic(err)
+	}
+	return key, true
 }
 
 // PrimaryKeyID returns the id of the key Seal uses.

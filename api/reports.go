@@ -1,0 +1,581 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/dmarcrpt"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/tlsrpt"
+)
+
+// authorizationLookupTimeout bounds the live TXT lookup of the
+// external-destination authorization record.
+const authorizationLookupTimeout = 3 * time.Second
+
+// ReportingAddress is what a domain publishes to receive reports here.
+type ReportingAddress struct {
+	Domain        string            `json:"domain" validate:"required"`
+	Signed        bool              `json:"signed" validate:"required" description:"Whether the addresses under the current key are minted; until POST .../reporting-address/sign, mail to them is refused (550)."`
+	KeyID         string            `json:"key_id" validate:"required" description:"Id of the current MAILWATCH_SECRET_KEY."`
+	DMARCAddress  string            `json:"dmarc_address" validate:"required" description:"Receives DMARC aggregate (rua) and failure (ruf) reports."`
+	TLSRPTAddress string            `json:"tlsrpt_address" validate:"required" description:"Receives SMTP TLS reports (RFC 8460) by mail."`
+	TLSRPTPath    string            `json:"tlsrpt_https_path" validate:"required" description:"Path of the HTTPS ingress for TLS reports on this API (an https: rua)."`
+	Addresses     []reports.Address `json:"addresses" validate:"required" description:"Every minted address still accepted: the current key's, then those of previous keys."`
+	DMARC         DMARCPublishing   `json:"dmarc" validate:"required"`
+	Authorization Authorization     `json:"authorization" validate:"required"`
+	TLSRPT        TLSRPTPublishing  `json:"tls_rpt" validate:"required"`
+}
+
+// DMARCPublishing says what to publish in the domain's DMARC record.
+type DMARCPublishing struct {
+	RecordName   string   `json:"record_name" validate:"required" description:"_dmarc.<domain>."`
+	CurrentRUA   []string `json:"current_rua" validate:"required" description:"The rua URIs of the record found by the latest DNS check."`
+	RUA          string   `json:"rua" validate:"required" description:"The rua value to publish: the existing URIs with ours appended (never replaced)."`
+	NamesAddress bool     `json:"names_address" validate:"required" description:"Whether the record found already names one of our addresses."`
+}
+
+// Authorization is RFC 7489 section 7.1's external-destination record.
+type Authorization struct {
+	Name      string `json:"name" validate:"required" description:"<domain>._report._dmarc.<INBOUND_DOMAIN>."`
+	Type      string `json:"type" validate:"required"`
+	Value     string `json:"value" validate:"required"`
+	Published *bool  `json:"published" validate:"required" description:"Whether the record is in DNS now (a live lookup); null when the lookup failed."`
+	Error     string `json:"error,omitempty"`
+}
+
+// TLSRPTPublishing is the domain's TLS-RPT record (RFC 8460 section 3).
+type TLSRPTPublishing struct {
+	RecordName   string   `json:"record_name" validate:"required" description:"_smtp._tls.<domain>."`
+	CurrentRUA   []string `json:"current_rua" validate:"required"`
+	Value        string   `json:"value" validate:"required" description:"The TXT value to publish, existing destinations kept."`
+	NamesAddress bool     `json:"names_address" validate:"required"`
+}
+
+// UploadReportRequest documents POST .../reports: the body is the report.
+type UploadReportRequest struct {
+	DomainPath
+	Kind string `query:"kind" validate:"omitempty,oneof=dmarc tlsrpt" enum:"dmarc,tlsrpt" description:"dmarc (default: aggregate XML, gzip, zip or a report email, or a failure report email) or tlsrpt (JSON, gzip or email)."`
+}
+
+// ReceivedReport is a report as received, with its parse outcome.
+type ReceivedReport struct {
+	ID         uuid.UUID       `json:"id" validate:"required"`
+	Kind       string          `json:"kind" validate:"required" enum:"dmarc,tlsrpt"`
+	Source     string          `json:"source" validate:"required" enum:"smtp,upload,https"`
+	SizeBytes  int             `json:"size_bytes" validate:"required"`
+	Status     string          `json:"status" validate:"required" enum:"pending,accepted,duplicate,refused,failed" description:"pending until parsed; refused (acceptance rules) and failed (unparseable) carry a reason."`
+	Reason     *string         `json:"reason" validate:"required"`
+	ReportType *string         `json:"report_type" validate:"required" description:"What parsing found: aggregate, failure or tls; null until parsed or when unparseable."`
+	Failure    json.RawMessage `json:"failure,omitempty" description:"A failure report's identity fields (never the message body)."`
+	ReceivedAt time.Time       `json:"received_at" validate:"required"`
+	ParsedAt   *time.Time      `json:"parsed_at" validate:"required"`
+	JobID      int64           `json:"job_id,omitempty" description:"The River job parsing it (on upload only)."`
+}
+
+// ReceivedReportPath names one received report.
+type ReceivedReportPath struct {
+	DomainPath
+	ID uuid.UUID `path:"id" format:"uuid"`
+}
+
+// ReportListRequest pages through a domain's reports, newest first.
+type ReportListRequest struct {
+	DomainPath
+	Limit  *int       `query:"limit" validate:"omitempty,min=1,max=200" description:"1 to 200, default 50."`
+	Cursor *uuid.UUID `query:"cursor" format:"uuid" description:"X-Next-Cursor of the previous page."`
+}
+
+// DMARCReportSummary is one aggregate report in a list.
+type DMARCReportSummary struct {
+	ID           uuid.UUID `json:"id" validate:"required"`
+	OrgName      string    `json:"org_name" validate:"required"`
+	ReportID     string    `json:"report_id" validate:"required"`
+	Email        string    `json:"email" validate:"required"`
+	Begin        time.Time `json:"begin" validate:"required"`
+	End          time.Time `json:"end" validate:"required"`
+	PolicyDomain string    `json:"policy_domain" validate:"required"`
+	Records      int       `json:"records" validate:"required"`
+	Messages     int64     `json:"messages" validate:"required"`
+	Passing      int64     `json:"passing" validate:"required" description:"Messages passing DMARC (aligned SPF or DKIM)."`
+	CreatedAt    time.Time `json:"created_at" validate:"required"`
+}
+
+// DMARCReport is an aggregate report with its records.
+type DMARCReport struct {
+	DMARCReportSummary
+	Version    string                   `json:"version" validate:"required"`
+	Policy     dmarcrpt.PolicyPublished `json:"policy_published" validate:"required"`
+	RecordList []DMARCRecord            `json:"record_list" validate:"required" description:"At most 10,000 records, in report order."`
+}
+
+// DMARCRecord is one record (a group of messages) of a report.
+type DMARCRecord struct {
+	SourceIP     string                    `json:"source_ip" validate:"required"`
+	Count        int64                     `json:"count" validate:"required"`
+	Disposition  string                    `json:"disposition" validate:"required"`
+	DKIM         string                    `json:"dkim" validate:"required"`
+	SPF          string                    `json:"spf" validate:"required"`
+	HeaderFrom   string                    `json:"header_from" validate:"required"`
+	EnvelopeFrom string                    `json:"envelope_from" validate:"required"`
+	EnvelopeTo   string                    `json:"envelope_to" validate:"required"`
+	Reasons      []dmarcrpt.Reason         `json:"reasons" validate:"required"`
+	DKIMResults  []dmarcrpt.DKIMAuthResult `json:"dkim_results" validate:"required"`
+	SPFResults   []dmarcrpt.SPFAuthResult  `json:"spf_results" validate:"required"`
+}
+
+// DMARCReportPath names one aggregate report.
+type DMARCReportPath struct {
+	DomainPath
+	ID uuid.UUID `path:"id" format:"uuid"`
+}
+
+// TLSReportSummary is one TLS report in a list.
+type TLSReportSummary struct {
+	ID                 uuid.UUID `json:"id" validate:"required"`
+	OrgName            string    `json:"org_name" validate:"required"`
+	ReportID           string    `json:"report_id" validate:"required"`
+	ContactInfo        string    `json:"contact_info" validate:"required"`
+	Begin              time.Time `json:"begin" validate:"required"`
+	End                time.Time `json:"end" validate:"required"`
+	SuccessfulSessions int64     `json:"successful_sessions" validate:"required"`
+	FailedSessions     int64     `json:"failed_sessions" validate:"required"`
+	CreatedAt          time.Time `json:"created_at" validate:"required"`
+}
+
+// TLSReport is a TLS report with its policies.
+type TLSReport struct {
+	TLSReportSummary
+	Policies       []tlsrpt.Policy  `json:"policies" validate:"required"`
+	FailuresByType map[string]int64 `json:"failures_by_type" validate:"required" description:"Failed sessions summed per result-type over every policy."`
+}
+
+// TLSReportPath names one TLS report.
+type TLSReportPath struct {
+	DomainPath
+	ID uuid.UUID `path:"id" format:"uuid"`
+}
+
+// TLSRPTIngressRequest documents POST /api/webhooks/tlsrpt/{token}.
+type TLSRPTIngressRequest struct {
+	Token string `path:"token" description:"The part after tlsrpt+ of the domain's TLS-RPT address."`
+}
+
+// IngressAccepted acknowledges a stored report.
+type IngressAccepted struct {
+	ID     uuid.UUID `json:"id" validate:"required"`
+	Status string    `json:"status" validate:"required"`
+}
+
+func (s *Server) reportService() *reports.Service {
+	return &reports.Service{
+		DB: s.db, River: s.deps.River, Emitter: s.deps.Emitter, Resolver: s.deps.Resolver, Logger: s.logger, Now: s.now,
+		Signer: &reports.Signer{Keyring: s.deps.Keyring, Domain: s.deps.InboundDomain},
+	}
+}
+
+func (s *Server) reportRoutes() {
+	const tag = "dmarc and tls reports"
+	svc := s.reportService()
+	Handle(s.router, Endpoint[DomainPath, ReportingAddress]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reporting-address", OperationID: "getReportingAddress", Tag: tag,
+		Summary: "The domain's signed reporting addresses and what to publish",
+		Description: "The DMARC and TLS-RPT addresses under the current key (dmarc+<key id><mac>@INBOUND_DOMAIN), whether they are " +
+			"signed yet, the rua value to publish merged with the domain's existing rua list, and the external-destination " +
+			"authorization record (<domain>._report._dmarc.<INBOUND_DOMAIN> TXT v=DMARC1) with whether it is published (live lookup).",
+		Errors: []int{404},
+		Call: func(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
+			d, err := s.getDomain(ctx, s.db, req.Name)
+			if err != nil {
+				return nil, err
+			}
+			addrs, err := svc.Addresses(ctx, s.db, d.ID)
+			if err != nil {
+				return nil, err
+			}
+			return s.reportingAddress(ctx, svc, d, addrs), nil
+		},
+	})
+	Handle(s.router, Endpoint[DomainPath, ReportingAddress]{
+		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reporting-address/sign", OperationID: "signReportingAddress", Tag: tag,
+		Summary: "Mint the reporting addresses under the current key",
+		Description: "Address signing: mints the domain's DMARC and TLS-RPT addresses under the current MAILWATCH_SECRET_KEY. " +
+			"Idempotent (the same key gives the same addresses). After a key rotation it mints the new addresses; those of " +
+			"previous keys keep working while their key is in MAILWATCH_SECRET_KEY_PREVIOUS.",
+		Errors: []int{404},
+		Call: func(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
+			d, err := s.getDomain(ctx, s.db, req.Name)
+			if err != nil {
+				return nil, err
+			}
+			addrs, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
+				return svc.Sign(ctx, tx, d.AccountID, d.ID, d.Name)
+			})
+			if err != nil {
+				return nil, err
+			}
+			return s.reportingAddress(ctx, svc, d, addrs), nil
+		},
+	})
+
+	HandleRaw(s.router, Endpoint[UploadReportRequest, ReceivedReport]{
+		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reports", Status: 202, OperationID: "uploadReport", Tag: tag,
+		Summary: "Upload a report file",
+		Description: "The body is one report as a file: aggregate XML, gzip, zip holding one XML, or a report email (.eml); " +
+			"with kind=tlsrpt a TLS report as JSON, gzip or email. It is stored and parsed by a job, exactly like a report " +
+			"received by mail: follow it with GET .../reports/{id}. 413 over 15 MB (or the server's body limit), 422 empty.",
+		Errors: []int{404, 413},
+	}, func(c *fiber.Ctx) error {
+		ctx := c.UserContext()
+		d, err := s.getDomain(ctx, s.db, c.Params("domain"))
+		if err != nil {
+			return err
+		}
+		kind := reports.KindDMARC
+		switch k := string(c.Context().QueryArgs().Peek("kind")); k {
+		case "", "dmarc":
+		case "tlsrpt":
+			kind = reports.KindTLSRPT
+		default:
+			return InvalidField("kind", "must be dmarc or tlsrpt")
+		}
+		body := c.Body()
+		if len(body) > reports.MaxRawBytes {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "report larger than the 15 MB cap"}
+		}
+		if len(body) == 0 {
+			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send the report file as the request body"}
+		}
+		raw := append([]byte(nil), body...) // Fiber reuses the body buffer
+		rec, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (reports.Received, error) {
+			return svc.Receive(ctx, tx, reports.Incoming{AccountID: d.AccountID, DomainID: d.ID, Kind: kind, Source: reports.SourceUpload, Raw: raw})
+		})
+		if err != nil {
+			return err
+		}
+		return c.Status(http.StatusAccepted).JSON(ReceivedReport{
+			ID: rec.MessageID, Kind: string(kind), Source: reports.SourceUpload, SizeBytes: len(raw),
+			Status: reports.StatusPending, ReceivedAt: rec.ReceivedAt.UTC(), JobID: rec.JobID,
+		})
+	})
+	Handle(s.router, Endpoint[ReceivedReportPath, ReceivedReport]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reports/{id}", OperationID: "getReceivedReport", Tag: tag,
+		Summary:     "A received report and its parse outcome",
+		Description: "Status pending until parsed, then accepted, duplicate (acknowledged and ignored), refused or failed with the reason.",
+		Errors:      []int{404},
+		Call: func(ctx context.Context, req *ReceivedReportPath) (*ReceivedReport, error) {
+			d, err := s.getDomain(ctx, s.db, req.Name)
+			if err != nil {
+				return nil, err
+			}
+			r, err := s.q.ReportMessageGet(ctx, s.db, dbsqlc.ReportMessageGetParams{ID: req.ID, DomainID: d.ID})
+			if dbutil.IsNotFound(err) {
+				return nil, NotFound("report")
+			}
+			if err != nil {
+				return nil, err
+			}
+			return &ReceivedReport{
+				ID: r.ID, Kind: r.Kind, Source: r.Source, SizeBytes: int(r.RawSize), Status: r.Status, Reason: r.Reason,
+				ReportType: r.ReportType, Failure: r.Failure, ReceivedAt: r.ReceivedAt.UTC(), ParsedAt: utcPtr(r.ParsedAt),
+			}, nil
+		},
+	})
+
+	Handle(s.router, Endpoint[ReportListRequest, pagedList[DMARCReportSummary]]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports", OperationID: "listDMARCReports", Tag: tag,
+		Summary: "A domain's DMARC aggregate reports", Description: "Newest first; page with the X-Next-Cursor header.",
+		Errors: []int{404},
+		Call:   s.listDMARCReports,
+	})
+	Handle(s.router, Endpoint[DMARCReportPath, DMARCReport]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports/{id}", OperationID: "getDMARCReport", Tag: tag,
+		Summary: "An aggregate report with its records", Errors: []int{404},
+		Call: s.getDMARCReport,
+	})
+	Handle(s.router, Endpoint[ReportListRequest, pagedList[TLSReportSummary]]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/tls-reports", OperationID: "listTLSReports", Tag: tag,
+		Summary: "A domain's SMTP TLS reports", Description: "Newest first; page with the X-Next-Cursor header.",
+		Errors: []int{404},
+		Call:   s.listTLSReports,
+	})
+	Handle(s.router, Endpoint[TLSReportPath, TLSReport]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/tls-reports/{id}", OperationID: "getTLSReport", Tag: tag,
+		Summary: "A TLS report with its policies and session counts", Errors: []int{404},
+		Call: s.getTLSReport,
+	})
+
+	HandleRaw(s.router, Endpoint[TLSRPTIngressRequest, IngressAccepted]{
+		Method: "POST", Path: "/api/webhooks/tlsrpt/{token}", Status: 202, OperationID: "ingestTLSReport", Tag: "webhook ingress", Auth: AuthIngress,
+		Summary: "Receive an SMTP TLS report by HTTPS (RFC 8460 section 5.4)",
+		Description: "Publish rua=https://<api host>/api/webhooks/tlsrpt/<token> where token follows tlsrpt+ in the domain's " +
+			"TLS-RPT address. The body is the report (application/tlsrpt+json or application/tlsrpt+gzip); it is stored and " +
+			"parsed by a job. 404 for a token that does not verify. No API key; limited per client IP with the webhook-ingress budget.",
+		Errors: []int{404, 413, 415},
+	}, func(c *fiber.Ctx) error {
+		ctx := c.UserContext()
+		t, err := svc.ResolveToken(ctx, s.db, strings.ToLower(c.Params("token")))
+		if errors.Is(err, reports.ErrBadAddress) {
+			return NotFound("reporting address")
+		}
+		if err != nil {
+			return err
+		}
+		ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
+		switch ct {
+		case "", "application/tlsrpt+json", "application/tlsrpt+gzip", "application/json", "application/gzip", "application/octet-stream":
+		default:
+			return &Error{Status: http.StatusUnsupportedMediaType, Detail: "the body must be a TLS report: Content-Type application/tlsrpt+json or application/tlsrpt+gzip"}
+		}
+		body := c.Body()
+		if len(body) > reports.MaxRawBytes {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "report larger than the 15 MB cap"}
+		}
+		if len(body) == 0 {
+			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send the TLS report"}
+		}
+		raw := append([]byte(nil), body...)
+		rec, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (reports.Received, error) {
+			return svc.Receive(ctx, tx, reports.Incoming{AccountID: t.AccountID, DomainID: t.DomainID, Kind: reports.KindTLSRPT, Source: reports.SourceHTTPS, Raw: raw})
+		})
+		if err != nil {
+			return err
+		}
+		return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusPending})
+	})
+
+	s.dmarcInsightRoutes(svc)
+}
+
+// reportingAddress builds the publishing instructions of a domain.
+func (s *Server) reportingAddress(ctx context.Context, svc *reports.Service, d dbsqlc.Domain, minted []reports.Address) *ReportingAddress {
+	dmarcLP := svc.Signer.Current(reports.KindDMARC, d.AccountID, d.Name)
+	tlsLP := svc.Signer.Current(reports.KindTLSRPT, d.AccountID, d.Name)
+	out := &ReportingAddress{
+		Domain: d.Name, KeyID: svc.Signer.Keyring.PrimaryKeyID(),
+		DMARCAddress: svc.Signer.Address(dmarcLP), TLSRPTAddress: svc.Signer.Address(tlsLP),
+		TLSRPTPath: "/api/webhooks/tlsrpt/" + reports.Token(tlsLP),
+		Addresses:  nonNilSlice(minted),
+	}
+	ours := map[string]bool{strings.ToLower(out.DMARCAddress): true, strings.ToLower(out.TLSRPTAddress): true}
+	for _, a := range minted {
+		ours[strings.ToLower(a.Address)] = true
+		if a.Current {
+			out.Signed = true
+		}
+	}
+
+	var results dnscheck.Results
+	if len(d.Results) > 0 {
+		_ = json.Unmarshal(d.Results, &results)
+	}
+	out.DMARC = DMARCPublishing{RecordName: "_dmarc." + d.Name, CurrentRUA: []string{}}
+	if results.DMARC != nil && results.DMARC.Parsed != nil {
+		for _, u := range results.DMARC.Parsed.AggregateURIs {
+			out.DMARC.CurrentRUA = append(out.DMARC.CurrentRUA, u.Raw)
+			if ours[strings.ToLower(u.Address)] {
+				out.DMARC.NamesAddress = true
+			}
+		}
+	}
+	rua := append([]string{}, out.DMARC.CurrentRUA...)
+	if !out.DMARC.NamesAddress {
+		rua = append(rua, "mailto:"+out.DMARCAddress)
+	}
+	out.DMARC.RUA = strings.Join(rua, ",")
+
+	out.TLSRPT = TLSRPTPublishing{RecordName: "_smtp._tls." + d.Name, CurrentRUA: []string{}}
+	if results.TLSRPT != nil {
+		for _, u := range results.TLSRPT.RUA {
+			out.TLSRPT.CurrentRUA = append(out.TLSRPT.CurrentRUA, u)
+			if addr, ok := strings.CutPrefix(strings.ToLower(u), "mailto:"); ok && ours[addr] {
+				out.TLSRPT.NamesAddress = true
+			}
+		}
+	}
+	tlsRUA := append([]string{}, out.TLSRPT.CurrentRUA...)
+	if !out.TLSRPT.NamesAddress {
+		tlsRUA = append(tlsRUA, "mailto:"+out.TLSRPTAddress)
+	}
+	out.TLSRPT.Value = "v=TLSRPTv1; rua=" + strings.Join(tlsRUA, ",")
+
+	out.Authorization = Authorization{
+		Name: d.Name + "._report._dmarc." + s.deps.InboundDomain, Type: "TXT", Value: "v=DMARC1",
+	}
+	if s.deps.Resolver != nil {
+		lctx, cancel := context.WithTimeout(ctx, authorizationLookupTimeout)
+		defer cancel()
+		txts, err := s.deps.Resolver.LookupTXT(lctx, out.Authorization.Name)
+		published := false
+		switch {
+		case err == nil:
+			for _, t := range txts {
+				if strings.HasPrefix(strings.ToLower(strings.TrimSpace(t)), "v=dmarc1") {
+					published = true
+				}
+			}
+			out.Authorization.Published = &published
+		case dnscheck.IsNotFound(err):
+			out.Authorization.Published = &published
+		default:
+			out.Authorization.Error = "DNS lookup failed; try again"
+		}
+	}
+	return out
+}
+
+func (s *Server) listDMARCReports(ctx context.Context, req *ReportListRequest) (*pagedList[DMARCReportSummary], error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	limit := 50
+	if req.Limit != nil {
+		limit = *req.Limit
+	}
+	rows, err := s.q.DMARCReportList(ctx, s.db, dbsqlc.DMARCReportListParams{DomainID: d.ID, Before: req.Cursor, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := &pagedList[DMARCReportSummary]{items: make([]DMARCReportSummary, len(rows))}
+	for i, r := range rows {
+		out.items[i] = DMARCReportSummary{
+			ID: r.ID, OrgName: r.OrgName, ReportID: r.ReportID, Email: r.Email, Begin: r.BeginAt.UTC(), End: r.EndAt.UTC(),
+			PolicyDomain: r.PolicyDomain, Records: int(r.RecordCount), Messages: r.MessageCount, Passing: r.PassCount,
+			CreatedAt: r.CreatedAt.UTC(),
+		}
+	}
+	out.setNext(len(rows) == limit, func() string { return rows[len(rows)-1].ID.String() })
+	return out, nil
+}
+
+// maxRecordsShown caps the records a report detail returns.
+const maxRecordsShown = 10000
+
+func (s *Server) getDMARCReport(ctx context.Context, req *DMARCReportPath) (*DMARCReport, error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.q.DMARCReportGet(ctx, s.db, dbsqlc.DMARCReportGetParams{ID: req.ID, DomainID: d.ID})
+	if dbutil.IsNotFound(err) {
+		return nil, NotFound("report")
+	}
+	if err != nil {
+		return nil, err
+	}
+	recs, err := s.q.DMARCRecordList(ctx, s.db, dbsqlc.DMARCRecordListParams{ReportID: r.ID, MaxRows: maxRecordsShown})
+	if err != nil {
+		return nil, err
+	}
+	out := &DMARCReport{
+		DMARCReportSummary: DMARCReportSummary{
+			ID: r.ID, OrgName: r.OrgName, ReportID: r.ReportID, Email: r.Email, Begin: r.BeginAt.UTC(), End: r.EndAt.UTC(),
+			PolicyDomain: r.PolicyDomain, Records: int(r.RecordCount), Messages: r.MessageCount, Passing: r.PassCount,
+			CreatedAt: r.CreatedAt.UTC(),
+		},
+		Version:    r.Version,
+		RecordList: make([]DMARCRecord, len(recs)),
+	}
+	_ = json.Unmarshal(r.Policy, &out.Policy)
+	for i, x := range recs {
+		rec := DMARCRecord{
+			SourceIP: x.SourceIp, Count: x.Count, Disposition: x.Disposition, DKIM: x.Dkim, SPF: x.Spf,
+			HeaderFrom: x.HeaderFrom, EnvelopeFrom: x.EnvelopeFrom, EnvelopeTo: x.EnvelopeTo,
+			Reasons: []dmarcrpt.Reason{}, DKIMResults: []dmarcrpt.DKIMAuthResult{}, SPFResults: []dmarcrpt.SPFAuthResult{},
+		}
+		_ = json.Unmarshal(x.Reasons, &rec.Reasons)
+		_ = json.Unmarshal(x.DkimResults, &rec.DKIMResults)
+		_ = json.Unmarshal(x.SpfResults, &rec.SPFResults)
+		out.RecordList[i] = rec
+	}
+	return out, nil
+}
+
+func (s *Server) listTLSReports(ctx context.Context, req *ReportListRequest) (*pagedList[TLSReportSummary], error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	limit := 50
+	if req.Limit != nil {
+		limit = *req.Limit
+	}
+	rows, err := s.q.TLSReportList(ctx, s.db, dbsqlc.TLSReportListParams{DomainID: d.ID, Before: req.Cursor, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := &pagedList[TLSReportSummary]{items: make([]TLSReportSummary, len(rows))}
+	for i, r := range rows {
+		out.items[i] = TLSReportSummary{
+			ID: r.ID, OrgName: r.OrgName, ReportID: r.ReportID, ContactInfo: r.ContactInfo, Begin: r.BeginAt.UTC(), End: r.EndAt.UTC(),
+			SuccessfulSessions: r.SuccessfulCount, FailedSessions: r.FailureCount, CreatedAt: r.CreatedAt.UTC(),
+		}
+	}
+	out.setNext(len(rows) == limit, func() string { return rows[len(rows)-1].ID.String() })
+	return out, nil
+}
+
+func (s *Server) getTLSReport(ctx context.Context, req *TLSReportPath) (*TLSReport, error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.q.TLSReportGet(ctx, s.db, dbsqlc.TLSReportGetParams{ID: req.ID, DomainID: d.ID})
+	if dbutil.IsNotFound(err) {
+		return nil, NotFound("report")
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &TLSReport{
+		TLSReportSummary: TLSReportSummary{
+			ID: r.ID, OrgName: r.OrgName, ReportID: r.ReportID, ContactInfo: r.ContactInfo, Begin: r.BeginAt.UTC(), End: r.EndAt.UTC(),
+			SuccessfulSessions: r.SuccessfulCount, FailedSessions: r.FailureCount, CreatedAt: r.CreatedAt.UTC(),
+		},
+		Policies:       []tlsrpt.Policy{},
+		FailuresByType: map[string]int64{},
+	}
+	_ = json.Unmarshal(r.Policies, &out.Policies)
+	for _, p := range out.Policies {
+		for _, f := range p.FailureDetails {
+			out.FailuresByType[f.ResultType] += f.FailedSessionCount
+		}
+	}
+	return out, nil
+}
+
+// DashboardReports counts the DMARC and TLS reports of the last 30 days.
+type DashboardReports struct {
+	DMARCReports30d  int64    `json:"dmarc_reports_last_30d" validate:"required"`
+	DMARCMessages30d int64    `json:"dmarc_messages_last_30d" validate:"required" description:"Messages covered by those reports."`
+	DMARCPassRate30d *float64 `json:"dmarc_pass_rate_last_30d" validate:"required" description:"Share (0..1) of those messages passing DMARC; null without any."`
+	TLSReports30d    int64    `json:"tls_reports_last_30d" validate:"required"`
+	Unusable30d      int64    `json:"unusable_last_30d" validate:"required" description:"Reports refused or unparseable (see each one's reason)."`
+}
+
+func (s *Server) fillDashboardReports(ctx context.Context, account uuid.UUID, out *DashboardSummary) error {
+	r, err := s.q.ReportDashboard(ctx, s.db, dbsqlc.ReportDashboardParams{AccountID: account, Since: s.now().Add(-reports.ReadinessWindow)})
+	if err != nil {
+		return err
+	}
+	out.Reports = DashboardReports{
+		DMARCReports30d: r.DmarcReports, DMARCMessages30d: r.DmarcMessages, TLSReports30d: r.TlsReports, Unusable30d: r.Unusable,
+	}
+	if r.DmarcMessages > 0 {
+		rate := float64(r.DmarcPassing) / float64(r.DmarcMessages)
+		out.Reports.DMARCPassRate30d = &rate
+	}
+	return nil
+}

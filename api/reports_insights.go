@@ -1,0 +1,91 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/reports"
+)
+
+// maxSourcesPeriod bounds the period of a sources listing.
+const maxSourcesPeriod = 400 * 24 * time.Hour
+
+// SourcesRequest lists a domain's sending sources over a period.
+type SourcesRequest struct {
+	DomainPath
+	Since *time.Time `query:"since" description:"Start of the period (RFC 3339; its UTC day counts); default 30 days before until."`
+	Until *time.Time `query:"until" description:"End of the period (RFC 3339; its UTC day counts); default now."`
+}
+
+// Sources is the sources listing.
+type Sources struct {
+	Since   time.Time        `json:"since" validate:"required"`
+	Until   time.Time        `json:"until" validate:"required"`
+	Sources []reports.Source `json:"sources" validate:"required"`
+}
+
+func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
+	const tag = "dmarc and tls reports"
+	Handle(s.router, Endpoint[SourcesRequest, Sources]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/sources", OperationID: "listDMARCSources", Tag: tag,
+		Summary: "Who sends mail as the domain, from its aggregate reports",
+		Description: "Each source (a known sender grouping its IPs by reverse DNS and the sender map, or an unknown IP) with its volume, " +
+			"DMARC pass and aligned DKIM/SPF rates, category (compliant, forwarded, non_compliant, threat_unknown), IPs with their " +
+			"PTR names and the DKIM selectors seen. Days are UTC; reports spanning more than a day are spread over their days. " +
+			"422 when until is before since or the period exceeds 400 days.",
+		Errors: []int{404},
+		Call: func(ctx context.Context, req *SourcesRequest) (*Sources, error) {
+			d, err := s.getDomain(ctx, s.db, req.Name)
+			if err != nil {
+				return nil, err
+			}
+			until := s.now().UTC()
+			if req.Until != nil {
+				until = req.Until.UTC()
+			}
+			since := until.Add(-reports.ReadinessWindow)
+			if req.Since != nil {
+				since = req.Since.UTC()
+			}
+			if until.Before(since) {
+				return nil, InvalidField("until", "must not be before since")
+			}
+			if until.Sub(since) > maxSourcesPeriod {
+				return nil, InvalidField("since", "the period must not exceed 400 days")
+			}
+			list, err := svc.Sources(ctx, s.db, d.ID, since, until)
+			if err != nil {
+				return nil, err
+			}
+			return &Sources{Since: since, Until: until, Sources: nonNilSlice(list)}, nil
+		},
+	})
+	Handle(s.router, Endpoint[DomainPath, reports.Guidance]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/guidance", OperationID: "getDMARCGuidance", Tag: tag,
+		Summary: "How to fix failing senders and when to enforce DMARC",
+		Description: "Per known sender failing DMARC, the concrete fix (SPF include or return path, DKIM selector, alignment mode). " +
+			"Enforcement readiness over the last 30 days: the compliant share of legitimate volume (threat/unknown excluded), " +
+			"the next step on none -> quarantine -> reject (pct is never used), and what blocks it. Ready needs at least 100 " +
+			"legitimate messages and a 98% compliant share.",
+		Errors: []int{404},
+		Call: func(ctx context.Context, req *DomainPath) (*reports.Guidance, error) {
+			d, err := s.getDomain(ctx, s.db, req.Name)
+			if err != nil {
+				return nil, err
+			}
+			var policy reports.Policy
+			if len(d.Results) > 0 {
+				var rs dnscheck.Results
+				if json.Unmarshal(d.Results, &rs) == nil && rs.DMARC != nil && rs.DMARC.Parsed != nil {
+					policy = reports.Policy{P: rs.DMARC.Policy, ADKIM: rs.DMARC.Parsed.ADKIM, ASPF: rs.DMARC.Parsed.ASPF}
+					if policy.P == "" {
+						policy.P = "none"
+					}
+				}
+			}
+			return svc.Guidance(ctx, s.db, d.ID, d.Name, policy, s.now().UTC())
+		},
+	})
+}

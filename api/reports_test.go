@@ -1,0 +1,305 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/corpus"
+	"github.com/mailwatch/mailwatch/internal/dmarcrpt"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/tlsrpt"
+	"github.com/mailwatch/mailwatch/jobs"
+)
+
+// rptRawDo sends a raw body (a report file) through the whole stack and
+// checks the response against the OpenAPI document.
+func (b *testBundle) rptRawDo(t *testing.T, method, path, key, contentType string, body []byte) response {
+	t.Helper()
+	req := httptest.NewRequest(method, path, bytes.NewReader(body))
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := b.srv.App().Test(req, -1)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := response{Status: resp.StatusCode, Header: resp.Header, Body: got}
+	checkConformance(t, b.srv, method, path, key, nil, out)
+	return out
+}
+
+// rptParse runs the parse job's work for a received report, as the worker
+// would, on the test's transaction.
+func (b *testBundle) rptParse(t *testing.T, id uuid.UUID) {
+	t.Helper()
+	client, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.DiscardHandler)}, jobs.Options{})
+	require.NoError(t, err)
+	svc := &reports.Service{DB: b.db, Emitter: &events.Emitter{River: client}}
+	_, err = svc.Parse(context.Background(), id)
+	require.NoError(t, err)
+}
+
+func TestReportingAddress(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	createDomain(t, b, acct.Key, "example.com")
+	base := "/api/accounts/me/domains/example.com/reporting-address"
+
+	resp := b.do(t, "GET", base, acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var before api.ReportingAddress
+	resp.JSON(t, &before)
+	require.False(t, before.Signed)
+	require.Empty(t, before.Addresses)
+	require.True(t, strings.HasPrefix(before.DMARCAddress, "dmarc+"))
+	require.True(t, strings.HasSuffix(before.DMARCAddress, "@inbound.mailwatch.test"))
+	require.Equal(t, "mailto:"+before.DMARCAddress, before.DMARC.RUA)
+	require.Equal(t, "example.com._report._dmarc.inbound.mailwatch.test", before.Authorization.Name)
+	require.Equal(t, "v=DMARC1", before.Authorization.Value)
+
+	resp = b.do(t, "POST", base+"/sign", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var signed api.ReportingAddress
+	resp.JSON(t, &signed)
+	require.True(t, signed.Signed)
+	require.Len(t, signed.Addresses, 2)
+	require.Equal(t, before.DMARCAddress, signed.DMARCAddress, "deterministic")
+
+	resp = b.do(t, "POST", base+"/sign", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	var again api.ReportingAddress
+	resp.JSON(t, &again)
+	require.Equal(t, signed.Addresses, again.Addresses, "signing is idempotent")
+
+	other := b.createAccount(t)
+	require.Equal(t, http.StatusNotFound, b.do(t, "GET", base, other.Key, nil).Status)
+	require.Equal(t, http.StatusNotFound, b.do(t, "POST", base+"/sign", other.Key, nil).Status)
+}
+
+func TestReportUploadAndLists(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	createDomain(t, b, acct.Key, "example.com")
+	base := "/api/accounts/me/domains/example.com"
+
+	upload := func(file, kind string) api.ReceivedReport {
+		t.Helper()
+		path := base + "/reports"
+		if kind != "" {
+			path += "?kind=" + kind
+		}
+		resp := b.rptRawDo(t, "POST", path, acct.Key, "application/octet-stream", corpus.Read(t, file))
+		require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+		var rec api.ReceivedReport
+		resp.JSON(t, &rec)
+		require.Equal(t, "pending", rec.Status)
+		require.NotZero(t, rec.JobID)
+		b.rptParse(t, rec.ID)
+		resp = b.do(t, "GET", base+"/reports/"+rec.ID.String(), acct.Key, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		resp.JSON(t, &rec)
+		return rec
+	}
+
+	for _, file := range []string{"dmarc/extract_report/nice-input.xml", "dmarc/extract_report/nice-input.xml.gz", "dmarc/extract_report/nice-input.xml.zip"} {
+		rec := upload(file, "")
+		if strings.HasSuffix(file, ".xml") {
+			require.Equal(t, "accepted", rec.Status, "%v", rec.Reason)
+		} else {
+			require.Equal(t, "duplicate", rec.Status, "the same report in another wrapper is stored once")
+		}
+	}
+	rec := upload("dmarc/ikea.com!example.de!1538690400!1538776800.xml", "")
+	require.Equal(t, "refused", rec.Status)
+	require.Contains(t, *rec.Reason, "example.de")
+
+	resp := b.do(t, "GET", base+"/dmarc/reports?limit=1", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var list []api.DMARCReportSummary
+	resp.JSON(t, &list)
+	require.Len(t, list, 1)
+	require.NotEmpty(t, resp.Header.Get("X-Next-Cursor"))
+
+	resp = b.do(t, "GET", base+"/dmarc/reports/"+list[0].ID.String(), acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var detail api.DMARCReport
+	resp.JSON(t, &detail)
+	require.Len(t, detail.RecordList, detail.Records)
+	var sum int64
+	for _, r := range detail.RecordList {
+		sum += r.Count
+	}
+	require.Equal(t, detail.Messages, sum)
+
+	// Sources over the report's day, and the guidance (no DNS check yet:
+	// no DMARC record known, so publishing one is the first step).
+	resp = b.do(t, "GET", base+"/dmarc/sources?since=2024-06-01T00:00:00Z&until=2024-06-30T00:00:00Z", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var sources api.Sources
+	resp.JSON(t, &sources)
+	require.NotEmpty(t, sources.Sources)
+	var volume int64
+	for _, src := range sources.Sources {
+		volume += src.Messages
+		require.Contains(t, []string{"compliant", "forwarded", "non_compliant", "threat_unknown"}, src.Category)
+	}
+	require.Equal(t, list[0].Messages, volume)
+	resp = b.do(t, "GET", base+"/dmarc/sources?since=2024-06-30T00:00:00Z&until=2024-06-01T00:00:00Z", acct.Key, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status)
+	resp = b.do(t, "GET", base+"/dmarc/sources?since=yesterday", acct.Key, nil)
+	require.Equal(t, http.StatusBadRequest, resp.Status)
+	resp = b.do(t, "GET", base+"/dmarc/guidance", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var guidance reports.Guidance
+	resp.JSON(t, &guidance)
+	require.Equal(t, "none", guidance.Readiness.NextPolicy)
+	require.False(t, guidance.Readiness.Ready)
+
+	tls := upload("tls-rpt/google.com_smtp_tls_report.eml", "tlsrpt")
+	require.Equal(t, "refused", tls.Status, "the report is for cardinalhealth.ca")
+	tls = upload("tls-rpt/mail.ru.json", "tlsrpt")
+	require.Equal(t, "accepted", tls.Status, "%v", tls.Reason)
+	resp = b.do(t, "GET", base+"/tls-reports", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var tlsList []api.TLSReportSummary
+	resp.JSON(t, &tlsList)
+	require.Len(t, tlsList, 1)
+	resp = b.do(t, "GET", base+"/tls-reports/"+tlsList[0].ID.String(), acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var tlsDetail api.TLSReport
+	resp.JSON(t, &tlsDetail)
+	require.Equal(t, int64(2), tlsDetail.FailuresByType["sts-policy-fetch-error"])
+
+	resp = b.do(t, "GET", "/api/accounts/me/dashboard-summary", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var dash api.DashboardSummary
+	resp.JSON(t, &dash)
+	require.Equal(t, int64(1), dash.Reports.DMARCReports30d)
+	require.Equal(t, int64(1), dash.Reports.TLSReports30d)
+	require.Equal(t, int64(2), dash.Reports.Unusable30d, "ikea (another domain) and the Google TLS report (another domain)")
+	require.NotNil(t, dash.Reports.DMARCPassRate30d)
+
+	// Bad input: an unknown kind, an empty body, another account.
+	require.Equal(t, http.StatusUnprocessableEntity, b.rptRawDo(t, "POST", base+"/reports?kind=spf", acct.Key, "", []byte("x")).Status)
+	resp = b.rptRawDo(t, "POST", base+"/reports", acct.Key, "", nil)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status)
+	require.Contains(t, resp.Detail(t), "empty")
+	other := b.createAccount(t)
+	require.Equal(t, http.StatusNotFound, b.rptRawDo(t, "POST", base+"/reports", other.Key, "", []byte("<feedback/>")).Status)
+	require.Equal(t, http.StatusNotFound, b.do(t, "GET", base+"/dmarc/reports/"+list[0].ID.String(), other.Key, nil).Status)
+	require.Equal(t, http.StatusNotFound, b.do(t, "GET", base+"/reports/"+rec.ID.String(), other.Key, nil).Status)
+}
+
+func TestTLSRPTIngress(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	createDomain(t, b, acct.Key, "example.com")
+	resp := b.do(t, "POST", "/api/accounts/me/domains/example.com/reporting-address/sign", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	var addr api.ReportingAddress
+	resp.JSON(t, &addr)
+
+	resp = b.rptRawDo(t, "POST", addr.TLSRPTPath, "", "application/tlsrpt+json", corpus.Read(t, "tls-rpt/smtp_tls.json"))
+	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+	var got api.IngressAccepted
+	resp.JSON(t, &got)
+	b.rptParse(t, got.ID)
+	resp = b.do(t, "GET", "/api/accounts/me/domains/example.com/reports/"+got.ID.String(), acct.Key, nil)
+	var rec api.ReceivedReport
+	resp.JSON(t, &rec)
+	require.Equal(t, "accepted", rec.Status, "%v", rec.Reason)
+	require.Equal(t, "https", rec.Source)
+
+	// A tampered token is 404, before anything is stored.
+	tampered := addr.TLSRPTPath[:len(addr.TLSRPTPath)-1] + "0"
+	if tampered == addr.TLSRPTPath {
+		tampered = addr.TLSRPTPath[:len(addr.TLSRPTPath)-1] + "1"
+	}
+	resp = b.rptRawDo(t, "POST", tampered, "", "application/tlsrpt+json", corpus.Read(t, "tls-rpt/smtp_tls.json"))
+	require.Equal(t, http.StatusNotFound, resp.Status)
+	resp = b.rptRawDo(t, "POST", addr.TLSRPTPath, "", "text/html", []byte("{}"))
+	require.Equal(t, http.StatusUnsupportedMediaType, resp.Status)
+}
+
+// TestReportUploadCorpus uploads every file of corpus/dmarc and
+// corpus/tls-rpt to the domain it reports on: each is accepted, or
+// acknowledged as a duplicate of the same report in another wrapper;
+// empty.xml is refused at once.
+func TestReportUploadCorpus(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	created := map[string]bool{}
+	upload := func(rel, kind, domain string) string {
+		t.Helper()
+		if !created[domain] {
+			createDomain(t, b, acct.Key, domain)
+			created[domain] = true
+		}
+		base := "/api/accounts/me/domains/" + domain
+		resp := b.rptRawDo(t, "POST", base+"/reports?kind="+kind, acct.Key, "application/octet-stream", corpus.Read(t, rel))
+		require.Equal(t, http.StatusAccepted, resp.Status, "%s: %s", rel, resp.Body)
+		var rec api.ReceivedReport
+		resp.JSON(t, &rec)
+		b.rptParse(t, rec.ID)
+		resp = b.do(t, "GET", base+"/reports/"+rec.ID.String(), acct.Key, nil)
+		resp.JSON(t, &rec)
+		return rec.Status
+	}
+	keys := map[string]bool{}
+	var accepted, duplicates int
+	dir := corpus.Path(t, "dmarc")
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, ".md") {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		if len(data) == 0 {
+			resp := b.rptRawDo(t, "POST", "/api/accounts/me/domains/example.com/reports", acct.Key, "", data)
+			require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "empty.xml")
+			return nil
+		}
+		f, _, err := dmarcrpt.ParseFile(data)
+		require.NoError(t, err, rel)
+		key := f.PolicyPublished.Domain + "|" + f.ReportMetadata.OrgName + "|" + f.ReportMetadata.ReportID
+		status := upload("dmarc/"+filepath.ToSlash(rel), "dmarc", f.PolicyPublished.Domain)
+		if keys[key] {
+			require.Equal(t, "duplicate", status, rel)
+			duplicates++
+		} else {
+			require.Equal(t, "accepted", status, rel)
+			accepted++
+		}
+		keys[key] = true
+		return nil
+	}))
+	require.Positive(t, duplicates)
+	require.Equal(t, len(keys), accepted)
+	for _, name := range []string{"rfc8460.json", "smtp_tls.json", "mail.ru.json", "google.com_smtp_tls_report.eml"} {
+		r, _, err := tlsrpt.ParseFile(corpus.Read(t, "tls-rpt/"+name))
+		require.NoError(t, err)
+		require.Equal(t, "accepted", upload("tls-rpt/"+name, "tlsrpt", r.Policies[0].Policy.Domain), name)
+	}
+}

@@ -1,0 +1,349 @@
+package reports
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+)
+
+// Enforcement readiness rules (documented in the README).
+const (
+	// ReadinessWindow is the period readiness and the health cap look at.
+	ReadinessWindow = 30 * 24 * time.Hour
+	// ReadinessMinMessages is the least legitimate volume over the window
+	// before a policy step is recommended.
+	ReadinessMinMessages = 100
+	// ReadinessShare is the compliant share of legitimate volume from which
+	// the next policy step is recommended.
+	ReadinessShare = 0.98
+)
+
+// Source is one sending source of a domain over a period: a known sender
+// (its IPs grouped under the sender map's name), or an unknown IP.
+type Source struct {
+	Name       string `json:"name" validate:"required" description:"The sender's name from the sender map, else the reverse DNS base domain, else the IP."`
+	Type       string `json:"type" validate:"required" description:"The sender's type from the sender map (SaaS, Marketing, Email Provider, ISP...); empty when unknown."`
+	Known      bool   `json:"known" validate:"required" description:"Whether the sender map knows the source."`
+	BaseDomain string `json:"base_domain" validate:"required" description:"Base domain of the reverse DNS names; empty without one."`
+	Category   string `json:"category" validate:"required" enum:"compliant,forwarded,non_compliant,threat_unknown"`
+	Messages   int64  `json:"messages" validate:"required"`
+	Compliant  int64  `json:"compliant" validate:"required" description:"Messages passing DMARC through aligned SPF or DKIM (forwarded excluded)."`
+	Forwarded  int64  `json:"forwarded" validate:"required" description:"Messages passing through aligned DKIM while SPF itself failed."`
+	Failing    int64  `json:"failing" validate:"required" description:"Messages failing DMARC."`
+	// Rates are shares of Messages, 0..1.
+	DMARCPassRate   float64    `json:"dmarc_pass_rate" validate:"required"`
+	DKIMAlignedRate float64    `json:"dkim_aligned_rate" validate:"required"`
+	SPFAlignedRate  float64    `json:"spf_aligned_rate" validate:"required"`
+	IPs             []SourceIP `json:"ips" validate:"required"`
+	DKIMSelectors   []string   `json:"dkim_selectors" validate:"required" description:"DKIM selectors seen with d= the domain."`
+
+	dkimAligned, spfAligned int64
+}
+
+// SourceIP is one IP of a source.
+type SourceIP struct {
+	IP       string `json:"ip" validate:"required"`
+	PTR      string `json:"ptr" validate:"required" description:"Reverse DNS name; empty when none is known yet."`
+	Messages int64  `json:"messages" validate:"required"`
+}
+
+// Sources lists a domain's sending sources between two days (inclusive),
+// most volume first. Reverse DNS comes from the cache the parse job fills;
+// a source whose IPs were never resolved is unknown.
+func (s *Service) Sources(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, since, until time.Time) ([]Source, error) {
+	rows, err := q.DMARCSourceDaySum(ctx, db, dbsqlc.DMARCSourceDaySumParams{DomainID: domainID, Since: since, Until: until})
+	if err != nil {
+		return nil, fmt.Errorf("error summing sources: %w", err)
+	}
+	selRows, err := q.DMARCSourceSelectors(ctx, db, dbsqlc.DMARCSourceSelectorsParams{DomainID: domainID, Since: since, Until: until})
+	if err != nil {
+		return nil, fmt.Errorf("error reading selectors: %w", err)
+	}
+	selectors := make(map[string][]string, len(selRows))
+	for _, r := range selRows {
+		selectors[r.SourceIp] = r.DkimSelectors
+	}
+	ips := make([]string, len(rows))
+	for i, r := range rows {
+		ips[i] = r.SourceIp
+	}
+	ptrs := map[string]string{}
+	if len(ips) > 0 {
+		cached, err := q.SourcePTRGetMany(ctx, db, ips)
+		if err != nil {
+			return nil, fmt.Errorf("error reading PTRs: %w", err)
+		}
+		for _, c := range cached {
+			ptrs[c.Ip] = c.Ptr
+		}
+	}
+
+	byName := map[string]*Source{}
+	var order []string
+	for _, r := range rows {
+		id := identify(r.SourceIp, ptrs)
+		name, typ := r.SourceIp, ""
+		switch {
+		case id.Sender != nil:
+			name, typ = id.Sender.Name, id.Sender.Type
+		case id.BaseDomain != "":
+			name = id.BaseDomain
+		}
+		src := byName[name]
+		if src == nil {
+			src = &Source{Name: name, Type: typ, Known: id.Sender != nil, BaseDomain: id.BaseDomain, IPs: []SourceIP{}, DKIMSelectors: []string{}}
+			byName[name] = src
+			order = append(order, name)
+		}
+		src.Messages += r.Messages
+		src.Compliant += r.Compliant
+		src.Forwarded += r.Forwarded
+		src.Failing += r.Failing
+		src.dkimAligned += r.DkimAligned
+		src.spfAligned += r.SpfAligned
+		src.IPs = append(src.IPs, SourceIP{IP: r.SourceIp, PTR: ptrs[r.SourceIp], Messages: r.Messages})
+		src.DKIMSelectors = mergeSorted(src.DKIMSelectors, selectors[r.SourceIp])
+	}
+	out := make([]Source, 0, len(order))
+	for _, name := range order {
+		src := byName[name]
+		if src.Messages > 0 {
+			m := float64(src.Messages)
+			src.DMARCPassRate = float64(src.Compliant+src.Forwarded) / m
+			src.DKIMAlignedRate = float64(src.dkimAligned) / m
+			src.SPFAlignedRate = float64(src.spfAligned) / m
+		}
+		src.Category = category(src)
+		out = append(out, *src)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Messages > out[j].Messages })
+	return out, nil
+}
+
+// category is the category holding most of a source's volume; a tie goes
+// to the worse one.
+func category(src *Source) string {
+	failing := CategoryThreatUnknown
+	if src.Known {
+		failing = CategoryNonCompliant
+	}
+	best, bestN := failing, src.Failing
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{CategoryForwarded, src.Forwarded}, {CategoryCompliant, src.Compliant}} {
+		if c.n > bestN {
+			best, bestN = c.name, c.n
+		}
+	}
+	return best
+}
+
+func mergeSorted(a, b []string) []string {
+	if len(b) == 0 {
+		return a
+	}
+	set := map[string]bool{}
+	for _, s := range a {
+		set[s] = true
+	}
+	for _, s := range b {
+		set[s] = true
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Policy is what the domain's DMARC record says, from its latest DNS check.
+type Policy struct {
+	// P is none, quarantine or reject; empty when the domain has no record.
+	P     string
+	ADKIM string
+	ASPF  string
+}
+
+// Guidance is the advice built from a domain's sources.
+type Guidance struct {
+	Since     time.Time `json:"since" validate:"required"`
+	Until     time.Time `json:"until" validate:"required"`
+	Readiness Readiness `json:"readiness" validate:"required"`
+	Fixes     []Fix     `json:"fixes" validate:"required" description:"One per known sender failing DMARC, most failing volume first."`
+}
+
+// Readiness says whether the domain can move up the DMARC policy ladder
+// (none -> quarantine -> reject; pct is never used, as DMARCbis drops it).
+type Readiness struct {
+	CurrentPolicy string `json:"current_policy" validate:"required" description:"p of the DMARC record found by the latest check; empty without a record."`
+	NextPolicy    string `json:"next_policy" validate:"required" description:"The next step on none -> quarantine -> reject; empty at reject."`
+	Ready         bool   `json:"ready" validate:"required" description:"Whether the next step can be taken now."`
+	// Volumes over the window.
+	Messages           int64    `json:"messages" validate:"required" description:"All volume reported over the last 30 days."`
+	LegitimateMessages int64    `json:"legitimate_messages" validate:"required" description:"Volume of compliant, forwarded and known (non-compliant) sources: threat/unknown volume is what enforcement stops."`
+	CompliantShare     float64  `json:"compliant_share" validate:"required" description:"Share (0..1) of legitimate volume passing DMARC."`
+	MinimumMessages    int      `json:"minimum_messages" validate:"required"`
+	RequiredShare      float64  `json:"required_share" validate:"required"`
+	Blockers           []string `json:"blockers" validate:"required" description:"What stands between the domain and the next step."`
+}
+
+// Fix is the concrete setup a failing known sender needs.
+type Fix struct {
+	Source   string   `json:"source" validate:"required"`
+	Type     string   `json:"type" validate:"required"`
+	Messages int64    `json:"messages" validate:"required"`
+	Failing  int64    `json:"failing" validate:"required"`
+	Steps    []string `json:"steps" validate:"required"`
+}
+
+// senderSetup is how a well-known sender is authorised: its SPF include
+// (or custom return-path) and how its DKIM signing for the domain is set up.
+type senderSetup struct {
+	match string // lower-case substring of the sender map's name
+	spf   string
+	dkim  string
+}
+
+var senderSetups = []senderSetup{
+	{"amazon ses", "set a custom MAIL FROM domain (e.g. bounce.%[1]s) in Amazon SES so SPF (include:amazonses.com) aligns", "enable Easy DKIM for %[1]s in Amazon SES and publish its three CNAME records (<token>._domainkey.%[1]s)"},
+	{"sendgrid", "complete SendGrid domain authentication for %[1]s (its CNAMEs make the return path a subdomain of %[1]s, SPF include:sendgrid.net)", "publish SendGrid's DKIM CNAMEs s1._domainkey.%[1]s and s2._domainkey.%[1]s"},
+	{"mailgun", "send from a Mailgun domain under %[1]s (e.g. mg.%[1]s) so the return path aligns; SPF include:mailgun.org", "publish the DKIM key Mailgun shows for the domain (selector such as k1 or pic) at <selector>._domainkey.%[1]s"},
+	{"postmark", "publish Postmark's custom Return-Path CNAME (pm-bounces.%[1]s -> pm.mtasv.net) so SPF aligns", "publish Postmark's DKIM TXT record (<date>pm._domainkey.%[1]s)"},
+	{"google", "add include:_spf.google.com to the SPF record of %[1]s", "generate a DKIM key in the Google Admin console and publish google._domainkey.%[1]s"},
+	{"outlook", "add include:spf.protection.outlook.com to the SPF record of %[1]s", "enable DKIM for %[1]s in Microsoft 365 Defender and publish the CNAMEs selector1._domainkey.%[1]s and selector2._domainkey.%[1]s"},
+	{"mailchimp transactional", "add include:spf.mandrillapp.com to the SPF record of %[1]s (or rely on DKIM)", "publish the Mandrill DKIM CNAMEs mte1._domainkey.%[1]s and mte2._domainkey.%[1]s"},
+	{"mailchimp", "rely on DKIM: Mailchimp's return path is its own domain", "authenticate %[1]s in Mailchimp and publish the CNAMEs k2._domainkey.%[1]s and k3._domainkey.%[1]s"},
+	{"hubspot", "rely on DKIM, or connect a custom return path in HubSpot", "connect %[1]s in HubSpot and publish the CNAMEs hs1-<id>._domainkey.%[1]s and hs2-<id>._domainkey.%[1]s"},
+	{"brevo", "rely on DKIM: Brevo's return path is its own domain", "authenticate %[1]s in Brevo and publish its DKIM record (brevo1._domainkey.%[1]s)"},
+	{"mailjet", "add include:spf.mailjet.com to the SPF record of %[1]s", "publish Mailjet's DKIM TXT record (mailjet._domainkey.%[1]s)"},
+	{"sparkpost", "set a custom bounce domain under %[1]s in SparkPost so SPF aligns", "publish SparkPost's DKIM TXT record (scph<id>._domainkey.%[1]s)"},
+	{"zoho", "add include:zoho.com (zoho.eu in Europe) to the SPF record of %[1]s", "generate a DKIM key in Zoho Mail admin and publish <selector>._domainkey.%[1]s"},
+	{"salesforce", "add include:_spf.salesforce.com to the SPF record of %[1]s", "create a DKIM key in Salesforce setup and publish its CNAMEs at <selector>._domainkey.%[1]s"},
+}
+
+// Guidance builds the readiness and fixes for a domain from its sources
+// over the readiness window ending at until.
+func (s *Service) Guidance(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, domain string, policy Policy, until time.Time) (*Guidance, error) {
+	since := until.Add(-ReadinessWindow)
+	sources, err := s.Sources(ctx, db, domainID, since, until)
+	if err != nil {
+		return nil, err
+	}
+	g := &Guidance{Since: since.UTC(), Until: until.UTC(), Fixes: []Fix{}}
+	r := Readiness{CurrentPolicy: policy.P, MinimumMessages: ReadinessMinMessages, RequiredShare: ReadinessShare, Blockers: []string{}}
+	var passing int64
+	var failingKnown []Source
+	for _, src := range sources {
+		r.Messages += src.Messages
+		if !src.Known {
+			// An unknown source's passing mail is legitimate (the domain's
+			// own servers are rarely in the map); its failing mail is not.
+			r.LegitimateMessages += src.Compliant + src.Forwarded
+			passing += src.Compliant + src.Forwarded
+			continue
+		}
+		r.LegitimateMessages += src.Messages
+		passing += src.Compliant + src.Forwarded
+		if src.Failing > 0 {
+			failingKnown = append(failingKnown, src)
+		}
+	}
+	if r.LegitimateMessages > 0 {
+		r.CompliantShare = float64(passing) / float64(r.LegitimateMessages)
+	}
+	switch policy.P {
+	case "":
+		r.NextPolicy = "none"
+		r.Blockers = append(r.Blockers, "the domain has no DMARC record: publish v=DMARC1; p=none with our rua address first")
+	case "none":
+		r.NextPolicy = "quarantine"
+	case "quarantine":
+		r.NextPolicy = "reject"
+	}
+	if policy.P != "" && r.NextPolicy != "" {
+		if r.LegitimateMessages < ReadinessMinMessages {
+			r.Blockers = append(r.Blockers, fmt.Sprintf("only %d legitimate messages reported over 30 days; at least %d are needed to judge", r.LegitimateMessages, ReadinessMinMessages))
+		}
+		if r.CompliantShare < ReadinessShare {
+			r.Blockers = append(r.Blockers, fmt.Sprintf("%.1f%% of legitimate mail passes DMARC; %.0f%% is needed", r.CompliantShare*100, ReadinessShare*100))
+		}
+	}
+	sort.SliceStable(failingKnown, func(i, j int) bool { return failingKnown[i].Failing > failingKnown[j].Failing })
+	for _, src := range failingKnown {
+		fix := Fix{Source: src.Name, Type: src.Type, Messages: src.Messages, Failing: src.Failing, Steps: fixSteps(src, domain, policy)}
+		g.Fixes = append(g.Fixes, fix)
+		if policy.P != "" && r.NextPolicy != "" && len(r.Blockers) < 10 {
+			r.Blockers = append(r.Blockers, fmt.Sprintf("%s sends %d messages failing DMARC", src.Name, src.Failing))
+		}
+	}
+	r.Ready = policy.P != "" && r.NextPolicy != "" && len(r.Blockers) == 0
+	g.Readiness = r
+	return g, nil
+}
+
+func fixSteps(src Source, domain string, policy Policy) []string {
+	var steps []string
+	var setup *senderSetup
+	name := strings.ToLower(src.Name)
+	for i := range senderSetups {
+		if strings.Contains(name, senderSetups[i].match) {
+			setup = &senderSetups[i]
+			break
+		}
+	}
+	if src.DKIMAlignedRate < 1 {
+		if setup != nil {
+			steps = append(steps, "DKIM: "+fmt.Sprintf(setup.dkim, domain))
+		} else {
+			steps = append(steps, fmt.Sprintf("DKIM: enable DKIM signing with d=%s at %s and publish the selector it gives at <selector>._domainkey.%s", domain, src.Name, domain))
+		}
+	}
+	if src.SPFAlignedRate < 1 {
+		if setup != nil {
+			steps = append(steps, "SPF: "+fmt.Sprintf(setup.spf, domain))
+		} else {
+			steps = append(steps, fmt.Sprintf("SPF: authorise %s in the SPF record of %s (its documented include), with a return path under %s so SPF aligns", src.Name, domain, domain))
+		}
+	}
+	if policy.ADKIM == "s" || policy.ASPF == "s" {
+		steps = append(steps, "Alignment: the record asks for strict alignment (adkim=s or aspf=s); relaxed (r) lets identifiers on subdomains of "+domain+" align")
+	}
+	return steps
+}
+
+// PassRate is the domain's DMARC pass rate and volume over the readiness
+// window ending at until: the input of the health score's DMARC cap.
+func PassRate(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, until time.Time) (rate float64, messages int64, err error) {
+	rows, err := q.DMARCSourceDaySum(ctx, db, dbsqlc.DMARCSourceDaySumParams{DomainID: domainID, Since: until.Add(-ReadinessWindow), Until: until})
+	if err != nil {
+		return 0, 0, fmt.Errorf("error summing DMARC volume: %w", err)
+	}
+	var pass int64
+	for _, r := range rows {
+		messages += r.Messages
+		pass += r.Compliant + r.Forwarded
+	}
+	if messages > 0 {
+		rate = float64(pass) / float64(messages)
+	}
+	return rate, messages, nil
+}
+
+// SelectorsSeen lists the DKIM selectors seen with d= the domain in its
+// reports over the readiness window ending at until: the domain's DKIM
+// check probes them.
+func SelectorsSeen(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, until time.Time) ([]string, error) {
+	sel, err := q.DMARCSelectorsSeen(ctx, db, dbsqlc.DMARCSelectorsSeenParams{DomainID: domainID, Since: until.Add(-ReadinessWindow)})
+	if err != nil {
+		return nil, fmt.Errorf("error reading DKIM selectors seen: %w", err)
+	}
+	return sel, nil
+}
