@@ -89,7 +89,7 @@ func TestDNSFixEndToEnd(t *testing.T) {
 	fix := &jobs.DNSFixDeps{
 		Env: &dnsfix.Env{Keyring: keyring, Guard: testGuard(t)},
 		MX:  dnsfix.MXConfig{Host: "mx.mailwatch.test"},
-		Inputs: func(context.Context, dbsqlc.Domain) dnsfix.Inputs {
+		Inputs: func(context.Context, dbsqlc.DBTX, dbsqlc.Domain, *dnscheck.Results, time.Time) dnsfix.Inputs {
 			return dnsfix.Inputs{ReportAddress: "dmarc+tok@inbound.mailwatch.test"}
 		},
 	}

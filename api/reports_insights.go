@@ -78,11 +78,8 @@ func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
 			var policy reports.Policy
 			if len(d.Results) > 0 {
 				var rs dnscheck.Results
-				if json.Unmarshal(d.Results, &rs) == nil && rs.DMARC != nil && rs.DMARC.Parsed != nil {
-					policy = reports.Policy{P: rs.DMARC.Policy, ADKIM: rs.DMARC.Parsed.ADKIM, ASPF: rs.DMARC.Parsed.ASPF}
-					if policy.P == "" {
-						policy.P = "none"
-					}
+				if json.Unmarshal(d.Results, &rs) == nil {
+					policy = reports.PolicyOf(&rs) // as the DNS recommendations read it
 				}
 			}
 			return svc.Guidance(ctx, s.db, d.ID, d.Name, policy, s.now().UTC())

@@ -19,6 +19,8 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/spf"
 )
 
@@ -26,12 +28,12 @@ import (
 type DNSFixDeps struct {
 	// Env talks to DNS providers (credentials keyring, SSRF guard).
 	Env *dnsfix.Env
-	// Inputs returns a domain's inputs besides its checks: the signed
-	// DMARC reporting address and, once the DMARC report analysis
-	// provides it, enforcement readiness (dnsfix.Inputs.Readiness). nil
-	// means none: DMARC records are proposed without mailwatch's rua and
-	// no policy step is recommended.
-	Inputs func(ctx context.Context, d dbsqlc.Domain) dnsfix.Inputs
+	// Inputs returns a domain's inputs besides its checks (known), read
+	// on db: the signed reporting addresses and the DMARC enforcement
+	// readiness (ReportInputs builds it from the reports). nil means
+	// none: DMARC records are proposed without mailwatch's rua and no
+	// policy step is recommended.
+	Inputs func(ctx context.Context, db dbsqlc.DBTX, d dbsqlc.Domain, known *dnscheck.Results, now time.Time) dnsfix.Inputs
 	// MX is the MX setup verification's configuration.
 	MX dnsfix.MXConfig
 	// SkipRecompute turns the recomputation after each check off; only
@@ -133,7 +135,7 @@ func RecomputeDNSFixes(ctx context.Context, db dbutil.Executor, resolver dnschec
 	}
 	var in dnsfix.Inputs
 	if fx != nil && fx.Inputs != nil {
-		in = fx.Inputs(ctx, row)
+		in = fx.Inputs(ctx, db, row, known, now)
 	}
 	if known.SPF != nil && known.SPF.Lookups > spf.MaxLookups && len(known.SPF.Records) == 1 && resolver != nil {
 		fctx, cancel := context.WithTimeout(ctx, DomainCheckBudget)
@@ -162,6 +164,31 @@ func RecomputeDNSFixes(ctx context.Context, db dbutil.Executor, resolver dnschec
 		_, err = dnsfix.Recompute(ctx, tx, locked, known, in, now)
 		return err
 	})
+}
+
+// ReportInputs is DNSFixDeps.Inputs over the DMARC reports: the domain's
+// current signed DMARC and TLS-RPT addresses (none until minted, or
+// without a keyring or inboundDomain) and the enforcement readiness of
+// GET .../dmarc/guidance. A failure is logged and leaves the inputs it
+// could not read empty: recommendations then merely omit them.
+func ReportInputs(keyring *secretbox.Keyring, inboundDomain string, logger *slog.Logger) func(ctx context.Context, db dbsqlc.DBTX, d dbsqlc.Domain, known *dnscheck.Results, now time.Time) dnsfix.Inputs {
+	svc := &reports.Service{}
+	if keyring != nil && inboundDomain != "" {
+		svc.Signer = &reports.Signer{Keyring: keyring, Domain: inboundDomain}
+	}
+	return func(ctx context.Context, db dbsqlc.DBTX, d dbsqlc.Domain, known *dnscheck.Results, now time.Time) dnsfix.Inputs {
+		ri, err := svc.DNSInputs(ctx, db, d.ID, d.Name, known, now)
+		if err != nil && logger != nil {
+			logger.WarnContext(ctx, "reading the DMARC report inputs of DNS recommendations failed", slog.String("domain", d.Name), slog.Any("error", err))
+		}
+		in := dnsfix.Inputs{ReportAddress: ri.ReportAddress, TLSReportAddress: ri.TLSReportAddress}
+		if r := ri.Readiness; r != nil {
+			in.Readiness = &dnsfix.Readiness{Ready: r.Ready, NextPolicy: r.NextPolicy, Reason: fmt.Sprintf(
+				"%.1f%% of %d legitimate messages reported over the last 30 days pass DMARC (%.0f%% of at least %d needed)",
+				r.CompliantShare*100, r.LegitimateMessages, r.RequiredShare*100, r.MinimumMessages)}
+		}
+		return in
+	}
 }
 
 func decodeKnown(row dbsqlc.Domain) (*dnscheck.Results, error) {

@@ -48,7 +48,12 @@ func buildShared(cfg *config.Config) (*shared, error) {
 	}
 	return &shared{
 		keyring: keyring, guard: guard, resolver: dnscheck.NewClient(resolverAddr, 3*time.Second),
-		dnsFix: &jobs.DNSFixDeps{Env: &dnsfix.Env{Keyring: keyring, Guard: guard}, MX: dnsfix.MXConfig{Host: mxHost}},
+		dnsFix: &jobs.DNSFixDeps{
+			Env: &dnsfix.Env{Keyring: keyring, Guard: guard}, MX: dnsfix.MXConfig{Host: mxHost},
+			// The DMARC recommendation merges the signed rua address and
+			// steps the policy up when the reports say it is safe.
+			Inputs: jobs.ReportInputs(keyring, cfg.InboundDomain, slog.Default()),
+		},
 	}, nil
 }
 

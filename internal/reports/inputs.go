@@ -1,0 +1,69 @@
+package reports
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+)
+
+// PolicyOf is the DMARC policy a domain's check results show: p defaults
+// to none for a record without one; the zero Policy without a record.
+// The guidance endpoint and the DNS recommendations both read it here, so
+// they judge readiness from the same policy.
+func PolicyOf(rs *dnscheck.Results) Policy {
+	if rs == nil || rs.DMARC == nil || rs.DMARC.Parsed == nil {
+		return Policy{}
+	}
+	p := Policy{P: rs.DMARC.Policy, ADKIM: rs.DMARC.Parsed.ADKIM, ASPF: rs.DMARC.Parsed.ASPF}
+	if p.P == "" {
+		p.P = "none"
+	}
+	return p
+}
+
+// DNSInputs is what the DNS recommendations take from the reports: the
+// domain's current signed addresses (empty until minted) and, for a
+// domain whose DMARC record can still move up the ladder, the enforcement
+// readiness GET .../dmarc/guidance shows.
+type DNSInputs struct {
+	ReportAddress    string
+	TLSReportAddress string
+	// Readiness is nil at p=reject or without a DMARC record.
+	Readiness *Readiness
+}
+
+// DNSInputs reads a domain's reporting addresses and readiness as of now.
+// The addresses need the Signer (nil: none); readiness is one query over
+// the domain's daily aggregates.
+func (s *Service) DNSInputs(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, domain string, rs *dnscheck.Results, now time.Time) (DNSInputs, error) {
+	var in DNSInputs
+	if s.Signer != nil && s.Signer.Keyring != nil && s.Signer.Domain != "" {
+		addrs, err := s.Addresses(ctx, db, domainID)
+		if err != nil {
+			return in, err
+		}
+		for _, a := range addrs { // current key first
+			switch {
+			case a.Kind == KindDMARC && in.ReportAddress == "":
+				in.ReportAddress = a.Address
+			case a.Kind == KindTLSRPT && in.TLSReportAddress == "":
+				in.TLSReportAddress = a.Address
+			}
+		}
+	}
+	policy := PolicyOf(rs)
+	if policy.P != "none" && policy.P != "quarantine" {
+		return in, nil
+	}
+	g, err := s.Guidance(ctx, db, domainID, domain, policy, now)
+	if err != nil {
+		return in, fmt.Errorf("error computing DMARC readiness: %w", err)
+	}
+	in.Readiness = &g.Readiness
+	return in, nil
+}
