@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/dnsfix"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/reports"
@@ -74,8 +75,13 @@ func newSMTPServer(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, 
 		}}
 	}
 	return smtpd.NewServer(smtpd.Config{
-		Addr:            cfg.SMTPAddr,
-		Domain:          cfg.InboundDomain,
+		Addr:   cfg.SMTPAddr,
+		Domain: cfg.InboundDomain,
+		// A customer's verified inbound subdomain (MX setup) is accepted
+		// too; the stores then decide which of its recipients exist.
+		AcceptDomain: func(ctx context.Context, domain string) (bool, error) {
+			return dnsfix.IsVerifiedInbound(ctx, pool, domain)
+		},
 		MaxMessageBytes: cfg.SMTPMaxMessageBytes,
 		TLSConfig:       tlsConfig,
 	}, store, logger)

@@ -3,6 +3,7 @@ package reports
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -66,4 +67,19 @@ func (s *Service) DNSInputs(ctx context.Context, db dbsqlc.DBTX, domainID uuid.U
 	}
 	in.Readiness = &g.Readiness
 	return in, nil
+}
+
+// RoutesAt reports whether a verified reporting address reaches its
+// domain when written at domain (the recipient's domain, lower case).
+// The local part carries the whole identity, so any domain the SMTP
+// listener accepts could carry it; only two are honoured: INBOUND_DOMAIN,
+// and a customer's verified inbound subdomain (MX setup) of the address's
+// own domain, e.g. dmarc+...@reports.example.com for example.com. A
+// reporting address at another customer's subdomain is unknown.
+func (s *Service) RoutesAt(t Target, domain string) bool {
+	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
+	if s.Signer != nil && strings.EqualFold(domain, s.Signer.Domain) {
+		return true
+	}
+	return strings.HasSuffix(domain, "."+strings.ToLower(t.Domain))
 }

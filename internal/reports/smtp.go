@@ -25,11 +25,14 @@ var _ smtpd.Store = (*SMTPStore)(nil)
 
 // AcceptRecipient implements smtpd.Store.
 func (s *SMTPStore) AcceptRecipient(ctx context.Context, address string) error {
-	local, _, _ := strings.Cut(address, "@")
+	local, domain, _ := strings.Cut(address, "@")
 	if !IsReportingLocalPart(local) {
 		return s.Next.AcceptRecipient(ctx, address)
 	}
-	_, err := s.Reports.Resolve(ctx, s.Reports.DB, local)
+	t, err := s.Reports.Resolve(ctx, s.Reports.DB, local)
+	if err == nil && !s.Reports.RoutesAt(t, domain) {
+		err = ErrBadAddress
+	}
 	if errors.Is(err, ErrBadAddress) {
 		return fmt.Errorf("%w: %w", smtpd.ErrUnknownRecipient, err)
 	}
@@ -46,15 +49,19 @@ func (s *SMTPStore) Deliver(ctx context.Context, env smtpd.Envelope) error {
 	for _, to := range env.To {
 		local, _, _ := strings.Cut(to, "@")
 		if IsReportingLocalPart(local) {
-			reportRcpts = append(reportRcpts, local)
+			reportRcpts = append(reportRcpts, to)
 		} else {
 			others = append(others, to)
 		}
 	}
 	if len(reportRcpts) > 0 {
 		err := dbutil.WithTx(ctx, s.Reports.DB, func(ctx context.Context, tx pgx.Tx) error {
-			for _, local := range reportRcpts {
+			for _, rcpt := range reportRcpts {
+				local, domain, _ := strings.Cut(rcpt, "@")
 				t, err := s.Reports.Resolve(ctx, tx, local)
+				if err == nil && !s.Reports.RoutesAt(t, domain) {
+					err = ErrBadAddress
+				}
 				if errors.Is(err, ErrBadAddress) {
 					continue // its domain was deleted during the session
 				}

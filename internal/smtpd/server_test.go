@@ -86,6 +86,7 @@ type testBundle struct {
 type setupOpts struct {
 	tls             bool
 	maxMessageBytes int64
+	acceptDomain    func(ctx context.Context, domain string) (bool, error)
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -97,6 +98,7 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		Hostname:        "mx.mailwatch.test",
 		MaxMessageBytes: opts.maxMessageBytes,
 		MaxRecipients:   5,
+		AcceptDomain:    opts.acceptDomain,
 	}
 	var rootCAs *x509.CertPool
 	if opts.tls {

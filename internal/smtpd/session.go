@@ -74,9 +74,12 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	return nil
 }
 
-// Rcpt accepts a recipient of the inbound domain that the Store knows.
+// Rcpt accepts a recipient of the inbound domain (or of a domain
+// Config.AcceptDomain accepts) that the Store knows.
 func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
-	address, err := s.srv.recipientAddress(to)
+	ctx, cancel := context.WithTimeout(s.srv.ctx, acceptTimeout)
+	defer cancel()
+	address, err := s.srv.recipientAddress(ctx, to)
 	if err != nil {
 		s.logger.Debug("recipient refused", "rcpt", to, "reason", err.Error())
 		return err
@@ -87,8 +90,6 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(s.srv.ctx, acceptTimeout)
-	defer cancel()
 	switch err := s.srv.store.AcceptRecipient(ctx, address); {
 	case err == nil:
 	case errors.Is(err, ErrUnknownRecipient):
@@ -106,9 +107,10 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	return nil
 }
 
-// recipientAddress checks that to is <local>@<inbound domain> and returns it
-// with the domain in lower case, or the reply refusing it.
-func (s *Server) recipientAddress(to string) (string, error) {
+// recipientAddress checks that to is <local>@<inbound domain> (or a domain
+// Config.AcceptDomain accepts) and returns it with the domain in lower
+// case, or the reply refusing it.
+func (s *Server) recipientAddress(ctx context.Context, to string) (string, error) {
 	at := strings.LastIndexByte(to, '@')
 	if at <= 0 || at == len(to)-1 {
 		return "", replyBadAddress()
@@ -118,11 +120,19 @@ func (s *Server) recipientAddress(to string) (string, error) {
 	if len(local) > 64 {
 		return "", replyBadAddress()
 	}
-	domain = strings.TrimSuffix(domain, ".")
-	if !strings.EqualFold(domain, s.cfg.Domain) {
+	domain = strings.ToLower(strings.TrimSuffix(domain, "."))
+	if domain == s.cfg.Domain {
+		return local + "@" + s.cfg.Domain, nil
+	}
+	ok, err := s.domains.accepts(ctx, domain)
+	if err != nil {
+		s.logger.Error("error checking recipient domain", "domain", domain, "error", err)
+		return "", replyTempFailure()
+	}
+	if !ok {
 		return "", replyWrongDomain()
 	}
-	return local + "@" + s.cfg.Domain, nil
+	return local + "@" + domain, nil
 }
 
 // Data reads the message (DATA, or the BDAT chunks of one message) and hands
