@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -298,6 +299,10 @@ func (p *Cloudflare) Plan(zone Zone, c Change) (any, error) {
 // them with c.Current, and sends one batch naming the ids of the records
 // it removes. A record deleted between the read and the batch makes
 // Cloudflare refuse the whole batch, which is reported as a conflict.
+// Cloudflare has no conditional write, so a record added, or edited in
+// place (same id), between the read and the batch is not refused: Apply
+// reads the records back and reports a conflict, with what the zone now
+// holds, when they are not what the change makes of what it read.
 func (p *Cloudflare) Apply(ctx context.Context, zone Zone, c Change) error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -328,5 +333,26 @@ func (p *Cloudflare) Apply(ctx context.Context, zone Zone, c Change) error {
 		}
 		return &ProviderError{What: "record update", Message: ae.Error()}
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	after, err := p.Read(ctx, zone, c.Name, c.Type)
+	if err != nil {
+		return nil // written; the re-check that follows sees the outcome
+	}
+	if !sameSet(after.Values, applied(cur, c)) {
+		return &ConflictError{Current: after.Values}
+	}
+	return nil
+}
+
+// applied is values after c: one of each of c.Remove removed, c.Add added.
+func applied(values []string, c Change) []string {
+	out := slices.Clone(values)
+	for _, v := range c.Remove {
+		if i := slices.Index(out, v); i >= 0 {
+			out = slices.Delete(out, i, i+1)
+		}
+	}
+	return append(out, c.Add...)
 }

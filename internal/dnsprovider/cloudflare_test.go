@@ -227,6 +227,42 @@ func TestCloudflare(t *testing.T) {
 	})
 }
 
+// TestCloudflareRaceSeenAfterWrite: Cloudflare writes without a
+// precondition, so a record added between the read and the batch is not
+// refused; Apply reads back and reports the conflict with what the zone
+// now holds instead of claiming success.
+func TestCloudflareRaceSeenAfterWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, base := newFakeCloudflare(t)
+	f.add("race.example.com", "TXT", `"v=spf1 include:a.example ~all"`)
+	zone := dnsprovider.Zone{Name: "example.com", ID: cfZoneID}
+	client := loopbackClient()
+	inner := client.Transport
+	raced := false
+	client.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if strings.HasSuffix(r.URL.Path, "/batch") && !raced {
+			raced = true
+			f.mu.Lock()
+			f.add("race.example.com", "TXT", `"v=spf1 include:b.example ~all"`)
+			f.mu.Unlock()
+		}
+		return inner.RoundTrip(r)
+	})
+	p, err := dnsprovider.NewCloudflare(dnsprovider.CloudflareConfig{APIToken: "good-token"}, client, base)
+	require.NoError(t, err)
+	c := dnsprovider.Change{Name: "race.example.com", Type: "TXT", Current: []string{"v=spf1 include:a.example ~all"},
+		Remove: []string{"v=spf1 include:a.example ~all"}, Add: []string{"v=spf1 -all"}}
+	err = p.Apply(ctx, zone, c)
+	var ce *dnsprovider.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.ElementsMatch(t, []string{"v=spf1 include:b.example ~all", "v=spf1 -all"}, ce.Current)
+
+	// Without a race, the read-back matches and Apply succeeds.
+	c = dnsprovider.Change{Name: "race.example.com", Type: "TXT", Current: ce.Current, Remove: []string{"v=spf1 include:b.example ~all"}}
+	require.NoError(t, p.Apply(ctx, zone, c))
+}
+
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
