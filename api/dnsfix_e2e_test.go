@@ -144,6 +144,13 @@ func TestDNSFixEndToEnd(t *testing.T) {
 	resp = b.do(t, "POST", apply, acct.Key, nil)
 	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
 	require.Contains(t, resp.Detail(t), "publish by hand: fix-e2e.test. TXT \"v=spf1 ip4:192.0.2.1")
+	var byHand api.ErrorBody
+	resp.JSON(t, &byHand)
+	require.NotNil(t, byHand.Record, "the record to publish, not only in detail")
+	require.Equal(t, name, byHand.Record.Name)
+	require.Equal(t, "TXT", byHand.Record.Type)
+	require.Equal(t, spfRec.Proposed, byHand.Record.Proposed)
+	require.Equal(t, spfRec.Current, byHand.Record.Current)
 
 	// A TSIG key the server refuses is a clear 422 at creation.
 	conn := map[string]any{"kind": "rfc2136", "label": "bind", "config": map[string]any{
@@ -175,6 +182,11 @@ func TestDNSFixEndToEnd(t *testing.T) {
 	resp = b.do(t, "POST", apply, acct.Key, map[string]any{"fingerprint": "0000"})
 	require.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
 	require.Contains(t, resp.Detail(t), "include:_s0.fix-e2e.test")
+	var conflict api.ErrorBody
+	resp.JSON(t, &conflict)
+	require.NotNil(t, conflict.Record, "the record now held, not only in detail")
+	require.Equal(t, spfRec.Current, conflict.Record.Current)
+	require.Equal(t, spfRec.Proposed, conflict.Record.Proposed)
 
 	// Dry run: the exact update, nothing written.
 	resp = b.do(t, "POST", apply+"?dry_run=true", acct.Key, map[string]any{"fingerprint": spfRec.Fingerprint})

@@ -20,9 +20,11 @@ type FieldError struct {
 // Error is the one error type handlers return to choose a status. Detail is
 // shown to the client; Cause only goes to the log.
 type Error struct {
-	Status  int
-	Detail  string
-	Fields  []FieldError
+	Status int
+	Detail string
+	Fields []FieldError
+	// Record, when set, is the DNS record the error is about (body.record).
+	Record  *ErrorRecord
 	Headers map[string]string
 	Cause   error
 }
@@ -40,6 +42,15 @@ func (e *Error) Unwrap() error { return e.Cause }
 type ErrorBody struct {
 	Detail string       `json:"detail" validate:"required"`
 	Errors []FieldError `json:"errors,omitempty"`
+	Record *ErrorRecord `json:"record,omitempty" description:"On a DNS recommendation's 409, the record the zone now holds; on its 422, the record to publish by hand."`
+}
+
+// ErrorRecord is the DNS record (one RRset) an error is about.
+type ErrorRecord struct {
+	Name     string   `json:"name" validate:"required"`
+	Type     string   `json:"type" validate:"required"`
+	Current  []string `json:"current" validate:"required" description:"The values held now (those of the recommendation's kind)."`
+	Proposed []string `json:"proposed" validate:"required" description:"The values to publish in their place."`
 }
 
 // BadRequest is a request that cannot be parsed (400).
@@ -104,7 +115,7 @@ func errorHandler(logger *slog.Logger) fiber.ErrorHandler {
 		status := http.StatusInternalServerError
 		switch {
 		case errors.As(err, &apiErr):
-			status, body.Detail, body.Errors = apiErr.Status, apiErr.Detail, apiErr.Fields
+			status, body.Detail, body.Errors, body.Record = apiErr.Status, apiErr.Detail, apiErr.Fields, apiErr.Record
 			for k, v := range apiErr.Headers {
 				c.Set(k, v)
 			}

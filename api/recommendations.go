@@ -164,7 +164,23 @@ func byHand(reason string, r dbsqlc.DnsRecommendation) *Error {
 	if old := dnsfix.RecFromRow(r).Remove(); len(old) > 0 {
 		detail += fmt.Sprintf(" (replacing %q)", old)
 	}
-	return &Error{Status: http.StatusUnprocessableEntity, Detail: detail}
+	return &Error{Status: http.StatusUnprocessableEntity, Detail: detail, Record: errorRecord(r, r.Current)}
+}
+
+// errorRecord is r's record as an error body's record, holding current.
+func errorRecord(r dbsqlc.DnsRecommendation, current []string) *ErrorRecord {
+	return &ErrorRecord{Name: r.Name, Type: r.Rtype, Current: nonNil(current), Proposed: nonNil(r.Proposed)}
+}
+
+// conflictError is dnsFixError's 409 with the recommendation's record.
+func conflictError(r dbsqlc.DnsRecommendation, err error) error {
+	out := dnsFixError(err)
+	var ce *dnsfix.ConflictError
+	var apiErr *Error
+	if errors.As(err, &ce) && errors.As(out, &apiErr) {
+		apiErr.Record = errorRecord(r, ce.Current)
+	}
+	return out
 }
 
 func (s *Server) applyRecommendation(ctx context.Context, req *ApplyRecommendationRequest) (*ApplyResult, error) {
@@ -211,6 +227,12 @@ func (s *Server) applyError(ctx context.Context, d dbsqlc.Domain, id uuid.UUID, 
 		}
 		return byHand(reason, row)
 	}
+	var ce *dnsfix.ConflictError
+	if errors.As(err, &ce) {
+		if row, gerr := s.q.DNSRecommendationGetByID(ctx, s.db, id); gerr == nil && row.DomainID == d.ID {
+			return conflictError(row, err)
+		}
+	}
 	return dnsFixError(err)
 }
 
@@ -227,7 +249,7 @@ func (s *Server) dryRunRecommendation(ctx context.Context, d dbsqlc.Domain, id u
 		return nil, err
 	}
 	if fp != "" && fp != row.Fingerprint {
-		return nil, dnsFixError(&dnsfix.ConflictError{Current: row.Current})
+		return nil, conflictError(row, &dnsfix.ConflictError{Current: row.Current})
 	}
 	plan, err := dnsfix.DryRun(ctx, s.db, env, row)
 	if err != nil {
