@@ -23,13 +23,15 @@ import (
 // TestDNSFixInputsFromReports: the DMARC recommendation of a domain at
 // p=none merges the domain's signed rua address (its other destination
 // stays) and proposes p=quarantine only once the aggregate reports say it
-// is safe, as GET .../dmarc/guidance does.
+// is safe, as GET .../dmarc/guidance does; TLS-RPT points at the signed
+// TLS-RPT address.
 func TestDNSFixInputsFromReports(t *testing.T) {
 	t.Parallel()
 	const name = "inputs.test"
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
 	zone := strings.Replace(testDomainZone(name), "p=reject", "p=none", 1)
+	zone = strings.Replace(zone, "_smtp._tls.", "_unused._tls.", 1) // no TLS-RPT record
 	srv := dnstest.Start(t, zone)
 	resolver := dnscheck.NewClient(srv.Addr(), time.Second)
 	d := insertTestDomain(t, pool, name)
@@ -91,4 +93,8 @@ func TestDNSFixInputsFromReports(t *testing.T) {
 	require.Equal(t, "v=DMARC1; p=quarantine; rua=mailto:dmarc@"+name+",mailto:"+dmarcAddr, got)
 	require.Contains(t, why, "move to p=quarantine: 100.0% of 1000 legitimate messages")
 	require.NotContains(t, got, "pct")
+
+	var tlsProposed []string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT proposed FROM dns_recommendations WHERE domain_id = $1 AND key = 'tls_rpt'", d.ID).Scan(&tlsProposed))
+	require.Equal(t, []string{"v=TLSRPTv1; rua=mailto:" + tlsAddr}, tlsProposed)
 }
