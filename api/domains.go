@@ -453,7 +453,7 @@ func (s *Server) lookupDomainDNS(ctx context.Context, req *DomainPath) (*DNSLook
 		return nil, Unavailable("DNS checks are not configured on this server")
 	}
 	started := s.now()
-	rs := jobs.CheckDomain(ctx, s.deps.Resolver, s.deps.MTASTSClient, row)
+	rs := jobs.CheckDomain(ctx, s.deps.Resolver, s.deps.MTASTSClient, s.db, s.reportService().Signer, row, started)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

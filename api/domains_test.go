@@ -432,6 +432,29 @@ func TestDomainLiveLookup(t *testing.T) {
 		require.Contains(t, d.Health.Components[1].Reason, "last known answer")
 	})
 
+	t.Run("SelectorsSeenInReportsAreChecked", func(t *testing.T) {
+		t.Parallel()
+		const name = "live-seen.test"
+		b := domainSetup(t, goodZone(name))
+		acct := b.createAccount(t)
+		d := createDomain(t, b.testBundle, acct.Key, name)
+		// A DMARC report of today saw the selector "reportsel" pass for the domain.
+		_, err := b.db.Exec(context.Background(), `INSERT INTO dmarc_source_days (domain_id, day, source_ip, messages, dkim_aligned, spf_aligned,
+			compliant, forwarded, failing, dkim_selectors) VALUES ($1, current_date, '192.0.2.1', 10, 10, 10, 10, 0, 0, '{reportsel}')`, d.ID)
+		require.NoError(t, err)
+
+		out := lookup(t, b.testBundle, acct.Key, name)
+		require.NotNil(t, out.Results.DKIM)
+		var sources []string
+		for _, sel := range out.Results.DKIM.Selectors {
+			if sel.Selector == "reportsel" {
+				sources = append(sources, sel.Source)
+			}
+		}
+		require.Equal(t, []string{"configured"}, sources, "the live lookup checks the selectors seen in reports, like the periodic check")
+		require.NotZero(t, b.dns.QueriesFor("reportsel._domainkey."+name+"."))
+	})
+
 	t.Run("DropIsTemperror", func(t *testing.T) {
 		t.Parallel()
 		const name = "live-drop.test"

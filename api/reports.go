@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mailwatch/mailwatch/internal/arf"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dmarcrpt"
@@ -133,6 +134,15 @@ type DMARCRecord struct {
 	Reasons      []dmarcrpt.Reason         `json:"reasons" validate:"required"`
 	DKIMResults  []dmarcrpt.DKIMAuthResult `json:"dkim_results" validate:"required"`
 	SPFResults   []dmarcrpt.SPFAuthResult  `json:"spf_results" validate:"required"`
+}
+
+// FailureReport is one DMARC failure report (RFC 6591, RFC 9991): its
+// identity fields as parsed, never the reported message's body.
+type FailureReport struct {
+	ID         uuid.UUID `json:"id" validate:"required" description:"The received report (GET .../reports/{id})."`
+	Source     string    `json:"source" validate:"required" enum:"smtp,upload"`
+	ReceivedAt time.Time `json:"received_at" validate:"required"`
+	arf.Report
 }
 
 // DMARCReportPath names one aggregate report.
@@ -299,6 +309,15 @@ func (s *Server) reportRoutes() {
 		Errors: []int{404},
 		Call:   s.listDMARCReports,
 	})
+	Handle(s.router, Endpoint[ReportListRequest, pagedList[FailureReport]]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/failure-reports", OperationID: "listDMARCFailureReports", Tag: tag,
+		Summary: "A domain's DMARC failure reports",
+		Description: "Failure (forensic, ruf) reports accepted for the domain, newest first; page with the X-Next-Cursor header. " +
+			"Each carries the identity fields of the report (source IP, reported domain, auth failure, DKIM domain and selector, " +
+			"envelope and From, Subject, Message-ID of the reported message), never its body.",
+		Errors: []int{404},
+		Call:   s.listFailureReports,
+	})
 	Handle(s.router, Endpoint[DMARCReportPath, DMARCReport]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports/{id}", OperationID: "getDMARCReport", Tag: tag,
 		Summary: "An aggregate report with its records", Errors: []int{404},
@@ -454,6 +473,32 @@ func (s *Server) listDMARCReports(ctx context.Context, req *ReportListRequest) (
 			ID: r.ID, OrgName: r.OrgName, ReportID: r.ReportID, Email: r.Email, Begin: r.BeginAt.UTC(), End: r.EndAt.UTC(),
 			PolicyDomain: r.PolicyDomain, Records: int(r.RecordCount), Messages: r.MessageCount, Passing: r.PassCount,
 			CreatedAt: r.CreatedAt.UTC(),
+		}
+	}
+	out.setNext(len(rows) == limit, func() string { return rows[len(rows)-1].ID.String() })
+	return out, nil
+}
+
+func (s *Server) listFailureReports(ctx context.Context, req *ReportListRequest) (*pagedList[FailureReport], error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	limit := 50
+	if req.Limit != nil {
+		limit = *req.Limit
+	}
+	rows, err := s.q.ReportFailureList(ctx, s.db, dbsqlc.ReportFailureListParams{DomainID: d.ID, Before: req.Cursor, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := &pagedList[FailureReport]{items: make([]FailureReport, len(rows))}
+	for i, r := range rows {
+		out.items[i] = FailureReport{ID: r.ID, Source: r.Source, ReceivedAt: r.ReceivedAt.UTC()}
+		if len(r.Failure) > 0 {
+			if err := json.Unmarshal(r.Failure, &out.items[i].Report); err != nil {
+				return nil, err
+			}
 		}
 	}
 	out.setNext(len(rows) == limit, func() string { return rows[len(rows)-1].ID.String() })

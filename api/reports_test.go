@@ -303,3 +303,54 @@ func TestReportUploadCorpus(t *testing.T) {
 		require.Equal(t, "accepted", upload("tls-rpt/"+name, "tlsrpt", r.Policies[0].Policy.Domain), name)
 	}
 }
+
+func TestFailureReportList(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	createDomain(t, b, acct.Key, "example.com")
+	base := "/api/accounts/me/domains/example.com"
+
+	for _, file := range []string{
+		"dmarc-forensic/dmarc_ruf_report_linkedin.eml", "dmarc-forensic/dmarc_ruf_report_linkedin.crlf.eml",
+		"dmarc/extract_report/nice-input.xml", // an aggregate report: not listed
+	} {
+		resp := b.rptRawDo(t, "POST", base+"/reports", acct.Key, "message/rfc822", corpus.Read(t, file))
+		require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+		var rec api.ReceivedReport
+		resp.JSON(t, &rec)
+		b.rptParse(t, rec.ID)
+	}
+
+	resp := b.do(t, "GET", base+"/dmarc/failure-reports?limit=1", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var page []api.FailureReport
+	resp.JSON(t, &page)
+	require.Len(t, page, 1)
+	cursor := resp.Header.Get("X-Next-Cursor")
+	require.NotEmpty(t, cursor)
+	resp = b.do(t, "GET", base+"/dmarc/failure-reports?limit=1&cursor="+cursor, acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var next []api.FailureReport
+	resp.JSON(t, &next)
+	require.Len(t, next, 1)
+	require.NotEqual(t, page[0].ID, next[0].ID)
+
+	resp = b.do(t, "GET", base+"/dmarc/failure-reports", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var all []api.FailureReport
+	resp.JSON(t, &all)
+	require.Len(t, all, 2, "the two failure reports, not the aggregate one")
+	for _, f := range all {
+		require.Equal(t, "upload", f.Source)
+		require.Equal(t, "10.10.10.10", f.SourceIP)
+		require.Equal(t, "example.com", f.ReportedDomain)
+		require.Equal(t, "<01010101010101010101010101010101@ABAB01MS0016.someserver.loc>", f.MessageID)
+	}
+	require.NotContains(t, string(resp.Body), "HTML Text", "never the reported message's body")
+	require.NotContains(t, string(resp.Body), "Alternative")
+
+	require.Equal(t, http.StatusUnprocessableEntity, b.do(t, "GET", base+"/dmarc/failure-reports?limit=0", acct.Key, nil).Status)
+	other := b.createAccount(t)
+	require.Equal(t, http.StatusNotFound, b.do(t, "GET", base+"/dmarc/failure-reports", other.Key, nil).Status)
+}

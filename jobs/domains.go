@@ -158,10 +158,26 @@ func NextCheckAt(domainID uuid.UUID, interval time.Duration, now time.Time) time
 }
 
 // CheckDomain runs every DNS check of a domain, bounded by
-// DomainCheckBudget. It does no database work, so callers hold no
-// transaction while DNS answers.
-func CheckDomain(ctx context.Context, resolver dnscheck.Resolver, mtasts *http.Client, d dbsqlc.Domain) *dnscheck.Results {
-	return checkDomain(ctx, resolver, mtasts, d, "")
+// DomainCheckBudget, exactly as the periodic check and the live lookup both
+// do: with the DKIM selectors of CheckSelectors and, once minted, the
+// domain's signed DMARC reporting address (signer may be nil). It reads
+// those from db first, then holds no transaction while DNS answers.
+func CheckDomain(ctx context.Context, resolver dnscheck.Resolver, mtasts *http.Client, db dbsqlc.DBTX, signer *reports.Signer, d dbsqlc.Domain, now time.Time) *dnscheck.Results {
+	checked := d
+	checked.DkimSelectors = CheckSelectors(ctx, db, d, now)
+	return checkDomain(ctx, resolver, mtasts, checked, reportAddress(ctx, db, signer, d.ID))
+}
+
+// CheckSelectors is the one list of DKIM selectors a domain's check looks
+// up: the configured ones, then those seen passing with d= the domain in
+// its DMARC reports of the last 30 days. A failed read of the reports falls
+// back to the configured ones.
+func CheckSelectors(ctx context.Context, db dbsqlc.DBTX, d dbsqlc.Domain, now time.Time) []string {
+	seen, err := reports.SelectorsSeen(ctx, db, d.ID, now)
+	if err != nil {
+		return d.DkimSelectors
+	}
+	return mergeSelectors(d.DkimSelectors, seen)
 }
 
 // checkDomain is CheckDomain with the domain's signed DMARC reporting
@@ -424,11 +440,11 @@ func healthCaps(ctx context.Context, tx pgx.Tx, row *dbsqlc.Domain, now time.Tim
 
 // reportAddress is the domain's current signed DMARC reporting address when
 // one was minted (the DMARC check then asks that rua names it), else "".
-func (w *DomainCheckWorker) reportAddress(ctx context.Context, domainID uuid.UUID) string {
-	if w.deps.Keyring == nil || w.deps.Config == nil || w.deps.Config.InboundDomain == "" {
+func reportAddress(ctx context.Context, db dbsqlc.DBTX, signer *reports.Signer, domainID uuid.UUID) string {
+	if signer == nil || signer.Keyring == nil || signer.Domain == "" {
 		return ""
 	}
-	addrs, err := ReportService(w.deps).Addresses(ctx, w.deps.Pool, domainID)
+	addrs, err := (&reports.Service{Signer: signer}).Addresses(ctx, db, domainID)
 	if err != nil {
 		return ""
 	}
@@ -574,13 +590,8 @@ func (w *DomainCheckWorker) Work(ctx context.Context, job *river.Job[DomainCheck
 		return fmt.Errorf("error reading domain: %w", err)
 	}
 	started := w.deps.domainNow()
-	// DKIM selectors seen in the domain's DMARC reports join its check.
-	checked := row
-	if seen, err := reports.SelectorsSeen(ctx, w.deps.Pool, row.ID, started); err == nil {
-		checked.DkimSelectors = mergeSelectors(row.DkimSelectors, seen)
-	}
 	t0 := time.Now()
-	rs := checkDomain(ctx, w.deps.Resolver, w.deps.MTASTSClient, checked, w.reportAddress(ctx, row.ID))
+	rs := CheckDomain(ctx, w.deps.Resolver, w.deps.MTASTSClient, w.deps.Pool, ReportService(w.deps).Signer, row, started)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

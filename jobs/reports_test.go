@@ -53,14 +53,13 @@ func TestDomainCheckAsksForTheSignedAddress(t *testing.T) {
 	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{5}, 32))
 	require.NoError(t, err)
 	deps := Deps{Pool: pool, Keyring: keyring, Config: &config.Config{InboundDomain: "inbound.mailwatch.test"}}
-	w := &DomainCheckWorker{deps: deps}
-	require.Empty(t, w.reportAddress(ctx, d.ID), "nothing minted yet")
+	require.Empty(t, reportAddress(ctx, pool, ReportService(deps).Signer, d.ID), "nothing minted yet")
 
 	addrs, err := dbutil.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
 		return ReportService(deps).Sign(ctx, tx, d.AccountID, d.ID, d.Name)
 	})
 	require.NoError(t, err)
-	got := w.reportAddress(ctx, d.ID)
+	got := reportAddress(ctx, pool, ReportService(deps).Signer, d.ID)
 	require.True(t, strings.HasPrefix(got, "dmarc+"))
 	require.Contains(t, []string{addrs[0].Address, addrs[1].Address}, got)
 }

@@ -153,3 +153,13 @@ SELECT
         WHERE d.account_id = @account_id::uuid AND r.created_at >= @since::timestamptz) AS tls_reports,
     (SELECT count(*) FROM report_messages m
         WHERE m.account_id = @account_id::uuid AND m.received_at >= @since::timestamptz AND m.status IN ('refused', 'failed')) AS unusable;
+
+-- name: ReportFailureList :many
+-- One page of a domain's accepted failure reports, newest first: their
+-- identity fields only (the raw message is gone once parsed).
+SELECT id, source, received_at, failure
+FROM report_messages
+WHERE domain_id = @domain_id::uuid AND report_type = 'failure' AND status = 'accepted'
+    AND (sqlc.narg('before')::uuid IS NULL OR id < sqlc.narg('before')::uuid)
+ORDER BY id DESC
+LIMIT @max_rows::int;

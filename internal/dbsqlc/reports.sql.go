@@ -409,6 +409,55 @@ func (q *Queries) ReportDashboard(ctx context.Context, db DBTX, arg ReportDashbo
 	return i, err
 }
 
+const reportFailureList = `-- name: ReportFailureList :many
+SELECT id, source, received_at, failure
+FROM report_messages
+WHERE domain_id = $1::uuid AND report_type = 'failure' AND status = 'accepted'
+    AND ($2::uuid IS NULL OR id < $2::uuid)
+ORDER BY id DESC
+LIMIT $3::int
+`
+
+type ReportFailureListParams struct {
+	DomainID uuid.UUID
+	Before   *uuid.UUID
+	MaxRows  int32
+}
+
+type ReportFailureListRow struct {
+	ID         uuid.UUID
+	Source     string
+	ReceivedAt time.Time
+	Failure    json.RawMessage
+}
+
+// One page of a domain's accepted failure reports, newest first: their
+// identity fields only (the raw message is gone once parsed).
+func (q *Queries) ReportFailureList(ctx context.Context, db DBTX, arg ReportFailureListParams) ([]ReportFailureListRow, error) {
+	rows, err := db.Query(ctx, reportFailureList, arg.DomainID, arg.Before, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReportFailureListRow
+	for rows.Next() {
+		var i ReportFailureListRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Source,
+			&i.ReceivedAt,
+			&i.Failure,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reportMessageFinish = `-- name: ReportMessageFinish :exec
 UPDATE report_messages
 SET status = $1::text, reason = $2::text, report_type = $3::text,
