@@ -36,7 +36,7 @@ func TestDNSFixInputsFromReports(t *testing.T) {
 	resolver := dnscheck.NewClient(srv.Addr(), time.Second)
 	d := insertTestDomain(t, pool, name)
 	now := time.Now()
-	rs := CheckDomain(ctx, resolver, nil, d)
+	rs := CheckDomain(ctx, resolver, nil, pool, nil, d, now)
 	out, err := dbutil.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) (*CheckOutcome, error) {
 		return ApplyDomainCheck(ctx, tx, &events.Emitter{}, d.ID, d.DkimSelectors, now, rs, now)
 	})
