@@ -9,7 +9,7 @@
 //	mailwatch admin      grant or revoke admin rights
 //	mailwatch config     print the configuration table or the effective settings
 //
-// Configuration comes from the environment; see `mailwatch config`.
+// Configuration comes from the environment; see `mailwatch config table`.
 package main
 
 import (
@@ -20,24 +20,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/mailwatch/mailwatch/internal/config"
 )
-
-const usage = `usage: mailwatch <command> [arguments]
-
-commands:
-  api                      serve the REST API on LISTEN_ADDR
-  worker [--queues=a,b]    work River jobs (all queues unless named) and run periodic jobs
-  smtp                     receive mail for receivers on SMTP_ADDR
-  jobs list|retry|cancel   inspect and steer River jobs (as River UI does)
-  migrate                  apply River's migrations and then mailwatch's
-  dev                      migrate, then run api and worker in one process
-  admin grant <email>      make an account an admin
-  admin revoke <email>     take admin rights away
-  config [table]           print effective settings (secrets redacted), or the Markdown table
-`
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -58,6 +45,10 @@ func (e usageError) Error() string { return e.msg }
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usageError{"no command given"}
+	}
+	if words, ok := helpRequest(args); ok {
+		printHelp(stdout, words) // help.go
+		return nil
 	}
 	cfg, err := config.FromEnv()
 	if err != nil {
@@ -83,19 +74,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "admin":
 		return runAdmin(ctx, cfg, args[1:], stdout)
 	case "config":
-		if len(args) > 1 && args[1] == "table" {
-			fmt.Fprint(stdout, config.MarkdownTable())
-			return nil
-		}
+		return runConfig(args[1:], stdout)
+	}
+	return usageError{fmt.Sprintf("unknown command %q", args[0])}
+}
+
+func runConfig(args []string, stdout io.Writer) error {
+	switch {
+	case len(args) == 0:
 		for _, v := range config.Vars {
 			fmt.Fprintf(stdout, "%s=%s\n", v.Name, config.Redacted(os.LookupEnv)[v.Name])
 		}
 		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+	case len(args) == 1 && args[0] == "table":
+		fmt.Fprint(stdout, config.MarkdownTable())
 		return nil
 	}
-	return usageError{fmt.Sprintf("unknown command %q", args[0])}
+	return usageError{fmt.Sprintf("config: unknown argument %q (usage: mailwatch config [table])", strings.Join(args, " "))}
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
