@@ -6,28 +6,6 @@ import (
 	"strings"
 )
 
-const usage = `usage: mailwatch <command> [arguments]
-
-commands:
-  api                      serve the REST API on LISTEN_ADDR
-  worker [--queues=a,b]    work River jobs (all queues unless named) and run periodic jobs
-  smtp                     receive mail for receivers on SMTP_ADDR
-  jobs list|retry|cancel   inspect and steer River jobs (as River UI does)
-  migrate                  apply River's migrations and then mailwatch's
-  dev                      migrate, then run api, worker and smtp in one process
-  admin grant <email>      make an account an admin
-  admin revoke <email>     take admin rights away
-  config [table]           print effective settings (secrets redacted), or the Markdown table
-  help [command]           print this, or a command's help
-
-Every setting comes from the environment (DATABASE_URL, LISTEN_ADDR, ...):
-'mailwatch config table' lists them all with their defaults and
-'mailwatch config' prints the effective values. With scripts/run running,
-'source .local/env' points the CLI at its database.
-
-'mailwatch <command> --help' describes a command.
-`
-
 // commandHelp is the help of each command and subcommand, keyed by its
 // words ("jobs list"). `mailwatch <words> -h|--help` and
 // `mailwatch help <words>` print it on stdout and exit 0. A command without
