@@ -649,3 +649,31 @@ dash-bad.test. TXT "v=spf1 +all"
 	require.InDelta(t, float64(*good.Score+*bad.Score)/2, *s.AverageScore, 0.001)
 	require.EqualValues(t, 1, s.AtRisk)
 }
+
+// TestDomainThatDoesNotExist: a domain whose name answers NXDOMAIN says so
+// plainly in every check and scores 0, not the 10 of an existing domain
+// that publishes nothing.
+func TestDomainThatDoesNotExist(t *testing.T) {
+	t.Parallel()
+	b := domainSetup(t, goodZone("exists.test"))
+	acct := b.createAccount(t)
+	const name = "missing.test"
+	createDomain(t, b.testBundle, acct.Key, name)
+
+	out := lookup(t, b.testBundle, acct.Key, name)
+	require.True(t, out.Results.NXDomain)
+	require.Equal(t, dnscheck.StatusNone, out.Results.SPF.Status)
+	require.Equal(t, []string{"the domain missing.test does not exist in DNS (the resolver answered NXDOMAIN), so it has no records at all"}, out.Results.SPF.Errors)
+	require.NotNil(t, out.Score)
+	require.Equal(t, 0, *out.Score)
+
+	resp := b.do(t, "GET", "/api/accounts/me/domains/"+name, acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	var d api.DomainDetail
+	resp.JSON(t, &d)
+	require.True(t, d.Health.NXDomain)
+	require.Equal(t, "none", d.Checks["dkim"], "not neutral: there is no selector to look at")
+	for _, c := range d.Health.Components {
+		require.Equal(t, "the domain does not exist in DNS (NXDOMAIN)", c.Reason)
+	}
+}

@@ -74,7 +74,7 @@ func whUTC(t *time.Time) *time.Time {
 
 // CreateSubscriptionRequest is the body of POST .../event-subscriptions.
 type CreateSubscriptionRequest struct {
-	URL           string   `json:"url" validate:"required,max=2048" description:"Absolute http(s) URL of the endpoint. Its host must resolve to public addresses (SSRF guard)."`
+	URL           string   `json:"url" validate:"required,max=2048" description:"Absolute http(s) URL of the endpoint. Its addresses must be public unless WEBHOOK_ALLOWED_CIDRS admits them (SSRF guard, checked on save and at every delivery; a host name that does not resolve yet is accepted)."`
 	EventTypes    []string `json:"event_types,omitempty" validate:"omitempty,min=1,max=50" description:"Registered event types to deliver (GET .../events/types); omitted or null means every type."`
 	DomainFilter  *string  `json:"domain_filter,omitempty" validate:"omitempty,max=253" description:"Only events about this domain."`
 	TagFilter     *string  `json:"tag_filter,omitempty" validate:"omitempty,min=1,max=64" description:"Only events carrying this tag."`

@@ -193,6 +193,13 @@ func TestSubscriptionValidation(t *testing.T) {
 		resp := strict.do(t, "POST", subsPath, a.Key, map[string]any{"url": "http://127.0.0.1:8080/hook"})
 		require.Equal(t, 422, resp.Status)
 		require.Contains(t, resp.Detail(t), "loopback")
+		require.Contains(t, resp.Detail(t), "WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32", "the refusal names the setting that admits it")
+	})
+	t.Run("UnresolvableHostIsSaved", func(t *testing.T) {
+		// .invalid never resolves (RFC 6761); the dial-time guard judges
+		// the name's addresses at each delivery, so the URL is kept.
+		resp := b.do(t, "POST", subsPath, acct.Key, map[string]any{"url": "https://hooks.mailwatch.invalid/mw"})
+		require.Equal(t, 201, resp.Status, "%s", resp.Body)
 	})
 }
 

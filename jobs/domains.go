@@ -536,6 +536,13 @@ type HealthScoreChangedPayload struct {
 func mergeKnown(known, rs *dnscheck.Results) {
 	known.Domain = rs.Domain
 	ok := func(r *dnscheck.Result) bool { return r.Status != dnscheck.StatusTemperror }
+	// Whether the domain exists is known when any check got an answer.
+	for _, r := range rs.Map() {
+		if ok(&r) {
+			known.NXDomain = rs.NXDomain
+			break
+		}
+	}
 	if rs.SPF != nil && ok(&rs.SPF.Result) {
 		known.SPF = rs.SPF
 	}

@@ -130,3 +130,53 @@ ensure_go() {
 	fi
 	export PATH="$(go env GOPATH)/bin:$PATH"
 }
+
+# ensure_jq installs jq when it is missing: the README's walk-through and
+# its test read ids out of JSON answers with it.
+ensure_jq() {
+	command -v jq >/dev/null 2>&1 && return 0
+	log "jq not found; installing the jq package"
+	apt_install jq >/dev/null || log "could not install jq (need root or passwordless sudo); the README's examples use it"
+}
+
+# dev_env exports the settings scripts/run gives `mailwatch dev` unless they
+# are already set: everything on loopback, readable logs, and webhook
+# destinations on this machine allowed (a local-only instance). The README
+# test starts its `mailwatch dev` through this function too.
+dev_env() {
+	export LISTEN_ADDR="${LISTEN_ADDR:-127.0.0.1:8080}"
+	export SMTP_ADDR="${SMTP_ADDR:-127.0.0.1:2525}"
+	export LOG_FORMAT="${LOG_FORMAT:-text}"
+	# Set but empty keeps the strict default (no loopback destinations).
+	export WEBHOOK_ALLOWED_CIDRS="${WEBHOOK_ALLOWED_CIDRS-127.0.0.0/8,::1/128}"
+}
+
+# loopback_url SCHEME ADDR turns a listen address into a URL a local client
+# can use (":8080" and "0.0.0.0:8080" become 127.0.0.1:8080).
+loopback_url() {
+	local host="${2%:*}" port="${2##*:}"
+	case "$host" in "" | 0.0.0.0 | "[::]" | "::") host=127.0.0.1 ;; esac
+	printf '%s://%s:%s' "$1" "$host" "$port"
+}
+
+# shell_quote prints its argument in single quotes, for any POSIX shell.
+shell_quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+
+# write_local_env FILE BINDIR writes the shell settings a second terminal
+# needs to use the running instance: `source FILE` sets BASE (the API),
+# SMTP_URL (the SMTP listener), DATABASE_URL (for `mailwatch jobs`,
+# `mailwatch admin`) and puts BINDIR, holding the mailwatch binary, first on
+# PATH. The README's blocks rely on exactly these names.
+write_local_env() {
+	local file="$1" bindir="$2"
+	mkdir -p "$(dirname "$file")"
+	{
+		echo "# Written by scripts/run for the mailwatch it runs. In another shell: source .local/env"
+		echo "export BASE=$(shell_quote "$(loopback_url http "$LISTEN_ADDR")")"
+		echo "export SMTP_URL=$(shell_quote "$(loopback_url smtp "$SMTP_ADDR")")"
+		echo "export DATABASE_URL=$(shell_quote "$DATABASE_URL")"
+		echo "case \":\$PATH:\" in *$(shell_quote ":$bindir:")*) ;; *) export PATH=$(shell_quote "$bindir"):\"\$PATH\" ;; esac"
+	} > "$file.tmp"
+	chmod 600 "$file.tmp"
+	mv "$file.tmp" "$file"
+}

@@ -9,7 +9,7 @@
 //	mailwatch admin      grant or revoke admin rights
 //	mailwatch config     print the configuration table or the effective settings
 //
-// Configuration comes from the environment; see `mailwatch config`.
+// Configuration comes from the environment; see `mailwatch config table`.
 package main
 
 import (
@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/mailwatch/mailwatch/internal/config"
@@ -34,12 +35,21 @@ commands:
   smtp                     receive mail for receivers on SMTP_ADDR
   jobs list|retry|cancel   inspect and steer River jobs (as River UI does)
   migrate                  apply River's migrations and then mailwatch's
-  dev                      migrate, then run api and worker in one process
+  dev                      migrate, then run api, worker and smtp (and River UI) in one process
+  ui                       serve River UI on UI_ADDR, behind authentication
   admin grant <email>      make an account an admin
   admin revoke <email>     take admin rights away
   config [table]           print effective settings (secrets redacted), or the Markdown table
   config budget [--api N --workers N --smtp N]
                            Postgres connections a fleet needs vs max_connections
+  help [command]           print this, or a command's help
+
+Every setting comes from the environment (DATABASE_URL, LISTEN_ADDR, ...):
+'mailwatch config table' lists them all with their defaults and
+'mailwatch config' prints the effective values. With scripts/run running,
+'source .local/env' points the CLI at its database.
+
+'mailwatch <command> --help' describes a command.
 `
 
 func main() {
@@ -61,6 +71,10 @@ func (e usageError) Error() string { return e.msg }
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usageError{"no command given"}
+	}
+	if words, ok := helpRequest(args); ok {
+		printHelp(stdout, words) // help.go
+		return nil
 	}
 	cfg, err := config.FromEnv()
 	if err != nil {
@@ -93,19 +107,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if len(args) > 1 && args[1] == "budget" {
 			return runBudget(cfg, args[2:], stdout) // budget.go
 		}
-		if len(args) > 1 && args[1] == "table" {
-			fmt.Fprint(stdout, config.MarkdownTable())
-			return nil
-		}
+		return runConfig(args[1:], stdout)
+	}
+	return usageError{fmt.Sprintf("unknown command %q", args[0])}
+}
+
+func runConfig(args []string, stdout io.Writer) error {
+	switch {
+	case len(args) == 0:
 		for _, v := range config.Vars {
 			fmt.Fprintf(stdout, "%s=%s\n", v.Name, config.Redacted(os.LookupEnv)[v.Name])
 		}
 		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+	case len(args) == 1 && args[0] == "table":
+		fmt.Fprint(stdout, config.MarkdownTable())
 		return nil
 	}
-	return usageError{fmt.Sprintf("unknown command %q", args[0])}
+	return usageError{fmt.Sprintf("config: unknown argument %q (usage: mailwatch config [table|budget])", strings.Join(args, " "))}
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {

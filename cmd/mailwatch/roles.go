@@ -42,7 +42,7 @@ import (
 
 func openPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
 	if err := cfg.Require("DATABASE_URL"); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (to use the database of a running scripts/run: source .local/env)", err)
 	}
 	return dbutil.NewPool(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/mailwatch/mailwatch/internal/dmarc"
 )
 
@@ -97,8 +99,32 @@ func CheckAll(ctx context.Context, domain string, opts Options) *Results {
 	})
 	wg.Wait()
 
+	// SPF asked for the apex's TXT records, so this is answered from the
+	// cache unless that query failed.
+	actx, cancel := context.WithTimeout(ctx, budget)
+	_, err := r.Query(actx, domain, dns.TypeTXT)
+	cancel()
+	if IsNXDOMAIN(err) {
+		markNXDOMAIN(rs)
+		return rs
+	}
 	crossCheck(rs)
 	return rs
+}
+
+// markNXDOMAIN replaces every check's result of a domain that does not
+// exist: whatever a check concluded about records it could not find, the
+// plain fact is that no record can exist under a name that does not (RFC
+// 8020), and SPF and DMARC call that none (RFC 7208 section 4.3, RFC 7489
+// section 6.6.3).
+func markNXDOMAIN(rs *Results) {
+	rs.NXDomain = true
+	msg := fmt.Sprintf("the domain %s does not exist in DNS (the resolver answered NXDOMAIN), so it has no records at all", rs.Domain)
+	instr := fmt.Sprintf("Check the spelling of %s; if it is right, register the domain or publish its zone, then check again.", rs.Domain)
+	for _, r := range rs.results() {
+		*r = Result{Status: StatusNone, Errors: []string{msg}, Instructions: []string{instr}}
+		r.finish()
+	}
 }
 
 // crossCheck adds findings that need two checks' results.

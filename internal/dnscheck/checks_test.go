@@ -425,6 +425,29 @@ func TestCheckAll(t *testing.T) {
 		}
 	})
 
+	t.Run("NXDOMAINSaysTheDomainDoesNotExist", func(t *testing.T) {
+		t.Parallel()
+		rs := CheckAll(context.Background(), "nosuch.test", Options{Resolver: b.resolver, HTTPClient: b.http, DKIMSelectors: []string{"selector1"}})
+		require.True(t, rs.NXDomain)
+		m := rs.Map()
+		require.Len(t, m, len(Names()))
+		for name, r := range m {
+			require.Equal(t, StatusNone, r.Status, name)
+			require.Equal(t, []string{"the domain nosuch.test does not exist in DNS (the resolver answered NXDOMAIN), so it has no records at all"}, r.Errors, name)
+			require.Empty(t, r.Records, name)
+			require.Len(t, r.Instructions, 1, name)
+		}
+		// A domain that exists but publishes nothing is not NXDOMAIN: its
+		// checks keep their own findings.
+		rs = CheckAll(context.Background(), "empty.test", Options{Resolver: b.resolver, HTTPClient: b.http})
+		require.False(t, rs.NXDomain)
+		require.Equal(t, []string{"no SPF record at empty.test"}, rs.SPF.Errors)
+		require.Equal(t, StatusNeutral, rs.DKIM.Status)
+		// A temporary failure says nothing about existence.
+		rs = CheckAll(context.Background(), "servfail.test", Options{Resolver: b.resolver, HTTPClient: b.http})
+		require.False(t, rs.NXDomain)
+	})
+
 	t.Run("JSON", func(t *testing.T) {
 		t.Parallel()
 		rs := CheckAll(context.Background(), "empty.test", Options{Resolver: b.resolver, HTTPClient: b.http})
@@ -437,6 +460,8 @@ func TestCheckAll(t *testing.T) {
 			require.Contains(t, top, name)
 		}
 		delete(top, "domain")
+		require.Equal(t, "false", string(top["nxdomain"]))
+		delete(top, "nxdomain")
 		raw, err := json.Marshal(top)
 		require.NoError(t, err)
 		require.NoError(t, json.Unmarshal(raw, &generic))

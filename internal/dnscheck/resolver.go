@@ -98,6 +98,18 @@ func ResolverAddress(env string) (string, error) {
 	return net.JoinHostPort(conf.Servers[0], conf.Port), nil
 }
 
+// nxdomainText is the Err of a *net.DNSError for an NXDOMAIN answer, which
+// IsNXDOMAIN tells apart from NODATA.
+const nxdomainText = "no such domain (NXDOMAIN)"
+
+// IsNXDOMAIN reports whether err means the queried name does not exist at
+// all (RCODE 3, NXDOMAIN), as opposed to existing without records of the
+// type asked for (NODATA). By RFC 8020 nothing exists below such a name.
+func IsNXDOMAIN(err error) bool {
+	var dnsErr *net.DNSError
+	return errors.As(err, &dnsErr) && dnsErr.IsNotFound && dnsErr.Err == nxdomainText
+}
+
 // IsNotFound reports whether err means the name or the records do not exist
 // (NXDOMAIN or NODATA).
 func IsNotFound(err error) bool {
@@ -123,7 +135,7 @@ func (c *Client) Query(ctx context.Context, name string, qtype uint16) (*Answer,
 	switch resp.Rcode {
 	case dns.RcodeSuccess:
 	case dns.RcodeNameError:
-		return nil, &net.DNSError{Err: "no such domain (NXDOMAIN)", Name: name, Server: c.Server, IsNotFound: true}
+		return nil, &net.DNSError{Err: nxdomainText, Name: name, Server: c.Server, IsNotFound: true}
 	default:
 		// SERVFAIL, REFUSED and the rest: the answer is unknown, so a
 		// temperror (RFC 7208 section 2.6.6).

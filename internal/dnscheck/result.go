@@ -76,15 +76,46 @@ func (r *Result) instructf(format string, args ...any) {
 // Results are the outcomes of all checks of one domain, as CheckAll returns
 // them and as a snapshot is stored.
 type Results struct {
-	Domain string        `json:"domain"`
-	SPF    *SPFResult    `json:"spf"`
-	DMARC  *DMARCResult  `json:"dmarc"`
-	DKIM   *DKIMResult   `json:"dkim"`
-	MX     *MXResult     `json:"mx"`
-	MTASTS *MTASTSResult `json:"mta_sts"`
-	TLSRPT *TLSRPTResult `json:"tls_rpt"`
-	BIMI   *BIMIResult   `json:"bimi"`
-	DNSSEC *DNSSECResult `json:"dnssec"`
+	Domain string `json:"domain"`
+	// NXDomain is true when the domain's own name does not exist in DNS
+	// (the resolver answered NXDOMAIN): every check then has status none
+	// and says so, and the health score is 0 (see package health).
+	NXDomain bool          `json:"nxdomain"`
+	SPF      *SPFResult    `json:"spf"`
+	DMARC    *DMARCResult  `json:"dmarc"`
+	DKIM     *DKIMResult   `json:"dkim"`
+	MX       *MXResult     `json:"mx"`
+	MTASTS   *MTASTSResult `json:"mta_sts"`
+	TLSRPT   *TLSRPTResult `json:"tls_rpt"`
+	BIMI     *BIMIResult   `json:"bimi"`
+	DNSSEC   *DNSSECResult `json:"dnssec"`
+}
+
+// results returns the common part of every check that ran, in Names order.
+func (rs *Results) results() []*Result {
+	var out []*Result
+	for _, r := range []*Result{
+		ptr(rs.SPF, func(x *SPFResult) *Result { return &x.Result }),
+		ptr(rs.DMARC, func(x *DMARCResult) *Result { return &x.Result }),
+		ptr(rs.DKIM, func(x *DKIMResult) *Result { return &x.Result }),
+		ptr(rs.MX, func(x *MXResult) *Result { return &x.Result }),
+		ptr(rs.MTASTS, func(x *MTASTSResult) *Result { return &x.Result }),
+		ptr(rs.TLSRPT, func(x *TLSRPTResult) *Result { return &x.Result }),
+		ptr(rs.BIMI, func(x *BIMIResult) *Result { return &x.Result }),
+		ptr(rs.DNSSEC, func(x *DNSSECResult) *Result { return &x.Result }),
+	} {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func ptr[T any](x *T, f func(*T) *Result) *Result {
+	if x == nil {
+		return nil
+	}
+	return f(x)
 }
 
 // Map returns the common part of each check's result keyed by check name.

@@ -35,6 +35,13 @@
 // lists those components. If every check is temperror, the score is 0 and
 // Report.Complete is false; callers should not emit events from it.
 //
+// A domain that does not exist in DNS (dnscheck.Results.NXDomain: its name
+// answered NXDOMAIN) scores 0 with every component saying so, rather than
+// the points a real domain that publishes nothing would get (10, for a DKIM
+// key that may sit at a selector we do not know): it cannot send
+// authenticated mail or receive any, and a domain that vanishes should fall
+// (a critical health_score_changed), not keep a score.
+//
 // # Caps
 //
 // Live signals cannot raise the score but can cap it: a domain with perfect
@@ -87,6 +94,9 @@ type Report struct {
 	Complete bool `json:"complete"`
 	// Uncapped is the DNS score before caps.
 	Uncapped int `json:"uncapped"`
+	// NXDomain is true when the domain does not exist in DNS; the score is
+	// then 0.
+	NXDomain bool `json:"nxdomain"`
 	// Caps are the caps given; Applied is the one that lowered the score.
 	Caps    []Cap `json:"caps"`
 	Applied *Cap  `json:"applied,omitempty"`
@@ -109,6 +119,14 @@ func weights() []Component {
 // Score computes the health score of results, capped by caps.
 func Score(results *dnscheck.Results, caps ...Cap) Report {
 	rep := Report{Components: []Component{}, Unknown: []string{}, Caps: append([]Cap{}, caps...)}
+	if results.NXDomain {
+		rep.NXDomain, rep.Complete = true, true
+		for _, c := range weights() {
+			c.Reason = "the domain does not exist in DNS (NXDOMAIN)"
+			rep.Components = append(rep.Components, c)
+		}
+		return rep
+	}
 	statuses := results.Map()
 	total, weightSum := 0.0, 0
 	for _, c := range weights() {

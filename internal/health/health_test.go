@@ -1,11 +1,14 @@
 package health
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/dnstest"
 )
 
 // results builds Results with the given statuses; missing checks pass.
@@ -148,4 +151,31 @@ func TestCompare(t *testing.T) {
 			require.Equal(t, tc.critical, c.Critical)
 		})
 	}
+}
+
+// TestScoreNXDOMAIN checks a domain that does not exist, through real
+// checks against a loopback DNS server: it scores 0 and says why, where a
+// domain that exists and publishes nothing scores 10.
+func TestScoreNXDOMAIN(t *testing.T) {
+	t.Parallel()
+	srv := dnstest.Start(t, `exists.test. 300 IN A 192.0.2.1`)
+	resolver := dnscheck.NewClient(srv.Addr(), time.Second)
+	check := func(domain string) Report {
+		return Score(dnscheck.CheckAll(context.Background(), domain, dnscheck.Options{Resolver: resolver, SkipSelectorProbe: true}))
+	}
+
+	rep := check("gone.test")
+	require.True(t, rep.Complete)
+	require.True(t, rep.NXDomain)
+	require.Equal(t, 0, rep.Score)
+	require.Empty(t, rep.Unknown)
+	require.Len(t, rep.Components, 8)
+	for _, c := range rep.Components {
+		require.Zero(t, c.Points, c.Name)
+		require.Equal(t, "the domain does not exist in DNS (NXDOMAIN)", c.Reason, c.Name)
+	}
+
+	rep = check("exists.test")
+	require.False(t, rep.NXDomain)
+	require.Equal(t, 10, rep.Score, "%+v", rep.Components)
 }

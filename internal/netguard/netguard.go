@@ -340,11 +340,8 @@ type URLError struct {
 	// Message is safe to show to the user (a 422 detail or field message):
 	// it completes the sentence "url ..." e.g. "must use http or https".
 	Message string
-	// Temporary is true when the URL may pass later: name resolution failed
-	// for a reason other than the name not existing.
-	Temporary bool
-	// Err is the underlying cause, if any (a *BlockedError, a *net.DNSError,
-	// a *url.Error); for logs.
+	// Err is the underlying cause, if any (a *BlockedError or a
+	// *url.Error); for logs.
 	Err error
 }
 
@@ -365,9 +362,9 @@ const maxURLLength = 2048
 // CheckURL validates a webhook destination URL at create or update time:
 // absolute, http or https, a host, no user information, and a host whose
 // every address (the IP literal, or all addresses the resolver returns) is
-// allowed. It returns a *URLError. resolver may be nil for
-// net.DefaultResolver. The caller bounds the time spent resolving through
-// ctx.
+// allowed. It returns a *URLError. A host name that does not resolve is
+// accepted (see below). resolver may be nil for net.DefaultResolver. The
+// caller bounds the time spent resolving through ctx.
 //
 // This check is advisory: DNS may change before delivery. Control, on the
 // delivery client's dialer, is authoritative.
@@ -429,16 +426,13 @@ func (g *Guard) CheckURL(ctx context.Context, raw string, resolver Resolver) err
 	if resolver == nil {
 		resolver = net.DefaultResolver
 	}
+	// A name that does not resolve (yet, or not from here) is accepted:
+	// this check can only judge addresses it sees, and the dial-time check
+	// (Control) judges every address actually dialled. Deliveries to such
+	// a URL fail with a DNS error until the name resolves.
 	addrs, err := resolver.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		var dnsErr *net.DNSError
-		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-			return fail(fmt.Sprintf("host %q does not exist (no DNS records)", host), err)
-		}
-		return &URLError{URL: raw, Message: fmt.Sprintf("host %q could not be resolved; try again later", host), Temporary: true, Err: err}
-	}
-	if len(addrs) == 0 {
-		return fail(fmt.Sprintf("host %q has no addresses", host), nil)
+	if err != nil || len(addrs) == 0 {
+		return nil
 	}
 	return g.checkURLAddrs(raw, host, addrs)
 }
@@ -448,14 +442,26 @@ func (g *Guard) checkURLAddrs(raw, host string, addrs []netip.Addr) error {
 		if err := g.CheckIP(ip); err != nil {
 			var be *BlockedError
 			errors.As(err, &be)
-			msg := fmt.Sprintf("points to %s, a %s; webhooks can only be sent to public internet addresses", ip, be.Reason)
+			msg := fmt.Sprintf("points to %s, a %s; %s", ip, be.Reason, blockedHint(ip, be.Reason))
 			if ip.String() != host {
-				msg = fmt.Sprintf("host %q resolves to %s, a %s; webhooks can only be sent to public internet addresses", host, ip, be.Reason)
+				msg = fmt.Sprintf("host %q resolves to %s, a %s; %s", host, ip, be.Reason, blockedHint(ip, be.Reason))
 			}
 			return &URLError{URL: raw, Message: msg, Err: err}
 		}
 	}
 	return nil
+}
+
+// blockedHint completes a refusal of ip: where webhooks may go, and the
+// setting that admits more.
+func blockedHint(ip netip.Addr, r Reason) string {
+	single := netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen())
+	hint := "webhooks can only be sent to public internet addresses unless the server's " + EnvAllowedCIDRs +
+		" setting admits the address (for example " + EnvAllowedCIDRs + "=" + single.String() + ")"
+	if r == ReasonMetadata {
+		hint += "; a metadata address only when listed as a single address"
+	}
+	return hint
 }
 
 func parsePort(s string) (int, error) {
