@@ -26,7 +26,7 @@ type tenant struct {
 
 // seed makes an account with n events, a domain (with health history) and
 // a subscription whose secret must never be readable.
-func seed(t *testing.T, db dbutil.Executor, n int) tenant {
+func seed(t testing.TB, db dbutil.Executor, n int) tenant {
 	t.Helper()
 	ctx := context.Background()
 	id := uuid.Must(uuid.NewV7())
@@ -59,7 +59,7 @@ var newTables = []string{"providers", "provider_links", "message_events", "suppr
 
 // seedTenantTables gives the account one row in each table of 0012, with
 // secrets in the columns that must never be readable.
-func seedTenantTables(t *testing.T, db dbutil.Executor, account, domain uuid.UUID) {
+func seedTenantTables(t testing.TB, db dbutil.Executor, account, domain uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
 	provider, event, message, report, conn := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()),
