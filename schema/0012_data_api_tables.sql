@@ -7,6 +7,20 @@
 -- in schema data_api named as the API names them. No role but the owner can
 -- write, so writes through the data API are refused.
 
+-- The same function as 0010's, written as one expression without FROM so
+-- that the planner inlines it into every policy: 0010's body (a SELECT
+-- FROM a subquery) cannot be inlined, so each query parsed and planned it
+-- again, which was most of a small data-API read's time in Postgres.
+-- Same answer: the claims' "sub" as a uuid, or NULL when it is not one.
+CREATE OR REPLACE FUNCTION mailwatch_jwt_account_id() RETURNS uuid
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN nullif(current_setting('request.jwt.claims', true), '')::json ->> 'sub'
+             ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
+        THEN (nullif(current_setting('request.jwt.claims', true), '')::json ->> 'sub')::uuid
+    END
+$$;
+
 -- Policies. Tables without an account column are owned through their
 -- domain (or report); the subquery runs as the caller, under the same
 -- policies.
