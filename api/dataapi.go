@@ -14,6 +14,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/mailwatch/mailwatch/internal/authproviders"
 	"github.com/mailwatch/mailwatch/internal/dataapi"
 )
 
@@ -23,6 +24,11 @@ type DataAPIOptions struct {
 	MaxRows int
 	// StatementTimeout bounds one query (DATA_API_STATEMENT_TIMEOUT); 5 s when 0.
 	StatementTimeout time.Duration
+	// Pages caches answers to reads of the events table per subject, each
+	// served only after the subject's newest event, read under RLS, is
+	// found unchanged (EVENTS_PAGE_CACHE_TTL, EVENTS_PAGE_CACHE_BYTES); nil
+	// caches nothing.
+	Pages *dataapi.Pages
 }
 
 // DataAPIRequest documents GET /rest/v1/{table}; the query string is
@@ -54,7 +60,8 @@ type PostgRESTErrorBody struct {
 const pgrstObject = "application/vnd.pgrst.object+json"
 
 func (s *Server) dataAPIRoutes() {
-	runner := &dataapi.Runner{DB: s.db, MaxRows: s.deps.DataAPI.MaxRows, StatementTimeout: s.deps.DataAPI.StatementTimeout}
+	runner := &dataapi.Runner{DB: s.db, MaxRows: s.deps.DataAPI.MaxRows, StatementTimeout: s.deps.DataAPI.StatementTimeout,
+		Pages: s.deps.DataAPI.Pages}
 	HandleRaw(s.router, Endpoint[DataAPIRequest, DataAPIRows]{
 		Method: "GET", Path: "/rest/v1/{table}", OperationID: "dataAPIRead", Tag: "data api", Auth: AuthJWT,
 		Summary: "Read tenant rows (PostgREST grammar, row-level secured)",
@@ -66,6 +73,10 @@ func (s *Server) dataAPIRoutes() {
 			"security on the token's claims. Limited per token subject like API keys.",
 		Errors: []int{403, 406, 416},
 	}, func(c *fiber.Ctx) error { return s.serveDataAPI(c, runner) })
+	// HEAD (postgrest-js's head: true, usually with count=exact): the same
+	// read, answered with its headers only (fasthttp drops the body).
+	s.router.app.Add("HEAD", fiberPath("/rest/v1/{table}"), deadline(s.router.requestTimeout),
+		func(c *fiber.Ctx) error { return s.serveDataAPI(c, runner) })
 }
 
 func (s *Server) serveDataAPI(c *fiber.Ctx, runner *dataapi.Runner) error {
@@ -79,6 +90,12 @@ func (s *Server) serveDataAPI(c *fiber.Ctx, runner *dataapi.Runner) error {
 			var apiErr *Error
 			if errors.As(err, &apiErr) {
 				return pgrstError(c, s.logger, &dataapi.Error{Status: apiErr.Status, Code: "PGRST000", Message: apiErr.Detail}, apiErr.Cause)
+			}
+			if errors.Is(err, authproviders.ErrUnavailable) {
+				// Our failure (the providers or links could not be read),
+				// not the token's: retry later, not sign in again.
+				return pgrstError(c, s.logger, &dataapi.Error{Status: http.StatusServiceUnavailable, Code: "PGRST000",
+					Message: "the token's identity provider could not be looked up; try again"}, err)
 			}
 			problem = "invalid JWT: " + err.Error()
 		}
@@ -111,6 +128,7 @@ func (s *Server) serveDataAPI(c *fiber.Ctx, runner *dataapi.Runner) error {
 		AccountID: verified.accountID,
 		Claims:    verified.claims,
 		Request:   req,
+		RawQuery:  string(c.Request().URI().QueryString()),
 		Count:     preferCountExact(string(c.Request().Header.Peek("Prefer"))),
 		Singular:  acceptsObject(string(c.Request().Header.Peek(fiber.HeaderAccept))),
 	}

@@ -9,10 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/dataapi"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 )
 
@@ -63,13 +66,21 @@ func TestPostgrestJSClient(t *testing.T) {
 	t.Parallel()
 	deps := nodeDeps(t)
 	pool, _ := dbtest.NewDB(t)
-	b := setup(t, func(o *setupOpts) { o.db = pool })
+	b := setup(t, func(o *setupOpts) {
+		o.db = pool
+		o.deps = func(d *api.Deps) { d.DataAPI.Pages = dataapi.NewPages(time.Second, 1<<20) }
+	})
 	alice, bob := b.createAccount(t), b.createAccount(t)
 	ctx := context.Background()
 	for i, acct := range []string{alice.ID, alice.ID, alice.ID, bob.ID, bob.ID} {
 		typ := []string{"bounce_spike", "health_score_changed"}[i%2]
 		_, err := pool.Exec(ctx, `INSERT INTO events (id, account_id, event_type, severity, payload, rendered, created_at)
 			VALUES ($1, $2, $3, 'info', '{"n": 1}', '{}', now() - make_interval(mins => $4))`, uuid.Must(uuid.NewV7()), acct, typ, i)
+		require.NoError(t, err)
+	}
+	for _, who := range []struct{ id, email string }{{alice.ID, "alice@example.net"}, {bob.ID, "bob@example.net"}} {
+		_, err := pool.Exec(ctx, `INSERT INTO suppressions (id, account_id, email, email_hash, reason)
+			VALUES ($1, $2, $3, sha256(convert_to($3, 'UTF8')), 'manual')`, uuid.Must(uuid.NewV7()), who.id, who.email)
 		require.NoError(t, err)
 	}
 	_, err := pool.Exec(ctx, `INSERT INTO domains (id, account_id, name) VALUES ($1, $2, 'alice.example.com'), ($3, $4, 'bob.example.com')`,
@@ -115,6 +126,12 @@ func TestPostgrestJSClient(t *testing.T) {
 	counted := ok("counted", http.StatusPartialContent, 2)
 	require.NotNil(t, counted.Count)
 	require.Equal(t, 3, *counted.Count)
+	head := ok("headCount", http.StatusOK, -1)
+	require.Equal(t, "null", string(head.Data), "HEAD has no body")
+	require.NotNil(t, head.Count)
+	require.Equal(t, 3, *head.Count)
+	suppressed := ok("newTable", http.StatusOK, 1).rows(t)
+	require.Equal(t, "alice@example.net", suppressed[0]["email"], "only Alice's suppression")
 	single := ok("single", http.StatusOK, -1)
 	var domain map[string]any
 	require.NoError(t, json.Unmarshal(single.Data, &domain))

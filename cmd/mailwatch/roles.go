@@ -29,6 +29,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/dataapi"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
@@ -117,9 +118,10 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		}
 	}
 	srv := api.New(api.Deps{
-		Identity:              issuer,
-		DataAPIOnly:           dataAPIOnly,
-		DataAPI:               api.DataAPIOptions{MaxRows: cfg.DataAPIMaxRows, StatementTimeout: cfg.DataAPIStatementTimeout},
+		Identity:    issuer,
+		DataAPIOnly: dataAPIOnly,
+		DataAPI: api.DataAPIOptions{MaxRows: cfg.DataAPIMaxRows, StatementTimeout: cfg.DataAPIStatementTimeout,
+			Pages: dataapi.NewPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes)},
 		DB:                    pool,
 		Pool:                  pool,
 		River:                 riverClient,

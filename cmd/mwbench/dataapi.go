@@ -9,6 +9,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/dataapi"
 )
 
 // benchDataAPI compares the row-level-secured data API with the REST event
@@ -21,7 +24,10 @@ func benchDataAPI(ctx context.Context, env *benchEnv) error {
 		perAcct  = 500
 	)
 	d := benchDuration()
-	srv, err := env.startAPI(ctx, env.Pool, nil)
+	srv, err := env.startAPI(ctx, env.Pool, func(deps *api.Deps) {
+		// The API role's default, as for the REST listing's EventPages.
+		deps.DataAPI.Pages = dataapi.NewPages(time.Second, 32<<20)
+	})
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,10 @@ var Algorithms = []string{"RS256", "RS384", "RS512", "PS256", "ES256", "ES384", 
 // ErrNoLink is a valid provider token whose user no link binds.
 var ErrNoLink = errors.New("the token's user is not linked to an account")
 
+// ErrUnavailable wraps a failure to read the providers or links: the
+// token was not judged, so the caller answers 503, not 401.
+var ErrUnavailable = errors.New("identity provider lookup unavailable")
+
 // Verifier checks provider tokens. One per process; it caches each JWKS.
 type Verifier struct {
 	DB dbutil.Executor
@@ -122,7 +126,7 @@ func (v *Verifier) Verify(ctx context.Context, token, skip string) (*Verified, b
 	q := dbsqlc.New()
 	providers, err := q.AuthProviderListByIssuer(ctx, v.DB, iss)
 	if err != nil {
-		return nil, true, err
+		return nil, true, fmt.Errorf("%w: error listing the providers of %s: %w", ErrUnavailable, iss, err)
 	}
 	if len(providers) == 0 {
 		return nil, false, nil
@@ -131,7 +135,9 @@ func (v *Verifier) Verify(ctx context.Context, token, skip string) (*Verified, b
 	for _, p := range providers {
 		acct, claims, err := v.verifyWith(ctx, p, token)
 		if err != nil {
-			lastErr = err
+			if !errors.Is(lastErr, ErrUnavailable) {
+				lastErr = err // an unavailable lookup is reported over a refusal
+			}
 			continue
 		}
 		return &Verified{AccountID: acct, Claims: claims, RateKey: "provider:" + p.ID.String() + ":" + claimsSubject(claims)}, true, nil
@@ -180,7 +186,7 @@ func (v *Verifier) verifyWith(ctx context.Context, p dbsqlc.AuthProvider, token 
 		return "", nil, ErrNoLink
 	}
 	if err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("%w: error finding the link: %w", ErrUnavailable, err)
 	}
 	out, err := json.Marshal(map[string]any{
 		"sub": row.String(), "role": "authenticated", "iss": p.Issuer, "aud": claims["aud"], "exp": claims["exp"],

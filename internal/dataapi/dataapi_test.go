@@ -26,7 +26,7 @@ type tenant struct {
 
 // seed makes an account with n events, a domain (with health history) and
 // a subscription whose secret must never be readable.
-func seed(t *testing.T, db dbutil.Executor, n int) tenant {
+func seed(t testing.TB, db dbutil.Executor, n int) tenant {
 	t.Helper()
 	ctx := context.Background()
 	id := uuid.Must(uuid.NewV7())
@@ -46,8 +46,66 @@ func seed(t *testing.T, db dbutil.Executor, n int) tenant {
 	_, err = db.Exec(ctx, `INSERT INTO event_subscriptions (id, account_id, url, secret_ciphertext, secret_key_id)
 		VALUES ($1, $2, 'https://hooks.example.com/x', '\xdeadbeef', 'k1')`, uuid.Must(uuid.NewV7()), id)
 	require.NoError(t, err)
+	seedTenantTables(t, db, id, domainID)
 	claims, _ := json.Marshal(map[string]any{"sub": id.String(), "role": "authenticated", "aud": "authenticated"})
 	return tenant{id: id, claims: claims}
+}
+
+// newTables are the views of schema/0012_data_api_tables.sql; seed puts
+// exactly one row of each tenant in each.
+var newTables = []string{"providers", "provider_links", "message_events", "suppressions", "message_spikes",
+	"received_reports", "dmarc_reports", "dmarc_records", "dmarc_sources", "tls_reports", "dns_connections",
+	"dns_connection_links", "dns_recommendations", "mx_setups"}
+
+// seedTenantTables gives the account one row in each table of 0012, with
+// secrets in the columns that must never be readable.
+func seedTenantTables(t testing.TB, db dbutil.Executor, account, domain uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	provider, event, message, report, conn := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()),
+		uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	name := "d" + account.String()[:8] + ".example.com"
+	for _, st := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO sending_providers (id, account_id, kind, label, secret_ciphertext, secret_key_id)
+			VALUES ($1, $2, 'ses', 'main', '\xdeadbeef', 'k1')`, []any{provider, account}},
+		{`INSERT INTO sending_provider_links (provider_id, domain_id) VALUES ($1, $2)`, []any{provider, domain}},
+		{`INSERT INTO message_events (id, account_id, provider_id, provider_kind, event_id, event_type, recipient,
+			recipient_hash, domain, domain_id, occurred_at)
+			VALUES ($1, $2, $3, 'ses', 'e1', 'bounced', 'r@example.net', '\x01', $5, $4, now())`, []any{event, account, provider, domain, name}},
+		{`INSERT INTO suppressions (id, account_id, email, email_hash, reason, source_event_id)
+			VALUES (gen_random_uuid(), $1, 'r@example.net', '\x01', 'hard_bounce', $2)`, []any{account, event}},
+		{`INSERT INTO message_spikes (domain_id, provider_id, kind) VALUES ($1, $2, 'bounce')`, []any{domain, provider}},
+		{`INSERT INTO report_messages (id, account_id, domain_id, kind, source, raw, raw_size)
+			VALUES ($1, $2, $3, 'dmarc', 'upload', '\x01', 1)`, []any{message, account, domain}},
+		{`INSERT INTO dmarc_reports (id, domain_id, message_id, org_name, report_id, email, begin_at, end_at,
+			policy_domain, policy, version, record_count, message_count, pass_count)
+			VALUES ($1, $2, $3, 'google.com', 'r1', 'noreply@google.com', now() - interval '1 day', now(), $4, '{}', '1.0', 1, 3, 2)`,
+			[]any{report, domain, message, name}},
+		{`INSERT INTO dmarc_records (report_id, ordinal, source_ip, count, disposition, dkim, spf, header_from,
+			envelope_from, envelope_to, reasons, dkim_results, spf_results)
+			VALUES ($1, 0, '192.0.2.1', 3, 'none', 'pass', 'fail', $2, $2, '', '[]', '[]', '[]')`, []any{report, name}},
+		{`INSERT INTO dmarc_source_days (domain_id, day, source_ip, messages, dkim_aligned, spf_aligned, compliant,
+			forwarded, failing) VALUES ($1, current_date, '192.0.2.1', 3, 2, 0, 2, 0, 1)`, []any{domain}},
+		{`INSERT INTO tls_reports (id, domain_id, message_id, org_name, report_id, contact_info, begin_at, end_at,
+			successful_count, failure_count, policies)
+			VALUES (gen_random_uuid(), $1, $2, 'google.com', 't1', 'x@google.com', now() - interval '1 day', now(), 5, 0, '[]')`,
+			[]any{domain, message}},
+		{`INSERT INTO dns_connections (id, account_id, kind, label, secret_ciphertext, secret_key_id, verified_at)
+			VALUES ($1, $2, 'cloudflare', 'cf', '\xdeadbeef', 'k1', now())`, []any{conn, account}},
+		{`INSERT INTO dns_connection_links (domain_id, connection_id, zone_name, zone_id) VALUES ($1, $2, $3, 'z1')`,
+			[]any{domain, conn, name}},
+		{`INSERT INTO dns_recommendations (id, domain_id, key, check_name, severity, name, rtype, op, why, fingerprint, job_id)
+			VALUES (gen_random_uuid(), $1, 'spf', 'spf', 'warning', $2, 'TXT', 'create', 'no SPF record', 'f1', 42)`,
+			[]any{domain, name}},
+		{`INSERT INTO mx_setups (id, domain_id, name, token) VALUES (gen_random_uuid(), $1, $2, 'tok')`,
+			[]any{domain, "reports." + name}},
+	} {
+		_, err := db.Exec(ctx, st.sql, st.args...)
+		require.NoError(t, err, st.sql)
+	}
 }
 
 func run(t *testing.T, r *Runner, who tenant, table, rawQuery string, count, singular bool) (*Result, error) {
@@ -108,7 +166,11 @@ func TestTenantIsolationWithBuggyBuilder(t *testing.T) {
 	require.NoError(t, db.QueryRow(context.Background(), q.sql, q.args...).Scan(&body, &leaked))
 	require.GreaterOrEqual(t, leaked, int64(7))
 
-	for table, want := range map[string]int{"events": 3, "domains": 1, "domain_health_history": 1, "event_subscriptions": 1} {
+	wants := map[string]int{"events": 3, "domains": 1, "domain_health_history": 1, "event_subscriptions": 1}
+	for _, table := range newTables {
+		wants[table] = 1
+	}
+	for table, want := range wants {
 		res, err := run(t, buggy, alice, table, "", true, false)
 		require.NoError(t, err, table)
 		rows := rowsOf(t, res)
@@ -177,6 +239,34 @@ func TestRowLevelSecurityInSQL(t *testing.T) {
 		require.Equal(t, 2, n)
 		return nil
 	}))
+	// The tables of 0012: both tenants have one row in each; Alice sees
+	// exactly hers, through the view and on the base table alike.
+	for _, view := range newTables {
+		sql := `SELECT count(*) FROM data_api.` + view
+		require.NoError(t, asAlice(t, func(tx pgx.Tx) error {
+			var n int
+			if err := tx.QueryRow(ctx, sql).Scan(&n); err != nil {
+				return err
+			}
+			if n != 1 {
+				return fmt.Errorf("%d rows visible, want Alice's one", n)
+			}
+			return nil
+		}), sql)
+	}
+	for _, sql := range []string{
+		`SELECT count(*) FROM sending_providers WHERE account_id = $1`,
+		`SELECT count(*) FROM message_events WHERE account_id = $1`,
+		`SELECT count(*) FROM suppressions WHERE account_id = $1`,
+		`SELECT count(*) FROM report_messages WHERE account_id = $1`,
+		`SELECT count(*) FROM dns_connections WHERE account_id = $1`,
+		`SELECT count(*) FROM data_api.dmarc_records r JOIN dmarc_reports p ON p.id = r.report_id
+			JOIN domains d ON d.id = p.domain_id WHERE d.account_id = $1`,
+		`SELECT count(*) FROM data_api.mx_setups m JOIN domains d ON d.id = m.domain_id WHERE d.account_id = $1`,
+		`SELECT count(*) FROM data_api.provider_links l JOIN sending_providers p ON p.id = l.provider_id WHERE p.account_id = $1`,
+	} {
+		require.NoError(t, asAlice(t, count(sql)), sql)
+	}
 	// Writes and secrets are refused.
 	for _, sql := range []string{
 		`DELETE FROM events`,
@@ -190,6 +280,19 @@ func TestRowLevelSecurityInSQL(t *testing.T) {
 		`SELECT body FROM webhook_deliveries`,
 		`SELECT raw FROM receiver_messages`,
 		`SELECT webhook_secret_ciphertext FROM auth_providers`,
+		`SELECT secret_ciphertext FROM sending_providers`,
+		`SELECT secret_key_id FROM sending_providers`,
+		`SELECT secret_ciphertext FROM dns_connections`,
+		`SELECT secret_key_id FROM dns_connections`,
+		`SELECT recipient_hash FROM message_events`,
+		`SELECT email_hash FROM suppressions`,
+		`SELECT raw FROM report_messages`,
+		`SELECT body FROM provider_payloads`,
+		`SELECT job_id FROM dns_recommendations`,
+		`DELETE FROM suppressions`,
+		`DELETE FROM data_api.suppressions`,
+		`UPDATE dns_recommendations SET state = 'dismissed'`,
+		`INSERT INTO mx_setups (id, domain_id, name, token) SELECT gen_random_uuid(), id, 'x.' || name, 't' FROM domains`,
 	} {
 		err := asAlice(t, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, sql); return err })
 		require.ErrorContains(t, err, "permission denied", sql)

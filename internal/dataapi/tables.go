@@ -32,7 +32,11 @@ func cols(spec ...string) []Column {
 
 const byAccount = `account_id = $1::uuid`
 
-// Tables is the allow-list; it matches the views of schema/0010_data_api.sql
+// byDomain owns a row through its domain.
+const byDomain = `domain_id IN (SELECT d.id FROM data_api.domains d WHERE d.account_id = $1::uuid)`
+
+// Tables is the allow-list; it matches the views of schema/0010_data_api.sql and
+// schema/0012_data_api_tables.sql
 // (a test compares them with the database).
 var Tables = func() map[string]*Table {
 	list := []*Table{
@@ -68,6 +72,58 @@ var Tables = func() map[string]*Table {
 		{Name: "auth_provider_links", Owner: byAccount, Columns: cols(
 			"id", "uuid", "provider_id", "uuid", "account_id", "uuid", "subject", "text", "email", "text", "source", "text",
 			"created_at", "timestamptz", "updated_at", "timestamptz")},
+
+		// schema/0012_data_api_tables.sql
+		{Name: "providers", Owner: byAccount, Columns: cols(
+			"id", "uuid", "account_id", "uuid", "kind", "text", "label", "text", "config", "jsonb",
+			"last_payload_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz")},
+		{Name: "provider_links", Owner: `provider_id IN (SELECT p.id FROM data_api.providers p WHERE p.account_id = $1::uuid)`, Columns: cols(
+			"provider_id", "uuid", "domain_id", "uuid", "created_at", "timestamptz")},
+		{Name: "message_events", Owner: byAccount, Columns: cols(
+			"id", "uuid", "account_id", "uuid", "provider_id", "uuid", "provider_kind", "text", "event_id", "text",
+			"message_id", "text", "event_type", "text", "bounce_class", "text", "recipient", "text", "domain", "text",
+			"domain_id", "uuid", "unlinked", "boolean", "classification", "text", "detail", "text",
+			"occurred_at", "timestamptz", "received_at", "timestamptz")},
+		{Name: "suppressions", Owner: byAccount, Columns: cols(
+			"id", "uuid", "account_id", "uuid", "email", "text", "reason", "text", "domain", "text",
+			"provider_id", "uuid", "source_event_id", "uuid", "created_at", "timestamptz")},
+		{Name: "message_spikes", Owner: byDomain, Columns: cols(
+			"domain_id", "uuid", "provider_id", "uuid", "kind", "text", "active", "boolean", "started_at", "timestamptz",
+			"ended_at", "timestamptz", "event_id", "uuid", "rate", "double precision", "checked_at", "timestamptz")},
+		{Name: "received_reports", Owner: byAccount, Columns: cols(
+			"id", "uuid", "account_id", "uuid", "domain_id", "uuid", "kind", "text", "source", "text",
+			"raw_size", "integer", "status", "text", "reason", "text", "report_type", "text", "failure", "jsonb",
+			"received_at", "timestamptz", "parsed_at", "timestamptz")},
+		{Name: "dmarc_reports", Owner: byDomain, Columns: cols(
+			"id", "uuid", "domain_id", "uuid", "message_id", "uuid", "org_name", "text", "report_id", "text",
+			"email", "text", "begin_at", "timestamptz", "end_at", "timestamptz", "policy_domain", "text",
+			"policy", "jsonb", "version", "text", "record_count", "integer", "message_count", "bigint",
+			"pass_count", "bigint", "created_at", "timestamptz")},
+		{Name: "dmarc_records", Owner: `report_id IN (SELECT r.id FROM data_api.dmarc_reports r JOIN data_api.domains d ON d.id = r.domain_id WHERE d.account_id = $1::uuid)`, Columns: cols(
+			"report_id", "uuid", "ordinal", "integer", "source_ip", "text", "count", "bigint", "disposition", "text",
+			"dkim", "text", "spf", "text", "header_from", "text", "envelope_from", "text", "envelope_to", "text",
+			"reasons", "jsonb", "dkim_results", "jsonb", "spf_results", "jsonb")},
+		{Name: "dmarc_sources", Owner: byDomain, Columns: cols(
+			"domain_id", "uuid", "day", "date", "source_ip", "text", "messages", "bigint", "dkim_aligned", "bigint",
+			"spf_aligned", "bigint", "compliant", "bigint", "forwarded", "bigint", "failing", "bigint",
+			"dkim_selectors", "text[]")},
+		{Name: "tls_reports", Owner: byDomain, Columns: cols(
+			"id", "uuid", "domain_id", "uuid", "message_id", "uuid", "org_name", "text", "report_id", "text",
+			"contact_info", "text", "begin_at", "timestamptz", "end_at", "timestamptz", "successful_count", "bigint",
+			"failure_count", "bigint", "policies", "jsonb", "created_at", "timestamptz")},
+		{Name: "dns_connections", Owner: byAccount, Columns: cols(
+			"id", "uuid", "account_id", "uuid", "kind", "text", "label", "text", "config", "jsonb",
+			"verified_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz")},
+		{Name: "dns_connection_links", Owner: byDomain, Columns: cols(
+			"domain_id", "uuid", "connection_id", "uuid", "zone_name", "text", "zone_id", "text", "created_at", "timestamptz")},
+		{Name: "dns_recommendations", Owner: byDomain, Columns: cols(
+			"id", "uuid", "domain_id", "uuid", "key", "text", "check_name", "text", "severity", "text", "name", "text",
+			"rtype", "text", "op", "text", "current", "text[]", "proposed", "text[]", "why", "text", "manual", "boolean",
+			"fingerprint", "text", "state", "text", "dismissed_reason", "text", "dismissed_until", "timestamptz",
+			"last_error", "text", "applied_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz")},
+		{Name: "mx_setups", Owner: byDomain, Columns: cols(
+			"id", "uuid", "domain_id", "uuid", "name", "text", "token", "text", "state", "text", "problems", "text[]",
+			"last_checked_at", "timestamptz", "verified_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz")},
 	}
 	m := make(map[string]*Table, len(list))
 	for _, t := range list {

@@ -115,6 +115,95 @@ type DataApiDelivery struct {
 	FailedAt       *time.Time
 }
 
+type DataApiDmarcRecord struct {
+	ReportID     uuid.UUID
+	Ordinal      int32
+	SourceIp     string
+	Count        int64
+	Disposition  string
+	Dkim         string
+	Spf          string
+	HeaderFrom   string
+	EnvelopeFrom string
+	EnvelopeTo   string
+	Reasons      json.RawMessage
+	DkimResults  json.RawMessage
+	SpfResults   json.RawMessage
+}
+
+type DataApiDmarcReport struct {
+	ID           uuid.UUID
+	DomainID     uuid.UUID
+	MessageID    uuid.UUID
+	OrgName      string
+	ReportID     string
+	Email        string
+	BeginAt      time.Time
+	EndAt        time.Time
+	PolicyDomain string
+	Policy       json.RawMessage
+	Version      string
+	RecordCount  int32
+	MessageCount int64
+	PassCount    int64
+	CreatedAt    time.Time
+}
+
+type DataApiDmarcSource struct {
+	DomainID      uuid.UUID
+	Day           time.Time
+	SourceIp      string
+	Messages      int64
+	DkimAligned   int64
+	SpfAligned    int64
+	Compliant     int64
+	Forwarded     int64
+	Failing       int64
+	DkimSelectors []string
+}
+
+type DataApiDnsConnection struct {
+	ID         uuid.UUID
+	AccountID  uuid.UUID
+	Kind       string
+	Label      string
+	Config     json.RawMessage
+	VerifiedAt time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+type DataApiDnsConnectionLink struct {
+	DomainID     uuid.UUID
+	ConnectionID uuid.UUID
+	ZoneName     string
+	ZoneID       string
+	CreatedAt    time.Time
+}
+
+type DataApiDnsRecommendation struct {
+	ID              uuid.UUID
+	DomainID        uuid.UUID
+	Key             string
+	CheckName       string
+	Severity        string
+	Name            string
+	Rtype           string
+	Op              string
+	Current         []string
+	Proposed        []string
+	Why             string
+	Manual          bool
+	Fingerprint     string
+	State           string
+	DismissedReason *string
+	DismissedUntil  *time.Time
+	LastError       *string
+	AppliedAt       *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
 type DataApiDomain struct {
 	ID            uuid.UUID
 	AccountID     uuid.UUID
@@ -184,6 +273,82 @@ type DataApiMessage struct {
 	ReceivedAt time.Time
 }
 
+type DataApiMessageEvent struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	ProviderID     uuid.UUID
+	ProviderKind   string
+	EventID        string
+	MessageID      string
+	EventType      string
+	BounceClass    *string
+	Recipient      string
+	Domain         string
+	DomainID       *uuid.UUID
+	Unlinked       bool
+	Classification string
+	Detail         *string
+	OccurredAt     time.Time
+	ReceivedAt     time.Time
+}
+
+type DataApiMessageSpike struct {
+	DomainID   uuid.UUID
+	ProviderID uuid.UUID
+	Kind       string
+	Active     bool
+	StartedAt  *time.Time
+	EndedAt    *time.Time
+	EventID    *uuid.UUID
+	Rate       float64
+	CheckedAt  time.Time
+}
+
+type DataApiMxSetup struct {
+	ID            uuid.UUID
+	DomainID      uuid.UUID
+	Name          string
+	Token         string
+	State         string
+	Problems      []string
+	LastCheckedAt *time.Time
+	VerifiedAt    *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+type DataApiProvider struct {
+	ID            uuid.UUID
+	AccountID     uuid.UUID
+	Kind          string
+	Label         string
+	Config        json.RawMessage
+	LastPayloadAt *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+type DataApiProviderLink struct {
+	ProviderID uuid.UUID
+	DomainID   uuid.UUID
+	CreatedAt  time.Time
+}
+
+type DataApiReceivedReport struct {
+	ID         uuid.UUID
+	AccountID  uuid.UUID
+	DomainID   uuid.UUID
+	Kind       string
+	Source     string
+	RawSize    int32
+	Status     string
+	Reason     *string
+	ReportType *string
+	Failure    json.RawMessage
+	ReceivedAt time.Time
+	ParsedAt   *time.Time
+}
+
 type DataApiReceiver struct {
 	ID         uuid.UUID
 	AccountID  uuid.UUID
@@ -194,6 +359,32 @@ type DataApiReceiver struct {
 	ExpiresAt  time.Time
 	CreatedAt  time.Time
 	ExpiredAt  *time.Time
+}
+
+type DataApiSuppression struct {
+	ID            uuid.UUID
+	AccountID     uuid.UUID
+	Email         string
+	Reason        string
+	Domain        *string
+	ProviderID    *uuid.UUID
+	SourceEventID *uuid.UUID
+	CreatedAt     time.Time
+}
+
+type DataApiTlsReport struct {
+	ID              uuid.UUID
+	DomainID        uuid.UUID
+	MessageID       uuid.UUID
+	OrgName         string
+	ReportID        string
+	ContactInfo     string
+	BeginAt         time.Time
+	EndAt           time.Time
+	SuccessfulCount int64
+	FailureCount    int64
+	Policies        json.RawMessage
+	CreatedAt       time.Time
 }
 
 type DmarcRecord struct {

@@ -21,6 +21,8 @@ async function main() {
     range: pick(await rest.from('events').select('id').gte('created_at', '2000-01-01T00:00:00Z').lt('created_at', '2999-01-01T00:00:00Z')),
     isNull: pick(await rest.from('events').select('id').is('acknowledged_at', null)),
     counted: pick(await rest.from('events').select('id', { count: 'exact' }).range(0, 1)),
+    headCount: pick(await rest.from('events').select('*', { count: 'exact', head: true })),
+    newTable: pick(await rest.from('suppressions').select('email,reason')),
     single: pick(await rest.from('domains').select('name,score').single()),
     singleOfMany: pick(await rest.from('events').select('id').single()),
     maybeNone: pick(await rest.from('domains').select('name').eq('name', 'nope.example').maybeSingle()),
