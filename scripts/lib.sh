@@ -131,6 +131,15 @@ ensure_go() {
 	export PATH="$(go env GOPATH)/bin:$PATH"
 }
 
+# ensure_bind installs BIND 9 when named is missing: the DNS-fix tests write
+# through RFC 2136 to a real named on loopback (internal/bindtest), and with
+# BINDTEST_REQUIRED set they fail instead of skipping when it is absent.
+ensure_bind() {
+	if command -v named >/dev/null 2>&1 || [ -x /usr/sbin/named ]; then return 0; fi
+	log "installing bind9 (named) for the DNS-fix tests"
+	apt_install bind9 >/dev/null || die "could not install bind9 (need root or passwordless sudo)"
+}
+
 # ensure_jq installs jq when it is missing: the README's walk-through and
 # its test read ids out of JSON answers with it.
 ensure_jq() {
