@@ -155,6 +155,7 @@ ensure_jq() {
 dev_env() {
 	export LISTEN_ADDR="${LISTEN_ADDR:-127.0.0.1:8080}"
 	export SMTP_ADDR="${SMTP_ADDR:-127.0.0.1:2525}"
+	export UI_ADDR="${UI_ADDR:-127.0.0.1:8081}"
 	export LOG_FORMAT="${LOG_FORMAT:-text}"
 	# Set but empty keeps the strict default (no loopback destinations).
 	export WEBHOOK_ALLOWED_CIDRS="${WEBHOOK_ALLOWED_CIDRS-127.0.0.0/8,::1/128}"
@@ -173,7 +174,7 @@ shell_quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
 # write_local_env FILE BINDIR writes the shell settings a second terminal
 # needs to use the running instance: `source FILE` sets BASE (the API),
-# SMTP_URL (the SMTP listener), DATABASE_URL (for `mailwatch jobs`,
+# SMTP_URL (the SMTP listener), UI (River UI), DATABASE_URL (for `mailwatch jobs`,
 # `mailwatch admin`) and puts BINDIR, holding the mailwatch binary, first on
 # PATH. The README's blocks rely on exactly these names.
 write_local_env() {
@@ -183,6 +184,7 @@ write_local_env() {
 		echo "# Written by scripts/run for the mailwatch it runs. In another shell: source .local/env"
 		echo "export BASE=$(shell_quote "$(loopback_url http "$LISTEN_ADDR")")"
 		echo "export SMTP_URL=$(shell_quote "$(loopback_url smtp "$SMTP_ADDR")")"
+		echo "export UI=$(shell_quote "$(loopback_url http "${UI_ADDR:-127.0.0.1:8081}")")"
 		echo "export DATABASE_URL=$(shell_quote "$DATABASE_URL")"
 		echo "case \":\$PATH:\" in *$(shell_quote ":$bindir:")*) ;; *) export PATH=$(shell_quote "$bindir"):\"\$PATH\" ;; esac"
 	} > "$file.tmp"

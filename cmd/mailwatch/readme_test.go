@@ -11,7 +11,7 @@ package main
 //     unset variable fails, and so does a failing command: use `curl -fsS`
 //     where an error status means the example is broken.
 //   - The shell starts in a directory holding .local/env exactly as
-//     scripts/run writes it (lib.sh's write_local_env): BASE, SMTP_URL,
+//     scripts/run writes it (lib.sh's write_local_env): BASE, SMTP_URL, UI,
 //     DATABASE_URL and the freshly built mailwatch first on PATH. Its
 //     environment carries none of mailwatch's settings otherwise.
 //   - The server is a real `mailwatch dev` started the way scripts/run
@@ -98,7 +98,7 @@ func readmeShBlocks(t *testing.T, path string) []shBlock {
 // or the names the walk-through sets, so a block only sees what a user's
 // fresh shell would have plus .local/env.
 func cleanEnv() []string {
-	drop := map[string]bool{"BASE": true, "SMTP_URL": true, "KEY": true}
+	drop := map[string]bool{"BASE": true, "SMTP_URL": true, "UI": true, "KEY": true}
 	for _, v := range config.Vars {
 		drop[v.Name] = true
 	}
@@ -150,6 +150,7 @@ func TestREADMERunsAsPasted(t *testing.T) {
 		"DATABASE_URL="+dbURL,
 		"LISTEN_ADDR="+listen,
 		"SMTP_ADDR="+freeAddr(t),
+		"UI_ADDR="+freeAddr(t),
 		"DNS_RESOLVER="+dns.Addr(),
 		"MAILWATCH_SECRET_KEY="+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)),
 		"LOG_FORMAT=json",
