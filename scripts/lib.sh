@@ -140,12 +140,17 @@ ensure_bind() {
 	apt_install bind9 >/dev/null || die "could not install bind9 (need root or passwordless sudo)"
 }
 
-# ensure_jq installs jq when it is missing: the README's walk-through and
-# its test read ids out of JSON answers with it.
+# ensure_jq installs jq and openssl when they are missing: the README's
+# walk-through and its test read ids out of JSON answers with jq and sign a
+# provider webhook with openssl.
 ensure_jq() {
-	command -v jq >/dev/null 2>&1 && return 0
-	log "jq not found; installing the jq package"
-	apt_install jq >/dev/null || log "could not install jq (need root or passwordless sudo); the README's examples use it"
+	local missing=""
+	command -v jq >/dev/null 2>&1 || missing="jq"
+	command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
+	[ -n "$missing" ] || return 0
+	log "installing ${missing# } (the README's examples use them)"
+	# shellcheck disable=SC2086
+	apt_install $missing >/dev/null || log "could not install ${missing# } (need root or passwordless sudo); the README's examples use them"
 }
 
 # dev_env exports the settings scripts/run gives `mailwatch dev` unless they

@@ -132,7 +132,7 @@ func TestREADMEShBlocksParse(t *testing.T) {
 // `mailwatch dev`; see the rules at the top of this file.
 func TestREADMERunsAsPasted(t *testing.T) {
 	t.Parallel()
-	for _, tool := range []string{"bash", "curl", "jq"} {
+	for _, tool := range []string{"bash", "curl", "jq", "openssl"} {
 		_, err := exec.LookPath(tool)
 		require.NoError(t, err, "the README's examples need %s (scripts/test and scripts/run install jq)", tool)
 	}

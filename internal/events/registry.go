@@ -191,22 +191,14 @@ var types = map[string]Type{
 		Description:     "A DNS recommendation was written into the domain's zone through its DNS connection (before and after are the records of the recommendation's kind).",
 		DefaultSeverity: SeverityInfo,
 		Audit:           true,
-		PayloadSchema: schema(`{"type":"object","required":["domain","recommendation_id","check","name","type","op","connection_kind","before","after"],"properties":{
-			"domain":{"type":"string"},"recommendation_id":{"type":"string","format":"uuid"},"check":{"type":"string"},
-			"name":{"type":"string"},"type":{"type":"string"},"op":{"type":"string","enum":["create","replace_rr","replace_rrset","delete_rr"]},
-			"connection_kind":{"type":"string"},"before":{"type":"array","items":{"type":"string"}},
-			"after":{"type":"array","items":{"type":"string"}},"error":{"type":"string"},"conflict":{"type":"boolean"}}}`),
+		PayloadSchema:   dnsFixSchema,
 	},
 	TypeDNSFixFailed: {
 		Name:            TypeDNSFixFailed,
 		Description:     "Writing a DNS recommendation failed: the record changed since it was observed (conflict; after is what the zone holds) or the provider refused the change (error).",
 		DefaultSeverity: SeverityWarning,
 		Audit:           true,
-		PayloadSchema: schema(`{"type":"object","required":["domain","recommendation_id","check","name","type","op","connection_kind","before","after"],"properties":{
-			"domain":{"type":"string"},"recommendation_id":{"type":"string","format":"uuid"},"check":{"type":"string"},
-			"name":{"type":"string"},"type":{"type":"string"},"op":{"type":"string","enum":["create","replace_rr","replace_rrset","delete_rr"]},
-			"connection_kind":{"type":"string"},"before":{"type":"array","items":{"type":"string"}},
-			"after":{"type":"array","items":{"type":"string"}},"error":{"type":"string"},"conflict":{"type":"boolean"}}}`),
+		PayloadSchema:   dnsFixSchema,
 	},
 	TypeMXVerificationLost: {
 		Name:            TypeMXVerificationLost,
@@ -237,6 +229,14 @@ var types = map[string]Type{
 		PayloadSchema:   tlsReportSchema,
 	},
 }
+
+// dnsFixSchema is the payload of dns_fix_applied and dns_fix_failed
+// (dnsfix.FixPayload).
+var dnsFixSchema = schema(`{"type":"object","required":["domain","recommendation_id","check","name","type","op","connection_kind","before","after"],"properties":{
+	"domain":{"type":"string"},"recommendation_id":{"type":"string","format":"uuid"},"check":{"type":"string"},
+	"name":{"type":"string"},"type":{"type":"string"},"op":{"type":"string","enum":["create","replace_rr","replace_rrset","delete_rr"]},
+	"connection_kind":{"type":"string"},"before":{"type":"array","items":{"type":"string"}},
+	"after":{"type":"array","items":{"type":"string"}},"error":{"type":"string"},"conflict":{"type":"boolean"}}}`)
 
 // Lookup returns the registered type called name.
 func Lookup(name string) (Type, bool) {
