@@ -134,7 +134,7 @@ func TestREADMERunsAsPasted(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []string{"bash", "curl", "jq", "openssl"} {
 		_, err := exec.LookPath(tool)
-		require.NoError(t, err, "the README's examples need %s (scripts/test and scripts/run install jq)", tool)
+		require.NoError(t, err, "the README's examples need %s (scripts/test and scripts/run install jq and openssl)", tool)
 	}
 	blocks := readmeShBlocks(t, "../../README.md")
 	lib, err := filepath.Abs("../../scripts/lib.sh")
