@@ -28,16 +28,12 @@ func DatabaseUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	var connectErr *pgconn.ConnectError
-	if errors.As(err, &connectErr) {
+	if definitelyDatabase(err) {
 		return true
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		// Class 08: connection exception; 57P01-03: the server is shutting
-		// down or starting; 53300: too many connections.
-		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" ||
-			pgErr.Code == "57P03" || pgErr.Code == "53300"
+		return false // the server answered: a query error, not a lost database
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
@@ -51,6 +47,26 @@ func DatabaseUnavailable(err error) bool {
 	// unexpected EOF, sometimes without a typed error.
 	msg := err.Error()
 	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF")
+}
+
+// definitelyDatabase reports whether err can only have come from Postgres
+// being unreachable: pgx could not connect, or the server said it is
+// shutting down, starting or full. A bare network error (refused, reset,
+// EOF) may also come from any other dial a request makes (a DNS provider,
+// a JWKS host), so the outage log confirms those with a ping.
+func definitelyDatabase(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P01-03: the server is shutting
+		// down or starting; 53300: too many connections.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" ||
+			pgErr.Code == "57P03" || pgErr.Code == "53300"
+	}
+	return false
 }
 
 // outageLog turns database-unavailable errors into 503s with Retry-After
@@ -80,7 +96,7 @@ func (o *outageLog) handler(next fiber.ErrorHandler) fiber.ErrorHandler {
 		if errors.As(err, &apiErr) && apiErr.Status < 500 {
 			return next(c, err)
 		}
-		if !DatabaseUnavailable(err) {
+		if !DatabaseUnavailable(err) || !o.confirm(err) {
 			return next(c, err)
 		}
 		o.failed(err)
@@ -90,6 +106,25 @@ func (o *outageLog) handler(next fiber.ErrorHandler) fiber.ErrorHandler {
 			Headers: map[string]string{fiber.HeaderRetryAfter: databaseRetryAfter},
 		})
 	}
+}
+
+// confirm reports whether a network-looking err is the database's: an
+// error only Postgres gives is, during a known outage every such error is,
+// and otherwise a ping decides (the database answering means the failed
+// dial was somewhere else, a plain 500).
+func (o *outageLog) confirm(err error) bool {
+	if definitelyDatabase(err) || o.ping == nil {
+		return true
+	}
+	o.mu.Lock()
+	down := o.down
+	o.mu.Unlock()
+	if down {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return o.ping(ctx) != nil
 }
 
 // failed records a refused request; the first of an outage logs it and

@@ -104,6 +104,7 @@ func TestOutageAnswers503AndLogsOnce(t *testing.T) {
 	app.Get("/lost", func(*fiber.Ctx) error { return fmt.Errorf("error reading key: %w", lost) })
 	app.Get("/lost500", func(*fiber.Ctx) error { return &Error{Status: 500, Detail: "x", Cause: lost} })
 	app.Get("/bug", func(*fiber.Ctx) error { return errors.New("nil map") })
+	app.Get("/otherdial", func(*fiber.Ctx) error { return fmt.Errorf("error fetching JWKS: %w", lost) })
 	app.Get("/notfound", func(*fiber.Ctx) error { return NotFound("domain") })
 
 	get := func(path string) (int, string, string) {
@@ -115,6 +116,10 @@ func TestOutageAnswers503AndLogsOnce(t *testing.T) {
 		require.NoError(t, json.Unmarshal(body, &eb), "%s", body)
 		return resp.StatusCode, resp.Header.Get("Retry-After"), eb.Detail
 	}
+	dbUp.Store(true)
+	status, _, _ := get("/otherdial")
+	require.Equal(t, 500, status, "a failed dial elsewhere, with the database up, is not an outage")
+	dbUp.Store(false)
 	for range 50 {
 		status, retry, detail := get("/lost")
 		require.Equal(t, 503, status)
@@ -124,7 +129,7 @@ func TestOutageAnswers503AndLogsOnce(t *testing.T) {
 		require.Equal(t, 503, status)
 		require.Equal(t, "5", retry)
 	}
-	status, _, _ := get("/bug")
+	status, _, _ = get("/bug")
 	require.Equal(t, 500, status, "a bug stays a 500")
 	status, _, _ = get("/notfound")
 	require.Equal(t, 404, status)
