@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"testing"
 	"time"
 
@@ -142,4 +143,25 @@ func TestRefusals(t *testing.T) {
 			require.ErrorIs(t, err, c.want)
 		})
 	}
+}
+
+// TestFirstReportPartDecides: once a part is recognised as a report, its
+// outcome is the message's, so a message of many decompressing parts costs
+// one decompression, not one per part. Here the first gzip part is broken
+// and the second is a good report: the second must not be tried.
+func TestFirstReportPartDecides(t *testing.T) {
+	t.Parallel()
+	good := corpus.Read(t, "dmarc/extract_report/nice-input.xml.gz")
+	broken := append([]byte(nil), good[:len(good)/2]...)
+	var msg bytes.Buffer
+	msg.WriteString("From: r@example.net\r\nTo: dmarc@example.com\r\nSubject: report\r\nMIME-Version: 1.0\r\n" +
+		"Content-Type: multipart/mixed; boundary=b\r\n\r\n")
+	for i, part := range [][]byte{broken, good} {
+		msg.WriteString("--b\r\nContent-Type: application/gzip\r\nContent-Transfer-Encoding: base64\r\n" +
+			"Content-Disposition: attachment; filename=r" + string(rune('0'+i)) + ".xml.gz\r\n\r\n")
+		msg.WriteString(base64.StdEncoding.EncodeToString(part) + "\r\n")
+	}
+	msg.WriteString("--b--\r\n")
+	_, err := dmarcrpt.ParseMessage(msg.Bytes())
+	require.Error(t, err, "the broken first report part decides the message")
 }

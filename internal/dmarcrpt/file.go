@@ -88,12 +88,10 @@ func ParseMessage(raw []byte) (*Feedback, error) {
 		if format == "" {
 			continue
 		}
-		if err == nil {
-			return f, nil
-		}
-		if firstErr == nil {
-			firstErr = err
-		}
+		// The first part that is a report (by its format) decides: trying
+		// every other part after a failure would let one message cost up to
+		// MaxParts decompressions of MaxReportBytes each.
+		return f, err
 	}
 	if firstErr != nil {
 		return nil, firstErr

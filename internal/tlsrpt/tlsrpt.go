@@ -206,7 +206,6 @@ func ParseMessage(raw []byte) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	var firstErr error
 	for _, p := range msg.Parts {
 		switch p.ContentType {
 		case "text/plain", "text/html", "message/rfc822":
@@ -219,15 +218,10 @@ func ParseMessage(raw []byte) (*Report, error) {
 		if format == "" {
 			continue
 		}
-		if err == nil {
-			return r, nil
-		}
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
-	if firstErr != nil {
-		return nil, firstErr
+		// The first part that is a report (by its format) decides: trying
+		// every other part after a failure would let one message cost up to
+		// MaxParts decompressions of MaxReportBytes each.
+		return r, err
 	}
 	return nil, ErrNoReport
 }
