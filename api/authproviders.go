@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -392,10 +393,14 @@ func (s *Server) authIngress(c *fiber.Ctx) error {
 	c.Request().Header.VisitAll(func(k, v []byte) { headers.Add(string(k), string(v)) })
 	headerID, err := authproviders.VerifySignature(string(secret), headers, body, s.now())
 	if err != nil {
-		if errors.Is(err, authproviders.ErrSignature) {
-			return unauthorized("webhook signature does not verify")
+		// Whatever failed (a forged request, or a stored secret that is no
+		// Standard Webhooks secret), the caller learns only that it did not
+		// verify; the cause goes to the log.
+		e := unauthorized("webhook signature does not verify")
+		if !errors.Is(err, authproviders.ErrSignature) {
+			s.logger.Warn("auth provider webhook secret unusable", slog.String("provider_id", p.ID.String()), slog.Any("error", err))
 		}
-		return unauthorized(err.Error())
+		return e
 	}
 	ev, err := authproviders.ParseEvent(body)
 	if err != nil {
@@ -406,6 +411,9 @@ func (s *Server) authIngress(c *fiber.Ctx) error {
 		applied, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (bool, error) {
 			return authproviders.Apply(ctx, tx, p, ev, strings.Clone(headerID))
 		})
+		if errors.Is(err, authproviders.ErrNoEventID) {
+			return InvalidField("body", "the event has no id (neither in the payload nor in the webhook-id header)")
+		}
 		if dbutil.IsUniqueViolation(err, "auth_provider_links_email_key") {
 			return Conflict("another link of this provider has this email")
 		}

@@ -248,6 +248,12 @@ func TestAuthProviderWorkOSWebhook(t *testing.T) {
 	resp.JSON(t, &links)
 	require.Len(t, links, 1)
 	require.Equal(t, "user_01HX", links[0]["subject"])
+
+	// A verified event with no id to deduplicate by is the sender's
+	// mistake (422), never a 500.
+	body = []byte(`{"event":"user.created","data":{"id":"user_02HX","email":"x@example.com"}}`)
+	resp = b.rcvRawDo(t, sign(time.Now(), secret))
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
 	require.Equal(t, "webhook", links[0]["source"])
 
 	// Unknown provider: 404.

@@ -58,10 +58,12 @@ DELETE FROM auth_provider_links WHERE id = @id::uuid AND provider_id = @provider
 DELETE FROM auth_provider_links WHERE provider_id = @provider_id::uuid AND subject = @subject::text;
 
 -- name: AuthProviderLinkFind :one
--- The link of a verified token's subject, or else of its email.
+-- The link of a verified token's subject, or else of its email, but an
+-- email matches only a link made by email (no subject): a link pinned to a
+-- subject is never reached by another user of the provider with that email.
 SELECT account_id FROM auth_provider_links
 WHERE provider_id = @provider_id::uuid
-  AND (subject = sqlc.narg('subject')::text OR email = sqlc.narg('email')::text)
+  AND (subject = sqlc.narg('subject')::text OR (subject IS NULL AND email = sqlc.narg('email')::text))
 ORDER BY (subject = sqlc.narg('subject')::text) DESC NULLS LAST
 LIMIT 1;
 

@@ -24,6 +24,10 @@ import (
 // ErrSignature is a webhook whose signature does not verify.
 var ErrSignature = errors.New("webhook signature does not verify")
 
+// ErrNoEventID is returned by Apply for a verified event that carries no
+// id to deduplicate it by (neither in its payload nor in its headers).
+var ErrNoEventID = errors.New("the event has no id")
+
 // Tolerance is how far a webhook's timestamp may be from now.
 const Tolerance = 5 * time.Minute
 
@@ -195,7 +199,7 @@ func Apply(ctx context.Context, tx dbutil.Tx, p dbsqlc.AuthProvider, ev Event, h
 		id = headerID
 	}
 	if id == "" {
-		return false, errors.New("the event has no id")
+		return false, ErrNoEventID
 	}
 	n, err := q.AuthProviderWebhookEventInsert(ctx, tx, dbsqlc.AuthProviderWebhookEventInsertParams{ProviderID: p.ID, EventID: id, EventType: ev.Type})
 	if err != nil {

@@ -176,6 +176,9 @@ func (v *Verifier) verifyWith(ctx context.Context, p dbsqlc.AuthProvider, token 
 	subject, _ := claims[p.SubjectClaim].(string)
 	email, _ := claims[p.EmailClaim].(string)
 	email = strings.ToLower(strings.TrimSpace(email))
+	if v, ok := claims["email_verified"].(bool); ok && !v {
+		email = "" // an unverified address proves nothing: link by subject only
+	}
 	if subject == "" && email == "" {
 		return "", nil, fmt.Errorf("token has neither %s nor %s", p.SubjectClaim, p.EmailClaim)
 	}

@@ -177,7 +177,7 @@ func (q *Queries) AuthProviderLinkDeleteBySubject(ctx context.Context, db DBTX, 
 const authProviderLinkFind = `-- name: AuthProviderLinkFind :one
 SELECT account_id FROM auth_provider_links
 WHERE provider_id = $1::uuid
-  AND (subject = $2::text OR email = $3::text)
+  AND (subject = $2::text OR (subject IS NULL AND email = $3::text))
 ORDER BY (subject = $2::text) DESC NULLS LAST
 LIMIT 1
 `
@@ -188,7 +188,9 @@ type AuthProviderLinkFindParams struct {
 	Email      *string
 }
 
-// The link of a verified token's subject, or else of its email.
+// The link of a verified token's subject, or else of its email, but an
+// email matches only a link made by email (no subject): a link pinned to a
+// subject is never reached by another user of the provider with that email.
 func (q *Queries) AuthProviderLinkFind(ctx context.Context, db DBTX, arg AuthProviderLinkFindParams) (uuid.UUID, error) {
 	row := db.QueryRow(ctx, authProviderLinkFind, arg.ProviderID, arg.Subject, arg.Email)
 	var account_id uuid.UUID
