@@ -97,7 +97,10 @@ func (s *Server) serveDataAPI(c *fiber.Ctx, runner *dataapi.Runner) error {
 				return pgrstError(c, s.logger, &dataapi.Error{Status: http.StatusServiceUnavailable, Code: "PGRST000",
 					Message: "the token's identity provider could not be looked up; try again"}, err)
 			}
-			problem = "invalid JWT: " + err.Error()
+			// The cause may name another tenant's provider (its claims, its
+			// JWKS URL): it goes to the log, not to the caller.
+			s.logger.Debug("data API token refused", slog.Any("error", err))
+			problem = "invalid JWT"
 		}
 	}
 	limitKey := "ip:" + c.IP()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,18 @@ func TestDataAPIHead(t *testing.T) {
 	resp := b.do(t, "GET", "/rest/v1/events?select=id&limit=1", b.token(t, other.Key), nil)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.Equal(t, "[]", strings.TrimSpace(string(resp.Body)))
+}
+
+// TestDataAPIValueOverLimitIs400: a filter value Postgres refuses for a
+// program limit (an array literal nested past 6 dimensions) is the
+// caller's bad value, a 400 in PostgREST's shape, never a 500.
+func TestDataAPIValueOverLimitIs400(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	resp := b.do(t, "GET", "/rest/v1/events?tags=eq."+url.QueryEscape("{{{{{{{{{{}}}}}}}}}}"), b.token(t, acct.Key), nil)
+	require.Equal(t, http.StatusBadRequest, resp.Status, "%s", resp.Body)
+	require.Contains(t, string(resp.Body), `"code":"54000"`)
 }
 
 // failingProviders fails the lookup of a token issuer's providers, as a

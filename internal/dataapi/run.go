@@ -249,7 +249,9 @@ func pgError(err error) error {
 	case pgErr.Code == "57014": // statement timeout
 		e.Status = http.StatusServiceUnavailable
 		e.Message = "the query took too long and was cancelled"
-	case len(pgErr.Code) == 5 && pgErr.Code[:2] == "22": // data exception: a bad value
+	case len(pgErr.Code) == 5 && (pgErr.Code[:2] == "22" || pgErr.Code[:2] == "54"):
+		// 22: data exception (a bad value); 54: program limit exceeded (an
+		// array literal nested too deep, a value too large).
 		e.Status = http.StatusBadRequest
 	case pgErr.Code == "42883" || pgErr.Code == "42703" || pgErr.Code == "42804":
 		e.Status = http.StatusBadRequest

@@ -317,6 +317,11 @@ func (s *Issuer) keyFor(ctx context.Context, t *jwt.Token) (any, error) {
 			s.mu.RLock()
 			ks = s.keys
 			s.mu.RUnlock()
+			if ks == nil { // invalidated since: load it ourselves
+				if ks, err = s.current(ctx, false); err != nil {
+					return nil, err
+				}
+			}
 		}
 		retired, known = ks.retiredAt[kid]
 	}
