@@ -205,11 +205,11 @@ func (s *Server) inboundRoutes() {
 		}
 		form, err := url.ParseQuery(string(c.Body()))
 		if err != nil {
-			return BadRequest("malformed form body: %v", err)
+			return BadRequest("malformed form body: not application/x-www-form-urlencoded")
 		}
 		fullURL := s.publicURL(c)
 		if !twilio.ValidateSignature(s.deps.TwilioAuthToken, fullURL, form, c.Get(twilio.HeaderSignature)) {
-			return unauthorized("missing or invalid X-Twilio-Signature for " + fullURL)
+			return unauthorized("missing or invalid X-Twilio-Signature (mailwatch signs over PUBLIC_BASE_URL and the request path)")
 		}
 		sms, err := twilio.ParseInboundSMS(form)
 		if err != nil {

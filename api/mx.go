@@ -88,7 +88,10 @@ func (s *Server) mxRoutes() {
 			}
 			m, err = dnsfix.VerifyMX(ctx, s.db, s.deps.Resolver, s.deps.Emitter, s.mxConfig(), m, s.now)
 			if errors.Is(err, dnsfix.ErrTemporary) {
-				return nil, Unavailable("%s", err.Error())
+				// The cause names our resolver's address: log it, say what happened.
+				e := Unavailable("a DNS lookup for the setup failed temporarily; nothing changed, retry later")
+				e.Cause = err
+				return nil, e
 			}
 			if err != nil {
 				return nil, dnsFixError(err)
