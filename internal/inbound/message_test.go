@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/mailwatch/mailwatch/internal/corpus"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -248,14 +249,10 @@ func requireCleanMessage(t *testing.T, msg *Message) {
 }
 
 // corpusDir returns the shared corpus of third-party samples, which lives
-// outside the repository, or skips the test when it is absent.
+// outside the repository (internal/corpus: a missing corpus fails the test).
 func corpusDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join("..", "..", "..", "shared", "corpus")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("shared corpus not available: %v", err)
-	}
-	return dir
+	return corpus.Path(t, ".")
 }
 
 func TestParseCorpus(t *testing.T) {

@@ -2,9 +2,8 @@ package twilio
 
 import (
 	"encoding/json"
+	"github.com/mailwatch/mailwatch/internal/corpus"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -13,14 +12,10 @@ import (
 )
 
 // corpusFile reads a file of the shared third-party corpus, which lives
-// outside the repository, or skips the test when it is absent.
+// outside the repository (internal/corpus: a missing corpus fails the test).
 func corpusFile(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "corpus", "esp", name))
-	if err != nil {
-		t.Skipf("shared corpus not available: %v", err)
-	}
-	return b
+	return corpus.Read(t, "esp/"+name)
 }
 
 type signatureVector struct {
