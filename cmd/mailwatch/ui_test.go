@@ -230,7 +230,9 @@ func TestRiverUIOperatorActions(t *testing.T) {
 	waitFor := func(t *testing.T, what string, cond func() bool) {
 		t.Helper()
 		for i := 0; !cond(); i++ {
-			require.Less(t, i, 600, "%s never happened:\n%s", what, worker.log())
+			// Generous: under the whole race-enabled suite the worker can
+			// be starved of CPU for a while.
+			require.Less(t, i, 3600, "%s never happened:\n%s", what, worker.log())
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
@@ -305,7 +307,11 @@ func TestRiverUIOperatorActions(t *testing.T) {
 
 		rc.set(id, http.StatusNoContent)
 		action(t, "retry", job)
-		require.Contains(t, []string{"pending", "retrying"}, read(t, id).status, "queued again as the UI answered")
+		// Queued again as the UI answered, unless the worker already took
+		// the job (it then moves the row itself, as it runs).
+		if d := read(t, id); d.jobState != "running" && d.jobState != "completed" {
+			require.Contains(t, []string{"pending", "retrying", "delivered"}, d.status, "queued again as the UI answered")
+		}
 		waitFor(t, "the push after the retry", func() bool { return read(t, id).status == "delivered" })
 		require.Equal(t, 2, rc.count(id))
 	})
