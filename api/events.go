@@ -68,6 +68,8 @@ type EventType struct {
 	Name            string          `json:"name" validate:"required"`
 	Description     string          `json:"description" validate:"required"`
 	DefaultSeverity string          `json:"default_severity" validate:"required" enum:"info,warning,critical"`
+	Group           string          `json:"group" validate:"required" description:"The preference group the type belongs to (see /api/accounts/me/preferences)."`
+	Required        bool            `json:"required" validate:"required" description:"Always sent on every channel: preferences cannot stop it (the audit and security groups)."`
 	Escalation      *string         `json:"escalation" validate:"required" description:"When an event of this type is raised to critical (an alert); null if never."`
 	Audit           bool            `json:"audit" validate:"required" description:"Written by an account's own actions (acknowledgements, deletions)."`
 	PayloadSchema   json.RawMessage `json:"payload_schema" validate:"required" description:"JSON Schema (2020-12) of the payload."`
@@ -214,6 +216,7 @@ func (s *Server) eventRoutes() {
 			for i, t := range all {
 				out[i] = EventType{
 					Name: t.Name, Description: t.Description, DefaultSeverity: string(t.DefaultSeverity),
+					Group: t.Group, Required: events.Required(t.Name),
 					Audit: t.Audit, PayloadSchema: t.PayloadSchema, Example: t.Example,
 				}
 				if t.Escalation != "" {

@@ -50,7 +50,9 @@ type Type struct {
 	Name            string   `json:"name"`
 	Description     string   `json:"description"`
 	DefaultSeverity Severity `json:"default_severity"`
-	Escalation      string   `json:"escalation,omitempty"`
+	// Group is the preference group of the type (groups.go).
+	Group      string `json:"group"`
+	Escalation string `json:"escalation,omitempty"`
 	// escalate applies the Escalation rule to a payload (already validated
 	// against PayloadSchema): it returns the severity the rule gives, or ""
 	// when the rule does not apply. Emit applies it for every producer.
@@ -77,6 +79,7 @@ var tlsReportSchema = schema(`{"type":"object","required":["domain","org_name","
 var types = map[string]Type{
 	TypeHealthScoreChanged: {
 		Name:            TypeHealthScoreChanged,
+		Group:           GroupHealth,
 		Description:     "A domain's health score moved by 5 points or more.",
 		DefaultSeverity: SeverityWarning,
 		Escalation:      "info for a rise; critical for a fall that ends below 50 or a fall of 20 points or more",
@@ -88,6 +91,7 @@ var types = map[string]Type{
 	},
 	TypeBounceSpike: {
 		Name:            TypeBounceSpike,
+		Group:           GroupSending,
 		Description:     "A domain's hard-bounce rate at one sending provider, over a rolling window with a minimum volume, rose above its threshold and well above the domain's own baseline. One event per episode.",
 		DefaultSeverity: SeverityWarning,
 		Escalation:      "critical when the rate reaches critical_threshold (twice the threshold when absent)",
@@ -101,6 +105,7 @@ var types = map[string]Type{
 	},
 	TypeComplaintSpike: {
 		Name:            TypeComplaintSpike,
+		Group:           GroupSending,
 		Description:     "A domain's spam-complaint rate at one sending provider, over a rolling window with a minimum volume, rose above its threshold and well above the domain's own baseline. One event per episode.",
 		DefaultSeverity: SeverityWarning,
 		Escalation:      "critical when the rate reaches critical_threshold (0.3%, Google's ceiling for bulk senders; twice the threshold when absent)",
@@ -114,6 +119,7 @@ var types = map[string]Type{
 	},
 	TypeDNSRecordChanged: {
 		Name:            TypeDNSRecordChanged,
+		Group:           GroupHealth,
 		Description:     "A DNS check of a domain found a different record set or status than the previous check.",
 		DefaultSeverity: SeverityWarning,
 		Escalation:      "critical when a check that passed (pass or warn) now fails or is missing (fail, none or permerror)",
@@ -125,6 +131,7 @@ var types = map[string]Type{
 	},
 	TypeWebhookDeliveryFailed: {
 		Name:            TypeWebhookDeliveryFailed,
+		Group:           GroupDeliveries,
 		Description:     "A webhook delivery used all its attempts (or hit a permanent error) and ended failed.",
 		DefaultSeverity: SeverityWarning,
 		PayloadSchema: schema(`{"type":"object","required":["delivery_id","subscription_id","event_id","event_type","attempts"],"properties":{
@@ -134,6 +141,7 @@ var types = map[string]Type{
 	},
 	TypeSubscriptionDisabled: {
 		Name:            TypeSubscriptionDisabled,
+		Group:           GroupDeliveries,
 		Description:     "An event subscription was disabled: its endpoint answered 410 Gone, or every delivery failed for 5 days.",
 		DefaultSeverity: SeverityCritical,
 		PayloadSchema: schema(`{"type":"object","required":["subscription_id","url","reason"],"properties":{
@@ -141,6 +149,7 @@ var types = map[string]Type{
 	},
 	TypeDMARCReportReceived: {
 		Name:            TypeDMARCReportReceived,
+		Group:           GroupReports,
 		Description:     "A DMARC aggregate report for a domain was received and stored.",
 		DefaultSeverity: SeverityInfo,
 		PayloadSchema: schema(`{"type":"object","required":["domain","org_name","report_id"],"properties":{
@@ -151,6 +160,7 @@ var types = map[string]Type{
 	},
 	TypeReceiverMessageReceived: {
 		Name:            TypeReceiverMessageReceived,
+		Group:           GroupReceivers,
 		Description:     "A receiver got a message (email or SMS).",
 		DefaultSeverity: SeverityInfo,
 		PayloadSchema: schema(`{"type":"object","required":["receiver_id","message_id","channel"],"properties":{
@@ -160,6 +170,7 @@ var types = map[string]Type{
 	},
 	TypeAlertAcknowledged: {
 		Name:            TypeAlertAcknowledged,
+		Group:           GroupAudit,
 		Description:     "Audit: an alert was acknowledged.",
 		DefaultSeverity: SeverityInfo,
 		Audit:           true,
@@ -169,6 +180,7 @@ var types = map[string]Type{
 	},
 	TypeAlertUnacknowledged: {
 		Name:            TypeAlertUnacknowledged,
+		Group:           GroupAudit,
 		Description:     "Audit: an alert's acknowledgement was withdrawn.",
 		DefaultSeverity: SeverityInfo,
 		Audit:           true,
@@ -179,6 +191,7 @@ var types = map[string]Type{
 	},
 	TypeMessageDeleted: {
 		Name:            TypeMessageDeleted,
+		Group:           GroupAudit,
 		Description:     "Audit: a receiver's message was deleted.",
 		DefaultSeverity: SeverityInfo,
 		Audit:           true,
@@ -188,6 +201,7 @@ var types = map[string]Type{
 	},
 	TypeDNSFixApplied: {
 		Name:            TypeDNSFixApplied,
+		Group:           GroupDNSFixes,
 		Description:     "A DNS recommendation was written into the domain's zone through its DNS connection (before and after are the records of the recommendation's kind).",
 		DefaultSeverity: SeverityInfo,
 		Audit:           true,
@@ -195,6 +209,7 @@ var types = map[string]Type{
 	},
 	TypeDNSFixFailed: {
 		Name:            TypeDNSFixFailed,
+		Group:           GroupDNSFixes,
 		Description:     "Writing a DNS recommendation failed: the record changed since it was observed (conflict; after is what the zone holds) or the provider refused the change (error).",
 		DefaultSeverity: SeverityWarning,
 		Audit:           true,
@@ -202,6 +217,7 @@ var types = map[string]Type{
 	},
 	TypeMXVerificationLost: {
 		Name:            TypeMXVerificationLost,
+		Group:           GroupHealth,
 		Description:     "A verified custom inbound subdomain no longer points its MX at mailwatch or lost its ownership TXT record; mail for it is refused until it verifies again.",
 		DefaultSeverity: SeverityCritical,
 		PayloadSchema: schema(`{"type":"object","required":["domain","name","problems"],"properties":{
@@ -209,6 +225,7 @@ var types = map[string]Type{
 	},
 	TypeDMARCNewSource: {
 		Name:            TypeDMARCNewSource,
+		Group:           GroupReports,
 		Description:     "An aggregate report named a source never seen for the domain, unknown to the sender map, failing DMARC for at least 10 messages.",
 		DefaultSeverity: SeverityWarning,
 		PayloadSchema: schema(`{"type":"object","required":["domain","source_ip","messages","failing","category"],"properties":{
@@ -218,12 +235,14 @@ var types = map[string]Type{
 	},
 	TypeTLSReportReceived: {
 		Name:            TypeTLSReportReceived,
+		Group:           GroupReports,
 		Description:     "An SMTP TLS report (RFC 8460) for a domain was received and stored.",
 		DefaultSeverity: SeverityInfo,
 		PayloadSchema:   tlsReportSchema,
 	},
 	TypeTLSReportFailures: {
 		Name:            TypeTLSReportFailures,
+		Group:           GroupReports,
 		Description:     "An SMTP TLS report (RFC 8460) counted failed TLS sessions to the domain's MX hosts.",
 		DefaultSeverity: SeverityWarning,
 		PayloadSchema:   tlsReportSchema,

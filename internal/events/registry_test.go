@@ -37,6 +37,19 @@ func insertAccount(t *testing.T, db dbutil.Executor) uuid.UUID {
 	return id
 }
 
+func TestGroupsRequired(t *testing.T) {
+	t.Parallel()
+	// Audit types are required: preferences can never silence the trail.
+	require.True(t, events.Required(events.TypeAlertAcknowledged))
+	require.False(t, events.Required(events.TypeBounceSpike))
+	require.False(t, events.Required("no_such_type"))
+	seen := map[string]bool{}
+	for _, g := range events.Groups() {
+		require.False(t, seen[g.Name], "group %s listed twice", g.Name)
+		seen[g.Name] = true
+	}
+}
+
 func TestRegistry(t *testing.T) {
 	t.Parallel()
 	all := events.Types()
@@ -53,6 +66,8 @@ func TestRegistry(t *testing.T) {
 		t.Run(typ.Name, func(t *testing.T) {
 			t.Parallel()
 			require.NotEmpty(t, typ.Description)
+			_, ok := events.LookupGroup(typ.Group)
+			require.True(t, ok, "type %s must belong to a known preference group, not %q", typ.Name, typ.Group)
 			require.True(t, typ.DefaultSeverity.Valid())
 			var schema map[string]any
 			require.NoError(t, json.Unmarshal(typ.PayloadSchema, &schema))
