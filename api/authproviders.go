@@ -25,7 +25,7 @@ type AuthProvider struct {
 	Name             string    `json:"name" validate:"required"`
 	Issuer           string    `json:"issuer" validate:"required" description:"The iss claim of the provider's tokens."`
 	JWKSURL          string    `json:"jwks_url" validate:"required"`
-	Audience         *string   `json:"audience" validate:"required" description:"Required aud claim; null accepts any."`
+	Audience         *string   `json:"audience" validate:"required" description:"Required aud claim; null accepts any (only for supabase and clerk: oidc, auth0 and workos must pin one)."`
 	SubjectClaim     string    `json:"subject_claim" validate:"required"`
 	EmailClaim       string    `json:"email_claim" validate:"required"`
 	HasWebhookSecret bool      `json:"has_webhook_secret" validate:"required"`
@@ -260,8 +260,26 @@ func (s *Server) sealProviderSecret(id uuid.UUID, secret string) ([]byte, *strin
 	return sealed, &keyID, nil
 }
 
+// audienceRequired names the kinds whose issuer also signs tokens for other
+// applications (a generic OIDC issuer such as Google's, an Auth0 tenant with
+// several APIs, WorkOS): without an audience, a token minted for someone
+// else's app by the same issuer would read this account's rows.
+func audienceRequired(kind string) bool {
+	return kind == "oidc" || kind == "auth0" || kind == "workos"
+}
+
+func checkAudience(kind string, audience *string) error {
+	if audienceRequired(kind) && (audience == nil || strings.TrimSpace(*audience) == "") {
+		return InvalidField("audience", "is required for kind "+kind+": its issuer signs tokens for other applications too, so the aud claim must be pinned")
+	}
+	return nil
+}
+
 func (s *Server) createAuthProvider(ctx context.Context, req *CreateAuthProviderRequest) (*AuthProvider, error) {
 	if err := checkJWKSURL("jwks_url", req.JWKSURL); err != nil {
+		return nil, err
+	}
+	if err := checkAudience(req.Kind, req.Audience); err != nil {
 		return nil, err
 	}
 	id := uuid.Must(uuid.NewV7())
@@ -323,6 +341,15 @@ func (s *Server) updateAuthProvider(ctx context.Context, id uuid.UUID, req *Upda
 		}
 	}
 	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.AuthProvider, error) {
+		if params.SetAudience {
+			cur, err := s.q.AuthProviderGet(ctx, tx, dbsqlc.AuthProviderGetParams{ID: id, AccountID: params.AccountID})
+			if err != nil {
+				return cur, err
+			}
+			if err := checkAudience(cur.Kind, params.Audience); err != nil {
+				return cur, err
+			}
+		}
 		return s.q.AuthProviderUpdate(ctx, tx, params)
 	})
 	if dbutil.IsNotFound(err) {

@@ -22,6 +22,9 @@ import (
 	"github.com/google/uuid"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
 )
 
 // testIdP is an identity provider on loopback: a JWKS endpoint and a key
@@ -110,18 +113,27 @@ func TestAuthProviderCRUD(t *testing.T) {
 	require.NotContains(t, p, "webhook_secret")
 	require.Equal(t, "sub", p["subject_claim"])
 
-	resp := b.do(t, "POST", "/api/accounts/me/auth-providers", acct.Key, map[string]any{"kind": "oidc", "issuer": idp.issuer, "jwks_url": idp.srv.URL})
+	resp := b.do(t, "POST", "/api/accounts/me/auth-providers", acct.Key, map[string]any{"kind": "oidc", "issuer": idp.issuer, "jwks_url": idp.srv.URL, "audience": "app"})
 	require.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
+	// A shared issuer without a pinned audience would accept tokens minted for
+	// other applications: refused on create and on update.
+	for _, kind := range []string{"oidc", "auth0", "workos"} {
+		resp = b.do(t, "POST", "/api/accounts/me/auth-providers", acct.Key, map[string]any{"kind": kind, "issuer": "https://shared.example/" + kind, "jwks_url": idp.srv.URL})
+		require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s: %s", kind, resp.Body)
+		require.Contains(t, string(resp.Body), "audience")
+	}
+	resp = b.do(t, "PATCH", "/api/accounts/me/auth-providers/"+id, acct.Key, map[string]any{"audience": nil})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
 	resp = b.do(t, "POST", "/api/accounts/me/auth-providers", acct.Key, map[string]any{"kind": "okta", "issuer": "x", "jwks_url": idp.srv.URL})
 	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
 	resp = b.do(t, "POST", "/api/accounts/me/auth-providers", acct.Key, map[string]any{"kind": "oidc", "issuer": "y", "jwks_url": "ftp://x"})
 	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
 
-	resp = b.do(t, "PATCH", "/api/accounts/me/auth-providers/"+id, acct.Key, map[string]any{"name": "staging", "audience": nil})
+	resp = b.do(t, "PATCH", "/api/accounts/me/auth-providers/"+id, acct.Key, map[string]any{"name": "staging", "audience": "app2"})
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	resp.JSON(t, &p)
 	require.Equal(t, "staging", p["name"])
-	require.Nil(t, p["audience"])
+	require.Equal(t, "app2", p["audience"])
 
 	resp = b.do(t, "GET", "/api/accounts/me/auth-providers", acct.Key, nil)
 	require.Equal(t, http.StatusOK, resp.Status)
@@ -261,4 +273,37 @@ func TestAuthProviderWorkOSWebhook(t *testing.T) {
 	req.URL.Path = "/api/webhooks/auth/" + uuid.NewString()
 	req.RequestURI = req.URL.Path
 	require.Equal(t, http.StatusNotFound, b.rcvRawDo(t, req).Status)
+}
+
+// TestAuthProviderLinkFindByEmail pins the lookup rule: a token's email
+// reaches only a link made by email; a link pinned to a subject is reached
+// by that subject alone, never by another user of the provider who has the
+// same email address.
+func TestAuthProviderLinkFindByEmail(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	idp := newTestIdP(t)
+	pid := b.createAuthProvider(t, acct.Key, "oidc", idp, "")["id"].(string)
+	for _, body := range []map[string]any{
+		{"subject": "u1", "email": "pinned@example.com"},
+		{"email": "open@example.com"},
+	} {
+		resp := b.do(t, "POST", "/api/accounts/me/auth-providers/"+pid+"/links", acct.Key, body)
+		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	}
+	ctx := context.Background()
+	find := func(subject, email string) (uuid.UUID, error) {
+		return dbsqlc.New().AuthProviderLinkFind(ctx, b.db, dbsqlc.AuthProviderLinkFindParams{
+			ProviderID: uuid.MustParse(pid), Subject: &subject, Email: &email,
+		})
+	}
+	got, err := find("u1", "other@example.com")
+	require.NoError(t, err)
+	require.Equal(t, acct.ID, got.String(), "the pinned subject finds its link")
+	_, err = find("u2", "pinned@example.com")
+	require.True(t, dbutil.IsNotFound(err), "another subject with the pinned link's email must not match: %v", err)
+	got, err = find("u3", "open@example.com")
+	require.NoError(t, err)
+	require.Equal(t, acct.ID, got.String(), "a link made by email matches on email")
 }
