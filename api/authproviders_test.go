@@ -307,3 +307,31 @@ func TestAuthProviderLinkFindByEmail(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, acct.ID, got.String(), "a link made by email matches on email")
 }
+
+// TestAuthProviderIssuerNotCrowdedOut: other accounts' providers of the
+// same issuer (20 of them, created first, so lower ids) do not push a
+// linked user's provider out of the per-issuer bound.
+func TestAuthProviderIssuerNotCrowdedOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	idp := newTestIdP(t)
+	for i := 0; i < 21; i++ {
+		acct := uuid.Must(uuid.NewV7())
+		_, err := b.db.Exec(ctx, `INSERT INTO accounts (id, email, password_hash) VALUES ($1, $2, 'x')`, acct, acct.String()+"@example.com")
+		require.NoError(t, err)
+		_, err = b.db.Exec(ctx, `INSERT INTO auth_providers (id, account_id, kind, issuer, jwks_url, audience)
+			VALUES ($1, $2, 'oidc', $3, $4, 'app')`, uuid.Must(uuid.NewV7()), acct, idp.issuer, idp.srv.URL+"/.well-known/jwks.json")
+		require.NoError(t, err)
+	}
+	victim := b.createAccount(t)
+	pid := b.createAuthProvider(t, victim.Key, "oidc", idp, "")["id"].(string)
+	resp := b.do(t, "POST", "/api/accounts/me/auth-providers/"+pid+"/links", victim.Key, map[string]any{"subject": "user-v"})
+	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	_, err := b.db.Exec(ctx, `INSERT INTO events (id, account_id, event_type, severity, payload, rendered)
+		VALUES ($1, $2, 'bounce_spike', 'info', '{}', '{}')`, uuid.Must(uuid.NewV7()), victim.ID)
+	require.NoError(t, err)
+	resp = b.do(t, "GET", "/rest/v1/events?select=account_id", idp.token(t, "user-v", "", "app"), nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	require.JSONEq(t, fmt.Sprintf(`[{"account_id":%q}]`, victim.ID), string(resp.Body))
+}

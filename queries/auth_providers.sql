@@ -16,7 +16,20 @@ SELECT * FROM auth_providers WHERE id = @id::uuid AND account_id = @account_id::
 SELECT * FROM auth_providers WHERE id = @id::uuid;
 
 -- name: AuthProviderListByIssuer :many
-SELECT * FROM auth_providers WHERE issuer = @issuer::text ORDER BY id LIMIT 20;
+-- The providers of an issuer that link the token's user, read from its
+-- unverified claims under each provider's own claim names (the signature
+-- is checked afterwards, per provider). Only providers with a link for
+-- this user are candidates, so other accounts' providers of a popular
+-- issuer cannot crowd a user's provider out of the bound.
+SELECT p.* FROM auth_providers p
+WHERE p.issuer = @issuer::text
+  AND EXISTS (
+    SELECT 1 FROM auth_provider_links l
+    WHERE l.provider_id = p.id
+      AND (l.subject = (@claims::jsonb ->> p.subject_claim)
+        OR (l.subject IS NULL AND l.email = lower(btrim(@claims::jsonb ->> p.email_claim)))))
+ORDER BY p.id
+LIMIT 20;
 
 -- name: AuthProviderUpdate :one
 UPDATE auth_providers SET

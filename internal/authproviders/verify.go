@@ -119,12 +119,17 @@ func (v *Verifier) Verify(ctx context.Context, token, skip string) (*Verified, b
 	if err != nil {
 		return nil, false, nil
 	}
-	iss, _ := unverified.Claims.(jwt.MapClaims)["iss"].(string)
+	mc := unverified.Claims.(jwt.MapClaims)
+	iss, _ := mc["iss"].(string)
 	if iss == "" || iss == skip {
 		return nil, false, nil
 	}
+	claims, err := json.Marshal(mc)
+	if err != nil {
+		return nil, false, nil
+	}
 	q := dbsqlc.New()
-	providers, err := q.AuthProviderListByIssuer(ctx, v.DB, iss)
+	providers, err := q.AuthProviderListByIssuer(ctx, v.DB, dbsqlc.AuthProviderListByIssuerParams{Issuer: iss, Claims: claims})
 	if err != nil {
 		return nil, true, fmt.Errorf("%w: error listing the providers of %s: %w", ErrUnavailable, iss, err)
 	}

@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/google/uuid"
 )
@@ -352,11 +353,29 @@ func (q *Queries) AuthProviderListByAccount(ctx context.Context, db DBTX, accoun
 }
 
 const authProviderListByIssuer = `-- name: AuthProviderListByIssuer :many
-SELECT id, account_id, kind, name, issuer, jwks_url, audience, subject_claim, email_claim, webhook_secret_ciphertext, webhook_secret_key_id, created_at, updated_at FROM auth_providers WHERE issuer = $1::text ORDER BY id LIMIT 20
+SELECT p.id, p.account_id, p.kind, p.name, p.issuer, p.jwks_url, p.audience, p.subject_claim, p.email_claim, p.webhook_secret_ciphertext, p.webhook_secret_key_id, p.created_at, p.updated_at FROM auth_providers p
+WHERE p.issuer = $1::text
+  AND EXISTS (
+    SELECT 1 FROM auth_provider_links l
+    WHERE l.provider_id = p.id
+      AND (l.subject = ($2::jsonb ->> p.subject_claim)
+        OR (l.subject IS NULL AND l.email = lower(btrim($2::jsonb ->> p.email_claim)))))
+ORDER BY p.id
+LIMIT 20
 `
 
-func (q *Queries) AuthProviderListByIssuer(ctx context.Context, db DBTX, issuer string) ([]AuthProvider, error) {
-	rows, err := db.Query(ctx, authProviderListByIssuer, issuer)
+type AuthProviderListByIssuerParams struct {
+	Issuer string
+	Claims json.RawMessage
+}
+
+// The providers of an issuer that link the token's user, read from its
+// unverified claims under each provider's own claim names (the signature
+// is checked afterwards, per provider). Only providers with a link for
+// this user are candidates, so other accounts' providers of a popular
+// issuer cannot crowd a user's provider out of the bound.
+func (q *Queries) AuthProviderListByIssuer(ctx context.Context, db DBTX, arg AuthProviderListByIssuerParams) ([]AuthProvider, error) {
+	rows, err := db.Query(ctx, authProviderListByIssuer, arg.Issuer, arg.Claims)
 	if err != nil {
 		return nil, err
 	}
