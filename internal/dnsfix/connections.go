@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -220,9 +222,15 @@ func providerErr(err error) error {
 	if errors.As(err, &pe) {
 		return &VerifyError{What: pe.What, Message: pe.Message}
 	}
+	// One fixed text for every way of not getting an answer: the Go error
+	// would tell a refused port from a silent one (and carries the address),
+	// which turns the server field into a port scanner.
+	if errors.Is(err, netguard.ErrBlocked) {
+		return &VerifyError{What: "connection", Message: "the provider's address is not allowed (private or reserved addresses are refused)"}
+	}
 	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, netguard.ErrBlocked) || errors.Is(err, context.DeadlineExceeded) {
-		return &VerifyError{What: "connection", Message: err.Error()}
+	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || isDialError(err) {
+		return &VerifyError{What: "connection", Message: "no answer from the provider: check the server address and that it accepts connections from mailwatch"}
 	}
 	return err
 }
@@ -395,4 +403,11 @@ func Unlink(ctx context.Context, db dbutil.Executor, accountID, connID uuid.UUID
 		return ErrNotFound
 	}
 	return nil
+}
+
+// isDialError reports a failure to reach the provider that is not a
+// net.Error (an EOF or reset mid-exchange).
+func isDialError(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
 }

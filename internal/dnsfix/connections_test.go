@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -74,4 +76,26 @@ func TestCloudflareConnection(t *testing.T) {
 	_, err = dnsfix.CreateConnection(ctx, tx, blocked, d.AccountID, dnsfix.ConnectionInput{Kind: "cloudflare", Label: "cf2", Config: json.RawMessage(`{"api_token":"good-token-123456"}`)}, now)
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "connection", ve.What)
+	require.NotContains(t, ve.Message, "127.0.0.1", "no address or Go error text in the answer")
+
+	// A refused port and a silent one read the same: the answer does not
+	// let a caller probe which ports are open.
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refusedAddr := refused.Addr().String()
+	require.NoError(t, refused.Close())
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer silent.Close()
+	short := &dnsfix.Env{Keyring: keyring, Guard: env.Guard, Timeout: 2 * time.Second}
+	msgs := map[string]string{}
+	for name, addr := range map[string]string{"refused": refusedAddr, "silent": silent.Addr().String()} {
+		cfg := fmt.Sprintf(`{"server":%q,"tsig_key_name":"k.","tsig_secret":"c2VjcmV0c2VjcmV0c2VjcmV0"}`, addr)
+		_, err = dnsfix.CreateConnection(ctx, tx, short, d.AccountID, dnsfix.ConnectionInput{Kind: "rfc2136", Label: "r-" + name, Config: json.RawMessage(cfg)}, now)
+		require.ErrorAs(t, err, &ve, name)
+		require.Equal(t, "connection", ve.What, name)
+		msgs[name] = ve.Message
+	}
+	require.Equal(t, msgs["refused"], msgs["silent"])
+	require.NotContains(t, msgs["refused"], "127.0.0.1")
 }
