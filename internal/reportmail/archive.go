@@ -45,6 +45,14 @@ func Gunzip(b []byte, limit int64) ([]byte, error) {
 // error. The declared size is checked before reading and the read is capped
 // whatever the header claims.
 func Unzip(b []byte, limit int64) ([]byte, error) {
+	// archive/zip reads the whole central directory into memory before the
+	// one-file rule can apply; read the entry count from the end record
+	// first, so a small archive of a million empty entries costs nothing.
+	if n, ok := zipEntryCount(b); !ok {
+		return nil, fmt.Errorf("%w: zip has no end of central directory record", ErrBadArchive)
+	} else if n > maxZipEntries {
+		return nil, fmt.Errorf("%w: zip holds %d entries, at most %d", ErrBadArchive, n, maxZipEntries)
+	}
 	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: zip: %v", ErrBadArchive, err)
@@ -82,4 +90,30 @@ func readLimited(r io.Reader, limit int64, what string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: over %d bytes", ErrDecompressedTooLarge, limit)
 	}
 	return out, nil
+}
+
+// maxZipEntries bounds the entries (files and directories) of a report
+// zip: a report is one file, perhaps inside a folder or two.
+const maxZipEntries = 16
+
+// zipEntryCount reads the total entry count from the end of central
+// directory record (APPNOTE 4.3.16), searched for in the last 64 KiB plus
+// the record's own size, as archive/zip does. A ZIP64 archive (count
+// 0xFFFF) reports the marker itself, which is over the bound: reports are
+// never that large.
+func zipEntryCount(b []byte) (int, bool) {
+	const recLen = 22
+	if len(b) < recLen {
+		return 0, false
+	}
+	start := len(b) - recLen - 65535
+	if start < 0 {
+		start = 0
+	}
+	i := bytes.LastIndex(b[start:], []byte("PK\x05\x06"))
+	if i < 0 || start+i+recLen > len(b) {
+		return 0, false
+	}
+	rec := b[start+i:]
+	return int(rec[10]) | int(rec[11])<<8, true
 }
