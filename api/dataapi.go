@@ -75,8 +75,14 @@ func (s *Server) dataAPIRoutes() {
 	}, func(c *fiber.Ctx) error { return s.serveDataAPI(c, runner) })
 	// HEAD (postgrest-js's head: true, usually with count=exact): the same
 	// read, answered with its headers only (fasthttp drops the body).
-	s.router.app.Add("HEAD", fiberPath("/rest/v1/{table}"), deadline(s.router.requestTimeout),
-		func(c *fiber.Ctx) error { return s.serveDataAPI(c, runner) })
+	s.router.rawTypes["HEAD /rest/v1/{table}"] = "application/json"
+	HandleRaw(s.router, Endpoint[DataAPIRequest, RawBody]{
+		Method: "HEAD", Path: "/rest/v1/{table}", OperationID: "dataAPIHead", Tag: "data api", Auth: AuthJWT,
+		Summary: "Count tenant rows without reading them (PostgREST HEAD)",
+		Description: "The same read as GET with its headers only: with `Prefer: count=exact`, Content-Range carries the " +
+			"total. postgrest-js sends it for `{ head: true }`.",
+		Errors: []int{403, 406, 416},
+	}, func(c *fiber.Ctx) error { return s.serveDataAPI(c, runner) })
 }
 
 func (s *Server) serveDataAPI(c *fiber.Ctx, runner *dataapi.Runner) error {

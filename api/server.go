@@ -227,6 +227,9 @@ func proxyHeader(trusted []string) string {
 // App exposes the Fiber app (tests drive it with app.Test).
 func (s *Server) App() *fiber.App { return s.app }
 
+// Routes lists the documented routes, in OpenAPI path syntax.
+func (s *Server) Routes() []RouteInfo { return s.router.Routes() }
+
 // Router exposes the route table and OpenAPI document.
 func (s *Server) Router() *Router { return s.router }
 
