@@ -144,7 +144,7 @@ func TestDNSFixEndToEnd(t *testing.T) {
 	resp = b.do(t, "POST", apply, acct.Key, nil)
 	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
 	require.Contains(t, resp.Detail(t), "publish by hand: fix-e2e.test. TXT \"v=spf1 ip4:192.0.2.1")
-	var byHand api.ErrorBody
+	var byHand api.RecordErrorBody
 	resp.JSON(t, &byHand)
 	require.NotNil(t, byHand.Record, "the record to publish, not only in detail")
 	require.Equal(t, name, byHand.Record.Name)
@@ -182,7 +182,7 @@ func TestDNSFixEndToEnd(t *testing.T) {
 	resp = b.do(t, "POST", apply, acct.Key, map[string]any{"fingerprint": "0000"})
 	require.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
 	require.Contains(t, resp.Detail(t), "include:_s0.fix-e2e.test")
-	var conflict api.ErrorBody
+	var conflict api.RecordErrorBody
 	resp.JSON(t, &conflict)
 	require.NotNil(t, conflict.Record, "the record now held, not only in detail")
 	require.Equal(t, spfRec.Current, conflict.Record.Current)

@@ -42,6 +42,13 @@ func (e *Error) Unwrap() error { return e.Cause }
 type ErrorBody struct {
 	Detail string       `json:"detail" validate:"required"`
 	Errors []FieldError `json:"errors,omitempty"`
+}
+
+// RecordErrorBody is the error body of a DNS recommendation's apply: an
+// ErrorBody that may also name the record.
+type RecordErrorBody struct {
+	Detail string       `json:"detail" validate:"required"`
+	Errors []FieldError `json:"errors,omitempty"`
 	Record *ErrorRecord `json:"record,omitempty" description:"On a DNS recommendation's 409, the record the zone now holds; on its 422, the record to publish by hand."`
 }
 
@@ -111,7 +118,9 @@ func errorHandler(logger *slog.Logger) fiber.ErrorHandler {
 			apiErr   *Error
 			fiberErr *fiber.Error
 		)
-		body := ErrorBody{}
+		// Every error has this shape; only the DNS apply route documents
+		// (and sets) record.
+		body := RecordErrorBody{}
 		status := http.StatusInternalServerError
 		switch {
 		case errors.As(err, &apiErr):

@@ -70,6 +70,10 @@ type ApplyResult struct {
 	Plan           *dnsfix.Plan      `json:"plan,omitempty" description:"Dry run only: the zone, the compare-and-swap change (current is the whole RRset now held: the update applies only while it is unchanged) and the provider request (rfc2136: the update message; cloudflare: the batch request; route53: the change batch)."`
 }
 
+// OpenAPIErrorBody implements the router's hook: the apply route's 409 and
+// 422 may carry the record.
+func (ApplyResult) OpenAPIErrorBody() any { return new(RecordErrorBody) }
+
 // DismissRecommendationRequest is POST .../dns-recommendations/{id}/dismiss.
 type DismissRecommendationRequest struct {
 	Name   string     `path:"domain" json:"-"`
