@@ -6,6 +6,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -162,7 +163,13 @@ func New(deps Deps) *Server {
 		deps.Registry = prometheus.NewRegistry()
 	}
 	if deps.Identity == nil && deps.Keyring != nil {
-		deps.Identity, _ = identity.NewIssuer(deps.DB, deps.Keyring, identity.Config{Now: deps.Now})
+		// The defaults cannot be refused; a failure here is a programming
+		// error, not something to run without.
+		iss, err := identity.NewIssuer(deps.DB, deps.Keyring, identity.Config{Now: deps.Now})
+		if err != nil {
+			panic(fmt.Sprintf("api: the default token issuer: %v", err))
+		}
+		deps.Identity = iss
 	}
 	s := &Server{
 		deps:   deps,
