@@ -111,7 +111,9 @@ func newUIHandler(ctx context.Context, o uiOptions) (http.Handler, error) {
 	if err := ui.Start(ctx); err != nil {
 		return nil, fmt.Errorf("error starting River UI: %w", err)
 	}
-	a := &uiAuth{pool: o.Pool, logger: o.Logger, failures: limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: uiFailuresPerMinute})}
+	a := &uiAuth{pool: o.Pool, logger: o.Logger,
+		failures:   limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: uiFailuresPerMinute}),
+		ipFailures: limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: uiIPFailuresPerMinute})}
 	if o.User != "" {
 		a.user, a.password = sha256.Sum256([]byte(o.User)), sha256.Sum256([]byte(o.Password))
 		a.basic = true
@@ -128,15 +130,40 @@ type uiAuth struct {
 	logger         *slog.Logger
 	basic          bool
 	user, password [32]byte
-	// failures counts failed logins per client IP, so that credentials
-	// cannot be guessed quickly.
-	failures *limiter.Limiter
+	// failures counts failed logins per client IP and presented identity
+	// (the basic-auth user, or a key's identifier), so that a password cannot
+	// be guessed quickly, while an admin behind the same NAT or proxy, who
+	// presents another identity, is not locked out by someone else's
+	// guesses. ipFailures caps all failures from one address, whatever
+	// identity they present.
+	failures, ipFailures *limiter.Limiter
 }
 
 // uiFailuresPerMinute is how many failed logins a client IP may make per
-// minute before every request from it is refused (429) for the rest of the
-// minute.
-const uiFailuresPerMinute = 20
+// minute for one identity before that identity is refused (429) from it for
+// the rest of the minute; uiIPFailuresPerMinute is the cap for all
+// identities together, after which the address is refused.
+const (
+	uiFailuresPerMinute   = 20
+	uiIPFailuresPerMinute = 200
+)
+
+// uiIdentity is what a request claims to be: the basic-auth user name, or
+// the identifier (first 7 characters) of a bearer key. Only the limiter
+// sees it.
+func uiIdentity(r *http.Request) string {
+	if user, _, ok := r.BasicAuth(); ok {
+		return "user:" + user
+	}
+	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		token = strings.TrimSpace(token)
+		if len(token) > 7 {
+			token = token[:7]
+		}
+		return "key:" + token
+	}
+	return "none"
+}
 
 func (a *uiAuth) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -144,15 +171,22 @@ func (a *uiAuth) wrap(next http.Handler) http.Handler {
 		if err != nil {
 			ip = r.RemoteAddr
 		}
-		if lc, err := a.failures.Peek(r.Context(), ip); err == nil && lc.Reached {
-			w.Header().Set("Retry-After", strconv.FormatInt(max(lc.Reset-time.Now().Unix(), 1), 10))
-			writeUIError(w, http.StatusTooManyRequests, "too many failed logins from this address; try again later")
-			return
+		who := ip + "|" + uiIdentity(r)
+		for _, l := range []struct {
+			lim *limiter.Limiter
+			key string
+		}{{a.ipFailures, ip}, {a.failures, who}} {
+			if lc, err := l.lim.Peek(r.Context(), l.key); err == nil && lc.Reached {
+				w.Header().Set("Retry-After", strconv.FormatInt(max(lc.Reset-time.Now().Unix(), 1), 10))
+				writeUIError(w, http.StatusTooManyRequests, "too many failed logins from this address; try again later")
+				return
+			}
 		}
 		ok, status, detail := a.check(r)
 		if !ok {
 			if status == http.StatusUnauthorized || status == http.StatusForbidden {
-				_, _ = a.failures.Get(r.Context(), ip)
+				_, _ = a.failures.Get(r.Context(), who)
+				_, _ = a.ipFailures.Get(r.Context(), ip)
 			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="mailwatch River UI", charset="UTF-8"`)
 			writeUIError(w, status, detail)

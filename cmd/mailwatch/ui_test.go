@@ -417,10 +417,24 @@ func TestRiverUIOperatorActions(t *testing.T) {
 			limited = status == http.StatusTooManyRequests
 		}
 		require.True(t, limited, "guessing passwords is limited")
-		status, body, hdr := call(t, "GET", "/api/jobs", nil, admin)
+		status, body, hdr := call(t, "GET", "/api/jobs", nil, basic("ops", "one more guess"))
 		require.Equal(t, http.StatusTooManyRequests, status, "%s", body)
 		require.NotEmpty(t, hdr.Get("Retry-After"))
 		require.Contains(t, string(body), "too many failed logins")
+		// An admin behind the same address, presenting another identity, is
+		// not locked out by someone else's guesses.
+		status, body, _ = call(t, "GET", "/api/jobs", nil, admin)
+		require.Equal(t, http.StatusOK, status, "%s", body)
+		// Spraying many identities from one address hits the address's cap,
+		// which then refuses everyone from it.
+		limited = false
+		for i := 0; i < 250 && !limited; i++ {
+			status, _, _ = call(t, "GET", "/api/jobs", nil, basic(fmt.Sprintf("user%d", i), "guess"))
+			limited = status == http.StatusTooManyRequests
+		}
+		require.True(t, limited, "one address's failures are capped across identities")
+		status, body, _ = call(t, "GET", "/api/jobs", nil, admin)
+		require.Equal(t, http.StatusTooManyRequests, status, "%s", body)
 	})
 }
 
