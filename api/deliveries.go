@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strconv"
 	"time"
@@ -189,7 +190,8 @@ func (s *Server) deliveryRoutes() {
 		Description: "Queues one immediate attempt. On a retrying delivery it is the next scheduled attempt, run now " +
 			"(max_attempts unchanged). On a failed or delivered delivery it is one extra attempt (max_attempts becomes " +
 			"attempts + 1); if it fails, the delivery ends failed again. 409 while the delivery is queued or running, " +
-			"or when its subscription is disabled.",
+			"or when its subscription is disabled. Right after an attempt is recorded, while River is still finishing its job, " +
+			"the request waits (up to 2 s) for the job instead of answering 409.",
 		Errors: []int{404, 409},
 		Call:   s.retryDelivery,
 	})
@@ -251,7 +253,37 @@ func (s *Server) listDeliveries(ctx context.Context, req *ListDeliveriesRequest)
 //
 // A queued (pending, or job available) or running delivery is 409, so one
 // delivery never has two attempts in flight.
+// errJobFinishing is a delivery whose attempt was just recorded while River
+// has not yet finished its job.
+var errJobFinishing = errors.New("the delivery's job is finishing")
+
+// finishingWindow is how recent a recorded attempt must be for its still
+// running job to count as finishing, and finishingWait how long a retry
+// waits for River to finish it.
+const (
+	finishingWindow = 3 * time.Second
+	finishingWait   = 2 * time.Second
+)
+
 func (s *Server) retryDelivery(ctx context.Context, req *DeliveryPath) (*Delivery, error) {
+	deadline := time.Now().Add(finishingWait)
+	for {
+		out, err := s.retryDeliveryOnce(ctx, req)
+		if !errors.Is(err, errJobFinishing) {
+			return out, err
+		}
+		if time.Now().After(deadline) {
+			return nil, Conflict("the delivery's last attempt is still being recorded; retry in a moment")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) retryDeliveryOnce(ctx context.Context, req *DeliveryPath) (*Delivery, error) {
 	caller := mustCaller(ctx)
 	now := s.now().UTC()
 	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.WebhookDelivery, error) {
@@ -282,6 +314,11 @@ func (s *Server) retryDelivery(ctx context.Context, req *DeliveryPath) (*Deliver
 		case state == "running" && d.Status == jobs.DeliveryDelivered:
 			// The push was accepted and recorded; River has yet to mark
 			// the job completed. Nothing is in flight: a new job below.
+		case state == "running" && (d.Status == jobs.DeliveryRetrying || d.Status == jobs.DeliveryFailed) && now.Sub(d.UpdatedAt) < finishingWindow:
+			// The attempt just ended and was recorded; River has yet to
+			// mark the job retryable or discarded. Wait for it (below)
+			// rather than refuse a retry that will be possible in a moment.
+			return d, errJobFinishing
 		case state == "running" || state == "pending" || (state == "available" && !at.After(now)):
 			return d, Conflict("the delivery is already queued or being pushed")
 		case state == "available" || state == "retryable" || state == "scheduled":

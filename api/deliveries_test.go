@@ -278,6 +278,31 @@ func TestDeliveryManualRetry(t *testing.T) {
 		require.Equal(t, before+1, rc.count())
 	})
 
+	t.Run("RetryingWhileItsJobIsMarked", func(t *testing.T) {
+		// The worker records a failed attempt (retrying) a moment before
+		// River marks its job retryable. A retry in that moment waits for
+		// River instead of answering 409.
+		code.Store(500)
+		d := b.deliveryOf(t, acct.Key, b.emitMessage(t, acct.ID))
+		d = b.waitDelivery(t, acct.Key, d.ID, is("retrying", 1))
+		b.jobSettled(t, d.ID)
+		ctx := context.Background()
+		_, err := b.db.Exec(ctx, `UPDATE river_job SET state = 'running', attempted_at = now()
+			WHERE id = (SELECT job_id FROM webhook_deliveries WHERE id = $1)`, d.ID)
+		require.NoError(t, err)
+		_, err = b.db.Exec(ctx, `UPDATE webhook_deliveries SET updated_at = now() WHERE id = $1`, d.ID)
+		require.NoError(t, err)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			_, _ = b.db.Exec(ctx, `UPDATE river_job SET state = 'retryable', scheduled_at = now() + interval '1 hour'
+				WHERE id = (SELECT job_id FROM webhook_deliveries WHERE id = $1)`, d.ID)
+		}()
+		code.Store(200)
+		resp := retry(d.ID)
+		require.Equal(t, 202, resp.Status, "%s", resp.Body)
+		b.waitDelivery(t, acct.Key, d.ID, is("delivered", 2))
+	})
+
 	t.Run("Failed", func(t *testing.T) {
 		code.Store(410)
 		d := b.deliveryOf(t, acct.Key, b.emitMessage(t, acct.ID))
