@@ -3,7 +3,6 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/corpus"
 	"github.com/mailwatch/mailwatch/internal/inbound"
+	"github.com/mailwatch/mailwatch/internal/mimetest"
 	"github.com/mailwatch/mailwatch/internal/twilio"
 )
 
@@ -144,9 +144,9 @@ func TestEmailIngressWebhook(t *testing.T) {
 			require.Contains(t, resp.Detail(t), "already used by a request that was refused")
 		}
 		// An unreadable body consumes its id too.
-		req := signedEmail(t, testInboundSecret, r.Address, deepNesting(300), time.Now())
+		req := signedEmail(t, testInboundSecret, r.Address, mimetest.Nested(300), time.Now())
 		require.Equal(t, http.StatusUnprocessableEntity, b.rcvRawDo(t, req).Status)
-		replay := httptest.NewRequest("POST", "/api/webhooks/email?to="+url.QueryEscape(victim.Address), bytes.NewReader(deepNesting(300)))
+		replay := httptest.NewRequest("POST", "/api/webhooks/email?to="+url.QueryEscape(victim.Address), bytes.NewReader(mimetest.Nested(300)))
 		replay.Header = req.Header.Clone()
 		require.Equal(t, http.StatusConflict, b.rcvRawDo(t, replay).Status)
 
@@ -185,7 +185,7 @@ func TestEmailIngressWebhook(t *testing.T) {
 	})
 
 	t.Run("DeepNesting422", func(t *testing.T) {
-		resp := b.rcvRawDo(t, signedEmail(t, testInboundSecret, r.Address, deepNesting(300), time.Now()))
+		resp := b.rcvRawDo(t, signedEmail(t, testInboundSecret, r.Address, mimetest.Nested(300), time.Now()))
 		require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s", resp.Body)
 		require.Contains(t, resp.Detail(t), "nesting depth is over the limit of 20 levels")
 	})
@@ -429,18 +429,4 @@ func FuzzParseIngressRecipient(f *testing.F) {
 		require.NoError(t, err, "a parsed address parses again: %q", addr)
 		require.Equal(t, addr, again)
 	})
-}
-
-// deepNesting is a message of n multipart/mixed parts nested one in the other.
-func deepNesting(n int) []byte {
-	var b bytes.Buffer
-	b.WriteString("From: a@example.com\r\nSubject: deep\r\n")
-	for i := range n {
-		fmt.Fprintf(&b, "Content-Type: multipart/mixed; boundary=\"b%04d\"\r\n\r\n--b%04d\r\n", i, i)
-	}
-	b.WriteString("Content-Type: text/plain\r\n\r\nhello\r\n")
-	for i := n - 1; i >= 0; i-- {
-		fmt.Fprintf(&b, "--b%04d--\r\n", i)
-	}
-	return b.Bytes()
 }

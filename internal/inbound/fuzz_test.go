@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mailwatch/mailwatch/internal/mimelimit"
+	"github.com/mailwatch/mailwatch/internal/mimetest"
 )
 
 // FuzzParse checks that Parse never panics and that whatever it returns keeps
@@ -43,8 +44,8 @@ func FuzzParse(f *testing.F) {
 	}
 
 	// Deep nesting (refused), and just within the limit.
-	f.Add(deepNesting(200))
-	f.Add(deepNesting(mimelimit.DefaultMaxDepth))
+	f.Add(mimetest.Nested(200))
+	f.Add(mimetest.Nested(mimelimit.DefaultMaxDepth))
 
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		msg, err := Parse(raw)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/mailwatch/mailwatch/internal/corpus"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +13,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/corpus"
+	"github.com/mailwatch/mailwatch/internal/mimetest"
 
 	"github.com/mailwatch/mailwatch/internal/mimelimit"
 )
@@ -204,7 +206,7 @@ func TestParse(t *testing.T) {
 		// Deep nesting is refused before enmime reads it (issue 10: 10,000
 		// nested parts took 45 s of CPU), even with each level a different
 		// boundary, which the old part counter stopped following at 64.
-		_, err = Parse(deepNesting(10000))
+		_, err = Parse(mimetest.Nested(10000))
 		require.ErrorIs(t, err, mimelimit.ErrLimit)
 		require.ErrorContains(t, err, "nesting depth")
 
@@ -301,19 +303,4 @@ func TestParseTestdata(t *testing.T) {
 		require.Equal(t, msg.Attachments, lf.Attachments, e.Name())
 		require.Equal(t, msg.Codes, lf.Codes, e.Name())
 	}
-}
-
-// deepNesting is a message of n multipart/mixed parts nested one in the
-// other, each with its own boundary; n = 10,000 gives about 727 KB.
-func deepNesting(n int) []byte {
-	var b bytes.Buffer
-	b.WriteString("From: a@example.com\r\nSubject: deep\r\nMIME-Version: 1.0\r\n")
-	for i := range n {
-		fmt.Fprintf(&b, "Content-Type: multipart/mixed; boundary=\"b%04d\"\r\n\r\n--b%04d\r\n", i, i)
-	}
-	b.WriteString("Content-Type: text/plain\r\n\r\nhello\r\n")
-	for i := n - 1; i >= 0; i-- {
-		fmt.Fprintf(&b, "--b%04d--\r\n", i)
-	}
-	return b.Bytes()
 }

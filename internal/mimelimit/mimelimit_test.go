@@ -3,7 +3,6 @@ package mimelimit
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,30 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/corpus"
+	"github.com/mailwatch/mailwatch/internal/mimetest"
 )
-
-// Nested builds a message of n multipart/mixed parts nested one in the
-// other, each closed properly: the 10,000-level message of issue 10 is
-// Nested(10000), about 727 KB.
-func nested(n int) []byte {
-	var b bytes.Buffer
-	b.WriteString("From: a@example.com\r\nSubject: deep\r\nMIME-Version: 1.0\r\n")
-	for i := range n {
-		fmt.Fprintf(&b, "Content-Type: multipart/mixed; boundary=\"b%04d\"\r\n\r\n--b%04d\r\n", i, i)
-	}
-	b.WriteString("Content-Type: text/plain\r\n\r\nhello\r\n")
-	for i := n - 1; i >= 0; i-- {
-		fmt.Fprintf(&b, "--b%04d--\r\n", i)
-	}
-	return b.Bytes()
-}
 
 func TestCheck(t *testing.T) {
 	t.Parallel()
 
 	t.Run("DeepNestingRefused", func(t *testing.T) {
 		t.Parallel()
-		raw := nested(10000)
+		raw := mimetest.Nested(10000)
 		require.InDelta(t, 727_000, len(raw), 30_000)
 		_, err := Check(raw, Default())
 		var le *LimitError
@@ -49,11 +33,11 @@ func TestCheck(t *testing.T) {
 
 	t.Run("AtTheDepthLimit", func(t *testing.T) {
 		t.Parallel()
-		shape, err := Check(nested(DefaultMaxDepth), Default())
+		shape, err := Check(mimetest.Nested(DefaultMaxDepth), Default())
 		require.NoError(t, err)
 		require.Equal(t, DefaultMaxDepth, shape.Depth)
 		require.Equal(t, DefaultMaxDepth, shape.Parts)
-		_, err = Check(nested(DefaultMaxDepth+1), Default())
+		_, err = Check(mimetest.Nested(DefaultMaxDepth+1), Default())
 		require.ErrorIs(t, err, ErrLimit)
 	})
 
@@ -81,7 +65,7 @@ func TestCheck(t *testing.T) {
 		t.Parallel()
 		// A big body three levels deep is read three times.
 		body := strings.Repeat("x", 1000) + "\r\n"
-		raw := append(nested(3)[:0:0], nested(3)...)
+		raw := append(mimetest.Nested(3)[:0:0], mimetest.Nested(3)...)
 		raw = bytes.Replace(raw, []byte("hello\r\n"), []byte(strings.Repeat(body, 100)), 1)
 		shape, err := Check(raw, Default())
 		require.NoError(t, err)
@@ -168,8 +152,8 @@ func FuzzCheck(f *testing.F) {
 	for _, raw := range seeds(f) {
 		f.Add(raw)
 	}
-	f.Add(nested(3))
-	f.Add(nested(DefaultMaxDepth + 5))
+	f.Add(mimetest.Nested(3))
+	f.Add(mimetest.Nested(DefaultMaxDepth + 5))
 	f.Add([]byte("Content-Type: multipart/mixed; boundary=a\r\n\r\n--a\r\nContent-Type: multipart/mixed; boundary=a\r\n\r\n--a\r\n\r\n--a--\r\n"))
 	f.Add([]byte("Content-Type: multipart/mixed; boundary=a\r\n\r\nx --a y\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -189,7 +173,7 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("enmime nests %d levels, Check measured %d", depth, shape.Depth)
 		}
 		// The same bytes wrapped in more multiparts than allowed are refused.
-		deep := nested(lim.MaxDepth + 1)
+		deep := mimetest.Nested(lim.MaxDepth + 1)
 		wrapped := bytes.Replace(deep, []byte("hello\r\n"), raw, 1)
 		if _, err := Check(wrapped, lim); !errors.Is(err, ErrLimit) {
 			t.Fatalf("deep nesting around the input accepted")
@@ -199,7 +183,7 @@ func FuzzCheck(f *testing.F) {
 
 // BenchmarkCheckDeepNesting measures refusing the 10,000-level message.
 func BenchmarkCheckDeepNesting(b *testing.B) {
-	raw := nested(10000)
+	raw := mimetest.Nested(10000)
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
 		if _, err := Check(raw, Default()); err == nil {

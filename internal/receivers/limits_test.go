@@ -1,9 +1,7 @@
 package receivers_test
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"net"
 	"net/smtp"
 	"net/textproto"
@@ -14,23 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/mimetest"
 	"github.com/mailwatch/mailwatch/internal/smtpd"
 )
-
-// deepNesting is issue 10's message: n multipart/mixed parts nested one in
-// the other, each with its own boundary (n = 10,000: about 727 KB).
-func deepNesting(n int) []byte {
-	var b bytes.Buffer
-	b.WriteString("From: a@example.com\r\nSubject: deep\r\nMIME-Version: 1.0\r\n")
-	for i := range n {
-		fmt.Fprintf(&b, "Content-Type: multipart/mixed; boundary=\"b%04d\"\r\n\r\n--b%04d\r\n", i, i)
-	}
-	b.WriteString("Content-Type: text/plain\r\n\r\nhello\r\n")
-	for i := n - 1; i >= 0; i-- {
-		fmt.Fprintf(&b, "--b%04d--\r\n", i)
-	}
-	return b.Bytes()
-}
 
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -62,7 +46,7 @@ func TestDeepNestingRefusedOverSMTP(t *testing.T) {
 	require.NoError(t, c.Rcpt(r.Address))
 	w, err := c.Data()
 	require.NoError(t, err)
-	raw := deepNesting(10000)
+	raw := mimetest.Nested(10000)
 	before := cpuTime()
 	_, err = w.Write(raw)
 	require.NoError(t, err)
