@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,9 @@ type shared struct {
 	guard    *netguard.Guard
 	resolver dnscheck.Resolver
 	dnsFix   *jobs.DNSFixDeps
+	// aws reaches AWS hosts only (SNS certificates and subscription
+	// confirmations), through the SSRF guard: one client for the process.
+	aws *http.Client
 }
 
 func buildShared(cfg *config.Config) (*shared, error) {
@@ -48,6 +52,7 @@ func buildShared(cfg *config.Config) (*shared, error) {
 	}
 	return &shared{
 		keyring: keyring, guard: guard, resolver: dnscheck.NewClient(resolverAddr, 3*time.Second),
+		aws: ses.AWSOnlyClient(webhook.NewClient(guard, webhook.ClientOptions{})),
 		dnsFix: &jobs.DNSFixDeps{
 			Env: &dnsfix.Env{Keyring: keyring, Guard: guard}, MX: dnsfix.MXConfig{Host: mxHost},
 			// The DMARC recommendation merges the signed rua address and
@@ -73,6 +78,6 @@ func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg
 		WebhookClient: webhook.NewClient(sh.guard, webhook.ClientOptions{
 			MaxIdleConnsPerHost: cfg.WebhookConcurrency,
 		}),
-		SNSClient: ses.AWSOnlyClient(webhook.NewClient(sh.guard, webhook.ClientOptions{})),
+		SNSClient: sh.aws,
 	}, nil
 }

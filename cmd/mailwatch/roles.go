@@ -131,7 +131,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		InboundDomain:         cfg.InboundDomain,
 		InboundWebhookSecret:  cfg.InboundWebhookSecret,
 		TwilioAuthToken:       cfg.TwilioAuthToken,
-		SNSCerts:              &ses.HTTPCertFetcher{Client: ses.AWSOnlyClient(webhook.NewClient(sh.guard, webhook.ClientOptions{}))},
+		SNSCerts:              &ses.HTTPCertFetcher{Client: sh.aws},
 		ProviderWebhookMaxAge: cfg.ProviderWebhookMaxAge,
 		Waiters:               waiters,
 		PublicBaseURL:         cfg.PublicBaseURL,
