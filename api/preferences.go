@@ -214,4 +214,3 @@ func (s *Server) preferenceRoutes() {
 		},
 	})
 }
-
