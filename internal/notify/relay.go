@@ -40,6 +40,9 @@ type Relay struct {
 	TLSConfig *tls.Config
 	// Timeout bounds one whole send (dial to QUIT); zero means 30 s.
 	Timeout time.Duration
+	// noPlainLoopback makes a loopback host use STARTTLS too (tests of
+	// STARTTLS against a server on loopback).
+	noPlainLoopback bool
 }
 
 // ParseRelay parses SMTP_RELAY_URL; an empty string is a nil relay.
@@ -84,6 +87,9 @@ func ParseRelay(raw string) (*Relay, error) {
 func (r *Relay) Addr() string { return r.addr }
 
 func (r *Relay) loopback() bool {
+	if r.noPlainLoopback {
+		return false
+	}
 	if r.host == "localhost" {
 		return true
 	}
