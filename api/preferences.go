@@ -95,7 +95,7 @@ func (s *Server) preferenceRoutes() {
 		},
 	})
 	Handle(s.router, Endpoint[PreferenceGroupRequest, notify.Preferences]{
-		Method: "PUT", Path: base + "/groups/{group}", OperationID: "setPreferenceGroup", Tag: tag,
+		Method: "PUT", Path: base + "/groups/{group}", OperationID: "setPreferenceGroup", Tag: tag, Errors: []int{404},
 		Summary:     "Switch a group's channels",
 		Description: "An unknown group is 404; a required group (audit, security) is 422. Answers the preferences.",
 		Call: func(ctx context.Context, req *PreferenceGroupRequest) (*notify.Preferences, error) {
@@ -108,7 +108,7 @@ func (s *Server) preferenceRoutes() {
 		},
 	})
 	Handle(s.router, Endpoint[PreferenceOverrideRequest, notify.Preferences]{
-		Method: "PUT", Path: base + "/overrides/{event_type}", OperationID: "setPreferenceOverride", Tag: tag,
+		Method: "PUT", Path: base + "/overrides/{event_type}", OperationID: "setPreferenceOverride", Tag: tag, Errors: []int{404},
 		Summary: "Override one event type's channels",
 		Description: "The override beats the group's switch but not a channel mute. An unknown type is 404; a required type " +
 			"is 422; a body with neither channel set is 422. Answers the preferences.",
@@ -121,7 +121,7 @@ func (s *Server) preferenceRoutes() {
 		},
 	})
 	Handle(s.router, Endpoint[PreferenceOverridePath, NoContent]{
-		Method: "DELETE", Path: base + "/overrides/{event_type}", Status: 204, OperationID: "deletePreferenceOverride", Tag: tag,
+		Method: "DELETE", Path: base + "/overrides/{event_type}", Status: 204, OperationID: "deletePreferenceOverride", Tag: tag, Errors: []int{404},
 		Summary:     "Remove one event type's override",
 		Description: "The group decides again. 404 when the type is unknown or has no override.",
 		Call: func(ctx context.Context, req *PreferenceOverridePath) (*NoContent, error) {
@@ -176,7 +176,7 @@ func (s *Server) preferenceRoutes() {
 		},
 	})
 	Handle(s.router, Endpoint[NotificationAddressPath, notify.Address]{
-		Method: "POST", Path: addrs + "/{id}/resend", Status: 202, OperationID: "resendNotificationAddressVerification", Tag: tag,
+		Method: "POST", Path: addrs + "/{id}/resend", Status: 202, OperationID: "resendNotificationAddressVerification", Tag: tag, Errors: []int{404},
 		Summary:     "Send the verification mail again",
 		Description: "Queues a new token (the previous one stops working); nothing for a verified address.",
 		Call: func(ctx context.Context, req *NotificationAddressPath) (*notify.Address, error) {
@@ -190,7 +190,7 @@ func (s *Server) preferenceRoutes() {
 		},
 	})
 	Handle(s.router, Endpoint[NotificationAddressPath, NoContent]{
-		Method: "DELETE", Path: addrs + "/{id}", Status: 204, OperationID: "removeNotificationAddress", Tag: tag,
+		Method: "DELETE", Path: addrs + "/{id}", Status: 204, OperationID: "removeNotificationAddress", Tag: tag, Errors: []int{404},
 		Summary:     "Remove a notification address",
 		Description: "The sign-in address can be removed too; it is added again (unverified) when the account's email changes.",
 		Call: func(ctx context.Context, req *NotificationAddressPath) (*NoContent, error) {
@@ -201,7 +201,7 @@ func (s *Server) preferenceRoutes() {
 		},
 	})
 	Handle(s.router, Endpoint[VerifyNotificationAddressRequest, notify.Address]{
-		Method: "POST", Path: "/api/notification-addresses/verify", OperationID: "verifyNotificationAddress", Tag: tag, Auth: AuthNone,
+		Method: "POST", Path: "/api/notification-addresses/verify", OperationID: "verifyNotificationAddress", Tag: tag, Auth: AuthNone, Errors: []int{404},
 		Summary: "Verify a notification address",
 		Description: "No API key: the single-use token from the verification mail is the proof (limited per client IP). " +
 			"An unknown, used or expired token is 404.",

@@ -44,10 +44,11 @@ type Override struct {
 
 // TypePrefs is one event type with its override and the effective result.
 type TypePrefs struct {
-	EventType string          `json:"event_type"`
-	Override  *Override       `json:"override"`
-	Email     events.Decision `json:"email"`
-	Webhook   events.Decision `json:"webhook"`
+	EventType string `json:"event_type"`
+	// Override has both channels null when the type has none.
+	Override Override        `json:"override"`
+	Email    events.Decision `json:"email"`
+	Webhook  events.Decision `json:"webhook"`
 }
 
 // GroupPrefs is one group with its switches and its types.
@@ -146,10 +147,7 @@ func (s Set) View() Preferences {
 		}
 		for _, t := range byGroup[g.Name] {
 			tp := TypePrefs{EventType: t.Name, Email: s.Decide(t.Name, events.ChannelEmail), Webhook: s.Decide(t.Name, events.ChannelWebhook)}
-			if o, ok := s.Overrides[t.Name]; ok {
-				o := o
-				tp.Override = &o
-			}
+			tp.Override = s.Overrides[t.Name]
 			gp.Types = append(gp.Types, tp)
 		}
 		out.Groups = append(out.Groups, gp)
