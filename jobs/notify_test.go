@@ -108,10 +108,13 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-func checkAlertMail(t *testing.T, m smtptest.Message, ev dbsqlc.Event) {
+func checkAlertMail(t *testing.T, m smtptest.Message, ev dbsqlc.Event, to ...string) {
 	t.Helper()
+	if len(to) == 0 {
+		to = []string{"ops@example.com"}
+	}
 	require.Equal(t, "notifications@mailwatch.test", m.From)
-	require.Equal(t, []string{"ops@example.com"}, m.To)
+	require.Equal(t, to, m.To)
 	env, err := enmime.ReadEnvelope(bytes.NewReader(m.Data))
 	require.NoError(t, err)
 	require.Empty(t, env.Errors)
@@ -259,4 +262,49 @@ func TestDailyAt(t *testing.T) {
 	require.Equal(t, time.Date(2026, 11, 24, 0, 5, 0, 0, time.UTC), d.Next(time.Date(2026, 11, 23, 13, 0, 0, 0, time.UTC)))
 	require.Equal(t, time.Date(2026, 11, 25, 0, 5, 0, 0, time.UTC), d.Next(time.Date(2026, 11, 24, 0, 5, 0, 0, time.UTC)))
 	require.Equal(t, time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), digestDay(time.Date(2026, 11, 24, 0, 5, 0, 0, time.UTC)))
+}
+
+// TestVerifyEmail: an address added through notify.AddAddress gets a
+// verification mail at the loopback SMTP server whose token verifies it,
+// once; only then does it get alerts.
+func TestVerifyEmail(t *testing.T) {
+	t.Parallel()
+	srv := smtptest.Start(t, smtptest.Options{})
+	e := newNotifyEnv(t, srv.Addr(), time.Time{})
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `DELETE FROM notification_addresses WHERE account_id = $1`, e.account)
+	require.NoError(t, err)
+	addr, err := dbutil.WithTxV(ctx, e.pool, func(ctx context.Context, tx pgx.Tx) (notify.Address, error) {
+		return notify.AddAddress(ctx, tx, e.client, e.account, "new@example.com")
+	})
+	require.NoError(t, err)
+	require.False(t, addr.Verified)
+	// Unverified: an alert is not mailed.
+	ev := e.emit(t, criticalHealth())
+	var n int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'event_id' = $2`,
+		events.AlertEmailKind, ev.ID.String()).Scan(&n))
+	require.Zero(t, n)
+
+	m := srv.Wait(t, 1)[0]
+	require.Equal(t, []string{"new@example.com"}, m.To)
+	env, err := enmime.ReadEnvelope(bytes.NewReader(m.Data))
+	require.NoError(t, err)
+	require.NotEmpty(t, env.HTML)
+	i := strings.Index(env.Text, testDashboard+"/notifications/verify?token=")
+	require.GreaterOrEqual(t, i, 0, env.Text)
+	token := strings.Fields(env.Text[i+len(testDashboard+"/notifications/verify?token="):])[0]
+	require.Contains(t, env.HTML, token)
+	var stored []byte
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT token_hash FROM notification_addresses WHERE id = $1`, addr.ID).Scan(&stored))
+	require.NotContains(t, string(stored), token, "only the hash is stored")
+
+	got, err := notify.Verify(ctx, e.pool, token, time.Now())
+	require.NoError(t, err)
+	require.True(t, got.Verified)
+	_, err = notify.Verify(ctx, e.pool, token, time.Now())
+	require.ErrorIs(t, err, notify.ErrBadToken)
+
+	ev = e.emit(t, criticalHealth())
+	checkAlertMail(t, srv.Wait(t, 2)[1], ev, "new@example.com")
 }
