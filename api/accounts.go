@@ -15,6 +15,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/apikey"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/password"
 )
 
@@ -98,7 +99,7 @@ func (s *Server) accountRoutes() {
 	Handle(s.router, Endpoint[UpdateAccountRequest, Account]{
 		Method: "PATCH", Path: "/api/accounts/me", OperationID: "updateAccount", Tag: "accounts",
 		Summary:     "Change the account's email or password",
-		Description: "Only the fields present change. A new email must be free (409).",
+		Description: "Only the fields present change. A new email must be free (409); it replaces the old sign-in address among the notification addresses and must be verified (a verification mail is queued).",
 		Errors:      []int{409},
 		Call:        s.updateAccount,
 	})
@@ -137,6 +138,10 @@ func (s *Server) createAccount(ctx context.Context, req *CreateAccountRequest) (
 		if err != nil {
 			return nil, err
 		}
+		// The sign-in address gets notification mail once verified.
+		if _, err := notify.ReplaceLogin(ctx, tx, s.deps.River, acct.ID, email); err != nil {
+			return nil, err
+		}
 		return &CreateAccountResponse{Account: accountFromRow(acct), APIKey: NewAPIKey{APIKey: apiKeyFromRow(row), Key: key.Plain}}, nil
 	})
 }
@@ -165,7 +170,18 @@ func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (
 		params.PasswordHash = &hash
 	}
 	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.Account, error) {
-		return s.q.AccountUpdate(ctx, tx, params)
+		prev, err := s.q.AccountGetByID(ctx, tx, caller.AccountID)
+		if err != nil {
+			return dbsqlc.Account{}, err
+		}
+		row, err := s.q.AccountUpdate(ctx, tx, params)
+		if err != nil || row.Email == prev.Email {
+			return row, err
+		}
+		// A new sign-in address replaces the old one among the
+		// notification addresses and must be verified again.
+		_, err = notify.ReplaceLogin(ctx, tx, s.deps.River, row.ID, row.Email)
+		return row, err
 	})
 	if dbutil.IsUniqueViolation(err, "accounts_email_key") {
 		return nil, Conflict("an account with this email already exists")

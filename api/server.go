@@ -291,6 +291,7 @@ func (s *Server) routes() {
 	s.dataAPIRoutes()      // dataapi.go
 	s.authProviderRoutes() // authproviders.go
 	s.reportRoutes()       // reports.go
+	s.preferenceRoutes()   // preferences.go
 }
 
 // ping checks the database for /readyz.

@@ -23,6 +23,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/logthrottle"
+	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 )
 
@@ -86,6 +87,9 @@ type Deps struct {
 	// SNSClient confirms SNS subscriptions (ses.AWSOnlyClient over the
 	// SSRF-guarded client).
 	SNSClient *http.Client
+	// Mail sends notification mail (notify.go); nil or without a relay,
+	// the mail jobs log that they skipped and complete.
+	Mail *notify.Mailer
 }
 
 // Options tune a client.
@@ -118,6 +122,7 @@ func Workers(deps Deps) *river.Workers {
 	addProviderWorkers(w, deps)   // providers.go
 	addSigningKeyWorkers(w, deps) // signingkeys.go
 	addReportWorkers(w, deps)     // reports.go
+	addNotifyWorkers(w, deps)     // notify.go
 	return w
 }
 
@@ -135,6 +140,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, dnsFixPeriodicJobs(deps)...)
 	out = append(out, providerPeriodicJobs(deps)...)
 	out = append(out, signingKeyPeriodicJobs(deps)...)
+	out = append(out, notifyPeriodicJobs(deps)...)
 	return out
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
@@ -67,7 +68,12 @@ func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg
 	if err != nil {
 		return jobs.Deps{}, err
 	}
+	relay, err := notify.ParseRelay(cfg.SMTPRelayURL)
+	if err != nil {
+		return jobs.Deps{}, err
+	}
 	return jobs.Deps{
+		Mail:     &notify.Mailer{Relay: relay, From: cfg.NotifyFrom, BaseURL: notify.BaseURL(cfg.PublicBaseURL, cfg.ListenAddr)},
 		Pool:     pool,
 		Logger:   logger,
 		Config:   cfg,

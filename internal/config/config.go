@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/mail"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -68,6 +70,8 @@ var Vars = []Var{
 	{Name: "JWT_KEY_ROTATION", Default: "720h", Meaning: "How long a signing key signs before the rotation job promotes the next one; at least 1h. Retired keys verify until their tokens expire."},
 	{Name: "DATA_API_MAX_ROWS", Default: "1000", Meaning: "Most rows one /rest/v1 request returns (a larger or missing limit is capped to it)."},
 	{Name: "DATA_API_STATEMENT_TIMEOUT", Default: "5s", Meaning: "Postgres statement_timeout of a /rest/v1 query."},
+	{Name: "SMTP_RELAY_URL", Default: "", Secret: true, Meaning: "SMTP relay for notification mail (alerts, daily digests, address verification): `smtps://user:pass@host:465` (implicit TLS) or `smtp://user:pass@host:587` (STARTTLS, required except for a loopback host such as `smtp://127.0.0.1:25`, which is plain SMTP); credentials percent-encoded, sent with SASL PLAIN. Unset: mail jobs log that they skipped and complete; nothing else changes."},
+	{Name: "NOTIFY_FROM", Default: "", Meaning: "From address of notification mail, e.g. `mailwatch <alerts@example.com>`; empty means `mailwatch <notifications@INBOUND_DOMAIN>`. Links in the mail point to the dashboard at PUBLIC_BASE_URL, or http://localhost:<port of LISTEN_ADDR> when that is empty."},
 	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error."},
 	{Name: "LOG_FORMAT", Default: "json", Meaning: "json or text."},
 }
@@ -84,6 +88,8 @@ type Config struct {
 	SMTPTLSCert             string
 	SMTPTLSKey              string
 	PublicBaseURL           string
+	SMTPRelayURL            string
+	NotifyFrom              string
 	SecretKey               []byte
 	PreviousSecretKeys      [][]byte
 	RedisURL                string
@@ -168,6 +174,8 @@ func Parse(lookup Lookup) (*Config, error) {
 		SMTPTLSCert:             get("SMTP_TLS_CERT"),
 		SMTPTLSKey:              get("SMTP_TLS_KEY"),
 		PublicBaseURL:           strings.TrimSuffix(get("PUBLIC_BASE_URL"), "/"),
+		SMTPRelayURL:            get("SMTP_RELAY_URL"),
+		NotifyFrom:              get("NOTIFY_FROM"),
 		RedisURL:                get("REDIS_URL"),
 		DNSResolver:             get("DNS_RESOLVER"),
 		DNSCheckInterval:        duration("DNS_CHECK_INTERVAL"),
@@ -231,6 +239,17 @@ func Parse(lookup Lookup) (*Config, error) {
 	}
 	if cfg.DNSCheckInterval > 0 && cfg.DNSCheckInterval < time.Minute {
 		errs = append(errs, errors.New("DNS_CHECK_INTERVAL must be at least 1m"))
+	}
+	if cfg.NotifyFrom == "" {
+		cfg.NotifyFrom = "mailwatch <notifications@" + cfg.InboundDomain + ">"
+	}
+	if a, err := mail.ParseAddress(cfg.NotifyFrom); err != nil || !strings.Contains(a.Address, "@") {
+		errs = append(errs, errors.New("NOTIFY_FROM must be an address such as mailwatch <alerts@example.com>"))
+	}
+	if s := cfg.SMTPRelayURL; s != "" {
+		if u, err := url.Parse(s); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Hostname() == "" {
+			errs = append(errs, errors.New("SMTP_RELAY_URL must be smtp://[user:pass@]host[:port] (STARTTLS) or smtps://[user:pass@]host[:port] (implicit TLS)"))
+		}
 	}
 	if (cfg.SMTPTLSCert == "") != (cfg.SMTPTLSKey == "") {
 		errs = append(errs, errors.New("SMTP_TLS_CERT and SMTP_TLS_KEY must be set together"))

@@ -55,7 +55,9 @@ func seed(t testing.TB, db dbutil.Executor, n int) tenant {
 // exactly one row of each tenant in each.
 var newTables = []string{"providers", "provider_links", "message_events", "suppressions", "message_spikes",
 	"received_reports", "dmarc_reports", "dmarc_records", "dmarc_sources", "tls_reports", "dns_connections",
-	"dns_connection_links", "dns_recommendations", "mx_setups"}
+	"dns_connection_links", "dns_recommendations", "mx_setups",
+	// schema/0013_preferences.sql
+	"preference_groups", "preference_overrides"}
 
 // seedTenantTables gives the account one row in each table of 0012, with
 // secrets in the columns that must never be readable.
@@ -102,6 +104,12 @@ func seedTenantTables(t testing.TB, db dbutil.Executor, account, domain uuid.UUI
 			[]any{domain, name}},
 		{`INSERT INTO mx_setups (id, domain_id, name, token) VALUES (gen_random_uuid(), $1, $2, 'tok')`,
 			[]any{domain, "reports." + name}},
+		{`INSERT INTO preference_groups (account_id, group_name, email, webhook) VALUES ($1, 'health', false, true)`,
+			[]any{account}},
+		{`INSERT INTO preference_overrides (account_id, event_type, email) VALUES ($1, 'bounce_spike', true)`,
+			[]any{account}},
+		{`INSERT INTO notification_addresses (id, account_id, email, token_hash, token_expires_at)
+			VALUES (gen_random_uuid(), $1, $2, sha256(convert_to($2, 'UTF8')), now() + interval '1 day')`, []any{account, "n" + account.String() + "@example.com"}},
 	} {
 		_, err := db.Exec(ctx, st.sql, st.args...)
 		require.NoError(t, err, st.sql)
@@ -260,6 +268,8 @@ func TestRowLevelSecurityInSQL(t *testing.T) {
 		`SELECT count(*) FROM suppressions WHERE account_id = $1`,
 		`SELECT count(*) FROM report_messages WHERE account_id = $1`,
 		`SELECT count(*) FROM dns_connections WHERE account_id = $1`,
+		`SELECT count(*) FROM preference_groups WHERE account_id = $1`,
+		`SELECT count(*) FROM preference_overrides WHERE account_id = $1`,
 		`SELECT count(*) FROM data_api.dmarc_records r JOIN dmarc_reports p ON p.id = r.report_id
 			JOIN domains d ON d.id = p.domain_id WHERE d.account_id = $1`,
 		`SELECT count(*) FROM data_api.mx_setups m JOIN domains d ON d.id = m.domain_id WHERE d.account_id = $1`,
@@ -288,6 +298,10 @@ func TestRowLevelSecurityInSQL(t *testing.T) {
 		`SELECT email_hash FROM suppressions`,
 		`SELECT raw FROM report_messages`,
 		`SELECT body FROM provider_payloads`,
+		`SELECT token_hash FROM notification_addresses`,
+		`SELECT email FROM notification_addresses`,
+		`INSERT INTO preference_groups (account_id, group_name, email, webhook) VALUES (mailwatch_jwt_account_id(), 'reports', false, false)`,
+		`UPDATE preference_overrides SET email = false`,
 		`SELECT job_id FROM dns_recommendations`,
 		`DELETE FROM suppressions`,
 		`DELETE FROM data_api.suppressions`,

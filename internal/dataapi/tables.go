@@ -36,7 +36,7 @@ const byAccount = `account_id = $1::uuid`
 const byDomain = `domain_id IN (SELECT d.id FROM data_api.domains d WHERE d.account_id = $1::uuid)`
 
 // Tables is the allow-list; it matches the views of schema/0010_data_api.sql and
-// schema/0012_data_api_tables.sql
+// schema/0012_data_api_tables.sql and schema/0013_preferences.sql
 // (a test compares them with the database).
 var Tables = func() map[string]*Table {
 	list := []*Table{
@@ -124,6 +124,12 @@ var Tables = func() map[string]*Table {
 		{Name: "mx_setups", Owner: byDomain, Columns: cols(
 			"id", "uuid", "domain_id", "uuid", "name", "text", "token", "text", "state", "text", "problems", "text[]",
 			"last_checked_at", "timestamptz", "verified_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz")},
+
+		// schema/0013_preferences.sql
+		{Name: "preference_groups", Owner: byAccount, Columns: cols(
+			"account_id", "uuid", "group_name", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz")},
+		{Name: "preference_overrides", Owner: byAccount, Columns: cols(
+			"account_id", "uuid", "event_type", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz")},
 	}
 	m := make(map[string]*Table, len(list))
 	for _, t := range list {

@@ -317,6 +317,22 @@ type DataApiMxSetup struct {
 	UpdatedAt     time.Time
 }
 
+type DataApiPreferenceGroup struct {
+	AccountID uuid.UUID
+	GroupName string
+	Email     bool
+	Webhook   bool
+	UpdatedAt time.Time
+}
+
+type DataApiPreferenceOverride struct {
+	AccountID uuid.UUID
+	EventType string
+	Email     *bool
+	Webhook   *bool
+	UpdatedAt time.Time
+}
+
 type DataApiProvider struct {
 	ID            uuid.UUID
 	AccountID     uuid.UUID
@@ -589,6 +605,48 @@ type MxSetup struct {
 	VerifiedAt    *time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+}
+
+type NotificationAddress struct {
+	ID                 uuid.UUID
+	AccountID          uuid.UUID
+	Email              string
+	Login              bool
+	TokenHash          []byte
+	TokenExpiresAt     *time.Time
+	VerificationSentAt *time.Time
+	VerifiedAt         *time.Time
+	CreatedAt          time.Time
+}
+
+type NotificationDigest struct {
+	AccountID uuid.UUID
+	Day       time.Time
+	Events    int32
+	SentAt    time.Time
+}
+
+type NotificationSetting struct {
+	AccountID   uuid.UUID
+	MuteEmail   bool
+	MuteWebhook bool
+	UpdatedAt   time.Time
+}
+
+type PreferenceGroup struct {
+	AccountID uuid.UUID
+	GroupName string
+	Email     bool
+	Webhook   bool
+	UpdatedAt time.Time
+}
+
+type PreferenceOverride struct {
+	AccountID uuid.UUID
+	EventType string
+	Email     *bool
+	Webhook   *bool
+	UpdatedAt time.Time
 }
 
 type ProviderPayload struct {

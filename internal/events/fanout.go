@@ -73,21 +73,43 @@ func PushBody(ev dbsqlc.Event) ([]byte, error) {
 // subscription, in the emitting transaction: one delivery row (status
 // pending, the body built once) and one River job each, inserted together
 // with InsertManyTx. A rolled-back event therefore leaves neither rows nor
-// jobs behind.
+// jobs behind. One query reads the matching subscriptions and the
+// account's preferences for the type (Resolve decides each channel): a
+// webhook channel that resolves off creates no delivery, and an alert
+// whose email channel resolves on is mailed by an AlertEmailArgs job,
+// inserted here too, when the account has a verified address.
 func (e *Emitter) fanOut(ctx context.Context, tx pgx.Tx, ev dbsqlc.Event) error {
 	q := dbsqlc.New()
-	subs, err := q.SubscriptionListMatching(ctx, tx, dbsqlc.SubscriptionListMatchingParams{
-		AccountID: ev.AccountID, EventType: ev.EventType, Domain: ev.Domain, Tags: ev.Tags,
+	t, _ := Lookup(ev.EventType)
+	in, err := q.PreferenceEmitInputs(ctx, tx, dbsqlc.PreferenceEmitInputsParams{
+		AccountID: ev.AccountID, EventType: ev.EventType, GroupName: t.Group, Domain: ev.Domain, Tags: ev.Tags,
 	})
 	if err != nil {
-		return fmt.Errorf("error selecting subscriptions of event: %w", err)
+		return fmt.Errorf("error selecting subscriptions and preferences of event: %w", err)
 	}
-	if len(subs) == 0 {
+	required := Required(ev.EventType)
+	subs := in.SubscriptionIds
+	if !Resolve(required, ChannelPrefs{Muted: in.MuteWebhook, Override: in.OverrideWebhook, Group: in.GroupWebhook}).Send {
+		subs = nil
+	}
+	mail := ev.Severity == string(SeverityCritical) && in.HasVerifiedAddress &&
+		Resolve(required, ChannelPrefs{Muted: in.MuteEmail, Override: in.OverrideEmail, Group: in.GroupEmail}).Send
+	if len(subs) == 0 && !mail {
 		return nil
 	}
 	client, err := e.client(ctx)
 	if err != nil {
 		return err
+	}
+	if mail {
+		if _, err := client.InsertTx(ctx, tx, AlertEmailArgs{EventID: ev.ID}, &river.InsertOpts{
+			Tags: []string{"account-" + ev.AccountID.String(), "event-" + ev.EventType},
+		}); err != nil {
+			return fmt.Errorf("error enqueueing alert email: %w", err)
+		}
+	}
+	if len(subs) == 0 {
+		return nil
 	}
 	body, err := PushBody(ev)
 	if err != nil {

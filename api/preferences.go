@@ -1,0 +1,216 @@
+package api
+
+import (
+	"context"
+	"errors"
+
+	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/notify"
+)
+
+// ChannelSwitches is the body of the group and mute routes.
+type ChannelSwitches struct {
+	Email   *bool `json:"email" validate:"required" description:"The email channel: alerts at once, the rest in the daily digest."`
+	Webhook *bool `json:"webhook" validate:"required" description:"The webhook channel: pushes to the account's event subscriptions."`
+}
+
+// PreferenceGroupRequest names a group and sets its switches.
+type PreferenceGroupRequest struct {
+	Group string `path:"group" description:"A group name from GET /api/accounts/me/events/types (field group)."`
+	ChannelSwitches
+}
+
+// PreferenceOverrideRequest names an event type and sets its override.
+type PreferenceOverrideRequest struct {
+	EventType string `path:"event_type"`
+	Email     *bool  `json:"email" description:"true or false decides the email channel for this type; null or absent: the group decides."`
+	Webhook   *bool  `json:"webhook" description:"true or false decides the webhook channel for this type; null or absent: the group decides."`
+}
+
+// PreferenceOverridePath names an event type.
+type PreferenceOverridePath struct {
+	EventType string `path:"event_type"`
+}
+
+// AddNotificationAddressRequest is the body of POST .../notification-addresses.
+type AddNotificationAddressRequest struct {
+	Email string `json:"email" validate:"required,max=254" description:"Stored lower-cased; gets mail only once verified."`
+}
+
+// NotificationAddressPath names one address.
+type NotificationAddressPath struct {
+	ID uuid.UUID `path:"id" format:"uuid"`
+}
+
+// VerifyNotificationAddressRequest carries a verification token.
+type VerifyNotificationAddressRequest struct {
+	Token string `json:"token" validate:"required,max=128" description:"The token from the verification mail."`
+}
+
+func preferenceError(err error) error {
+	switch {
+	case errors.Is(err, notify.ErrUnknownGroup):
+		return NotFound("preference group")
+	case errors.Is(err, notify.ErrUnknownType):
+		return NotFound("event type")
+	case errors.Is(err, notify.ErrNoOverride):
+		return NotFound("override")
+	case errors.Is(err, notify.ErrRequired):
+		return &Error{Status: 422, Detail: "events of this group (audit, security) are required and always sent; their preferences cannot be changed"}
+	case errors.Is(err, notify.ErrEmptyOverride):
+		return InvalidField("email", "set email, webhook or both to true or false (DELETE removes the override)")
+	case errors.Is(err, notify.ErrAddressNotFound):
+		return NotFound("notification address")
+	case errors.Is(err, notify.ErrAddressExists):
+		return Conflict("%s", err.Error())
+	case errors.Is(err, notify.ErrBadToken):
+		return NotFound("verification token")
+	}
+	return err
+}
+
+func (s *Server) preferences(ctx context.Context, account uuid.UUID) (*notify.Preferences, error) {
+	set, err := notify.Load(ctx, s.db, account)
+	if err != nil {
+		return nil, err
+	}
+	v := set.View()
+	return &v, nil
+}
+
+func (s *Server) preferenceRoutes() {
+	const base = "/api/accounts/me/preferences"
+	const tag = "preferences"
+	Handle(s.router, Endpoint[emptyRequest, notify.Preferences]{
+		Method: "GET", Path: base, OperationID: "getPreferences", Tag: tag,
+		Summary: "Notification preferences",
+		Description: "Every group with its channel switches (on unless set), every event type with its override and the " +
+			"decision for each channel, and the account-wide channel mutes. Resolution, first match wins: a required type " +
+			"(groups audit and security) always goes out; a channel mute blocks; the type's override decides; the group's " +
+			"switch decides; otherwise on.",
+		Call: func(ctx context.Context, _ *emptyRequest) (*notify.Preferences, error) {
+			return s.preferences(ctx, mustCaller(ctx).AccountID)
+		},
+	})
+	Handle(s.router, Endpoint[PreferenceGroupRequest, notify.Preferences]{
+		Method: "PUT", Path: base + "/groups/{group}", OperationID: "setPreferenceGroup", Tag: tag, Errors: []int{404},
+		Summary:     "Switch a group's channels",
+		Description: "An unknown group is 404; a required group (audit, security) is 422. Answers the preferences.",
+		Call: func(ctx context.Context, req *PreferenceGroupRequest) (*notify.Preferences, error) {
+			account := mustCaller(ctx).AccountID
+			err := notify.SetGroup(ctx, s.db, account, req.Group, notify.Channels{Email: *req.Email, Webhook: *req.Webhook})
+			if err != nil {
+				return nil, preferenceError(err)
+			}
+			return s.preferences(ctx, account)
+		},
+	})
+	Handle(s.router, Endpoint[PreferenceOverrideRequest, notify.Preferences]{
+		Method: "PUT", Path: base + "/overrides/{event_type}", OperationID: "setPreferenceOverride", Tag: tag, Errors: []int{404},
+		Summary: "Override one event type's channels",
+		Description: "The override beats the group's switch but not a channel mute. An unknown type is 404; a required type " +
+			"is 422; a body with neither channel set is 422. Answers the preferences.",
+		Call: func(ctx context.Context, req *PreferenceOverrideRequest) (*notify.Preferences, error) {
+			account := mustCaller(ctx).AccountID
+			if err := notify.SetOverride(ctx, s.db, account, req.EventType, notify.Override{Email: req.Email, Webhook: req.Webhook}); err != nil {
+				return nil, preferenceError(err)
+			}
+			return s.preferences(ctx, account)
+		},
+	})
+	Handle(s.router, Endpoint[PreferenceOverridePath, NoContent]{
+		Method: "DELETE", Path: base + "/overrides/{event_type}", Status: 204, OperationID: "deletePreferenceOverride", Tag: tag, Errors: []int{404},
+		Summary:     "Remove one event type's override",
+		Description: "The group decides again. 404 when the type is unknown or has no override.",
+		Call: func(ctx context.Context, req *PreferenceOverridePath) (*NoContent, error) {
+			if err := notify.DeleteOverride(ctx, s.db, mustCaller(ctx).AccountID, req.EventType); err != nil {
+				return nil, preferenceError(err)
+			}
+			return &NoContent{}, nil
+		},
+	})
+	Handle(s.router, Endpoint[ChannelSwitches, notify.Preferences]{
+		Method: "PUT", Path: base + "/mutes", OperationID: "setChannelMutes", Tag: tag,
+		Summary:     "Mute or unmute a channel account-wide",
+		Description: "true mutes the channel for every type except required ones (audit, security). Answers the preferences.",
+		Call: func(ctx context.Context, req *ChannelSwitches) (*notify.Preferences, error) {
+			account := mustCaller(ctx).AccountID
+			if err := notify.SetMutes(ctx, s.db, account, notify.Channels{Email: *req.Email, Webhook: *req.Webhook}); err != nil {
+				return nil, err
+			}
+			return s.preferences(ctx, account)
+		},
+	})
+
+	const addrs = "/api/accounts/me/notification-addresses"
+	Handle(s.router, Endpoint[emptyRequest, []notify.Address]{
+		Method: "GET", Path: addrs, OperationID: "listNotificationAddresses", Tag: tag,
+		Summary:     "List the addresses that get notification mail",
+		Description: "Only verified addresses get alerts and digests. The sign-in address is added at sign-up (login: true).",
+		Call: func(ctx context.Context, _ *emptyRequest) (*[]notify.Address, error) {
+			out, err := notify.ListAddresses(ctx, s.db, mustCaller(ctx).AccountID)
+			if err != nil {
+				return nil, err
+			}
+			return &out, nil
+		},
+	})
+	Handle(s.router, Endpoint[AddNotificationAddressRequest, notify.Address]{
+		Method: "POST", Path: addrs, Status: 201, OperationID: "addNotificationAddress", Tag: tag, Errors: []int{409},
+		Summary:     "Add a notification address",
+		Description: "Added unverified; a verification mail with a single-use token (valid 48 h) is queued. An address the account already has is 409.",
+		Call: func(ctx context.Context, req *AddNotificationAddressRequest) (*notify.Address, error) {
+			email, err := normalizeEmail("email", req.Email)
+			if err != nil {
+				return nil, err
+			}
+			a, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (notify.Address, error) {
+				return notify.AddAddress(ctx, tx, s.deps.River, mustCaller(ctx).AccountID, email)
+			})
+			if err != nil {
+				return nil, preferenceError(err)
+			}
+			return &a, nil
+		},
+	})
+	Handle(s.router, Endpoint[NotificationAddressPath, notify.Address]{
+		Method: "POST", Path: addrs + "/{id}/resend", Status: 202, OperationID: "resendNotificationAddressVerification", Tag: tag, Errors: []int{404},
+		Summary:     "Send the verification mail again",
+		Description: "Queues a new token (the previous one stops working); nothing for a verified address.",
+		Call: func(ctx context.Context, req *NotificationAddressPath) (*notify.Address, error) {
+			a, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (notify.Address, error) {
+				return notify.ResendVerification(ctx, tx, s.deps.River, mustCaller(ctx).AccountID, req.ID)
+			})
+			if err != nil {
+				return nil, preferenceError(err)
+			}
+			return &a, nil
+		},
+	})
+	Handle(s.router, Endpoint[NotificationAddressPath, NoContent]{
+		Method: "DELETE", Path: addrs + "/{id}", Status: 204, OperationID: "removeNotificationAddress", Tag: tag, Errors: []int{404},
+		Summary:     "Remove a notification address",
+		Description: "The sign-in address can be removed too; it is added again (unverified) when the account's email changes.",
+		Call: func(ctx context.Context, req *NotificationAddressPath) (*NoContent, error) {
+			if err := notify.RemoveAddress(ctx, s.db, mustCaller(ctx).AccountID, req.ID); err != nil {
+				return nil, preferenceError(err)
+			}
+			return &NoContent{}, nil
+		},
+	})
+	Handle(s.router, Endpoint[VerifyNotificationAddressRequest, notify.Address]{
+		Method: "POST", Path: "/api/notification-addresses/verify", OperationID: "verifyNotificationAddress", Tag: tag, Auth: AuthNone, Errors: []int{404},
+		Summary: "Verify a notification address",
+		Description: "No API key: the single-use token from the verification mail is the proof (limited per client IP). " +
+			"An unknown, used or expired token is 404.",
+		Call: func(ctx context.Context, req *VerifyNotificationAddressRequest) (*notify.Address, error) {
+			a, err := notify.Verify(ctx, s.db, req.Token, s.now())
+			if err != nil {
+				return nil, preferenceError(err)
+			}
+			return &a, nil
+		},
+	})
+}

@@ -1,0 +1,73 @@
+-- name: NotificationAddressInsert :one
+INSERT INTO notification_addresses (id, account_id, email, login)
+VALUES (@id::uuid, @account_id::uuid, @email::text, @login::boolean)
+RETURNING *;
+
+-- name: NotificationAddressList :many
+SELECT * FROM notification_addresses WHERE account_id = @account_id::uuid ORDER BY created_at, id;
+
+-- name: NotificationAddressGetByID :one
+SELECT * FROM notification_addresses WHERE id = @id::uuid;
+
+-- name: NotificationAddressDelete :execrows
+DELETE FROM notification_addresses WHERE id = @id::uuid AND account_id = @account_id::uuid;
+
+-- name: NotificationAddressSetToken :one
+-- A new verification token for an unverified address (the previous one
+-- stops working).
+UPDATE notification_addresses
+SET token_hash = @token_hash::bytea, token_expires_at = @expires_at::timestamptz,
+    verification_sent_at = @now::timestamptz
+WHERE id = @id::uuid AND verified_at IS NULL
+RETURNING *;
+
+-- name: NotificationAddressVerify :one
+-- Single use: the token is cleared as the address is verified.
+UPDATE notification_addresses
+SET verified_at = @now::timestamptz, token_hash = NULL, token_expires_at = NULL
+WHERE token_hash = @token_hash::bytea AND token_expires_at > @now::timestamptz AND verified_at IS NULL
+RETURNING *;
+
+-- name: NotificationAddressListVerified :many
+SELECT email FROM notification_addresses
+WHERE account_id = @account_id::uuid AND verified_at IS NOT NULL
+ORDER BY created_at, id;
+
+-- name: NotificationAddressDeleteLogin :execrows
+DELETE FROM notification_addresses WHERE account_id = @account_id::uuid AND login;
+
+-- name: NotificationAddressUpsertLogin :one
+-- The account's (new) sign-in address, unverified: an existing row for the
+-- same address becomes the login row and must be verified again.
+INSERT INTO notification_addresses (id, account_id, email, login)
+VALUES (@id::uuid, @account_id::uuid, @email::text, true)
+ON CONFLICT (account_id, email) DO UPDATE
+SET login = true, verified_at = NULL, token_hash = NULL, token_expires_at = NULL, verification_sent_at = NULL
+RETURNING *;
+
+-- name: NotificationDigestAccounts :many
+-- Accounts with non-critical events in [from, to), a verified address and
+-- no digest for the day yet.
+SELECT DISTINCT e.account_id FROM events e
+WHERE e.created_at >= @from_at::timestamptz AND e.created_at < @to_at::timestamptz
+  AND e.severity <> 'critical'
+  AND EXISTS (SELECT 1 FROM notification_addresses a WHERE a.account_id = e.account_id AND a.verified_at IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM notification_digests d WHERE d.account_id = e.account_id AND d.day = @day::date);
+
+-- name: NotificationDigestEvents :many
+SELECT * FROM events
+WHERE account_id = @account_id::uuid
+  AND created_at >= @from_at::timestamptz AND created_at < @to_at::timestamptz
+  AND severity <> 'critical'
+ORDER BY created_at, id
+LIMIT @max::int;
+
+-- name: NotificationDigestGet :one
+SELECT * FROM notification_digests WHERE account_id = @account_id::uuid AND day = @day::date;
+
+-- name: NotificationDigestInsert :exec
+INSERT INTO notification_digests (account_id, day, events) VALUES (@account_id::uuid, @day::date, @events::int)
+ON CONFLICT DO NOTHING;
+
+-- name: EventGetForNotification :one
+SELECT * FROM events WHERE id = @id::uuid;
