@@ -118,6 +118,7 @@ func Workers(deps Deps) *river.Workers {
 	addProviderWorkers(w, deps)   // providers.go
 	addSigningKeyWorkers(w, deps) // signingkeys.go
 	addReportWorkers(w, deps)     // reports.go
+	addBillingWorkers(w, deps)    // billing.go
 	return w
 }
 
@@ -135,6 +136,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, dnsFixPeriodicJobs(deps)...)
 	out = append(out, providerPeriodicJobs(deps)...)
 	out = append(out, signingKeyPeriodicJobs(deps)...)
+	out = append(out, billingPeriodicJobs(deps)...)
 	return out
 }
 

@@ -131,6 +131,8 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		InboundDomain:         cfg.InboundDomain,
 		InboundWebhookSecret:  cfg.InboundWebhookSecret,
 		TwilioAuthToken:       cfg.TwilioAuthToken,
+		StripeWebhookSecret:   cfg.StripeWebhookSecret,
+		EventRetentionDays:    cfg.EventRetentionDays,
 		SNSCerts:              &ses.HTTPCertFetcher{Client: ses.AWSOnlyClient(webhook.NewClient(sh.guard, webhook.ClientOptions{}))},
 		ProviderWebhookMaxAge: cfg.ProviderWebhookMaxAge,
 		Waiters:               waiters,

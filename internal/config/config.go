@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mailwatch/mailwatch/internal/plans"
 )
 
 // Var describes one environment variable.
@@ -68,6 +70,9 @@ var Vars = []Var{
 	{Name: "JWT_KEY_ROTATION", Default: "720h", Meaning: "How long a signing key signs before the rotation job promotes the next one; at least 1h. Retired keys verify until their tokens expire."},
 	{Name: "DATA_API_MAX_ROWS", Default: "1000", Meaning: "Most rows one /rest/v1 request returns (a larger or missing limit is capped to it)."},
 	{Name: "DATA_API_STATEMENT_TIMEOUT", Default: "5s", Meaning: "Postgres statement_timeout of a /rest/v1 query."},
+	{Name: "STRIPE_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Stripe webhook signing secret (whsec_...) that verifies Stripe-Signature on POST /api/webhooks/payments/stripe; unset: that route answers 503."},
+	{Name: "STRIPE_PRICE_PLANS", Default: "", Meaning: "Comma-separated price_id=plan pairs mapping Stripe price ids to plans (free, pro, business), e.g. price_abc=pro,price_def=business; a subscription to an unmapped price counts as free."},
+	{Name: "BILLING_GRACE_PERIOD", Default: "168h", Meaning: "How long an account whose Stripe payment failed (invoice.payment_failed) keeps its plan before a periodic job moves it to free; counted from the first failure, ended by invoice.paid."},
 	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error."},
 	{Name: "LOG_FORMAT", Default: "json", Meaning: "json or text."},
 }
@@ -116,6 +121,9 @@ type Config struct {
 	JWTKeyRotation          time.Duration
 	DataAPIMaxRows          int
 	DataAPIStatementTimeout time.Duration
+	StripeWebhookSecret     string
+	StripePricePlans        plans.PriceMap
+	BillingGracePeriod      time.Duration
 	LogLevel                slog.Level
 	LogFormat               string
 	GeneratedSecretKeyNote  bool
@@ -196,6 +204,13 @@ func Parse(lookup Lookup) (*Config, error) {
 		JWTKeyRotation:          duration("JWT_KEY_ROTATION"),
 		DataAPIMaxRows:          atoi("DATA_API_MAX_ROWS", 1, 100_000),
 		DataAPIStatementTimeout: duration("DATA_API_STATEMENT_TIMEOUT"),
+		StripeWebhookSecret:     get("STRIPE_WEBHOOK_SECRET"),
+		BillingGracePeriod:      duration("BILLING_GRACE_PERIOD"),
+	}
+	if m, err := plans.ParsePriceMap(get("STRIPE_PRICE_PLANS")); err != nil {
+		errs = append(errs, fmt.Errorf("STRIPE_PRICE_PLANS: %w", err))
+	} else {
+		cfg.StripePricePlans = m
 	}
 	if cfg.JWTIssuer == "" {
 		cfg.JWTIssuer = cfg.PublicBaseURL
