@@ -105,7 +105,7 @@ func (s *Server) billingRoutes() {
 			"an event older than the subscription state already applied changes nothing), invoice.paid, invoice.payment_failed " +
 			"(BILLING_GRACE_PERIOD, then free). Other types are stored and acknowledged. 401 bad or missing signature (the " +
 			"detail says which part failed), 400 a body that is not a Stripe event, 503 when no secret is configured.",
-		Errors: []int{401, 503},
+		Errors: []int{400, 401, 503},
 	}, s.ingestStripe)
 }
 
