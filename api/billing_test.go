@@ -533,3 +533,12 @@ func TestAdminSetPlan(t *testing.T) {
 	require.Len(t, b.eventsOfType(t, target.ID, events.TypeAdminPlanSet), 2)
 	require.Len(t, b.eventsOfType(t, target.ID, events.TypePlanChanged), 1)
 }
+
+// setPlan puts an account on plan directly (tests whose data spans more
+// than the free plan allows).
+func (b *testBundle) setPlan(t *testing.T, accountID, plan string) {
+	t.Helper()
+	_, err := b.db.Exec(context.Background(),
+		"INSERT INTO account_plans (account_id, plan) VALUES ($1, $2) ON CONFLICT (account_id) DO UPDATE SET plan = excluded.plan", accountID, plan)
+	require.NoError(t, err)
+}
