@@ -511,7 +511,7 @@ func TestAdminSetPlan(t *testing.T) {
 	var p api.AccountPlan
 	resp.JSON(t, &p)
 	require.Equal(t, plans.Business, p.Plan)
-	require.Equal(t, 500, p.Limits.Domains)
+	require.Equal(t, 1000, p.Limits.Domains)
 	require.Equal(t, plans.Business, b.plan(t, target.Key).Plan)
 	require.Equal(t, plans.Free, b.plan(t, bystander.Key).Plan)
 

@@ -51,7 +51,7 @@ type Plan struct {
 var table = []Plan{
 	{Name: Free, Rank: 0, Domains: 5, Receivers: 50, Subscriptions: 5, Providers: 5, EventRetentionDays: 7},
 	{Name: Pro, Rank: 1, Domains: 50, Receivers: 500, Subscriptions: 25, Providers: 10, EventRetentionDays: 30},
-	{Name: Business, Rank: 2, Domains: 500, Receivers: 5000, Subscriptions: 100, Providers: 50, EventRetentionDays: 90},
+	{Name: Business, Rank: 2, Domains: 1000, Receivers: 10000, Subscriptions: 100, Providers: 50, EventRetentionDays: 90},
 }
 
 // All returns every plan, smallest first.
