@@ -20,6 +20,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/domainname"
 	"github.com/mailwatch/mailwatch/internal/health"
+	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -260,7 +261,7 @@ func (s *Server) domainRoutes() {
 		Summary: "Monitor a domain",
 		Description: "Normalises the name (IDNA to ASCII, lower case, no trailing dot) and refuses public suffixes (422). " +
 			"A domain already monitored by the account is 409. Its first DNS check and health score are queued with it.",
-		Errors: []int{409},
+		Errors: []int{402, 409},
 		Call:   s.createDomain,
 	})
 	Handle(s.router, Endpoint[ListDomainsRequest, []Domain]{
@@ -323,6 +324,9 @@ func (s *Server) createDomain(ctx context.Context, req *CreateDomainRequest) (*D
 		return nil, err
 	}
 	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (dbsqlc.Domain, error) {
+		if err := s.checkPlanLimit(ctx, tx, caller.AccountID, plans.LimitDomains); err != nil { // billing.go
+			return dbsqlc.Domain{}, err
+		}
 		row, err := s.q.DomainInsert(ctx, tx, dbsqlc.DomainInsertParams{
 			ID: uuid.Must(uuid.NewV7()), AccountID: caller.AccountID, Name: name, Tags: tags,
 		})

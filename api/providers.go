@@ -16,6 +16,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/domainname"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
+	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
@@ -113,7 +114,7 @@ func (s *Server) providerRoutes() {
 	const base = "/api/accounts/me/sending-providers"
 	const tag = "sending providers"
 	Handle(s.router, Endpoint[CreateProviderRequest, SendingProvider]{
-		Method: "POST", Path: base, Status: 201, OperationID: "createSendingProvider", Tag: tag, Errors: []int{409},
+		Method: "POST", Path: base, Status: 201, OperationID: "createSendingProvider", Tag: tag, Errors: []int{402, 409},
 		Summary: "Connect a sending provider's webhooks",
 		Description: "kind is ses, sendgrid, postmark, mailgun or resend; config holds that kind's verification material " +
 			"(ses {topic_arns}, sendgrid {public_key}, postmark {basic_auth_user, basic_auth_password, allowed_ips?}, " +
@@ -264,6 +265,9 @@ func (s *Server) createProvider(ctx context.Context, req *CreateProviderRequest)
 		return nil, err
 	}
 	return dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (*SendingProvider, error) {
+		if err := s.checkPlanLimit(ctx, tx, caller.AccountID, plans.LimitProviders); err != nil { // billing.go
+			return nil, err
+		}
 		n, err := s.q.ProviderCountByAccount(ctx, tx, caller.AccountID)
 		if err != nil {
 			return nil, err

@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/inbound"
+	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/twilio"
 )
@@ -236,7 +237,7 @@ func (s *Server) receiverRoutes() {
 		Summary: "Create a receiver (temporary inbox)",
 		Description: "An email receiver gets a random address of the inbound domain; an SMS receiver takes a free number " +
 			"of the operator's pool (503 when none is free). The body may be empty: email, no label, 3600 s.",
-		Errors: []int{503},
+		Errors: []int{402, 503},
 		Call:   s.createReceiver,
 	})
 	Handle(s.router, Endpoint[ListReceiversRequest, pagedList[Receiver]]{
@@ -367,6 +368,9 @@ func (s *Server) createReceiver(ctx context.Context, req *CreateReceiverRequest)
 		for attempt := 0; ; attempt++ {
 			params.Address = newEmailLocalPart() + "@" + strings.ToLower(domain)
 			row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.Receiver, error) {
+				if err := s.checkPlanLimit(ctx, tx, caller.AccountID, plans.LimitReceivers); err != nil { // billing.go
+					return dbsqlc.Receiver{}, err
+				}
 				return s.q.ReceiverInsert(ctx, tx, params)
 			})
 			if dbutil.IsUniqueViolation(err, "receivers_email_address_key") && attempt < 3 {
@@ -380,6 +384,9 @@ func (s *Server) createReceiver(ctx context.Context, req *CreateReceiverRequest)
 		}
 	}
 	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.Receiver, error) {
+		if err := s.checkPlanLimit(ctx, tx, caller.AccountID, plans.LimitReceivers); err != nil { // billing.go
+			return dbsqlc.Receiver{}, err
+		}
 		number, err := s.q.SMSNumberPickFree(ctx, tx, now)
 		if dbutil.IsNotFound(err) {
 			return dbsqlc.Receiver{}, Unavailable("no SMS number is free: every number of the pool is held by a live receiver; " +

@@ -64,6 +64,12 @@ type Deps struct {
 	InboundWebhookSecret string
 	// TwilioAuthToken verifies the SMS ingress webhook.
 	TwilioAuthToken string
+	// StripeWebhookSecret verifies the Stripe payment webhook; empty
+	// answers it with 503.
+	StripeWebhookSecret string
+	// EventRetentionDays is EVENT_RETENTION_DAYS, the cap on every plan's
+	// event retention (shown by GET /api/accounts/me/plan); zero: no cap.
+	EventRetentionDays int
 	// Waiters wakes receiver long polls (one LISTEN connection per process;
 	// the caller runs it). When nil the API makes a hub without a listener,
 	// woken only by writes this process makes (tests on one transaction).
@@ -292,6 +298,7 @@ func (s *Server) routes() {
 	s.authProviderRoutes() // authproviders.go
 	s.reportRoutes()       // reports.go
 	s.preferenceRoutes()   // preferences.go
+	s.billingRoutes()      // billing.go
 }
 
 // ping checks the database for /readyz.

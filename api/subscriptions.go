@@ -18,6 +18,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/domainname"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
@@ -168,7 +169,7 @@ type SubscriptionTestResult struct {
 func (s *Server) subscriptionRoutes() {
 	const base = "/api/accounts/me/event-subscriptions"
 	Handle(s.router, Endpoint[CreateSubscriptionRequest, NewSubscription]{
-		Method: "POST", Path: base, Status: 201, OperationID: "createEventSubscription", Tag: "event subscriptions", Errors: []int{409},
+		Method: "POST", Path: base, Status: 201, OperationID: "createEventSubscription", Tag: "event subscriptions", Errors: []int{402, 409},
 		Summary: "Subscribe a URL to events",
 		Description: "Events matching the filters are pushed to url, signed per Standard Webhooks (webhook-id, " +
 			"webhook-timestamp, webhook-signature). The signing secret is returned in this response only. " +
@@ -325,6 +326,9 @@ func (s *Server) createSubscription(ctx context.Context, req *CreateSubscription
 	}
 	params.SecretCiphertext, params.SecretKeyID = ct, keyID
 	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.EventSubscription, error) {
+		if err := s.checkPlanLimit(ctx, tx, caller.AccountID, plans.LimitSubscriptions); err != nil { // billing.go
+			return dbsqlc.EventSubscription{}, err
+		}
 		existing, err := s.q.SubscriptionListByAccount(ctx, tx, dbsqlc.SubscriptionListByAccountParams{AccountID: caller.AccountID, Max: maxSubscriptionsPerAccount})
 		if err != nil {
 			return dbsqlc.EventSubscription{}, err

@@ -8,13 +8,14 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/plans"
 )
 
 // defaultEventRetentionDays applies when Deps.Config is nil (tests, tools).
 const defaultEventRetentionDays = 90
 
-// EventPruneArgs deletes events older than EVENT_RETENTION_DAYS, keeping
-// unacknowledged alerts.
+// EventPruneArgs deletes events older than EVENT_RETENTION_DAYS, or than
+// the account's plan's shorter retention, keeping unacknowledged alerts.
 type EventPruneArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -54,7 +55,26 @@ func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[EventPruneAr
 	if w.deps.Logger != nil {
 		w.deps.Logger.InfoContext(ctx, "pruned events", slog.Int64("events", n), slog.Time("before", cutoff))
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// Plans keep events for less than the global maximum: each plan's
+	// accounts are pruned to the plan's own retention.
+	for _, p := range plans.All() {
+		planDays := p.RetentionDays(days)
+		if planDays >= days {
+			continue
+		}
+		planCutoff := now().UTC().AddDate(0, 0, -planDays)
+		n, err := events.PruneForPlan(ctx, w.deps.Pool, p.Name, planCutoff, events.PruneBatchSize)
+		if w.deps.Logger != nil {
+			w.deps.Logger.InfoContext(ctx, "pruned events", slog.String("plan", p.Name), slog.Int64("events", n), slog.Time("before", planCutoff))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // addEventWorkers registers this feature's workers.

@@ -123,6 +123,7 @@ func Workers(deps Deps) *river.Workers {
 	addSigningKeyWorkers(w, deps) // signingkeys.go
 	addReportWorkers(w, deps)     // reports.go
 	addNotifyWorkers(w, deps)     // notify.go
+	addBillingWorkers(w, deps)    // billing.go
 	return w
 }
 
@@ -141,6 +142,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, providerPeriodicJobs(deps)...)
 	out = append(out, signingKeyPeriodicJobs(deps)...)
 	out = append(out, notifyPeriodicJobs(deps)...)
+	out = append(out, billingPeriodicJobs(deps)...)
 	return out
 }
 

@@ -164,6 +164,10 @@ dev_env() {
 	export LOG_FORMAT="${LOG_FORMAT:-text}"
 	# Set but empty keeps the strict default (no loopback destinations).
 	export WEBHOOK_ALLOWED_CIDRS="${WEBHOOK_ALLOWED_CIDRS-127.0.0.0/8,::1/128}"
+	# A local-only Stripe webhook secret and price map, so the README's signed
+	# Stripe example runs; a real deployment sets its own (Stripe dashboard).
+	export STRIPE_WEBHOOK_SECRET="${STRIPE_WEBHOOK_SECRET-whsec_local_dev_only}"
+	export STRIPE_PRICE_PLANS="${STRIPE_PRICE_PLANS-price_local_pro=pro,price_local_business=business}"
 }
 
 # loopback_url SCHEME ADDR turns a listen address into a URL a local client

@@ -132,6 +132,8 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		InboundWebhookSecret:  cfg.InboundWebhookSecret,
 		TwilioAuthToken:       cfg.TwilioAuthToken,
 		SNSCerts:              &ses.HTTPCertFetcher{Client: sh.aws},
+		StripeWebhookSecret:   cfg.StripeWebhookSecret,
+		EventRetentionDays:    cfg.EventRetentionDays,
 		ProviderWebhookMaxAge: cfg.ProviderWebhookMaxAge,
 		Waiters:               waiters,
 		PublicBaseURL:         cfg.PublicBaseURL,

@@ -91,6 +91,9 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
+	if err := setBenchPlan(ctx, env, accountID); err != nil { // 1,000 domains: business
+		return err
+	}
 
 	// Create the domains through the API; each POST queues a check job.
 	t0 := time.Now()

@@ -111,8 +111,11 @@ func benchWait(ctx context.Context, env *benchEnv) error {
 	if err := waitReady(ctx, base+"/readyz"); err != nil {
 		return err
 	}
-	_, apiKey, err := createAccount(ctx, base, fmt.Sprintf("wait-%d@example.com", time.Now().UnixNano()))
+	waitAccount, apiKey, err := createAccount(ctx, base, fmt.Sprintf("wait-%d@example.com", time.Now().UnixNano()))
 	if err != nil {
+		return err
+	}
+	if err := setBenchPlan(ctx, env, waitAccount); err != nil { // 5,000 live receivers: business
 		return err
 	}
 	fmt.Printf("api: `mailwatch api` subprocess (pid %d), pool DB_MAX_CONNS=%d; %d waiters, %d msg/s over %d SMTP connections for %s\n",

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mailwatch/mailwatch/internal/plans"
 )
 
 // Var describes one environment variable.
@@ -72,6 +74,9 @@ var Vars = []Var{
 	{Name: "DATA_API_STATEMENT_TIMEOUT", Default: "5s", Meaning: "Postgres statement_timeout of a /rest/v1 query."},
 	{Name: "SMTP_RELAY_URL", Default: "", Secret: true, Meaning: "SMTP relay for notification mail (alerts, daily digests, address verification): `smtps://user:pass@host:465` (implicit TLS) or `smtp://user:pass@host:587` (STARTTLS, required except for a loopback host such as `smtp://127.0.0.1:25`, which is plain SMTP); credentials percent-encoded, sent with SASL PLAIN. Unset: mail jobs log that they skipped and complete; nothing else changes."},
 	{Name: "NOTIFY_FROM", Default: "", Meaning: "From address of notification mail, e.g. `mailwatch <alerts@example.com>`; empty means `mailwatch <notifications@INBOUND_DOMAIN>`. Links in the mail point to the dashboard at PUBLIC_BASE_URL, or http://localhost:<port of LISTEN_ADDR> when that is empty."},
+	{Name: "STRIPE_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Stripe webhook signing secret (whsec_...) that verifies Stripe-Signature on POST /api/webhooks/payments/stripe; unset: that route answers 503."},
+	{Name: "STRIPE_PRICE_PLANS", Default: "", Meaning: "Comma-separated price_id=plan pairs mapping Stripe price ids to plans (free, pro, business), e.g. price_abc=pro,price_def=business; a subscription to an unmapped price counts as free."},
+	{Name: "BILLING_GRACE_PERIOD", Default: "168h", Meaning: "How long an account whose Stripe payment failed (invoice.payment_failed) keeps its plan before a periodic job moves it to free; counted from the first failure, ended by invoice.paid."},
 	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error."},
 	{Name: "LOG_FORMAT", Default: "json", Meaning: "json or text."},
 }
@@ -122,6 +127,9 @@ type Config struct {
 	JWTKeyRotation          time.Duration
 	DataAPIMaxRows          int
 	DataAPIStatementTimeout time.Duration
+	StripeWebhookSecret     string
+	StripePricePlans        plans.PriceMap
+	BillingGracePeriod      time.Duration
 	LogLevel                slog.Level
 	LogFormat               string
 	GeneratedSecretKeyNote  bool
@@ -204,6 +212,13 @@ func Parse(lookup Lookup) (*Config, error) {
 		JWTKeyRotation:          duration("JWT_KEY_ROTATION"),
 		DataAPIMaxRows:          atoi("DATA_API_MAX_ROWS", 1, 100_000),
 		DataAPIStatementTimeout: duration("DATA_API_STATEMENT_TIMEOUT"),
+		StripeWebhookSecret:     get("STRIPE_WEBHOOK_SECRET"),
+		BillingGracePeriod:      duration("BILLING_GRACE_PERIOD"),
+	}
+	if m, err := plans.ParsePriceMap(get("STRIPE_PRICE_PLANS")); err != nil {
+		errs = append(errs, fmt.Errorf("STRIPE_PRICE_PLANS: %w", err))
+	} else {
+		cfg.StripePricePlans = m
 	}
 	if cfg.JWTIssuer == "" {
 		cfg.JWTIssuer = cfg.PublicBaseURL

@@ -31,6 +31,16 @@ type Account struct {
 	UpdatedAt    time.Time
 }
 
+type AccountPlan struct {
+	AccountID        uuid.UUID
+	Plan             string
+	BillingStatus    string
+	GraceUntil       *time.Time
+	StripeCustomerID *string
+	InvoiceEventAt   *time.Time
+	UpdatedAt        time.Time
+}
+
 type ApiUsageDaily struct {
 	AccountID uuid.UUID
 	APIKeyID  uuid.UUID
@@ -760,6 +770,29 @@ type SourcePtr struct {
 	Ip         string
 	Ptr        string
 	ResolvedAt time.Time
+}
+
+type StripeEvent struct {
+	ID         string
+	Type       string
+	Created    time.Time
+	Payload    []byte
+	ReceivedAt time.Time
+	AppliedAt  *time.Time
+	Outcome    *string
+	AccountID  *uuid.UUID
+}
+
+type StripeSubscription struct {
+	ID           string
+	AccountID    uuid.UUID
+	CustomerID   string
+	Status       string
+	PriceID      *string
+	Plan         string
+	EventID      string
+	EventCreated time.Time
+	UpdatedAt    time.Time
 }
 
 type Suppression struct {

@@ -50,4 +50,10 @@ var examples = map[string]json.RawMessage{
 	TypeTLSReportFailures: json.RawMessage(`{"domain":"example.com","org_name":"Google Inc.","report_id":"2026-01-01T00:00:00Z_example.com",` +
 		`"begin":"2026-01-01T00:00:00Z","end":"2026-01-01T23:59:59Z","successful_sessions":5023,"failed_sessions":303,` +
 		`"failures_by_type":{"certificate-expired":100,"starttls-not-supported":203}}`),
+	TypePlanChanged: json.RawMessage(`{"previous_plan":"free","plan":"pro","reason":"stripe_subscription",` +
+		`"stripe_event_id":"evt_1QbC2dEfGhIjKlMn","stripe_subscription_id":"sub_1QbC2dEfGhIjKlMn"}`),
+	TypePaymentFailed: json.RawMessage(`{"invoice_id":"in_1QbC2dEfGhIjKlMn","customer_id":"cus_RcD3eFgHiJkLmN",` +
+		`"amount_due":2900,"currency":"usd","attempt_count":1,"plan":"pro","grace_until":"2026-01-08T12:00:00Z",` +
+		`"stripe_event_id":"evt_1QbC2dEfGhIjKlMo"}`),
+	TypeAdminPlanSet: json.RawMessage(`{"plan":"business","previous_plan":"pro","key_identifier":"mw_AbCd","note":"annual contract"}`),
 }

@@ -37,3 +37,26 @@ func Prune(ctx context.Context, db dbutil.Executor, cutoff time.Time, batch int)
 		}
 	}
 }
+
+// PruneForPlan is Prune for the accounts on one plan (an account without
+// a plan row is on free), with that plan's cutoff.
+func PruneForPlan(ctx context.Context, db dbutil.Executor, plan string, cutoff time.Time, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = PruneBatchSize
+	}
+	q := dbsqlc.New()
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		n, err := q.EventPruneBatchForPlan(ctx, db, dbsqlc.EventPruneBatchForPlanParams{Before: cutoff, Plan: plan, BatchSize: int32(batch)})
+		if err != nil {
+			return total, fmt.Errorf("error pruning %s events: %w", plan, err)
+		}
+		total += n
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}

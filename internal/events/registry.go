@@ -43,6 +43,10 @@ const (
 	TypeDMARCNewSource          = "dmarc_new_source"
 	TypeTLSReportReceived       = "tls_report_received"
 	TypeTLSReportFailures       = "tls_report_failures"
+	// Plans and billing (internal/billing).
+	TypePlanChanged   = "plan_changed"
+	TypePaymentFailed = "payment_failed"
+	TypeAdminPlanSet  = "admin_plan_set"
 )
 
 // Type describes one kind of event.
@@ -246,6 +250,36 @@ var types = map[string]Type{
 		Description:     "An SMTP TLS report (RFC 8460) counted failed TLS sessions to the domain's MX hosts.",
 		DefaultSeverity: SeverityWarning,
 		PayloadSchema:   tlsReportSchema,
+	},
+	TypePlanChanged: {
+		Name:            TypePlanChanged,
+		Group:           GroupBilling,
+		Description:     "The account's plan changed: through a Stripe subscription, a paid invoice restoring it, the end of a failed payment's grace period (to free), or an operator. A downgrade is a warning.",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["previous_plan","plan","reason"],"properties":{
+			"previous_plan":{"type":"string","enum":["free","pro","business"]},"plan":{"type":"string","enum":["free","pro","business"]},
+			"reason":{"type":"string","enum":["stripe_subscription","invoice_paid","grace_expired","admin"]},
+			"stripe_event_id":{"type":"string"},"stripe_subscription_id":{"type":"string"}}}`),
+	},
+	TypePaymentFailed: {
+		Name:            TypePaymentFailed,
+		Group:           GroupBilling,
+		Description:     "A Stripe invoice payment failed (invoice.payment_failed): the account is past due and keeps its plan until grace_until (BILLING_GRACE_PERIOD after the first failure), then moves to free unless an invoice is paid.",
+		DefaultSeverity: SeverityCritical,
+		PayloadSchema: schema(`{"type":"object","required":["invoice_id","plan","grace_until"],"properties":{
+			"invoice_id":{"type":"string"},"customer_id":{"type":"string"},"amount_due":{"type":"integer"},"currency":{"type":"string"},
+			"attempt_count":{"type":"integer","minimum":0},"plan":{"type":"string"},"grace_until":{"type":"string","format":"date-time"},
+			"stripe_event_id":{"type":"string"}}}`),
+	},
+	TypeAdminPlanSet: {
+		Name:            TypeAdminPlanSet,
+		Group:           GroupAudit,
+		Description:     "Audit: an operator set the account's plan by hand (PUT /api/admin/accounts/{account_id}/plan).",
+		DefaultSeverity: SeverityInfo,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["plan","previous_plan","key_identifier"],"properties":{
+			"plan":{"type":"string"},"previous_plan":{"type":"string"},"key_identifier":{"type":"string"},
+			"note":{"type":["string","null"]}}}`),
 	},
 }
 

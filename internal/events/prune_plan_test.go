@@ -1,0 +1,68 @@
+package events_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/jobs"
+)
+
+// TestPrunePerPlan: the prune job keeps each account's events for its
+// plan's retention (free 7, pro 30, business 90 days), capped by
+// EVENT_RETENTION_DAYS; unacknowledged alerts stay whatever the plan.
+func TestPrunePerPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewDB(t)
+	em := newEmitter(t)
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	free, pro, business := insertAccount(t, pool), insertAccount(t, pool), insertAccount(t, pool)
+	for acct, plan := range map[uuid.UUID]string{pro: "pro", business: "business"} {
+		_, err := pool.Exec(ctx, "INSERT INTO account_plans (account_id, plan) VALUES ($1, $2)", acct, plan)
+		require.NoError(t, err)
+	}
+	emit := func(acct uuid.UUID, daysAgo int, sev events.Severity) uuid.UUID {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		rise := json.RawMessage(`{"domain":"example.com","previous_score":70,"score":80,"delta":10}`)
+		row, err := em.Emit(ctx, tx, events.Event{AccountID: acct, Type: events.TypeHealthScoreChanged, Payload: rise,
+			Severity: sev, At: now.AddDate(0, 0, -daysAgo)})
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		return row.ID
+	}
+	exists := func(id uuid.UUID) bool {
+		var ok bool
+		require.NoError(t, pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM events WHERE id = $1)", id).Scan(&ok))
+		return ok
+	}
+	free6, free8, freeAlert := emit(free, 6, events.SeverityInfo), emit(free, 8, events.SeverityInfo), emit(free, 40, events.SeverityCritical)
+	pro29, pro31 := emit(pro, 29, events.SeverityInfo), emit(pro, 31, events.SeverityInfo)
+	biz31, biz50, biz61 := emit(business, 31, events.SeverityInfo), emit(business, 50, events.SeverityInfo), emit(business, 61, events.SeverityInfo)
+
+	w := jobs.NewEventPruneWorker(jobs.Deps{
+		Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:    func() time.Time { return now },
+		Config: &config.Config{EventRetentionDays: 60}, // caps business's 90
+	})
+	require.NoError(t, w.Work(ctx, nil))
+	require.True(t, exists(free6))
+	require.False(t, exists(free8), "free keeps 7 days")
+	require.True(t, exists(freeAlert), "an unacknowledged alert is kept")
+	require.True(t, exists(pro29))
+	require.False(t, exists(pro31), "pro keeps 30 days")
+	require.True(t, exists(biz31))
+	require.True(t, exists(biz50))
+	require.False(t, exists(biz61), "EVENT_RETENTION_DAYS=60 caps business's 90 days")
+}

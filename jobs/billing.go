@@ -1,0 +1,136 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/mailwatch/mailwatch/internal/billing"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
+)
+
+// stripeLinkWait is how long an event whose Stripe customer is not linked
+// to an account keeps waiting for checkout.session.completed (Stripe sends
+// the subscription's events and the session's in no fixed order).
+const stripeLinkWait = time.Hour
+
+// stripeLinkRetry is how soon such an event is tried again.
+const stripeLinkRetry = 30 * time.Second
+
+// graceSweepBatch bounds how many accounts one grace run downgrades in one
+// transaction; the next run takes the rest.
+const graceSweepBatch = 500
+
+// StripeEventArgs applies one stored Stripe event (stripe_events.id).
+type StripeEventArgs struct {
+	EventID string `json:"event_id"`
+}
+
+// Kind implements river.JobArgs.
+func (StripeEventArgs) Kind() string { return "stripe_event" }
+
+// StripeEventWorker works StripeEventArgs.
+type StripeEventWorker struct {
+	river.WorkerDefaults[StripeEventArgs]
+	deps Deps
+}
+
+// NewStripeEventWorker returns the worker (tests run its Work directly).
+func NewStripeEventWorker(deps Deps) *StripeEventWorker { return &StripeEventWorker{deps: deps} }
+
+// Applier is the billing applier configured from Deps.Config.
+func (d Deps) Applier(em *events.Emitter) *billing.Applier {
+	a := &billing.Applier{Emitter: em}
+	if d.Config != nil {
+		a.Prices, a.Grace = d.Config.StripePricePlans, d.Config.BillingGracePeriod
+	}
+	return a
+}
+
+// Work applies the event once, in one transaction with its plan_changed
+// and payment_failed events. An event of a customer not linked to any
+// account yet is snoozed until checkout.session.completed links it, for at
+// most stripeLinkWait; then it is recorded as no_account.
+func (w *StripeEventWorker) Work(ctx context.Context, job *river.Job[StripeEventArgs]) error {
+	now := time.Now().UTC()
+	if w.deps.Now != nil {
+		now = w.deps.Now().UTC()
+	}
+	applier := w.deps.Applier(&events.Emitter{})
+	err := dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx dbutil.Tx) error {
+		outcome, err := applier.Apply(ctx, tx, job.Args.EventID, now)
+		if err == nil && w.deps.Logger != nil {
+			w.deps.Logger.InfoContext(ctx, "applied Stripe event", slog.String("event_id", job.Args.EventID), slog.String("outcome", outcome))
+		}
+		return err
+	})
+	if !errors.Is(err, billing.ErrNoAccount) {
+		return err
+	}
+	if now.Sub(job.CreatedAt) < stripeLinkWait {
+		return river.JobSnooze(stripeLinkRetry)
+	}
+	return dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx dbutil.Tx) error {
+		return billing.RecordUnmatched(ctx, tx, job.Args.EventID, now)
+	})
+}
+
+// BillingGraceArgs moves past-due accounts whose grace period ended to the
+// free plan. It carries no ids: every run converges on the current rows.
+type BillingGraceArgs struct{}
+
+// Kind implements river.JobArgs.
+func (BillingGraceArgs) Kind() string { return "billing_grace" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (BillingGraceArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 5 * time.Minute}}
+}
+
+// BillingGraceWorker works BillingGraceArgs.
+type BillingGraceWorker struct {
+	river.WorkerDefaults[BillingGraceArgs]
+	deps Deps
+}
+
+// Work downgrades, in batches, every account whose grace period ended.
+func (w *BillingGraceWorker) Work(ctx context.Context, job *river.Job[BillingGraceArgs]) error {
+	now := time.Now().UTC()
+	if w.deps.Now != nil {
+		now = w.deps.Now().UTC()
+	}
+	for {
+		n, err := dbutil.WithTxV(ctx, w.deps.Pool, func(ctx context.Context, tx dbutil.Tx) (int, error) {
+			return billing.ExpireGrace(ctx, tx, &events.Emitter{}, now, graceSweepBatch)
+		})
+		if err != nil {
+			return err
+		}
+		if n > 0 && w.deps.Logger != nil {
+			w.deps.Logger.InfoContext(ctx, "grace periods ended: accounts moved to free", slog.Int("accounts", n))
+		}
+		if n < graceSweepBatch {
+			return nil
+		}
+	}
+}
+
+// addBillingWorkers registers this feature's workers.
+func addBillingWorkers(w *river.Workers, deps Deps) {
+	river.AddWorker(w, &StripeEventWorker{deps: deps})
+	river.AddWorker(w, &BillingGraceWorker{deps: deps})
+}
+
+// billingPeriodicJobs returns this feature's schedules: the grace sweep
+// every five minutes, so a downgrade lands within minutes of the deadline.
+func billingPeriodicJobs(Deps) []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(5*time.Minute), func() (river.JobArgs, *river.InsertOpts) {
+			return BillingGraceArgs{}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "billing_grace"}),
+	}
+}

@@ -1,0 +1,96 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/plans"
+)
+
+// TestBillingJobsOnRiver works the billing jobs with a real River client:
+// a stored subscription event moves the plan (plan_changed in the same
+// transaction), an event of a customer no account is linked to is snoozed
+// rather than failed, and the grace sweep downgrades an account whose
+// grace period ended.
+func TestBillingJobsOnRiver(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDB(t)
+	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Config: &config.Config{
+		StripePricePlans: plans.PriceMap{"price_jobs_pro": plans.Pro}, BillingGracePeriod: time.Hour,
+	}}
+	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDefault, QueueMaintenance}})
+	require.NoError(t, err)
+	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled, river.EventKindJobSnoozed)
+	t.Cleanup(cancel)
+	ctx := context.Background()
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = client.Stop(stopCtx)
+	})
+	waitKind := func(kind string) *river.Event {
+		for ev := range done {
+			if ev.Job.Kind == kind {
+				return ev
+			}
+		}
+		return nil
+	}
+	exec := func(sql string, args ...any) {
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	account := uuid.New()
+	exec(`INSERT INTO accounts (id, email, password_hash) VALUES ($1, 'jobs-billing@example.com', 'x')`, account)
+	exec(`INSERT INTO account_plans (account_id, stripe_customer_id) VALUES ($1, 'cus_jobs')`, account)
+	store := func(id, typ string, object map[string]any) {
+		body, err := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "created": time.Now().Unix(), "data": map[string]any{"object": object}})
+		require.NoError(t, err)
+		exec(`INSERT INTO stripe_events (id, type, created, payload) VALUES ($1, $2, now(), $3)`, id, typ, body)
+		_, err = client.Insert(ctx, StripeEventArgs{EventID: id}, nil)
+		require.NoError(t, err)
+	}
+	sub := func(customer string) map[string]any {
+		return map[string]any{"id": "sub_" + customer, "object": "subscription", "customer": customer, "status": "active",
+			"items": map[string]any{"object": "list", "data": []any{map[string]any{"price": map[string]any{"id": "price_jobs_pro", "object": "price"}}}}}
+	}
+
+	store("evt_jobs_1", "customer.subscription.created", sub("cus_jobs"))
+	ev := waitKind("stripe_event")
+	require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "errors: %v", ev.Job.Errors)
+	var plan string
+	var changed int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT plan FROM account_plans WHERE account_id = $1`, account).Scan(&plan))
+	require.Equal(t, plans.Pro, plan)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE account_id = $1 AND event_type = 'plan_changed'`, account).Scan(&changed))
+	require.Equal(t, 1, changed)
+
+	store("evt_jobs_2", "customer.subscription.created", sub("cus_nobody"))
+	ev = waitKind("stripe_event")
+	require.Equal(t, rivertype.JobStateScheduled, ev.Job.State, "an unlinked customer's event waits for its checkout")
+	var applied *time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT applied_at FROM stripe_events WHERE id = 'evt_jobs_2'`).Scan(&applied))
+	require.Nil(t, applied)
+
+	exec(`UPDATE account_plans SET billing_status = 'past_due', grace_until = now() - interval '1 minute' WHERE account_id = $1`, account)
+	_, err = client.Insert(ctx, BillingGraceArgs{}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
+	require.NoError(t, err)
+	ev = waitKind("billing_grace")
+	require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "errors: %v", ev.Job.Errors)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT plan FROM account_plans WHERE account_id = $1`, account).Scan(&plan))
+	require.Equal(t, plans.Free, plan)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE account_id = $1 AND event_type = 'plan_changed'`, account).Scan(&changed))
+	require.Equal(t, 2, changed)
+}
