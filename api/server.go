@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/ulule/limiter/v3"
 
+	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
@@ -133,6 +134,9 @@ type Server struct {
 	verifyProviderToken func(ctx context.Context, token, ourIssuer string) (v *verifiedToken, handled bool, err error)
 	// tokens caches verified data-API tokens (dataapi.go).
 	tokens verifiedCache
+	// accountStates caches accounts' suspension, deletion and credentials
+	// changes for token checks (account_state.go).
+	accountStates *accounts.Cache
 }
 
 // New builds the API with every route registered.
@@ -171,6 +175,7 @@ func New(deps Deps) *Server {
 		logger: deps.Logger,
 		now:    deps.Now,
 	}
+	s.accountStates = accounts.NewCache(deps.Now)
 	s.metrics = newHTTPMetrics(deps.Registry, deps.Pool)
 	if deps.EventPages != nil {
 		registerPageCache(deps.Registry, deps.EventPages)
@@ -281,6 +286,7 @@ func (s *Server) routes() {
 	s.dataAPIRoutes()      // dataapi.go
 	s.authProviderRoutes() // authproviders.go
 	s.reportRoutes()       // reports.go
+	s.adminRoutes()        // admin.go
 }
 
 // ping checks the database for /readyz.

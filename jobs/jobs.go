@@ -118,6 +118,7 @@ func Workers(deps Deps) *river.Workers {
 	addProviderWorkers(w, deps)   // providers.go
 	addSigningKeyWorkers(w, deps) // signingkeys.go
 	addReportWorkers(w, deps)     // reports.go
+	addAdminWorkers(w, deps)      // admin.go
 	return w
 }
 

@@ -50,4 +50,11 @@ var examples = map[string]json.RawMessage{
 	TypeTLSReportFailures: json.RawMessage(`{"domain":"example.com","org_name":"Google Inc.","report_id":"2026-01-01T00:00:00Z_example.com",` +
 		`"begin":"2026-01-01T00:00:00Z","end":"2026-01-01T23:59:59Z","successful_sessions":5023,"failed_sessions":303,` +
 		`"failures_by_type":{"certificate-expired":100,"starttls-not-supported":203}}`),
+	TypeAccountSuspended: json.RawMessage(`{"reason":"unpaid invoices since March",` +
+		`"admin_account_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f90","admin_email":"ops@example.com","admin_key_identifier":"mw_AbCd"}`),
+	TypeAccountUnsuspended: json.RawMessage(`{"previous_reason":"unpaid invoices since March",` +
+		`"admin_account_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f90","admin_email":"ops@example.com","admin_key_identifier":"mw_AbCd"}`),
+	TypeMaintenanceTaskRun: json.RawMessage(`{"task":"prune-events","job_id":4211,"job_kind":"event_prune",` +
+		`"already_queued":false,"admin_key_identifier":"mw_AbCd"}`),
+	TypePasswordChanged: json.RawMessage(`{"key_identifier":"mw_AbCd","changed_at":"2026-03-01T12:00:00Z"}`),
 }

@@ -43,6 +43,10 @@ const (
 	TypeDMARCNewSource          = "dmarc_new_source"
 	TypeTLSReportReceived       = "tls_report_received"
 	TypeTLSReportFailures       = "tls_report_failures"
+	TypeAccountSuspended        = "account_suspended"
+	TypeAccountUnsuspended      = "account_unsuspended"
+	TypeMaintenanceTaskRun      = "maintenance_task_run"
+	TypePasswordChanged         = "password_changed"
 )
 
 // Type describes one kind of event.
@@ -246,6 +250,44 @@ var types = map[string]Type{
 		Description:     "An SMTP TLS report (RFC 8460) counted failed TLS sessions to the domain's MX hosts.",
 		DefaultSeverity: SeverityWarning,
 		PayloadSchema:   tlsReportSchema,
+	},
+	TypeAccountSuspended: {
+		Name:            TypeAccountSuspended,
+		Group:           GroupAudit,
+		Description:     "Audit: an admin suspended the account. Its keys answer 403, its data-API tokens are refused and its webhook pushes wait until it is unsuspended.",
+		DefaultSeverity: SeverityWarning,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["reason","admin_account_id","admin_key_identifier"],"properties":{
+			"reason":{"type":"string"},"admin_account_id":{"type":"string","format":"uuid"},
+			"admin_email":{"type":"string"},"admin_key_identifier":{"type":"string"}}}`),
+	},
+	TypeAccountUnsuspended: {
+		Name:            TypeAccountUnsuspended,
+		Group:           GroupAudit,
+		Description:     "Audit: an admin lifted the account's suspension; its keys work again and its waiting webhook pushes resume.",
+		DefaultSeverity: SeverityInfo,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["admin_account_id","admin_key_identifier"],"properties":{
+			"previous_reason":{"type":["string","null"]},"admin_account_id":{"type":"string","format":"uuid"},
+			"admin_email":{"type":"string"},"admin_key_identifier":{"type":"string"}}}`),
+	},
+	TypeMaintenanceTaskRun: {
+		Name:            TypeMaintenanceTaskRun,
+		Group:           GroupAudit,
+		Description:     "Audit: an admin ran a maintenance task now (POST /api/admin/maintenance/{task}). Tasks affect no single account, so the event is on the admin's own account.",
+		DefaultSeverity: SeverityInfo,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["task","job_id","already_queued","admin_key_identifier"],"properties":{
+			"task":{"type":"string"},"job_id":{"type":"integer"},"job_kind":{"type":"string"},
+			"already_queued":{"type":"boolean"},"admin_key_identifier":{"type":"string"}}}`),
+	},
+	TypePasswordChanged: {
+		Name:            TypePasswordChanged,
+		Group:           GroupSecurity,
+		Description:     "The account's password was changed. Data-API tokens and dashboard sessions issued before it are refused; API keys stay valid.",
+		DefaultSeverity: SeverityWarning,
+		PayloadSchema: schema(`{"type":"object","required":["key_identifier","changed_at"],"properties":{
+			"key_identifier":{"type":"string"},"changed_at":{"type":"string","format":"date-time"}}}`),
 	},
 }
 
