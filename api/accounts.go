@@ -180,7 +180,8 @@ func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (
 			return row, err
 		}
 		// Tokens and sessions issued before now are refused from now on.
-		changed, err := s.q.AccountSetCredentialsChanged(ctx, tx, caller.AccountID)
+		changed, err := s.q.AccountSetCredentialsChanged(ctx, tx, dbsqlc.AccountSetCredentialsChangedParams{
+			ID: caller.AccountID, ChangedAt: s.now().UTC()})
 		if err != nil {
 			return row, err
 		}

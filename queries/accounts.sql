@@ -31,7 +31,8 @@ FROM accounts WHERE id = @id::uuid;
 
 -- name: AccountSetCredentialsChanged :one
 -- A password change: tokens and sessions issued before now are refused.
-UPDATE accounts SET credentials_changed_at = now() WHERE id = @id::uuid
+-- The time comes from the API's clock, which also stamps tokens' iat.
+UPDATE accounts SET credentials_changed_at = @changed_at::timestamptz WHERE id = @id::uuid
 RETURNING credentials_changed_at::timestamptz;
 
 -- name: AccountMarkDeleting :one

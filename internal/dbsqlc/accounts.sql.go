@@ -185,13 +185,19 @@ func (q *Queries) AccountSetAdmin(ctx context.Context, db DBTX, arg AccountSetAd
 }
 
 const accountSetCredentialsChanged = `-- name: AccountSetCredentialsChanged :one
-UPDATE accounts SET credentials_changed_at = now() WHERE id = $1::uuid
+UPDATE accounts SET credentials_changed_at = $1::timestamptz WHERE id = $2::uuid
 RETURNING credentials_changed_at::timestamptz
 `
 
+type AccountSetCredentialsChangedParams struct {
+	ChangedAt time.Time
+	ID        uuid.UUID
+}
+
 // A password change: tokens and sessions issued before now are refused.
-func (q *Queries) AccountSetCredentialsChanged(ctx context.Context, db DBTX, id uuid.UUID) (time.Time, error) {
-	row := db.QueryRow(ctx, accountSetCredentialsChanged, id)
+// The time comes from the API's clock, which also stamps tokens' iat.
+func (q *Queries) AccountSetCredentialsChanged(ctx context.Context, db DBTX, arg AccountSetCredentialsChangedParams) (time.Time, error) {
+	row := db.QueryRow(ctx, accountSetCredentialsChanged, arg.ChangedAt, arg.ID)
 	var credentials_changed_at time.Time
 	err := row.Scan(&credentials_changed_at)
 	return credentials_changed_at, err
