@@ -15,8 +15,10 @@ import (
 	"github.com/mailwatch/mailwatch/internal/apikey"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/password"
+	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // Account is an account as the API shows it.
@@ -98,16 +100,24 @@ func (s *Server) accountRoutes() {
 	})
 	Handle(s.router, Endpoint[UpdateAccountRequest, Account]{
 		Method: "PATCH", Path: "/api/accounts/me", OperationID: "updateAccount", Tag: "accounts",
-		Summary:     "Change the account's email or password",
-		Description: "Only the fields present change. A new email must be free (409); it replaces the old sign-in address among the notification addresses and must be verified (a verification mail is queued).",
-		Errors:      []int{409},
-		Call:        s.updateAccount,
+		Summary: "Change the account's email or password",
+		Description: "Only the fields present change. A new email must be free (409); it replaces the old sign-in address " +
+			"among the notification addresses and must be verified (a verification mail is queued). A password change revokes every " +
+			"data-API token (POST /api/auth/token) and dashboard session issued before it (401 from then on, on every " +
+			"replica within 4 s) and emits password_changed; API keys are not sessions and stay valid (revoke them " +
+			"with DELETE .../api-keys/{id}).",
+		Errors: []int{409},
+		Call:   s.updateAccount,
 	})
-	Handle(s.router, Endpoint[emptyRequest, NoContent]{
-		Method: "DELETE", Path: "/api/accounts/me", Status: 204, OperationID: "deleteAccount", Tag: "accounts",
-		Summary:     "Delete the account and everything it owns",
-		Description: "Removes the account, its keys and all its data. Its keys answer 401 at once on this replica and within 5 s everywhere.",
-		Call:        s.deleteAccount,
+	Handle(s.router, Endpoint[emptyRequest, AccountDeletion]{
+		Method: "DELETE", Path: "/api/accounts/me", Status: 202, OperationID: "deleteAccount", Tag: "accounts",
+		Summary: "Delete the account and everything it owns",
+		Description: "Marks the account deleted and answers 202: its keys answer 401 at once on this replica and within " +
+			"5 s everywhere, and its data-API tokens are refused. A River job (account_delete, job_id) then removes " +
+			"everything it owns in batches of 1,000 rows: its jobs not yet run are cancelled, its receivers' SMS " +
+			"numbers go back to the pool, its DNS connections' credentials are deleted, then every row of every " +
+			"table, the account last. Until that job has finished the email stays taken: signing up with it is 409.",
+		Call: s.deleteAccount,
 	})
 }
 
@@ -124,11 +134,8 @@ func (s *Server) createAccount(ctx context.Context, req *CreateAccountRequest) (
 		return nil, err
 	}
 	key := apikey.Generate()
-	return dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*CreateAccountResponse, error) {
+	out, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*CreateAccountResponse, error) {
 		acct, err := s.q.AccountInsert(ctx, tx, dbsqlc.AccountInsertParams{ID: uuid.Must(uuid.NewV7()), Email: email, PasswordHash: hash})
-		if dbutil.IsUniqueViolation(err, "accounts_email_key") {
-			return nil, Conflict("an account with this email already exists")
-		}
 		if err != nil {
 			return nil, err
 		}
@@ -144,6 +151,10 @@ func (s *Server) createAccount(ctx context.Context, req *CreateAccountRequest) (
 		}
 		return &CreateAccountResponse{Account: accountFromRow(acct), APIKey: NewAPIKey{APIKey: apiKeyFromRow(row), Key: key.Plain}}, nil
 	})
+	if dbutil.IsUniqueViolation(err, "accounts_email_key") {
+		return nil, s.emailTaken(ctx, email)
+	}
+	return out, err
 }
 
 func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (*Account, error) {
@@ -175,16 +186,34 @@ func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (
 			return dbsqlc.Account{}, err
 		}
 		row, err := s.q.AccountUpdate(ctx, tx, params)
-		if err != nil || row.Email == prev.Email {
+		if err != nil {
 			return row, err
 		}
-		// A new sign-in address replaces the old one among the
-		// notification addresses and must be verified again.
-		_, err = notify.ReplaceLogin(ctx, tx, s.deps.River, row.ID, row.Email)
+		if row.Email != prev.Email {
+			// A new sign-in address replaces the old one among the
+			// notification addresses and must be verified again.
+			if _, err := notify.ReplaceLogin(ctx, tx, s.deps.River, row.ID, row.Email); err != nil {
+				return row, err
+			}
+		}
+		if params.PasswordHash == nil {
+			return row, nil
+		}
+		// Tokens and sessions issued before now are refused from now on.
+		changed, err := s.q.AccountSetCredentialsChanged(ctx, tx, dbsqlc.AccountSetCredentialsChangedParams{
+			ID: caller.AccountID, ChangedAt: s.now().UTC()})
+		if err != nil {
+			return row, err
+		}
+		_, err = s.deps.Emitter.Emit(ctx, tx, events.Event{AccountID: caller.AccountID, Type: events.TypePasswordChanged,
+			Payload: map[string]any{"key_identifier": caller.KeyIdentifier, "changed_at": changed.UTC().Format(time.RFC3339Nano)}})
 		return row, err
 	})
 	if dbutil.IsUniqueViolation(err, "accounts_email_key") {
-		return nil, Conflict("an account with this email already exists")
+		return nil, s.emailTaken(ctx, *params.Email)
+	}
+	if err == nil && params.PasswordHash != nil {
+		s.accountStates.Evict(caller.AccountID)
 	}
 	if dbutil.IsNotFound(err) {
 		return nil, NotFound("account")
@@ -196,33 +225,56 @@ func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (
 	return &a, nil
 }
 
-func (s *Server) deleteAccount(ctx context.Context, _ *emptyRequest) (*NoContent, error) {
+// AccountDeletion answers DELETE /api/accounts/me.
+type AccountDeletion struct {
+	ID        uuid.UUID `json:"id" validate:"required"`
+	Status    string    `json:"status" validate:"required" enum:"deleting"`
+	DeletedAt time.Time `json:"deleted_at" validate:"required" description:"When deletion was asked for; the account's keys stopped then."`
+	JobID     int64     `json:"job_id" validate:"required" description:"The River job (kind account_delete) removing the account's data; River UI shows its progress."`
+}
+
+func (s *Server) deleteAccount(ctx context.Context, _ *emptyRequest) (*AccountDeletion, error) {
 	caller := mustCaller(ctx)
-	hashes, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) ([][]byte, error) {
+	type marked struct {
+		out    AccountDeletion
+		hashes [][]byte
+	}
+	m, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*marked, error) {
 		keys, err := s.q.APIKeyListByAccount(ctx, tx, caller.AccountID)
 		if err != nil {
 			return nil, err
 		}
-		n, err := s.q.AccountDelete(ctx, tx, caller.AccountID)
+		at, err := s.q.AccountMarkDeleting(ctx, tx, caller.AccountID)
+		if dbutil.IsNotFound(err) {
+			return nil, NotFound("account")
+		}
 		if err != nil {
 			return nil, err
 		}
-		if n == 0 {
-			return nil, NotFound("account")
+		job, err := s.deps.River.InsertTx(ctx, tx, jobs.AccountDeleteArgs{AccountID: caller.AccountID}, nil)
+		if err != nil {
+			return nil, err
 		}
-		hashes := make([][]byte, len(keys))
-		for i, k := range keys {
-			hashes[i] = k.KeyHash
+		m := &marked{out: AccountDeletion{ID: caller.AccountID, Status: "deleting", DeletedAt: at.UTC(), JobID: job.Job.ID}}
+		for _, k := range keys {
+			m.hashes = append(m.hashes, k.KeyHash)
 		}
-		return hashes, nil
+		return m, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for _, h := range hashes {
-		s.router.guard.evict(h)
+	s.forgetAccount(caller.AccountID, m.hashes)
+	return &m.out, nil
+}
+
+// emailTaken is the 409 for an email another account holds; an account
+// being deleted keeps its email until its data is gone, and says so.
+func (s *Server) emailTaken(ctx context.Context, email string) error {
+	if other, err := s.q.AccountGetByEmail(ctx, s.db, email); err == nil && other.DeletedAt != nil {
+		return Conflict("an account with this email is being deleted; the email is free again once its data is gone (usually within minutes)")
 	}
-	return &NoContent{}, nil
+	return Conflict("an account with this email already exists")
 }
 
 // hashPassword hashes within the process's argon2id bound (Deps.Passwords);

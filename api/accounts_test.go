@@ -148,15 +148,32 @@ func TestAccountMe(t *testing.T) {
 		second.JSON(t, &k)
 
 		require.Equal(t, http.StatusOK, b.do(t, "GET", "/api/accounts/me", k.Key, nil).Status)
-		require.Equal(t, http.StatusNoContent, b.do(t, "DELETE", "/api/accounts/me", a.Key, nil).Status)
+		resp := b.do(t, "DELETE", "/api/accounts/me", a.Key, nil)
+		require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+		var del struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+			JobID  int64  `json:"job_id"`
+		}
+		resp.JSON(t, &del)
+		require.Equal(t, a.ID, del.ID)
+		require.Equal(t, "deleting", del.Status)
 
+		// Every key stops at once, before the job has run.
 		for _, key := range []string{a.Key, k.Key} {
 			resp := b.do(t, "GET", "/api/accounts/me/dashboard-summary", key, nil)
 			require.Equal(t, http.StatusUnauthorized, resp.Status)
 		}
-		var n int
-		require.NoError(t, b.db.QueryRow(context.Background(), "SELECT count(*) FROM api_keys WHERE account_id = $1", a.ID).Scan(&n))
-		require.Zero(t, n)
+		// The purge is a River job, queued in the same transaction.
+		var kind, args string
+		require.NoError(t, b.db.QueryRow(context.Background(), "SELECT kind, args::text FROM river_job WHERE id = $1", del.JobID).Scan(&kind, &args))
+		require.Equal(t, "account_delete", kind)
+		require.Contains(t, args, a.ID)
+
+		// The email stays taken until the job has finished.
+		resp = b.do(t, "POST", "/api/accounts", "", map[string]string{"email": a.Email, "password": "correct horse battery"})
+		require.Equal(t, http.StatusConflict, resp.Status)
+		require.Contains(t, resp.Detail(t), "being deleted")
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/ulule/limiter/v3"
 
+	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/apikey"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -26,6 +27,9 @@ type Caller struct {
 	KeyID         uuid.UUID
 	KeyIdentifier string
 	IsAdmin       bool
+	// suspended is the 403 detail of a suspended account's key; empty
+	// otherwise. Cached with the key (keyCacheTTL).
+	suspended string
 }
 
 // CallerFrom returns the caller stored in ctx by the auth middleware.
@@ -91,6 +95,9 @@ func (g *guard) lookup(ctx context.Context, plain string) (Caller, bool, error) 
 		return Caller{}, false, err
 	}
 	caller := Caller{AccountID: row.AccountID, KeyID: row.ID, KeyIdentifier: row.KeyIdentifier, IsAdmin: row.IsAdmin}
+	if row.SuspendedAt != nil {
+		caller.suspended = accounts.State{SuspendedAt: row.SuspendedAt, SuspendedReason: derefOr(row.SuspendedReason)}.SuspendedDetail()
+	}
 	g.mu.Lock()
 	if len(g.cache) >= keyCacheMax {
 		clear(g.cache)
@@ -157,6 +164,9 @@ func (g *guard) requireKey(adminOnly bool) fiber.Handler {
 		}
 		if adminOnly && !caller.IsAdmin {
 			return &Error{Status: fiber.StatusNotFound, Detail: "no route for " + c.Method() + " " + c.Path()}
+		}
+		if caller.suspended != "" {
+			return &Error{Status: fiber.StatusForbidden, Detail: caller.suspended}
 		}
 		g.usage.Record(caller.KeyID, g.now())
 		c.SetUserContext(WithCaller(c.UserContext(), caller))

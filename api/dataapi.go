@@ -207,6 +207,10 @@ type verifiedToken struct {
 	claims []byte
 	// rateKey names the caller's rate-limit budget.
 	rateKey string
+	// issuedAt is the iat of a token mailwatch issued (zero for a linked
+	// provider's token): one issued before the account's last password
+	// change is refused (account_state.go).
+	issuedAt time.Time
 }
 
 // verifiedCache remembers mailwatch's own verified tokens until they
@@ -253,11 +257,14 @@ func (s *Server) verifyDataToken(ctx context.Context, token string) (*verifiedTo
 	}
 	key := sha256.Sum256([]byte(token))
 	if v := s.tokens.get(key, s.now()); v != nil {
-		return v, nil
+		return v, s.checkTokenAccount(ctx, v)
 	}
 	if s.verifyProviderToken != nil {
 		if v, handled, err := s.verifyProviderToken(ctx, token, is.Issuer()); handled {
-			return v, err
+			if err != nil {
+				return v, err
+			}
+			return v, s.checkTokenAccount(ctx, v)
 		}
 	}
 	claims, err := is.Verify(ctx, token)
@@ -268,7 +275,7 @@ func (s *Server) verifyDataToken(ctx context.Context, token string) (*verifiedTo
 	if err != nil {
 		return nil, err
 	}
-	v := &verifiedToken{accountID: claims.Subject, claims: raw, rateKey: "acct:" + claims.Subject}
+	v := &verifiedToken{accountID: claims.Subject, claims: raw, rateKey: "acct:" + claims.Subject, issuedAt: claims.IssuedAt.Time}
 	s.tokens.put(key, v, claims.ExpiresAt.Time)
-	return v, nil
+	return v, s.checkTokenAccount(ctx, v)
 }

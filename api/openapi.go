@@ -132,6 +132,10 @@ func defaultErrors(auth AuthMode, hasInput bool) []int {
 	if auth == AuthAdmin {
 		out = append(out, http.StatusNotFound)
 	}
+	if auth == AuthKey || auth == AuthAdmin {
+		// A suspended account's keys (internal/accounts).
+		out = append(out, http.StatusForbidden)
+	}
 	if hasInput {
 		out = append(out, http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/ulule/limiter/v3"
 
+	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
@@ -140,6 +141,9 @@ type Server struct {
 	verifyProviderToken func(ctx context.Context, token, ourIssuer string) (v *verifiedToken, handled bool, err error)
 	// tokens caches verified data-API tokens (dataapi.go).
 	tokens verifiedCache
+	// accountStates caches accounts' suspension, deletion and credentials
+	// changes for token checks (account_state.go).
+	accountStates *accounts.Cache
 }
 
 // New builds the API with every route registered.
@@ -184,6 +188,7 @@ func New(deps Deps) *Server {
 		logger: deps.Logger,
 		now:    deps.Now,
 	}
+	s.accountStates = accounts.NewCache(deps.Now)
 	s.metrics = newHTTPMetrics(deps.Registry, deps.Pool)
 	if deps.EventPages != nil {
 		registerPageCache(deps.Registry, deps.EventPages)
@@ -299,6 +304,7 @@ func (s *Server) routes() {
 	s.reportRoutes()       // reports.go
 	s.preferenceRoutes()   // preferences.go
 	s.billingRoutes()      // billing.go
+	s.adminRoutes()        // admin.go
 }
 
 // ping checks the database for /readyz.

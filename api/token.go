@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/apikey"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/identity"
@@ -41,8 +42,9 @@ func (s *Server) tokenRoutes() {
 		Summary: "Exchange an API key, or an email and password, for a data-API token",
 		Description: "Send `Authorization: Bearer <api key>` with no body, or no Authorization header and a JSON body " +
 			"{email, password}. The answer's access_token is a JWT of at most 15 minutes for the data API (`/rest/v1`), " +
-			"verifiable with the keys at /.well-known/jwks.json. A wrong key or password is 401. Limited per client IP.",
-		Errors: []int{401},
+			"verifiable with the keys at /.well-known/jwks.json. A wrong key or password is 401; a suspended account is 403. " +
+			"Tokens issued before the account's last password change are refused by the data API. Limited per client IP.",
+		Errors: []int{401, 403},
 	}, s.issueToken)
 	s.router.rawTypes["GET /.well-known/jwks.json"] = "application/json"
 	HandleRaw(s.router, Endpoint[emptyRequest, JWKSet]{
@@ -84,6 +86,9 @@ func (s *Server) issueToken(c *fiber.Ctx) error {
 		if !found {
 			return unauthorized("invalid or revoked API key")
 		}
+		if caller.suspended != "" {
+			return &Error{Status: http.StatusForbidden, Detail: caller.suspended}
+		}
 		accountID = caller.AccountID
 	} else {
 		req := new(TokenRequest)
@@ -102,6 +107,15 @@ func (s *Server) issueToken(c *fiber.Ctx) error {
 		if err != nil {
 			return err
 		}
+	}
+	// A token signed in the second of a password change would be refused
+	// (iat has whole seconds): wait for the next second.
+	st, err := s.accountStates.Get(ctx, s.db, accountID)
+	if err != nil && !errors.Is(err, accounts.ErrNotFound) {
+		return err
+	}
+	if err := accounts.WaitPastChange(ctx, st, s.now()); err != nil {
+		return err
 	}
 	tok, err := is.Sign(ctx, accountID, email)
 	if err != nil {
@@ -137,6 +151,13 @@ func (s *Server) checkPassword(ctx context.Context, rawEmail, plain string) (uui
 			return uuid.Nil, "", unauthorized(wrong)
 		}
 		return uuid.Nil, "", err
+	}
+	if acct.DeletedAt != nil {
+		return uuid.Nil, "", unauthorized(wrong)
+	}
+	if acct.SuspendedAt != nil {
+		return uuid.Nil, "", &Error{Status: http.StatusForbidden,
+			Detail: accounts.State{SuspendedAt: acct.SuspendedAt, SuspendedReason: derefOr(acct.SuspendedReason)}.SuspendedDetail()}
 	}
 	return acct.ID, acct.Email, nil
 }

@@ -124,6 +124,7 @@ func Workers(deps Deps) *river.Workers {
 	addReportWorkers(w, deps)     // reports.go
 	addNotifyWorkers(w, deps)     // notify.go
 	addBillingWorkers(w, deps)    // billing.go
+	addAdminWorkers(w, deps)      // admin.go
 	return w
 }
 

@@ -29,7 +29,12 @@ func signingKeyPeriodicJobs(Deps) []*river.PeriodicJob {
 // SigningKeyRotateArgs converges the JWT signing keys: a next and a current
 // key exist, the current one is rotated out when due, and retired keys whose
 // tokens have all expired are deleted.
-type SigningKeyRotateArgs struct{}
+type SigningKeyRotateArgs struct {
+	// Force rotates now, whatever the current key's age (the maintenance
+	// task rotate-signing-keys): the next key, published since it was
+	// made, becomes current and the current one is retired.
+	Force bool `json:"force,omitempty"`
+}
 
 // Kind implements river.JobArgs.
 func (SigningKeyRotateArgs) Kind() string { return "signing_key_rotate" }
@@ -47,7 +52,7 @@ type SigningKeyRotateWorker struct {
 
 // Work rotates the keys in one transaction (serialised by a table lock, so
 // a run racing the API's first-key bootstrap converges too).
-func (w *SigningKeyRotateWorker) Work(ctx context.Context, _ *river.Job[SigningKeyRotateArgs]) error {
+func (w *SigningKeyRotateWorker) Work(ctx context.Context, job *river.Job[SigningKeyRotateArgs]) error {
 	if w.deps.Keyring == nil {
 		return river.JobCancel(errors.New("no MAILWATCH_SECRET_KEY: signing keys cannot be sealed"))
 	}
@@ -63,6 +68,9 @@ func (w *SigningKeyRotateWorker) Work(ctx context.Context, _ *river.Job[SigningK
 		if c.JWTTTL > 0 {
 			ttl = c.JWTTTL
 		}
+	}
+	if job.Args.Force {
+		every = 0 // identity.Rotate: every <= 0 forces a rotation
 	}
 	res, err := dbutil.WithTxV(ctx, w.deps.Pool, func(ctx context.Context, tx dbutil.Tx) (identity.RotateResult, error) {
 		return identity.Rotate(ctx, tx, w.deps.Keyring, now().UTC(), every, identity.GraceFor(ttl, identity.DefaultRefresh))

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
@@ -241,6 +242,15 @@ func (w *DeliveryWorker) start(ctx context.Context, job *river.Job[events.Delive
 				"crash or a rescue never pushes again (retry a completed job, or the delivery through the API, to re-send)"}
 			return nil
 		}
+		if acct, err := accounts.Get(ctx, tx, d.AccountID); err == nil && acct.Suspended() {
+			// Pushes of a suspended account wait, without using an attempt,
+			// until an admin unsuspends it (which wakes them).
+			skip = &SkipOutput{Reason: SkipAccountSuspended, Snooze: SuspendedSnooze, Detail: "the account is suspended; " +
+				"the push waits until an admin unsuspends it"}
+			return nil
+		} else if err != nil && !errors.Is(err, accounts.ErrNotFound) {
+			return err
+		}
 		if !sub.Enabled {
 			skip = &SkipOutput{Reason: SkipSubscriptionDisabled, Cancelled: true, Detail: "the subscription is disabled; " +
 				"enable it (PATCH .../event-subscriptions/{id} {\"enabled\": true}) and retry"}
@@ -293,6 +303,9 @@ func (w *DeliveryWorker) start(ctx context.Context, job *river.Job[events.Delive
 	if skip.Cancelled {
 		return nil, river.JobCancel(errors.New("nothing sent: " + skip.Detail))
 	}
+	if skip.Snooze > 0 {
+		return nil, river.JobSnooze(skip.Snooze)
+	}
 	return nil, nil
 }
 
@@ -302,7 +315,14 @@ const (
 	SkipOwnedByOtherJob      = "owned_by_other_job"
 	SkipAlreadyDelivered     = "already_delivered"
 	SkipSubscriptionDisabled = "subscription_disabled"
+	SkipAccountSuspended     = "account_suspended"
 )
+
+// SuspendedSnooze is how long a push of a suspended account waits before
+// its job looks again. Unsuspending wakes the account's pushes at once
+// (WakeAccountDeliveries); this bounds the wait of a run that was deciding
+// to snooze just as the account was unsuspended.
+const SuspendedSnooze = 2 * time.Minute
 
 // SkipOutput is the River job output of a delivery run that sent nothing:
 // why, in words an operator reads in River UI.
@@ -314,6 +334,9 @@ type SkipOutput struct {
 	// Cancelled: the run is cancelled (with Detail as its error) rather
 	// than completed, because what the operator asked for cannot happen.
 	Cancelled bool `json:"-"`
+	// Snooze: the run is snoozed (River runs it again after this long
+	// without using an attempt) rather than completed.
+	Snooze time.Duration `json:"-"`
 }
 
 // operatorRetry reports whether this run of a job follows an attempt that

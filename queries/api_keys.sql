@@ -4,10 +4,12 @@ VALUES (@id::uuid, @account_id::uuid, @label::text, @key_identifier::text, @key_
 RETURNING *;
 
 -- name: APIKeyGetByHash :one
-SELECT k.id, k.account_id, k.key_identifier, a.is_admin
+-- A key of an account being deleted no longer authenticates; a suspended
+-- account's key does, and the guard answers 403 with the reason.
+SELECT k.id, k.account_id, k.key_identifier, a.is_admin, a.suspended_at, a.suspended_reason
 FROM api_keys k
 JOIN accounts a ON a.id = k.account_id
-WHERE k.key_hash = @key_hash::bytea AND k.revoked_at IS NULL;
+WHERE k.key_hash = @key_hash::bytea AND k.revoked_at IS NULL AND a.deleted_at IS NULL;
 
 -- name: APIKeyListByAccount :many
 SELECT * FROM api_keys

@@ -145,6 +145,8 @@ WITH input AS (
     JOIN webhook_deliveries d ON d.id = i.id AND d.job_id = i.job_id
     JOIN event_subscriptions s ON s.id = d.subscription_id
     WHERE d.status IN ('pending', 'retrying') AND s.enabled
+      -- A suspended account's pushes take the slow path, which snoozes them.
+      AND NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = d.account_id AND a.suspended_at IS NOT NULL)
     ORDER BY d.id
     FOR UPDATE OF d
 ), closed AS (

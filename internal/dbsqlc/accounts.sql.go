@@ -7,6 +7,7 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -24,7 +25,7 @@ func (q *Queries) AccountDelete(ctx context.Context, db DBTX, id uuid.UUID) (int
 }
 
 const accountGetByEmail = `-- name: AccountGetByEmail :one
-SELECT id, email, password_hash, is_admin, created_at, updated_at FROM accounts WHERE email = $1::text
+SELECT id, email, password_hash, is_admin, created_at, updated_at, credentials_changed_at, suspended_at, suspended_reason, deleted_at FROM accounts WHERE email = $1::text
 `
 
 func (q *Queries) AccountGetByEmail(ctx context.Context, db DBTX, email string) (Account, error) {
@@ -37,12 +38,16 @@ func (q *Queries) AccountGetByEmail(ctx context.Context, db DBTX, email string) 
 		&i.IsAdmin,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CredentialsChangedAt,
+		&i.SuspendedAt,
+		&i.SuspendedReason,
+		&i.DeletedAt,
 	)
 	return i, err
 }
 
 const accountGetByID = `-- name: AccountGetByID :one
-SELECT id, email, password_hash, is_admin, created_at, updated_at FROM accounts WHERE id = $1::uuid
+SELECT id, email, password_hash, is_admin, created_at, updated_at, credentials_changed_at, suspended_at, suspended_reason, deleted_at FROM accounts WHERE id = $1::uuid
 `
 
 func (q *Queries) AccountGetByID(ctx context.Context, db DBTX, id uuid.UUID) (Account, error) {
@@ -55,6 +60,10 @@ func (q *Queries) AccountGetByID(ctx context.Context, db DBTX, id uuid.UUID) (Ac
 		&i.IsAdmin,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CredentialsChangedAt,
+		&i.SuspendedAt,
+		&i.SuspendedReason,
+		&i.DeletedAt,
 	)
 	return i, err
 }
@@ -62,7 +71,7 @@ func (q *Queries) AccountGetByID(ctx context.Context, db DBTX, id uuid.UUID) (Ac
 const accountInsert = `-- name: AccountInsert :one
 INSERT INTO accounts (id, email, password_hash)
 VALUES ($1::uuid, $2::text, $3::text)
-RETURNING id, email, password_hash, is_admin, created_at, updated_at
+RETURNING id, email, password_hash, is_admin, created_at, updated_at, credentials_changed_at, suspended_at, suspended_reason, deleted_at
 `
 
 type AccountInsertParams struct {
@@ -81,8 +90,81 @@ func (q *Queries) AccountInsert(ctx context.Context, db DBTX, arg AccountInsertP
 		&i.IsAdmin,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CredentialsChangedAt,
+		&i.SuspendedAt,
+		&i.SuspendedReason,
+		&i.DeletedAt,
 	)
 	return i, err
+}
+
+const accountMarkDeleting = `-- name: AccountMarkDeleting :one
+UPDATE accounts SET deleted_at = coalesce(deleted_at, now()), updated_at = now()
+WHERE id = $1::uuid
+RETURNING deleted_at::timestamptz
+`
+
+// DELETE /api/accounts/me: keys stop at once; the account_delete job
+// removes the rest. Marking twice keeps the first time.
+func (q *Queries) AccountMarkDeleting(ctx context.Context, db DBTX, id uuid.UUID) (time.Time, error) {
+	row := db.QueryRow(ctx, accountMarkDeleting, id)
+	var deleted_at time.Time
+	err := row.Scan(&deleted_at)
+	return deleted_at, err
+}
+
+const accountSearch = `-- name: AccountSearch :many
+SELECT id, email, password_hash, is_admin, created_at, updated_at, credentials_changed_at, suspended_at, suspended_reason, deleted_at FROM accounts
+WHERE ($1::uuid IS NULL OR id = $1::uuid)
+  AND ($2::text IS NULL OR email LIKE $2::text)
+  AND id > $3::uuid
+ORDER BY id
+LIMIT $4::int
+`
+
+type AccountSearchParams struct {
+	ID        *uuid.UUID
+	EmailLike *string
+	After     uuid.UUID
+	MaxRows   int32
+}
+
+// The admin search: an email substring (a LIKE pattern the caller has
+// escaped) or an exact id, in id order after a cursor. Bounded by max_rows.
+func (q *Queries) AccountSearch(ctx context.Context, db DBTX, arg AccountSearchParams) ([]Account, error) {
+	rows, err := db.Query(ctx, accountSearch,
+		arg.ID,
+		arg.EmailLike,
+		arg.After,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Account
+	for rows.Next() {
+		var i Account
+		if err := rows.Scan(
+			&i.ID,
+			&i.Email,
+			&i.PasswordHash,
+			&i.IsAdmin,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.CredentialsChangedAt,
+			&i.SuspendedAt,
+			&i.SuspendedReason,
+			&i.DeletedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const accountSetAdmin = `-- name: AccountSetAdmin :execrows
@@ -102,13 +184,113 @@ func (q *Queries) AccountSetAdmin(ctx context.Context, db DBTX, arg AccountSetAd
 	return result.RowsAffected(), nil
 }
 
+const accountSetCredentialsChanged = `-- name: AccountSetCredentialsChanged :one
+UPDATE accounts SET credentials_changed_at = $1::timestamptz WHERE id = $2::uuid
+RETURNING credentials_changed_at::timestamptz
+`
+
+type AccountSetCredentialsChangedParams struct {
+	ChangedAt time.Time
+	ID        uuid.UUID
+}
+
+// A password change: tokens and sessions issued before now are refused.
+// The time comes from the API's clock, which also stamps tokens' iat.
+func (q *Queries) AccountSetCredentialsChanged(ctx context.Context, db DBTX, arg AccountSetCredentialsChangedParams) (time.Time, error) {
+	row := db.QueryRow(ctx, accountSetCredentialsChanged, arg.ChangedAt, arg.ID)
+	var credentials_changed_at time.Time
+	err := row.Scan(&credentials_changed_at)
+	return credentials_changed_at, err
+}
+
+const accountState = `-- name: AccountState :one
+SELECT id, credentials_changed_at, suspended_at, suspended_reason, deleted_at
+FROM accounts WHERE id = $1::uuid
+`
+
+type AccountStateRow struct {
+	ID                   uuid.UUID
+	CredentialsChangedAt *time.Time
+	SuspendedAt          *time.Time
+	SuspendedReason      *string
+	DeletedAt            *time.Time
+}
+
+// What authentication needs beyond the key: credentials changes,
+// suspension and deletion (internal/accounts).
+func (q *Queries) AccountState(ctx context.Context, db DBTX, id uuid.UUID) (AccountStateRow, error) {
+	row := db.QueryRow(ctx, accountState, id)
+	var i AccountStateRow
+	err := row.Scan(
+		&i.ID,
+		&i.CredentialsChangedAt,
+		&i.SuspendedAt,
+		&i.SuspendedReason,
+		&i.DeletedAt,
+	)
+	return i, err
+}
+
+const accountSuspend = `-- name: AccountSuspend :one
+UPDATE accounts SET suspended_at = now(), suspended_reason = $1::text, updated_at = now()
+WHERE id = $2::uuid AND suspended_at IS NULL AND deleted_at IS NULL
+RETURNING id, email, password_hash, is_admin, created_at, updated_at, credentials_changed_at, suspended_at, suspended_reason, deleted_at
+`
+
+type AccountSuspendParams struct {
+	Reason string
+	ID     uuid.UUID
+}
+
+func (q *Queries) AccountSuspend(ctx context.Context, db DBTX, arg AccountSuspendParams) (Account, error) {
+	row := db.QueryRow(ctx, accountSuspend, arg.Reason, arg.ID)
+	var i Account
+	err := row.Scan(
+		&i.ID,
+		&i.Email,
+		&i.PasswordHash,
+		&i.IsAdmin,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.CredentialsChangedAt,
+		&i.SuspendedAt,
+		&i.SuspendedReason,
+		&i.DeletedAt,
+	)
+	return i, err
+}
+
+const accountUnsuspend = `-- name: AccountUnsuspend :one
+UPDATE accounts SET suspended_at = NULL, suspended_reason = NULL, updated_at = now()
+WHERE id = $1::uuid AND suspended_at IS NOT NULL AND deleted_at IS NULL
+RETURNING id, email, password_hash, is_admin, created_at, updated_at, credentials_changed_at, suspended_at, suspended_reason, deleted_at
+`
+
+func (q *Queries) AccountUnsuspend(ctx context.Context, db DBTX, id uuid.UUID) (Account, error) {
+	row := db.QueryRow(ctx, accountUnsuspend, id)
+	var i Account
+	err := row.Scan(
+		&i.ID,
+		&i.Email,
+		&i.PasswordHash,
+		&i.IsAdmin,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.CredentialsChangedAt,
+		&i.SuspendedAt,
+		&i.SuspendedReason,
+		&i.DeletedAt,
+	)
+	return i, err
+}
+
 const accountUpdate = `-- name: AccountUpdate :one
 UPDATE accounts
 SET email = coalesce($1::text, email),
     password_hash = coalesce($2::text, password_hash),
     updated_at = now()
 WHERE id = $3::uuid
-RETURNING id, email, password_hash, is_admin, created_at, updated_at
+RETURNING id, email, password_hash, is_admin, created_at, updated_at, credentials_changed_at, suspended_at, suspended_reason, deleted_at
 `
 
 type AccountUpdateParams struct {
@@ -127,6 +309,10 @@ func (q *Queries) AccountUpdate(ctx context.Context, db DBTX, arg AccountUpdateP
 		&i.IsAdmin,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CredentialsChangedAt,
+		&i.SuspendedAt,
+		&i.SuspendedReason,
+		&i.DeletedAt,
 	)
 	return i, err
 }

@@ -24,19 +24,23 @@ func (q *Queries) APIKeyCountActive(ctx context.Context, db DBTX, accountID uuid
 }
 
 const aPIKeyGetByHash = `-- name: APIKeyGetByHash :one
-SELECT k.id, k.account_id, k.key_identifier, a.is_admin
+SELECT k.id, k.account_id, k.key_identifier, a.is_admin, a.suspended_at, a.suspended_reason
 FROM api_keys k
 JOIN accounts a ON a.id = k.account_id
-WHERE k.key_hash = $1::bytea AND k.revoked_at IS NULL
+WHERE k.key_hash = $1::bytea AND k.revoked_at IS NULL AND a.deleted_at IS NULL
 `
 
 type APIKeyGetByHashRow struct {
-	ID            uuid.UUID
-	AccountID     uuid.UUID
-	KeyIdentifier string
-	IsAdmin       bool
+	ID              uuid.UUID
+	AccountID       uuid.UUID
+	KeyIdentifier   string
+	IsAdmin         bool
+	SuspendedAt     *time.Time
+	SuspendedReason *string
 }
 
+// A key of an account being deleted no longer authenticates; a suspended
+// account's key does, and the guard answers 403 with the reason.
 func (q *Queries) APIKeyGetByHash(ctx context.Context, db DBTX, keyHash []byte) (APIKeyGetByHashRow, error) {
 	row := db.QueryRow(ctx, aPIKeyGetByHash, keyHash)
 	var i APIKeyGetByHashRow
@@ -45,6 +49,8 @@ func (q *Queries) APIKeyGetByHash(ctx context.Context, db DBTX, keyHash []byte) 
 		&i.AccountID,
 		&i.KeyIdentifier,
 		&i.IsAdmin,
+		&i.SuspendedAt,
+		&i.SuspendedReason,
 	)
 	return i, err
 }

@@ -23,12 +23,16 @@ type APIKey struct {
 }
 
 type Account struct {
-	ID           uuid.UUID
-	Email        string
-	PasswordHash string
-	IsAdmin      bool
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	ID                   uuid.UUID
+	Email                string
+	PasswordHash         string
+	IsAdmin              bool
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+	CredentialsChangedAt *time.Time
+	SuspendedAt          *time.Time
+	SuspendedReason      *string
+	DeletedAt            *time.Time
 }
 
 type AccountPlan struct {

@@ -56,4 +56,11 @@ var examples = map[string]json.RawMessage{
 		`"amount_due":2900,"currency":"usd","attempt_count":1,"plan":"pro","grace_until":"2026-01-08T12:00:00Z",` +
 		`"stripe_event_id":"evt_1QbC2dEfGhIjKlMo"}`),
 	TypeAdminPlanSet: json.RawMessage(`{"plan":"business","previous_plan":"pro","key_identifier":"mw_AbCd","note":"annual contract"}`),
+	TypeAccountSuspended: json.RawMessage(`{"reason":"unpaid invoices since March",` +
+		`"admin_account_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f90","admin_email":"ops@example.com","admin_key_identifier":"mw_AbCd"}`),
+	TypeAccountUnsuspended: json.RawMessage(`{"previous_reason":"unpaid invoices since March",` +
+		`"admin_account_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f90","admin_email":"ops@example.com","admin_key_identifier":"mw_AbCd"}`),
+	TypeMaintenanceTaskRun: json.RawMessage(`{"task":"prune-events","job_id":4211,"job_kind":"event_prune",` +
+		`"already_queued":false,"admin_key_identifier":"mw_AbCd"}`),
+	TypePasswordChanged: json.RawMessage(`{"key_identifier":"mw_AbCd","changed_at":"2026-03-01T12:00:00Z"}`),
 }

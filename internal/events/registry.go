@@ -44,9 +44,13 @@ const (
 	TypeTLSReportReceived       = "tls_report_received"
 	TypeTLSReportFailures       = "tls_report_failures"
 	// Plans and billing (internal/billing).
-	TypePlanChanged   = "plan_changed"
-	TypePaymentFailed = "payment_failed"
-	TypeAdminPlanSet  = "admin_plan_set"
+	TypePlanChanged        = "plan_changed"
+	TypePaymentFailed      = "payment_failed"
+	TypeAdminPlanSet       = "admin_plan_set"
+	TypeAccountSuspended   = "account_suspended"
+	TypeAccountUnsuspended = "account_unsuspended"
+	TypeMaintenanceTaskRun = "maintenance_task_run"
+	TypePasswordChanged    = "password_changed"
 )
 
 // Type describes one kind of event.
@@ -280,6 +284,44 @@ var types = map[string]Type{
 		PayloadSchema: schema(`{"type":"object","required":["plan","previous_plan","key_identifier"],"properties":{
 			"plan":{"type":"string"},"previous_plan":{"type":"string"},"key_identifier":{"type":"string"},
 			"note":{"type":["string","null"]}}}`),
+	},
+	TypeAccountSuspended: {
+		Name:            TypeAccountSuspended,
+		Group:           GroupAudit,
+		Description:     "Audit: an admin suspended the account. Its keys answer 403, its data-API tokens are refused and its webhook pushes wait until it is unsuspended.",
+		DefaultSeverity: SeverityWarning,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["reason","admin_account_id","admin_key_identifier"],"properties":{
+			"reason":{"type":"string"},"admin_account_id":{"type":"string","format":"uuid"},
+			"admin_email":{"type":"string"},"admin_key_identifier":{"type":"string"}}}`),
+	},
+	TypeAccountUnsuspended: {
+		Name:            TypeAccountUnsuspended,
+		Group:           GroupAudit,
+		Description:     "Audit: an admin lifted the account's suspension; its keys work again and its waiting webhook pushes resume.",
+		DefaultSeverity: SeverityInfo,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["admin_account_id","admin_key_identifier"],"properties":{
+			"previous_reason":{"type":["string","null"]},"admin_account_id":{"type":"string","format":"uuid"},
+			"admin_email":{"type":"string"},"admin_key_identifier":{"type":"string"}}}`),
+	},
+	TypeMaintenanceTaskRun: {
+		Name:            TypeMaintenanceTaskRun,
+		Group:           GroupAudit,
+		Description:     "Audit: an admin ran a maintenance task now (POST /api/admin/maintenance/{task}). Tasks affect no single account, so the event is on the admin's own account.",
+		DefaultSeverity: SeverityInfo,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["task","job_id","already_queued","admin_key_identifier"],"properties":{
+			"task":{"type":"string"},"job_id":{"type":"integer"},"job_kind":{"type":"string"},
+			"already_queued":{"type":"boolean"},"admin_key_identifier":{"type":"string"}}}`),
+	},
+	TypePasswordChanged: {
+		Name:            TypePasswordChanged,
+		Group:           GroupSecurity,
+		Description:     "The account's password was changed. Data-API tokens and dashboard sessions issued before it are refused; API keys stay valid.",
+		DefaultSeverity: SeverityWarning,
+		PayloadSchema: schema(`{"type":"object","required":["key_identifier","changed_at"],"properties":{
+			"key_identifier":{"type":"string"},"changed_at":{"type":"string","format":"date-time"}}}`),
 	},
 }
 
