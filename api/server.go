@@ -102,6 +102,10 @@ type Deps struct {
 	// DataAPIOnly serves only the data API (`mailwatch data-api`): /rest/v1,
 	// token issuance, the JWKS and the operational routes.
 	DataAPIOnly bool
+	// SignInStore keeps the dashboard's failed sign-in counts (per IP and
+	// per account); the limiter's Redis store when REDIS_URL is set, else
+	// this process's memory.
+	SignInStore limiter.Store
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -133,6 +137,8 @@ type Server struct {
 	verifyProviderToken func(ctx context.Context, token, ourIssuer string) (v *verifiedToken, handled bool, err error)
 	// tokens caches verified data-API tokens (dataapi.go).
 	tokens verifiedCache
+	// web is the dashboard's state (web.go).
+	web webState
 }
 
 // New builds the API with every route registered.
@@ -281,6 +287,7 @@ func (s *Server) routes() {
 	s.dataAPIRoutes()      // dataapi.go
 	s.authProviderRoutes() // authproviders.go
 	s.reportRoutes()       // reports.go
+	s.webRoutes()          // web.go: the dashboard, last (its "/" and "/static/*")
 }
 
 // ping checks the database for /readyz.
