@@ -21,7 +21,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"html/template"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -78,7 +77,6 @@ type webState struct {
 	ipFails    *limiter.Limiter
 	acctFails  *limiter.Limiter
 	routes     []RouteInfo
-	staticRoot fs.FS
 }
 
 // WebRoutes lists the dashboard's routes (not in /openapi.json on purpose).
@@ -98,11 +96,6 @@ func (s *Server) webRoutes() {
 	rate := limiter.Rate{Period: signInFailureWindow, Limit: signInFailuresPerIP}
 	s.web.ipFails = limiter.New(store, rate)
 	s.web.acctFails = limiter.New(store, limiter.Rate{Period: signInFailureWindow, Limit: signInFailuresPerAccount})
-	static, err := fs.Sub(web.Files, "static")
-	if err != nil {
-		panic(err)
-	}
-	s.web.staticRoot = static
 
 	dl := deadline(s.deps.RequestTimeout)
 	page := func(h fiber.Handler) []fiber.Handler { return []fiber.Handler{dl, s.webHeaders, s.webRequireSession(true), h} }
@@ -111,7 +104,9 @@ func (s *Server) webRoutes() {
 	}
 	feed := func(h fiber.Handler) []fiber.Handler { return []fiber.Handler{s.webHeaders, s.webRequireSession(false), h} }
 
-	s.webAdd("GET", "/static/*", s.webHeaders, filesystem.New(filesystem.Config{Root: http.FS(static), MaxAge: 300}))
+	// The route's path is the whole /static/..., which is also where the
+	// files sit in web.Files.
+	s.webAdd("GET", "/static/*", s.webHeaders, filesystem.New(filesystem.Config{Root: http.FS(web.Files), MaxAge: 300}))
 	s.webAdd("GET", "/signin", dl, s.webHeaders, s.webSignInPage)
 	s.webAdd("POST", "/signin", dl, s.webHeaders, s.webSignIn)
 	s.webAdd("GET", "/signup", dl, s.webHeaders, s.webSignUpPage)
