@@ -73,10 +73,10 @@ const webSessionKey webLocalKey = iota
 
 // webState is the dashboard's part of the server.
 type webState struct {
-	pages      map[string]*template.Template
-	ipFails    *limiter.Limiter
-	acctFails  *limiter.Limiter
-	routes     []RouteInfo
+	pages     map[string]*template.Template
+	ipFails   *limiter.Limiter
+	acctFails *limiter.Limiter
+	routes    []RouteInfo
 }
 
 // WebRoutes lists the dashboard's routes (not in /openapi.json on purpose).
@@ -98,11 +98,15 @@ func (s *Server) webRoutes() {
 	s.web.acctFails = limiter.New(store, limiter.Rate{Period: signInFailureWindow, Limit: signInFailuresPerAccount})
 
 	dl := deadline(s.deps.RequestTimeout)
-	page := func(h fiber.Handler) []fiber.Handler { return []fiber.Handler{dl, s.webHeaders, s.webRequireSession(true), h} }
+	page := func(h fiber.Handler) []fiber.Handler {
+		return []fiber.Handler{dl, s.webHeaders, s.webRequireSession(true), h}
+	}
 	action := func(h fiber.Handler) []fiber.Handler {
 		return []fiber.Handler{dl, s.webHeaders, s.webRequireSession(false), s.webCheckCSRF, h}
 	}
-	feed := func(h fiber.Handler) []fiber.Handler { return []fiber.Handler{s.webHeaders, s.webRequireSession(false), h} }
+	feed := func(h fiber.Handler) []fiber.Handler {
+		return []fiber.Handler{s.webHeaders, s.webRequireSession(false), h}
+	}
 
 	// The route's path is the whole /static/..., which is also where the
 	// files sit in web.Files.

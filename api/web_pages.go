@@ -690,5 +690,3 @@ func (s *Server) webRevokeAPIKey(c *fiber.Ctx) error {
 	_, err = call[APIKeyPath, NoContent](c, s, "revokeAPIKey", &APIKeyPath{ID: id})
 	return s.done(c, "/settings", err, "API key revoked")
 }
-
-
