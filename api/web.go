@@ -268,7 +268,7 @@ func (s *Server) webRequireSession(isPage bool) fiber.Handler {
 		}
 		if ws == nil {
 			if isPage {
-				return c.Redirect("/signin?next="+url.QueryEscape(c.OriginalURL()), http.StatusSeeOther)
+				return c.Redirect("/signin?next="+url.QueryEscape(string(c.Request().URI().RequestURI())), http.StatusSeeOther)
 			}
 			return unauthorized("sign in first")
 		}
