@@ -508,6 +508,11 @@ func (s *Server) webSignUp(c *fiber.Ctx) error {
 	if err := s.checkPreCSRF(c); err != nil {
 		return s.render(c, http.StatusForbidden, "signup", "Create an account", signUpData{}, errCSRF.Detail)
 	}
+	// Account creation costs the client IP's budget, as POST /api/accounts does.
+	if err := s.router.guard.chargeWith(c, s.router.guard.limiter, "ip:"+c.IP()); err != nil {
+		status, msg := s.problemText(c, err)
+		return s.render(c, status, "signup", "Create an account", signUpData{}, msg)
+	}
 	ctx := c.UserContext()
 	req := &CreateAccountRequest{Email: c.FormValue("email"), Password: c.FormValue("password")}
 	resp, err := invoke[CreateAccountRequest, CreateAccountResponse](ctx, s.router, "createAccount", req)
