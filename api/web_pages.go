@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -152,7 +153,15 @@ func (s *Server) webOverview(c *fiber.Ctx) error {
 	}
 	d := overviewData{Summary: sum}
 	if doms, err := call[ListDomainsRequest, []Domain](c, s, "listDomains", &ListDomainsRequest{}); err == nil {
+		// By health: the lowest score first, domains not scored yet last.
 		d.Domains = *doms
+		sort.SliceStable(d.Domains, func(i, j int) bool {
+			a, b := d.Domains[i].Score, d.Domains[j].Score
+			if a == nil || b == nil {
+				return b == nil && a != nil
+			}
+			return *a < *b
+		})
 	} else {
 		return s.pageError(c, err)
 	}
@@ -164,10 +173,12 @@ func (s *Server) webOverview(c *fiber.Ctx) error {
 	} else {
 		return s.pageError(c, err)
 	}
-	if p, err := call[ListDeliveriesRequest, DeliveryPage](c, s, "listDeliveries", &ListDeliveriesRequest{Status: "failed", Limit: &limit}); err == nil {
-		d.Failing = p.Items
-	} else {
-		return s.pageError(c, err)
+	for _, status := range []string{"failed", "retrying"} {
+		p, err := call[ListDeliveriesRequest, DeliveryPage](c, s, "listDeliveries", &ListDeliveriesRequest{Status: status, Limit: &limit})
+		if err != nil {
+			return s.pageError(c, err)
+		}
+		d.Failing = append(d.Failing, p.Items...)
 	}
 	return s.render(c, http.StatusOK, "overview", "Overview", d, "")
 }
