@@ -113,6 +113,36 @@ func Handle[Req, Resp any](r *Router, ep Endpoint[Req, Resp]) {
 		return writeResponse(c, ep.Status, resp)
 	}
 	r.add(ep.Method, ep.Path, ep.Auth, ep.Timeout != nil, handler)
+	if r.endpoints == nil {
+		r.endpoints = map[string]any{}
+	}
+	r.endpoints[ep.OperationID] = ep
+}
+
+// invoke calls the endpoint registered under operationID as its HTTP route
+// would, after decoding: the same text check, validation, deadline and
+// function. The web dashboard acts through it, so that no rule of the API
+// has a second implementation (web.go).
+func invoke[Req, Resp any](ctx context.Context, r *Router, operationID string, req *Req) (*Resp, error) {
+	ep, ok := r.endpoints[operationID].(Endpoint[Req, Resp])
+	if !ok {
+		// Not registered on this server (a feature whose configuration is
+		// missing) or a caller's type mistake, which the browser tests catch.
+		return nil, &Error{Status: http.StatusServiceUnavailable, Detail: "this action is not available on this server",
+			Cause: errors.New("api: no endpoint " + operationID + " of these request and response types")}
+	}
+	if err := checkText(reflect.ValueOf(req).Elem(), ""); err != nil {
+		return nil, err
+	}
+	if err := r.validate(req); err != nil {
+		return nil, err
+	}
+	if ep.Timeout != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ep.Timeout(req))
+		defer cancel()
+	}
+	return ep.Call(ctx, req)
 }
 
 // HandleRaw registers a route served by a plain Fiber handler (raw bodies,

@@ -18,6 +18,9 @@ type ctxKey int
 const (
 	requestIDKey ctxKey = iota
 	callerKey
+	// routeLabelKey (a Fiber local) names the route in metrics when Fiber's
+	// route path cannot: the dashboard's page at "/" (web.go).
+	routeLabelKey
 )
 
 func requestID(c *fiber.Ctx) string {
@@ -98,6 +101,8 @@ func (s *Server) observe() fiber.Handler {
 		route := "unmatched"
 		if r := c.Route(); r != nil && r.Path != "/" && r.Path != "" {
 			route = strings.Clone(r.Path)
+		} else if label, ok := c.Locals(routeLabelKey).(string); ok && status != fiber.StatusNotFound {
+			route = label
 		}
 		elapsed := time.Since(start)
 		s.metrics.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()

@@ -20,6 +20,8 @@ type Router struct {
 	requestTimeout time.Duration
 	rawTypes       map[string]string
 	routes         []RouteInfo
+	// endpoints holds each Handle'd endpoint by operation id (invoke).
+	endpoints map[string]any
 }
 
 // RouteInfo names one registered route, in OpenAPI path syntax.

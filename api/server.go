@@ -110,6 +110,10 @@ type Deps struct {
 	// DataAPIOnly serves only the data API (`mailwatch data-api`): /rest/v1,
 	// token issuance, the JWKS and the operational routes.
 	DataAPIOnly bool
+	// SignInStore keeps the dashboard's failed sign-in counts (per IP and
+	// per account); the limiter's Redis store when REDIS_URL is set, else
+	// this process's memory.
+	SignInStore limiter.Store
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -144,6 +148,8 @@ type Server struct {
 	// accountStates caches accounts' suspension, deletion and credentials
 	// changes for token checks (account_state.go).
 	accountStates *accounts.Cache
+	// web is the dashboard's state (web.go).
+	web webState
 }
 
 // New builds the API with every route registered.
@@ -305,6 +311,7 @@ func (s *Server) routes() {
 	s.preferenceRoutes()   // preferences.go
 	s.billingRoutes()      // billing.go
 	s.adminRoutes()        // admin.go
+	s.webRoutes()          // web.go: the dashboard, last (its "/" and "/static/*")
 }
 
 // ping checks the database for /readyz.

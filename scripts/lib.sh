@@ -140,6 +140,18 @@ ensure_bind() {
 	apt_install bind9 >/dev/null || die "could not install bind9 (need root or passwordless sudo)"
 }
 
+# ensure_chromium installs Debian's Chromium when no browser is found: the
+# dashboard's browser tests drive it headless (chromedp), and with
+# DASHBOARD_TEST_REQUIRED set they fail instead of skipping without it.
+ensure_chromium() {
+	local b
+	for b in chromium chromium-browser google-chrome; do
+		command -v "$b" >/dev/null 2>&1 && return 0
+	done
+	log "installing chromium for the dashboard's browser tests"
+	apt_install chromium >/dev/null || die "could not install chromium (need root or passwordless sudo)"
+}
+
 # ensure_jq installs jq and openssl when they are missing: the README's
 # walk-through and its test read ids out of JSON answers with jq and sign a
 # provider webhook with openssl.

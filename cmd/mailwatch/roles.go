@@ -143,6 +143,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		EventPages:            events.NewFirstPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes),
 		Limiter:               limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.RateLimitPerMinute)}),
 		IngressLimiter:        limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.IngressRatePerMinute)}),
+		SignInStore:           store,
 		Registry:              reg,
 		Logger:                logger,
 		RequestTimeout:        cfg.RequestTimeout,

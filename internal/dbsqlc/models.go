@@ -826,6 +826,15 @@ type TlsReport struct {
 	CreatedAt       time.Time
 }
 
+type WebSession struct {
+	ID         uuid.UUID
+	AccountID  uuid.UUID
+	TokenHash  []byte
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+	ExpiresAt  time.Time
+}
+
 type WebhookDelivery struct {
 	ID             uuid.UUID
 	AccountID      uuid.UUID

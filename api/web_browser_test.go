@@ -1,0 +1,456 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/dnstest"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/receivers"
+	"github.com/mailwatch/mailwatch/internal/secretbox"
+	"github.com/mailwatch/mailwatch/internal/webhook"
+	"github.com/mailwatch/mailwatch/jobs"
+)
+
+// chromiumPath finds Debian's Chromium (scripts/test installs it). Without
+// one the browser tests skip, unless DASHBOARD_TEST_REQUIRED is set (as
+// scripts/test sets it): then they fail.
+func chromiumPath(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("DASHBOARD_TEST_REQUIRED") != "" {
+		t.Fatal("no chromium found and DASHBOARD_TEST_REQUIRED is set: install the chromium package (scripts/test does)")
+	}
+	t.Skip("no chromium found; set DASHBOARD_TEST_REQUIRED=1 to make this a failure")
+	return ""
+}
+
+// browser is one headless Chromium tab on the dashboard at base.
+type browser struct {
+	t    *testing.T
+	ctx  context.Context
+	base string
+	shot string
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	path := chromiumPath(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 800), chromedp.Flag("disable-gpu", true))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelA() })
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")))
+	dir := filepath.Join("..", ".local", "screenshots")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	return &browser{t: t, ctx: ctx, base: base, shot: dir}
+}
+
+// do runs steps with a bound on how long the browser may take.
+func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(b.t, chromedp.Do(ctx, steps...))
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	require.NoError(b.t, err, sel)
+	return s
+}
+
+func (b *browser) eval(js string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	require.NoError(b.t, err, js)
+	return s
+}
+
+func (b *browser) open(path string) {
+	b.t.Helper()
+	b.do(chromedp.Navigate(b.base+path), chromedp.WaitReady(chromedp.CSS("main")))
+}
+
+// screenshots writes the current page at desktop and phone width.
+func (b *browser) screenshots(name string) {
+	b.t.Helper()
+	for _, v := range []struct {
+		label string
+		w, h  int64
+	}{{"desktop", 1280, 800}, {"phone", 390, 844}} {
+		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		require.NoError(b.t, chromedp.Do(ctx, chromedp.EmulateViewport(v.w, v.h)))
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		cancel()
+		require.NoError(b.t, err)
+		require.NoError(b.t, os.WriteFile(filepath.Join(b.shot, name+"-"+v.label+".png"), png, 0o644))
+	}
+	b.do(chromedp.EmulateViewport(1280, 800))
+}
+
+// eventuallyPage reloads path until cond holds on it.
+func (b *browser) eventuallyPage(path, what string, cond func() bool) {
+	b.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b.open(path)
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("gave up waiting: %s", what)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// dashboardServer is the API on a committed database with a River worker
+// (checks and webhook pushes), a receiver wake-up hub, the loopback DNS
+// server's resolver, real SMTP, and a real HTTP listener.
+type dashboardServer struct {
+	*testBundle
+	base string
+	smtp string
+}
+
+func startDashboard(t *testing.T, zone string, extra func(*api.Deps)) *dashboardServer {
+	t.Helper()
+	pool, dbURL := dbtest.NewDB(t)
+	dnsSrv := dnstest.Start(t, zone)
+	resolver := dnscheck.NewClient(dnsSrv.Addr(), 500*time.Millisecond)
+	hub := receivers.NewHub(receivers.ConnectURL(dbURL), nil)
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); _ = hub.Run(hubCtx) }()
+	t.Cleanup(func() { stopHub(); <-hubDone })
+	<-hub.Ready()
+	b := setup(t, func(o *setupOpts) {
+		o.db = pool
+		o.deps = func(d *api.Deps) {
+			d.Resolver = resolver
+			d.Waiters = hub
+			if extra != nil {
+				extra(d)
+			}
+		}
+	})
+	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{7}, 32))
+	require.NoError(t, err)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	worker, err := jobs.NewClient(jobs.Deps{
+		Pool: pool, Logger: logger, Keyring: keyring, Resolver: resolver,
+		Config:        &config.Config{DNSCheckInterval: time.Hour, EventRetentionDays: 90, HealthHistoryDays: 90},
+		WebhookClient: webhook.NewClient(testGuard(t), webhook.ClientOptions{}),
+	}, jobs.Options{Concurrency: 10})
+	require.NoError(t, err)
+	require.NoError(t, worker.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = worker.StopAndCancel(ctx)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = b.srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = b.srv.Shutdown(ctx)
+	})
+	return &dashboardServer{testBundle: b, base: "http://" + ln.Addr().String(), smtp: startSMTP(t, testStore(t, pool), 0)}
+}
+
+var keyPattern = regexp.MustCompile(`^mw_[A-Za-z0-9]{40}$`)
+
+// TestDashboardInBrowser is the dashboard's acceptance test in a real
+// headless Chromium: sign up and in, a domain served by the loopback DNS
+// server checked by the worker, an alert acknowledged and its audit event,
+// a key shown once, a delivery retried, and a message arriving live.
+func TestDashboardInBrowser(t *testing.T) {
+	t.Parallel()
+	const domain = "dash-browser.test"
+	srv := startDashboard(t, goodZone(domain), nil)
+	br := newBrowser(t, srv.base)
+	email := strings.ToLower(uniqueEmail(t))
+	const password = "correct horse battery"
+
+	// Sign-up shows the first key once, and signs the new account in.
+	br.open("/signup")
+	br.screenshots("signup")
+	br.do(chromedp.SendKeys(chromedp.CSS("#email"), email), chromedp.SendKeys(chromedp.CSS("#password"), password),
+		chromedp.Click(chromedp.CSS("main button[type=submit]")), chromedp.WaitVisible(chromedp.CSS("#new-key")))
+	require.Regexp(t, keyPattern, br.eval(`document.querySelector("#new-key input").value`))
+	require.Equal(t, email, br.text(".who"))
+
+	// Sign out, then a wrong password, then the right one.
+	br.do(chromedp.Click(chromedp.CSS(".signout button")), chromedp.WaitVisible(chromedp.CSS("#password")))
+	br.screenshots("signin")
+	br.do(chromedp.SendKeys(chromedp.CSS("#email"), email), chromedp.SendKeys(chromedp.CSS("#password"), "wrong password!"),
+		chromedp.Click(chromedp.CSS("main button[type=submit]")), chromedp.WaitVisible(chromedp.CSS(".problem")))
+	require.Contains(t, br.text(".problem"), "wrong email or password")
+	br.do(chromedp.SendKeys(chromedp.CSS("#password"), password),
+		chromedp.Click(chromedp.CSS("main button[type=submit]")), chromedp.WaitVisible(chromedp.CSS(".tiles")))
+	require.Equal(t, "Overview", br.text("h1"))
+	acctID := srv.accountID(t, email)
+
+	// A domain served by the loopback DNS server: its score and checks.
+	br.open("/domains")
+	br.do(chromedp.SendKeys(chromedp.CSS("#domain"), domain), chromedp.Click(chromedp.CSS("main form button")),
+		chromedp.WaitVisible(chromedp.CSS("#score")))
+	require.Contains(t, br.text(".notice"), "added")
+	br.eventuallyPage("/domains/"+domain, "the first check's score", func() bool {
+		return regexp.MustCompile(`^\d+$`).MatchString(br.text("#score"))
+	})
+	require.Equal(t, "pass", br.eval(`document.querySelector("details.check .st").textContent`), "spf passes")
+	require.Contains(t, br.eval(`document.querySelector("details.check").textContent`), "v=spf1", "the spf check's records")
+	require.NotEmpty(t, br.eval(`document.querySelector("svg.chart") ? "chart" : ""`))
+	br.screenshots("domain")
+	br.open("/domains")
+	require.Contains(t, br.text("table.list"), domain)
+	br.screenshots("domains")
+
+	// An alert acknowledged with a note; the audit event shows on the events page.
+	alert := srv.emit(t, acctID, events.Event{Type: events.TypeHealthScoreChanged, Severity: events.SeverityCritical, Domain: domain})
+	br.open("/")
+	require.Regexp(t, `1\s+open alerts`, br.text(".tiles"))
+	br.screenshots("overview")
+	br.open("/alerts")
+	br.screenshots("alerts")
+	sel := "#alert-" + alert.ID.String()
+	br.do(chromedp.SendKeys(chromedp.CSS(sel+" input[name=acknowledged_by]"), "alice"),
+		chromedp.SendKeys(chromedp.CSS(sel+" input[name=note]"), "DNS provider outage"),
+		chromedp.Click(chromedp.CSS(sel+" button")), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	require.Equal(t, "alert acknowledged", br.text(".notice"))
+	br.open("/alerts?show=acknowledged")
+	require.Contains(t, br.text(sel), "alice")
+	require.Contains(t, br.text(sel), "DNS provider outage")
+	br.open("/events?event_type=alert_acknowledged")
+	require.Contains(t, br.text("#events"), "alert_acknowledged")
+	require.Contains(t, br.eval(`document.querySelector("#events pre").textContent`), `"key_identifier": "dashboard"`)
+	br.screenshots("events")
+
+	// A key is shown once: a new visit lists it without the key.
+	br.open("/settings")
+	br.do(chromedp.SendKeys(chromedp.CSS("#label"), "ci"), chromedp.Click(chromedp.CSS("main form.inline button")),
+		chromedp.WaitVisible(chromedp.CSS("#new-key")))
+	key := br.eval(`document.querySelector("#new-key input").value`)
+	require.Regexp(t, keyPattern, key)
+	require.Equal(t, 200, srv.do(t, "GET", "/api/accounts/me", key, nil).Status, "the shown key works")
+	br.screenshots("settings-new-key")
+	br.open("/settings")
+	require.Equal(t, "", br.eval(`document.querySelector("#new-key") ? "shown" : ""`))
+	require.NotContains(t, br.eval(`document.documentElement.outerHTML`), key)
+	require.Contains(t, br.text("#keys"), "ci")
+	br.screenshots("settings")
+
+	// A subscription created here; its delivery is retried from the delivery page.
+	hooks := newPushReceiver(t)
+	br.open("/subscriptions")
+	br.do(chromedp.SendKeys(chromedp.CSS("#url"), hooks.URL+"/hook"), chromedp.Click(chromedp.CSS("main form.card button")),
+		chromedp.WaitVisible(chromedp.CSS(".secret")))
+	require.Contains(t, br.eval(`document.querySelector("#secret").value`), "whsec_")
+	br.do(chromedp.Click(chromedp.CSS("article form button")), chromedp.WaitVisible(chromedp.CSS("#test-result")))
+	require.Contains(t, br.text("#test-result"), "delivered")
+	br.screenshots("subscriptions")
+	srv.emit(t, acctID, events.Event{Type: events.TypeDMARCReportReceived, Domain: domain})
+	br.eventuallyPage("/deliveries?status=delivered", "the delivery", func() bool {
+		return br.eval(`document.querySelector("table.list a") ? "y" : ""`) == "y"
+	})
+	br.screenshots("deliveries")
+	br.do(chromedp.Click(chromedp.CSS("table.list a")), chromedp.WaitVisible(chromedp.CSS("#attempts")))
+	require.Equal(t, "1", br.text("#attempts"))
+	path := br.eval(`location.pathname`)
+	br.do(chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	require.Equal(t, "retry queued", br.text(".notice"))
+	br.eventuallyPage(path, "the retried attempt", func() bool { return br.text("#attempts") == "2" })
+	br.screenshots("delivery")
+
+	// A receiver: a message sent over real SMTP appears without a reload.
+	br.open("/receivers")
+	br.do(chromedp.SendKeys(chromedp.CSS("#label"), "signup codes"), chromedp.Click(chromedp.CSS("main form button")),
+		chromedp.WaitVisible(chromedp.CSS("#messages")))
+	address := br.eval(`document.querySelector("main .card input").value`)
+	require.Contains(t, address, "@")
+	br.eval(`window.__same_page = "yes"`)
+	require.NoError(t, sendMail(srv.smtp, "noreply@example.com", []string{address},
+		"From: App <noreply@example.com>\r\nTo: "+address+"\r\nSubject: Your code\r\n\r\nYour code is 482913. Open https://example.com/verify?c=482913\r\n"))
+	br.do(chromedp.WaitVisible(chromedp.CSS("#messages li.fresh")))
+	require.Contains(t, br.text("#messages"), "Your code")
+	require.Contains(t, br.text("#messages"), "482913")
+	require.Equal(t, "yes", br.eval(`window.__same_page`), "the page was not reloaded")
+	br.screenshots("receiver")
+	br.do(chromedp.Click(chromedp.CSS("#messages li.fresh a")), chromedp.WaitVisible(chromedp.CSS(".code")))
+	require.Equal(t, "482913", br.text(".code"))
+	require.Contains(t, br.text("main"), "https://example.com/verify?c=482913")
+	br.screenshots("message")
+	br.open("/receivers")
+	br.screenshots("receivers")
+
+	// Times are shown in the viewer's zone: the script replaced the UTC text.
+	require.NotContains(t, br.eval(`document.querySelector("time").textContent`), "UTC")
+}
+
+// accountID reads an account's id by email.
+func (b *testBundle) accountID(t *testing.T, email string) string {
+	var id string
+	require.NoError(t, b.db.QueryRow(context.Background(), `SELECT id::text FROM accounts WHERE email = $1`, email).Scan(&id))
+	return id
+}
+
+// signedInClient signs in over HTTP like a browser, keeping the cookies.
+func signedInClient(t *testing.T, base, email, password string) (*http.Client, string, *http.Response) {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(base + "/signin")
+	require.NoError(t, err)
+	resp.Body.Close()
+	var pre string
+	u, _ := url.Parse(base)
+	for _, ck := range jar.Cookies(u) {
+		if ck.Name == "mw_csrf" {
+			pre = ck.Value
+		}
+	}
+	require.NotEmpty(t, pre)
+	req, _ := http.NewRequest("POST", base+"/signin", strings.NewReader(url.Values{"csrf": {pre}, "email": {email}, "password": {password}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	signIn, err := c.Do(req)
+	require.NoError(t, err)
+	signIn.Body.Close()
+	require.Equal(t, http.StatusSeeOther, signIn.StatusCode)
+	resp, err = c.Get(base + "/settings")
+	require.NoError(t, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`data-csrf="([^"]+)"`).FindSubmatch(page)
+	require.NotNil(t, m, "%s", page)
+	return c, string(m[1]), signIn
+}
+
+// TestDashboardCSRF: a cross-site form post is refused (in the browser, from
+// a page on another origin), as are posts with a wrong or missing token or a
+// foreign Origin; the session cookie is HttpOnly, SameSite=Lax, and Secure
+// when the public URL is https.
+func TestDashboardCSRF(t *testing.T) {
+	t.Parallel()
+	srv := startDashboard(t, goodZone("csrf.test"), nil)
+	acct := srv.createAccount(t)
+	c, token, signIn := signedInClient(t, srv.base, acct.Email, "correct horse battery")
+
+	t.Run("CookieFlags", func(t *testing.T) {
+		var set string
+		for _, v := range signIn.Header.Values("Set-Cookie") {
+			if strings.HasPrefix(v, "mw_session=") {
+				set = v
+			}
+		}
+		require.NotEmpty(t, set)
+		require.Contains(t, set, "HttpOnly")
+		require.Contains(t, set, "SameSite=Lax")
+		require.NotContains(t, set, "Secure", "plain http on loopback")
+
+		tls := setup(t, func(o *setupOpts) { o.deps = func(d *api.Deps) { d.PublicBaseURL = "https://mailwatch.example" } })
+		req := httptest.NewRequest("GET", "/signin", nil)
+		resp, err := tls.srv.App().Test(req, -1)
+		require.NoError(t, err)
+		pre := resp.Cookies()[0]
+		require.True(t, pre.Secure && pre.HttpOnly && pre.SameSite == http.SameSiteLaxMode, "%+v", pre)
+		a := tls.createAccount(t)
+		req = httptest.NewRequest("POST", "/signin", strings.NewReader(url.Values{"csrf": {pre.Value}, "email": {a.Email}, "password": {"correct horse battery"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(pre)
+		resp, err = tls.srv.App().Test(req, -1)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		var session *http.Cookie
+		for _, ck := range resp.Cookies() {
+			if ck.Name == "mw_session" {
+				session = ck
+			}
+		}
+		require.NotNil(t, session)
+		require.True(t, session.Secure && session.HttpOnly && session.SameSite == http.SameSiteLaxMode, "%+v", session)
+	})
+
+	keys := func() int {
+		var list []map[string]any
+		resp := srv.do(t, "GET", "/api/accounts/me/api-keys", acct.Key, nil)
+		resp.JSON(t, &list)
+		return len(list)
+	}
+	post := func(form url.Values, origin string) int {
+		req, _ := http.NewRequest("POST", srv.base+"/settings/api-keys", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	t.Run("TokenAndOrigin", func(t *testing.T) {
+		before := keys()
+		require.Equal(t, http.StatusForbidden, post(url.Values{"label": {"a"}}, srv.base), "no token")
+		require.Equal(t, http.StatusForbidden, post(url.Values{"label": {"b"}, "csrf": {"x" + token[1:]}}, srv.base), "wrong token")
+		require.Equal(t, http.StatusForbidden, post(url.Values{"label": {"c"}, "csrf": {token}}, "http://evil.example"), "foreign origin")
+		require.Equal(t, before, keys(), "nothing was created")
+		require.Equal(t, http.StatusCreated, post(url.Values{"label": {"d"}, "csrf": {token}}, srv.base), "the real form works")
+		require.Equal(t, before+1, keys())
+	})
+
+	t.Run("CrossSiteFormInBrowser", func(t *testing.T) {
+		// The browser is signed in; a page of another origin posts a form to
+		// the dashboard, as an attacker's page would.
+		br := newBrowser(t, srv.base)
+		br.open("/signin")
+		br.do(chromedp.SendKeys(chromedp.CSS("#email"), acct.Email), chromedp.SendKeys(chromedp.CSS("#password"), "correct horse battery"),
+			chromedp.Click(chromedp.CSS("main button[type=submit]")), chromedp.WaitVisible(chromedp.CSS(".tiles")))
+		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<form id="f" method="post" action="%s/settings/api-keys"><input name="label" value="evil"><input name="csrf" value="guess"></form>
+<script>document.getElementById("f").submit()</script>`, srv.base)
+		}))
+		t.Cleanup(evil.Close)
+		before := keys()
+		br.do(chromedp.Navigate(evil.URL), chromedp.WaitReady(chromedp.CSS("body")))
+		require.Eventually(t, func() bool {
+			return strings.Contains(br.eval(`document.body.innerText`), "cross-site request refused")
+		}, 20*time.Second, 100*time.Millisecond)
+		require.Equal(t, before, keys())
+	})
+}

@@ -1,0 +1,169 @@
+package api_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+// webClient drives the dashboard through app.Test, keeping cookies like a
+// browser on the same origin would.
+type webClient struct {
+	t       *testing.T
+	b       *testBundle
+	cookies map[string]*http.Cookie
+}
+
+func newWebClient(t *testing.T, b *testBundle) *webClient {
+	return &webClient{t: t, b: b, cookies: map[string]*http.Cookie{}}
+}
+
+func (w *webClient) req(method, path string, form url.Values) (*http.Response, string) {
+	w.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	r := httptest.NewRequest(method, "http://mailwatch.test"+path, body)
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Header.Set("Origin", "http://mailwatch.test")
+	}
+	for _, c := range w.cookies {
+		r.AddCookie(c)
+	}
+	resp, err := w.b.srv.App().Test(r, -1)
+	require.NoError(w.t, err)
+	defer resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.MaxAge < 0 || (!c.Expires.IsZero() && c.Expires.Unix() <= 1) {
+			delete(w.cookies, c.Name)
+		} else {
+			w.cookies[c.Name] = c
+		}
+	}
+	page, _ := io.ReadAll(resp.Body)
+	return resp, string(page)
+}
+
+var csrfAttr = regexp.MustCompile(`data-csrf="([^"]+)"`)
+
+func (w *webClient) csrf(path string) string {
+	w.t.Helper()
+	_, page := w.req("GET", path, nil)
+	m := csrfAttr.FindStringSubmatch(page)
+	require.NotNil(w.t, m, "%s", page)
+	return m[1]
+}
+
+func (w *webClient) signIn(email, password string) (*http.Response, string) {
+	w.t.Helper()
+	tok := w.csrf("/signin")
+	return w.req("POST", "/signin", url.Values{"csrf": {tok}, "email": {email}, "password": {password}})
+}
+
+func TestDashboardSessions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+
+	t.Run("PagesNeedASession", func(t *testing.T) {
+		w := newWebClient(t, b)
+		resp, _ := w.req("GET", "/domains", nil)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		require.Equal(t, "/signin?next=%2Fdomains", resp.Header.Get("Location"))
+		resp, _ = w.req("GET", "/ui/events", nil)
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		resp, _ = w.req("POST", "/settings/api-keys", url.Values{"label": {"x"}})
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	})
+
+	t.Run("SignUpAppliesTheAPIRules", func(t *testing.T) {
+		w := newWebClient(t, b)
+		tok := w.csrf("/signup")
+		resp, page := w.req("POST", "/signup", url.Values{"csrf": {tok}, "email": {"not-an-email"}, "password": {"short"}})
+		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+		require.Contains(t, page, "must be a valid email address")
+		resp, page = w.req("POST", "/signup", url.Values{"csrf": {tok}, "email": {acct.Email}, "password": {"long enough password"}})
+		require.Equal(t, http.StatusConflict, resp.StatusCode)
+		require.Contains(t, page, "already exists")
+		resp, _ = w.req("POST", "/signup", url.Values{"csrf": {"wrong"}, "email": {"new@example.com"}, "password": {"long enough password"}})
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "the sign-up form is CSRF-protected too")
+	})
+
+	t.Run("SignInSignOut", func(t *testing.T) {
+		w := newWebClient(t, b)
+		resp, _ := w.signIn(acct.Email, "correct horse battery")
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		require.Contains(t, w.cookies, "mw_session")
+		var hash []byte
+		require.NoError(t, b.db.QueryRow(context.Background(), `SELECT token_hash FROM web_sessions WHERE account_id = $1`, acct.ID).Scan(&hash))
+		require.Len(t, hash, 32, "only the token's hash is stored")
+		require.NotContains(t, string(hash), w.cookies["mw_session"].Value)
+		resp, page := w.req("GET", "/", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, page, acct.Email)
+		tok := csrfAttr.FindStringSubmatch(page)[1]
+		resp, _ = w.req("POST", "/signout", url.Values{"csrf": {tok}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		resp, _ = w.req("GET", "/", nil)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed out")
+	})
+
+	t.Run("EndWebSessions", func(t *testing.T) {
+		w := newWebClient(t, b)
+		w.signIn(acct.Email, "correct horse battery")
+		resp, _ := w.req("GET", "/", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		n, err := b.srv.EndWebSessions(context.Background(), b.db, uuid.MustParse(acct.ID))
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, n, int64(1))
+		resp, _ = w.req("GET", "/", nil)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the session ended")
+	})
+
+	t.Run("MetricsLabelTheDashboardRoot", func(t *testing.T) {
+		w := newWebClient(t, b)
+		w.signIn(acct.Email, "correct horse battery")
+		w.req("GET", "/", nil)
+		w.req("GET", "/no-such-page", nil)
+		_, body := w.req("GET", "/metrics", nil)
+		require.Regexp(t, `mailwatch_http_requests_total\{method="GET",route="/",status="200"\} \d`, body)
+		require.Regexp(t, `mailwatch_http_requests_total\{method="GET",route="unmatched",status="404"\} \d`, body)
+	})
+}
+
+// TestDashboardSignInThrottle: failed sign-ins are limited per account and
+// per client IP; a correct password is refused too while throttled.
+func TestDashboardSignInThrottle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct, other := b.createAccount(t), b.createAccount(t)
+	w := newWebClient(t, b)
+	for i := 0; i < 10; i++ {
+		resp, page := w.signIn(acct.Email, "wrong password!")
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%d: %s", i, page)
+	}
+	resp, page := w.signIn(acct.Email, "correct horse battery")
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Contains(t, page, "too many failed sign-ins")
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+
+	// Another account from the same IP still signs in, until the IP's own
+	// budget (20) is spent.
+	resp, _ = newWebClient(t, b).signIn(other.Email, "correct horse battery")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	for i := 0; i < 10; i++ {
+		w.signIn("nobody-"+uuid.NewString()+"@example.com", "wrong password!")
+	}
+	resp, _ = w.signIn(other.Email, "correct horse battery")
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the IP's budget is spent")
+}

@@ -1,0 +1,91 @@
+// mailwatch dashboard: a little vanilla JavaScript, no dependencies.
+// Times arrive as <time datetime="RFC 3339"> in UTC and are shown in the
+// viewer's zone; the events and receiver pages update themselves.
+"use strict";
+(function () {
+  var fmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  function localTimes(root) {
+    root.querySelectorAll("time[datetime]").forEach(function (t) {
+      var d = new Date(t.getAttribute("datetime"));
+      if (!isNaN(d)) { t.textContent = fmt.format(d); t.title = t.getAttribute("datetime"); }
+    });
+  }
+  function timeEl(iso) {
+    var t = document.createElement("time");
+    t.setAttribute("datetime", iso);
+    t.textContent = iso;
+    return t;
+  }
+  function status(text) { var s = document.getElementById("live-status"); if (s) s.textContent = text; }
+  var csrf = document.body.getAttribute("data-csrf");
+  function get(url) {
+    return fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json", "X-CSRF-Token": csrf } });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    localTimes(document);
+    document.querySelectorAll("[data-select]").forEach(function (i) {
+      i.addEventListener("focus", function () { i.select(); });
+    });
+
+    // Events: poll the session's JSON feed for events newer than the newest shown.
+    var list = document.getElementById("events");
+    if (list) {
+      var newest = list.getAttribute("data-newest");
+      var type = list.getAttribute("data-type");
+      var tick = function () {
+        var q = "?order=asc&limit=200&since=" + encodeURIComponent(newest) + (type ? "&event_type=" + encodeURIComponent(type) : "");
+        get(list.getAttribute("data-feed") + q).then(function (r) { return r.ok ? r.json() : []; }).then(function (items) {
+          items.forEach(function (e) {
+            var li = document.createElement("li");
+            li.className = "fresh";
+            var sev = document.createElement("span"); sev.className = "sev " + e.severity; sev.textContent = e.severity;
+            var name = document.createElement("strong"); name.textContent = e.event_type;
+            li.append(sev, " ", name, " " + (e.domain || "—") + " · ", timeEl(e.created_at));
+            var det = document.createElement("details"); var sum = document.createElement("summary"); sum.textContent = "Payload";
+            var pre = document.createElement("pre"); pre.textContent = JSON.stringify(e.payload, null, 2);
+            det.append(sum, pre); li.append(det);
+            list.insertBefore(li, list.firstChild);
+            localTimes(li);
+            newest = e.created_at;
+          });
+          if (items.length) status(items.length + " new event(s).");
+        }).catch(function () {}).finally(function () { setTimeout(tick, 3000); });
+      };
+      setTimeout(tick, 3000);
+    }
+
+    // Receiver: long-poll the wait feed; each answer is the next message.
+    var msgs = document.getElementById("messages");
+    if (msgs) {
+      var after = msgs.getAttribute("data-after");
+      var rid = msgs.getAttribute("data-receiver");
+      var wait = function () {
+        get(msgs.getAttribute("data-wait") + (after ? "?after=" + encodeURIComponent(after) : "")).then(function (r) {
+          if (r.status === 200) {
+            return r.json().then(function (m) {
+              var li = document.createElement("li");
+              li.className = "fresh";
+              var a = document.createElement("a");
+              a.href = "/receivers/" + rid + "/messages/" + m.id;
+              a.textContent = m.subject || "(no subject)";
+              li.append(a, " from " + ((m.from && m.from.address) || m.sender) + " · ", timeEl(m.received_at));
+              if (m.codes && m.codes.length) {
+                var code = document.createElement("strong"); code.className = "code"; code.textContent = m.codes[0];
+                li.append(" · code ", code);
+              }
+              msgs.insertBefore(li, msgs.firstChild);
+              localTimes(li);
+              after = m.id;
+              status("New message: " + (m.subject || "(no subject)"));
+              wait();
+            });
+          }
+          if (r.status === 204 || r.status === 503) { wait(); return; }
+          status(r.status === 410 ? "This receiver has expired." : "Live updates stopped (" + r.status + "); reload the page.");
+        }).catch(function () { setTimeout(wait, 3000); });
+      };
+      wait();
+    }
+  });
+})();
