@@ -192,10 +192,12 @@ func (s *Server) inboundRoutes() {
 		Description: "Point a pool number's \"A message comes in\" webhook (HTTP POST) here. The form is checked against " +
 			"X-Twilio-Signature with TWILIO_AUTH_TOKEN over the public URL (PUBLIC_BASE_URL + path and query, or the request's " +
 			"own scheme and host), then filed under the receiver holding `To`. Answers an empty TwiML <Response/> " +
-			"(text/xml). Twilio signatures carry no timestamp, so each MessageSid is stored once: a repeat answers the same " +
-			"200 with the header Mailwatch-Duplicate: true and stores nothing. 401 bad signature, 404 no receiver holds the number, 410 its receiver expired, 422 not an " +
+			"(text/xml). Twilio signatures carry no timestamp, so each MessageSid is consumed for good by its first answer: a repeat " +
+			"of a delivered one answers the same 200 with the header Mailwatch-Duplicate: true and stores nothing (even after the " +
+			"receiver was deleted and the number reused); a repeat of a refused one (404, 410) answers 409. 401 bad signature, " +
+			"404 no receiver holds the number, 409 MessageSid used by a refused request, 410 its receiver expired, 422 not an " +
 			"inbound message, 503 when no token is configured. No API key; limited per client IP with the webhook-ingress budget.",
-		Errors: []int{401, 404, 410, 415, 422, 503},
+		Errors: []int{401, 404, 409, 410, 415, 422, 503},
 	}, func(c *fiber.Ctx) error {
 		if s.deps.TwilioAuthToken == "" {
 			return Unavailable("SMS ingress is not configured on this server (TWILIO_AUTH_TOKEN is unset)")
@@ -215,16 +217,46 @@ func (s *Server) inboundRoutes() {
 		if err != nil {
 			return InvalidField("form", err.Error())
 		}
-		_, err = store.DeliverSMS(c.UserContext(), sms, s.now())
+		// From here the MessageSid is consumed by whatever answer the request
+		// gets, for good: the signature has no timestamp, so a capture of a
+		// request refused today (no receiver holds the number) must not be
+		// filed once the number is held again, nor a delivered one be filed
+		// again after its receiver was deleted and the number reused.
+		ctx := c.UserContext()
+		sid := receivers.SMSWebhookID(sms.MessageSid)
+		refuse := func(outcome string, apiErr *Error) error {
+			if err := store.ConsumeWebhookID(ctx, sid, outcome); err != nil {
+				return err
+			}
+			return apiErr
+		}
+		usedBefore := func(outcome string) error {
+			return Conflict("MessageSid %s was already used by a request that was refused (%s)", sms.MessageSid, strings.ReplaceAll(outcome, "_", " "))
+		}
+		outcome, err := store.WebhookIDOutcome(ctx, sid)
+		if err != nil {
+			return err
+		}
+		var used *receivers.WebhookIDUsedError
+		switch {
+		case outcome == receivers.OutcomeDelivered:
+			err = receivers.ErrDuplicate
+		case outcome != "":
+			return usedBefore(outcome)
+		default:
+			_, err = store.DeliverSMS(ctx, sms, s.now())
+		}
 		switch {
 		case errors.Is(err, receivers.ErrDuplicate):
 			// A replay (or Twilio's retry) of a stored MessageSid: the same
 			// answer, marked, and nothing stored.
 			c.Set(HeaderDuplicate, "true")
+		case errors.As(err, &used):
+			return usedBefore(used.Outcome)
 		case errors.Is(err, receivers.ErrUnknownRecipient):
-			return NotFound("receiver holding " + sms.To)
+			return refuse(receivers.OutcomeUnknownRecipient, NotFound("receiver holding "+sms.To))
 		case errors.Is(err, receivers.ErrExpired):
-			return Gone("the receiver holding %s has expired", sms.To)
+			return refuse(receivers.OutcomeExpired, Gone("the receiver holding %s has expired", sms.To))
 		case err != nil:
 			return err
 		}

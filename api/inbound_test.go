@@ -351,6 +351,7 @@ func TestSMSReceivers(t *testing.T) {
 			f[k] = v
 		}
 		f.Set("To", n2)
+		f.Set("MessageSid", "SM"+strings.Repeat("9", 32)) // the form's own was delivered: a repeat of it is a duplicate
 		resp := b.rcvRawDo(t, smsRequest(t, "http://mailwatch.test/api/webhooks/sms", testTwilioToken, f))
 		require.Equal(t, http.StatusNotFound, resp.Status)
 	})
@@ -385,6 +386,90 @@ func TestSMSReceivers(t *testing.T) {
 		require.Equal(t, http.StatusNoContent, b.do(t, "DELETE", receiverPath(r3.ID), acct.Key, nil).Status)
 		require.Equal(t, http.StatusNoContent, b.do(t, "DELETE", "/api/admin/sms-numbers/"+url.PathEscape(n1), admin.Key, nil).Status)
 		require.Equal(t, http.StatusNotFound, b.do(t, "DELETE", "/api/admin/sms-numbers/"+url.PathEscape(n1), admin.Key, nil).Status)
+	})
+}
+
+// TestSMSReplayAfterTheReceiverIsGone: Twilio signatures carry no
+// timestamp, so a captured signed SMS must stay spent once answered, whatever
+// the answer was and whatever happens to the receiver afterwards.
+func TestSMSReplayAfterTheReceiverIsGone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := b.rcvAdmin(t)
+	acct, other := b.createAccount(t), b.createAccount(t)
+	const n1, n2 = "+15005550106", "+15005550107"
+	const hook = "http://mailwatch.test/api/webhooks/sms"
+	addNumber := func(n string) {
+		resp := b.do(t, "POST", "/api/admin/sms-numbers", admin.Key, map[string]string{"phone_number": n})
+		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	}
+	sms := func(sid, to string) url.Values {
+		return url.Values{
+			"MessageSid": {sid}, "AccountSid": {"AC" + strings.Repeat("b", 32)},
+			"From": {"+14155550100"}, "To": {to}, "Body": {"code 424242"}, "NumSegments": {"1"}, "NumMedia": {"0"},
+		}
+	}
+	messages := func(key, receiverID string) int {
+		var msgs []struct {
+			ID string `json:"id"`
+		}
+		resp := b.do(t, "GET", receiverPath(receiverID, "/messages"), key, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		resp.JSON(t, &msgs)
+		return len(msgs)
+	}
+	addNumber(n1)
+	r1 := b.createReceiver(t, acct.Key, map[string]any{"channel": "sms"})
+	require.Equal(t, n1, r1.Address)
+	delivered := sms("SM"+strings.Repeat("d", 32), n1)
+	resp := b.rcvRawDo(t, smsRequest(t, hook, testTwilioToken, delivered))
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	require.Empty(t, resp.Header.Get(api.HeaderDuplicate))
+	require.Equal(t, 1, messages(acct.Key, r1.ID))
+
+	// A number no receiver holds: 404, and the MessageSid is spent.
+	refused := sms("SM"+strings.Repeat("e", 32), n2)
+	require.Equal(t, http.StatusNotFound, b.rcvRawDo(t, smsRequest(t, hook, testTwilioToken, refused)).Status)
+
+	// The receiver is deleted (its messages with it) and the number goes to
+	// another account's receiver.
+	require.Equal(t, http.StatusNoContent, b.do(t, "DELETE", receiverPath(r1.ID), acct.Key, nil).Status)
+	r2 := b.createReceiver(t, other.Key, map[string]any{"channel": "sms"})
+	require.Equal(t, n1, r2.Address)
+
+	t.Run("DeliveredReplayIsADuplicate", func(t *testing.T) {
+		resp := b.rcvRawDo(t, smsRequest(t, hook, testTwilioToken, delivered))
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		require.Equal(t, "true", resp.Header.Get(api.HeaderDuplicate))
+		require.Equal(t, 0, messages(other.Key, r2.ID), "a replayed SMS was filed under the number's new holder")
+	})
+
+	t.Run("RefusedReplayStaysRefused", func(t *testing.T) {
+		addNumber(n2)
+		r3 := b.createReceiver(t, other.Key, map[string]any{"channel": "sms"})
+		require.Equal(t, n2, r3.Address)
+		resp := b.rcvRawDo(t, smsRequest(t, hook, testTwilioToken, refused))
+		require.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
+		require.Contains(t, resp.Detail(t), "refused (unknown recipient)")
+		require.Equal(t, 0, messages(other.Key, r3.ID))
+	})
+
+	t.Run("ExpiredReplayStaysRefused", func(t *testing.T) {
+		b.rcvExec(t, "UPDATE receivers SET expires_at = now() - interval '1 second' WHERE id = $1", r2.ID)
+		late := sms("SM"+strings.Repeat("f", 32), n1)
+		resp := b.rcvRawDo(t, smsRequest(t, hook, testTwilioToken, late))
+		require.Equal(t, http.StatusGone, resp.Status, "%s", resp.Body)
+		r4 := b.createReceiver(t, acct.Key, map[string]any{"channel": "sms"})
+		require.Equal(t, n1, r4.Address)
+		resp = b.rcvRawDo(t, smsRequest(t, hook, testTwilioToken, late))
+		require.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
+		require.Contains(t, resp.Detail(t), "refused (expired)")
+		require.Equal(t, 0, messages(acct.Key, r4.ID))
+	})
+
+	t.Run("ClaimsOutliveTheEmailPurge", func(t *testing.T) {
+		// Email webhook ids are purged after an hour; MessageSids never.
+		require.Equal(t, 3, b.count(t, `SELECT count(*) FROM ingress_webhook_ids WHERE webhook_id LIKE 'twilio:%' AND consumed_at = 'infinity'`))
 	})
 }
 

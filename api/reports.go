@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dmarcrpt"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/reportmail"
 	"github.com/mailwatch/mailwatch/internal/reports"
 	"github.com/mailwatch/mailwatch/internal/tlsrpt"
 )
@@ -339,9 +340,12 @@ func (s *Server) reportRoutes() {
 		Method: "POST", Path: "/api/webhooks/tlsrpt/{token}", Status: 202, OperationID: "ingestTLSReport", Tag: "webhook ingress", Auth: AuthIngress,
 		Summary: "Receive an SMTP TLS report by HTTPS (RFC 8460 section 5.4)",
 		Description: "Publish rua=https://<api host>/api/webhooks/tlsrpt/<token> where token follows tlsrpt+ in the domain's " +
-			"TLS-RPT address. The body is the report (application/tlsrpt+json or application/tlsrpt+gzip); it is stored and " +
-			"parsed by a job. 404 for a token that does not verify. No API key; limited per client IP with the webhook-ingress budget.",
-		Errors: []int{404, 413, 415},
+			"TLS-RPT address. The body is the report (application/tlsrpt+json or application/tlsrpt+gzip); it is checked to be a " +
+			"TLS report before anything is stored (400 not JSON or gzip, 422 not a TLS report, 413 over a cap), then stored and " +
+			"parsed by a job (status pending). A report the domain already received (same organization-name and report-id) is " +
+			"acknowledged with the first message's id and status duplicate, and not stored again. 404 for a token that does not " +
+			"verify. No API key; limited per client IP with the webhook-ingress budget.",
+		Errors: []int{400, 404, 413, 415, 422},
 	}, func(c *fiber.Ctx) error {
 		ctx := c.UserContext()
 		t, err := svc.ResolveToken(ctx, s.db, strings.ToLower(c.Params("token")))
@@ -364,12 +368,33 @@ func (s *Server) reportRoutes() {
 		if len(body) == 0 {
 			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send the TLS report"}
 		}
+		// Validated before anything is stored: decompressed with the
+		// parser's own bound and parsed as a TLS report.
+		rep, _, err := tlsrpt.ParseHTTPS(body)
+		switch {
+		case err == nil:
+		case errors.Is(err, reportmail.ErrDecompressedTooLarge), errors.Is(err, tlsrpt.ErrTooLarge):
+			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "the decompressed report is larger than the 20 MB cap"}
+		case errors.Is(err, reportmail.ErrBadArchive):
+			return BadRequest("the body is not a readable gzip stream")
+		case errors.Is(err, tlsrpt.ErrNoReport):
+			return BadRequest("the body is neither JSON nor gzip: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
+		case errors.Is(err, tlsrpt.ErrMalformed):
+			return BadRequest("the body is not valid JSON: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
+		case errors.Is(err, tlsrpt.ErrInvalid), errors.Is(err, tlsrpt.ErrEmpty):
+			return &Error{Status: http.StatusUnprocessableEntity, Detail: "not a TLS report (RFC 8460): " + strings.TrimPrefix(err.Error(), "invalid TLS report: ")}
+		default:
+			return err
+		}
 		raw := append([]byte(nil), body...)
-		rec, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (reports.Received, error) {
-			return svc.Receive(ctx, tx, reports.Incoming{AccountID: t.AccountID, DomainID: t.DomainID, Kind: reports.KindTLSRPT, Source: reports.SourceHTTPS, Raw: raw})
-		})
+		rec, dup, err := svc.ReceiveTLSReport(ctx, s.db, reports.Incoming{
+			AccountID: t.AccountID, DomainID: t.DomainID, Kind: reports.KindTLSRPT, Source: reports.SourceHTTPS, Raw: raw,
+		}, rep, s.now())
 		if err != nil {
 			return err
+		}
+		if dup {
+			return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusDuplicate})
 		}
 		return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusPending})
 	})

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"log/slog"
@@ -239,6 +240,78 @@ func TestTLSRPTIngress(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp.Status)
 	resp = b.rptRawDo(t, "POST", addr.TLSRPTPath, "", "text/html", []byte("{}"))
 	require.Equal(t, http.StatusUnsupportedMediaType, resp.Status)
+
+	stored := func() int {
+		return b.count(t, `SELECT count(*) FROM report_messages WHERE kind = 'tlsrpt' AND source = 'https'`)
+	}
+	require.Equal(t, 1, stored())
+
+	t.Run("RepostIsAcknowledgedNotStored", func(t *testing.T) {
+		// Parsed already: the tls_reports row answers. The same report
+		// gzip-compressed is the same report.
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		_, _ = zw.Write(corpus.Read(t, "tls-rpt/smtp_tls.json"))
+		require.NoError(t, zw.Close())
+		for _, post := range []struct {
+			ct   string
+			body []byte
+		}{{"application/tlsrpt+json", corpus.Read(t, "tls-rpt/smtp_tls.json")}, {"application/tlsrpt+gzip", gz.Bytes()}} {
+			resp := b.rptRawDo(t, "POST", addr.TLSRPTPath, "", post.ct, post.body)
+			require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+			var dup api.IngressAccepted
+			resp.JSON(t, &dup)
+			require.Equal(t, "duplicate", dup.Status)
+			require.Equal(t, got.ID, dup.ID)
+		}
+		require.Equal(t, 1, stored())
+	})
+
+	t.Run("RepostBeforeTheParseIsAcknowledgedNotStored", func(t *testing.T) {
+		// Not parsed yet: the ingress claim answers.
+		raw := corpus.Read(t, "tls-rpt/rfc8460.json")
+		var first api.IngressAccepted
+		for i := range 3 {
+			resp := b.rptRawDo(t, "POST", addr.TLSRPTPath, "", "application/tlsrpt+json", raw)
+			require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+			var ack api.IngressAccepted
+			resp.JSON(t, &ack)
+			if i == 0 {
+				require.Equal(t, "pending", ack.Status)
+				first = ack
+				continue
+			}
+			require.Equal(t, "duplicate", ack.Status)
+			require.Equal(t, first.ID, ack.ID)
+		}
+		require.Equal(t, 2, stored())
+	})
+
+	t.Run("InvalidBodiesAreRefusedBeforeStoring", func(t *testing.T) {
+		var bomb bytes.Buffer
+		zw := gzip.NewWriter(&bomb)
+		_, _ = zw.Write([]byte(`{"report-id":"`))
+		_, _ = zw.Write(bytes.Repeat([]byte("a"), 21<<20))
+		require.NoError(t, zw.Close())
+		for _, c := range []struct {
+			body   []byte
+			status int
+			detail string
+		}{
+			{[]byte("not json"), http.StatusBadRequest, "neither JSON nor gzip"},
+			{[]byte(`{"report-id": `), http.StatusBadRequest, "not valid JSON"},
+			{[]byte("\x1f\x8b\x08\x00garbage"), http.StatusBadRequest, "gzip"},
+			{[]byte(`{"organization-name": "x"}`), http.StatusUnprocessableEntity, "no report-id"},
+			{[]byte(`{"report-id": "r1", "date-range": {"start-datetime": "2024-01-01T00:00:00Z", "end-datetime": "2024-01-02T00:00:00Z"}}`), http.StatusUnprocessableEntity, "no policies"},
+			{[]byte("  \n"), http.StatusUnprocessableEntity, "empty"},
+			{bomb.Bytes(), http.StatusRequestEntityTooLarge, "20 MB"},
+		} {
+			resp := b.rptRawDo(t, "POST", addr.TLSRPTPath, "", "application/tlsrpt+json", c.body)
+			require.Equal(t, c.status, resp.Status, "%q: %s", c.body[:min(len(c.body), 20)], resp.Body)
+			require.Contains(t, resp.Detail(t), c.detail)
+		}
+		require.Equal(t, 2, stored())
+	})
 }
 
 // TestReportUploadCorpus uploads every file of corpus/dmarc and

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/esp"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/providers"
@@ -30,8 +31,9 @@ const SpikeCheckInterval = 30 * time.Second
 const spikeScheduleBatch = 10000
 
 // providerPayloadRetention is how long normalised payloads are kept for
-// re-runs.
-const providerPayloadRetention = 7 * 24 * time.Hour
+// re-runs; their replay keys refuse repeats for as long, which
+// PROVIDER_WEBHOOK_MAX_AGE is bounded by (esp.MaxAgeLimit).
+const providerPayloadRetention = esp.ReplayRetention
 
 // ProviderPayloadArgs normalises one stored provider webhook payload.
 type ProviderPayloadArgs struct {

@@ -163,3 +163,8 @@ WHERE domain_id = @domain_id::uuid AND report_type = 'failure' AND status = 'acc
     AND (sqlc.narg('before')::uuid IS NULL OR id < sqlc.narg('before')::uuid)
 ORDER BY id DESC
 LIMIT @max_rows::int;
+
+-- name: TLSReportMessageIDByKey :one
+-- The report message that stored a TLS report already (the dedupe key).
+SELECT message_id FROM tls_reports
+WHERE domain_id = @domain_id::uuid AND org_name = @org_name::text AND report_id = @report_id::text;

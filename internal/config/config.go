@@ -18,7 +18,11 @@ import (
 	"time"
 
 	"github.com/mailwatch/mailwatch/internal/plans"
+	"github.com/mailwatch/mailwatch/internal/esp"
 )
+
+// fmtHours writes a whole number of hours as "84h".
+func fmtHours(d time.Duration) string { return strconv.Itoa(int(d/time.Hour)) + "h" }
 
 // Var describes one environment variable.
 type Var struct {
@@ -48,7 +52,7 @@ var Vars = []Var{
 	{Name: "HEALTH_HISTORY_DAYS", Default: "90", Meaning: "Health-score history older than this is deleted by a periodic job."},
 	{Name: "WEBHOOK_ALLOWED_CIDRS", Default: "", Meaning: "Comma-separated CIDRs that webhook destinations may resolve to even though they are private, loopback or otherwise reserved."},
 	{Name: "INBOUND_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Standard Webhooks secret (whsec_...) that signs requests to the email ingress webhook."},
-	{Name: "PROVIDER_WEBHOOK_MAX_AGE", Default: "0", Meaning: "How far a sending provider's signed webhook timestamp (SendGrid, Mailgun, Resend/Svix, SNS) may be from the server's clock; 0 turns the window off. Providers retry with the original timestamp for hours (SendGrid 24 h), and replays are deduplicated either way."},
+	{Name: "PROVIDER_WEBHOOK_MAX_AGE", Default: "72h", Meaning: "How far a sending provider's signed webhook timestamp (SendGrid, Mailgun, Resend/Svix, SNS) may be from the server's clock, at most 84h (half the 7-day retention of replay keys, so a captured webhook cannot be replayed once its key is pruned). Providers retry with the original timestamp for hours (SendGrid 24 h, Svix about 1.5 days). 0 turns the window off, which lets a capture be replayed after 7 days: only for old test vectors."},
 	{Name: "TWILIO_AUTH_TOKEN", Default: "", Secret: true, Meaning: "Twilio auth token used to verify X-Twilio-Signature on the SMS ingress webhook."},
 	{Name: "EVENT_RETENTION_DAYS", Default: "90", Meaning: "Events older than this (at least 7, longer than the webhook retry schedule) are deleted by a periodic job; unacknowledged alerts are kept."},
 	{Name: "EVENTS_PAGE_CACHE_TTL", Default: "1s", Meaning: "How long the API may serve a cached first page of an account's event listing, REST or /rest/v1 (every request still checks the account's newest event, so new events always show); 0 turns the caches off. At most 1m."},
@@ -247,8 +251,8 @@ func Parse(lookup Lookup) (*Config, error) {
 	} else {
 		cfg.EventsPageCacheTTL = d
 	}
-	if d, err := time.ParseDuration(get("PROVIDER_WEBHOOK_MAX_AGE")); err != nil || d < 0 {
-		errs = append(errs, errors.New("PROVIDER_WEBHOOK_MAX_AGE must be 0 or a positive duration such as 10m"))
+	if d, err := time.ParseDuration(get("PROVIDER_WEBHOOK_MAX_AGE")); err != nil || d < 0 || d > esp.MaxAgeLimit {
+		errs = append(errs, fmt.Errorf("PROVIDER_WEBHOOK_MAX_AGE must be a duration from 0 to %s (half the replay-key retention), such as 72h", fmtHours(esp.MaxAgeLimit)))
 	} else {
 		cfg.ProviderWebhookMaxAge = d
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/esp"
 )
 
 func env(m map[string]string) Lookup {
@@ -80,5 +82,26 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 	require.NoError(t, err)
 	for _, v := range Vars {
 		require.Contains(t, string(readme), "| `"+v.Name+"` |", "README's configuration table lacks %s: paste `mailwatch config table`", v.Name)
+	}
+}
+
+// A captured provider webhook must not be replayable once its replay key is
+// pruned: the default window is on, and no window can outlast half the
+// retention (the window is open on both sides of the clock).
+func TestProviderWebhookMaxAgeWithinReplayRetention(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, 72*time.Hour, cfg.ProviderWebhookMaxAge)
+	require.LessOrEqual(t, 2*cfg.ProviderWebhookMaxAge, esp.ReplayRetention)
+
+	for _, ok := range []string{"0", "10m", "84h"} {
+		cfg, err := Parse(env(map[string]string{"PROVIDER_WEBHOOK_MAX_AGE": ok}))
+		require.NoError(t, err, ok)
+		require.LessOrEqual(t, 2*cfg.ProviderWebhookMaxAge, esp.ReplayRetention, ok)
+	}
+	for _, bad := range []string{"85h", "168h", "720h", "-1s", "soon"} {
+		_, err := Parse(env(map[string]string{"PROVIDER_WEBHOOK_MAX_AGE": bad}))
+		require.ErrorContains(t, err, "PROVIDER_WEBHOOK_MAX_AGE must be a duration from 0 to 84h", bad)
 	}
 }

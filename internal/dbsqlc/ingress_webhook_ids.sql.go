@@ -31,6 +31,29 @@ func (q *Queries) IngressWebhookIDClaim(ctx context.Context, db DBTX, arg Ingres
 	return webhook_id, err
 }
 
+const ingressWebhookIDClaimKept = `-- name: IngressWebhookIDClaimKept :one
+INSERT INTO ingress_webhook_ids (webhook_id, outcome, consumed_at)
+VALUES ($1::text, $2::text, 'infinity')
+ON CONFLICT (webhook_id) DO NOTHING
+RETURNING webhook_id
+`
+
+type IngressWebhookIDClaimKeptParams struct {
+	WebhookID string
+	Outcome   string
+}
+
+// Claims a webhook id for good: consumed_at 'infinity' keeps it out of
+// IngressWebhookIDPurge (and out of that index range). For signatures that
+// carry no timestamp (Twilio's), where a capture verifies forever. No row
+// when it was claimed before.
+func (q *Queries) IngressWebhookIDClaimKept(ctx context.Context, db DBTX, arg IngressWebhookIDClaimKeptParams) (string, error) {
+	row := db.QueryRow(ctx, ingressWebhookIDClaimKept, arg.WebhookID, arg.Outcome)
+	var webhook_id string
+	err := row.Scan(&webhook_id)
+	return webhook_id, err
+}
+
 const ingressWebhookIDGet = `-- name: IngressWebhookIDGet :one
 SELECT outcome FROM ingress_webhook_ids WHERE webhook_id = $1::text
 `

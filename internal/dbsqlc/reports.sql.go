@@ -870,3 +870,22 @@ func (q *Queries) TLSReportList(ctx context.Context, db DBTX, arg TLSReportListP
 	}
 	return items, nil
 }
+
+const tLSReportMessageIDByKey = `-- name: TLSReportMessageIDByKey :one
+SELECT message_id FROM tls_reports
+WHERE domain_id = $1::uuid AND org_name = $2::text AND report_id = $3::text
+`
+
+type TLSReportMessageIDByKeyParams struct {
+	DomainID uuid.UUID
+	OrgName  string
+	ReportID string
+}
+
+// The report message that stored a TLS report already (the dedupe key).
+func (q *Queries) TLSReportMessageIDByKey(ctx context.Context, db DBTX, arg TLSReportMessageIDByKeyParams) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, tLSReportMessageIDByKey, arg.DomainID, arg.OrgName, arg.ReportID)
+	var message_id uuid.UUID
+	err := row.Scan(&message_id)
+	return message_id, err
+}

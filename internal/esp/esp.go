@@ -13,6 +13,24 @@ import (
 	"time"
 )
 
+// ReplayRetention is how long a stored provider payload, and with it the
+// replay key (Svix id, SNS MessageId, Mailgun token, body hash) that makes a
+// repeat of the request a duplicate, is kept after it was normalised.
+const ReplayRetention = 7 * 24 * time.Hour
+
+// MaxAgeLimit is the largest PROVIDER_WEBHOOK_MAX_AGE. The window is open on
+// both sides of the clock: a request's timestamp may be up to the window
+// ahead of its arrival, and a replay is accepted up to the window after the
+// timestamp, so a replay can come up to twice the window after the original
+// arrived. Twice the window must stay within ReplayRetention, or a replay
+// arriving after its key was pruned would be stored as new.
+const MaxAgeLimit = ReplayRetention / 2
+
+// DefaultMaxAge is PROVIDER_WEBHOOK_MAX_AGE's default: longer than
+// providers' retries with the original timestamp (SendGrid 24 h, Mailgun 8
+// h, Svix about 1.5 days, SNS about an hour by default), within MaxAgeLimit.
+const DefaultMaxAge = 72 * time.Hour
+
 // MaxPayloadBytes bounds one webhook body a provider package parses.
 const MaxPayloadBytes = 1 << 20
 

@@ -166,8 +166,12 @@ func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 			if !touched[p.ProviderIds[i]] {
 				touched[p.ProviderIds[i]] = true
 				now := c.in.Now
-				if err := q.ProviderTouch(ctx, tx, dbsqlc.ProviderTouchParams{ID: p.ProviderIds[i], Now: now, StaleBefore: now.Add(-time.Minute)}); err != nil {
-					return fmt.Errorf("error touching provider: %w", err)
+				// Skipped when the (cached) row says it was touched within
+				// the minute: the UPDATE would change nothing.
+				if last := c.in.Provider.LastPayloadAt; last == nil || !last.After(now.Add(-time.Minute)) {
+					if err := q.ProviderTouch(ctx, tx, dbsqlc.ProviderTouchParams{ID: p.ProviderIds[i], Now: now, StaleBefore: now.Add(-time.Minute)}); err != nil {
+						return fmt.Errorf("error touching provider: %w", err)
+					}
 				}
 			}
 			if g.JobFor != nil {

@@ -60,6 +60,7 @@ func (c *Cache) Get(ctx context.Context, db dbutil.Executor, id uuid.UUID, now t
 	if err != nil {
 		return nil, err
 	}
+	cfg.Prepare(row.Kind)
 	p := &Loaded{Row: row, Config: cfg}
 	c.mu.Lock()
 	if c.entries == nil || len(c.entries) >= maxCached {

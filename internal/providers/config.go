@@ -7,9 +7,11 @@
 package providers
 
 import (
+	"crypto/ecdsa"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -60,6 +62,36 @@ type Config struct {
 	SigningKey string `json:"signing_key,omitempty"`
 	// resend: the whsec_ secret of the webhook endpoint.
 	SigningSecret string `json:"signing_secret,omitempty"`
+
+	// parsed holds the verification material decoded once (by Prepare)
+	// for a cached provider; nil means Verify decodes it per request.
+	parsed *parsedConfig
+}
+
+// parsedConfig is a Config's material decoded for Verify.
+type parsedConfig struct {
+	sendgridKey   *ecdsa.PublicKey
+	postmarkAllow []netip.Prefix
+}
+
+// Prepare decodes the material Verify needs for kind once, so a cached
+// provider does not parse its public key or allow-list per request. Bad
+// material is left for Verify to report.
+func (c *Config) Prepare(kind string) {
+	p := &parsedConfig{}
+	switch kind {
+	case KindSendGrid:
+		if key, err := sendgrid.ParsePublicKey(c.PublicKey); err == nil {
+			p.sendgridKey = key
+		}
+	case KindPostmark:
+		allowed, err := postmark.ParseAllowList(c.AllowedIPs)
+		if err != nil {
+			return
+		}
+		p.postmarkAllow = allowed
+	}
+	c.parsed = p
 }
 
 // FieldError is a validation error about one config field (the API's 422).

@@ -2,10 +2,12 @@ package providers
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -59,9 +61,14 @@ func Verify(ctx context.Context, p *dbsqlc.SendingProvider, cfg Config, certs se
 	}
 	switch p.Kind {
 	case KindSendGrid:
-		key, err := sendgrid.ParsePublicKey(cfg.PublicKey)
-		if err != nil {
-			return Verified{}, fmt.Errorf("stored SendGrid key: %w", err)
+		var key *ecdsa.PublicKey
+		if cfg.parsed != nil && cfg.parsed.sendgridKey != nil {
+			key = cfg.parsed.sendgridKey
+		} else {
+			var err error
+			if key, err = sendgrid.ParsePublicKey(cfg.PublicKey); err != nil {
+				return Verified{}, fmt.Errorf("stored SendGrid key: %w", err)
+			}
 		}
 		sig, ts := r.Header(sendgrid.HeaderSignature), r.Header(sendgrid.HeaderTimestamp)
 		if err := sendgrid.Verify(key, sig, ts, r.Body, r.Now, r.MaxAge); err != nil {
@@ -85,9 +92,14 @@ func Verify(ctx context.Context, p *dbsqlc.SendingProvider, cfg Config, certs se
 		}
 		return Verified{ReplayKey: "svix:" + h.ID, HeaderEventID: h.ID}, nil
 	case KindPostmark:
-		allowed, err := postmark.ParseAllowList(cfg.AllowedIPs)
-		if err != nil {
-			return Verified{}, fmt.Errorf("stored Postmark allow-list: %w", err)
+		var allowed []netip.Prefix
+		if cfg.parsed != nil {
+			allowed = cfg.parsed.postmarkAllow
+		} else {
+			var err error
+			if allowed, err = postmark.ParseAllowList(cfg.AllowedIPs); err != nil {
+				return Verified{}, fmt.Errorf("stored Postmark allow-list: %w", err)
+			}
 		}
 		if err := postmark.Verify(cfg.BasicAuthUser, cfg.BasicAuthPassword, r.Header("Authorization"), r.ClientIP, allowed); err != nil {
 			return Verified{}, err

@@ -223,7 +223,9 @@ func (s *Store) DeliverEmail(ctx context.Context, d EmailDelivery) ([]Delivered,
 
 // SMSWebhookID is the webhook id under which an SMS with this Twilio
 // MessageSid is stored (MessageGetByWebhookID finds it).
-func SMSWebhookID(messageSid string) string { return "twilio:" + messageSid }
+func SMSWebhookID(messageSid string) string { return smsWebhookIDPrefix + messageSid }
+
+const smsWebhookIDPrefix = "twilio:"
 
 // DeliverSMS stores an inbound SMS under the receiver holding sms.To. A
 // MessageSid stored before fails with ErrDuplicate.
@@ -249,8 +251,11 @@ func (s *Store) DeliverSMS(ctx context.Context, sms *twilio.InboundSMS, received
 		Codes: nonNil(inbound.Codes("", sms.Body)), Media: media,
 	}
 	// Twilio signatures carry no timestamp, so a captured request can be
-	// replayed at will: the MessageSid (unique across Twilio) is kept as
-	// the message's webhook id and a second delivery of it is ErrDuplicate.
+	// replayed at will: the MessageSid (unique across Twilio) is claimed for
+	// good in ingress_webhook_ids (and kept as the message's webhook id), so
+	// a second delivery of it is ErrDuplicate even after the receiver and
+	// its messages were deleted and the number went to another receiver;
+	// a MessageSid a refusal consumed is WebhookIDUsedError.
 	webhookID := SMSWebhookID(sms.MessageSid)
 	out, err := s.store(ctx, []uuid.UUID{r.ID}, stored{
 		channel: ChannelSMS, sender: sms.From, text: sms.Body, details: details, size: len(sms.Body), receivedAt: receivedAt,
@@ -302,7 +307,7 @@ func (s *Store) store(ctx context.Context, ids []uuid.UUID, m stored) ([]Deliver
 		// is enough to refuse a replay (to any receiver) and lets one
 		// delivery reach several receivers.
 		webhookID := m.webhookID
-		if webhookID != nil && m.channel == ChannelEmail {
+		if webhookID != nil && (m.channel == ChannelEmail || m.channel == ChannelSMS) {
 			first, err := claimWebhookID(ctx, tx, *webhookID, OutcomeDelivered, now)
 			if err != nil {
 				return nil, err

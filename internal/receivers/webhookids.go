@@ -3,6 +3,7 @@ package receivers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
@@ -20,9 +21,10 @@ const (
 	OutcomeUnsupportedType  = "unsupported_type"
 )
 
-// webhookIDRetention is how long a consumed webhook-id is kept: well past
-// the signature's timestamp tolerance (inbound.WebhookTolerance, 5 minutes),
-// after which a replay fails verification anyway.
+// webhookIDRetention is how long a consumed email webhook-id is kept: well
+// past the signature's timestamp tolerance (inbound.WebhookTolerance, 5
+// minutes), after which a replay fails verification anyway. SMS MessageSids
+// are kept for good (see claimWebhookID).
 const webhookIDRetention = time.Hour
 
 // WebhookIDUsedError is returned by DeliverEmail when the request's
@@ -68,7 +70,14 @@ func claimWebhookID(ctx context.Context, db dbutil.Executor, id, outcome string,
 	if err := q.IngressWebhookIDPurge(ctx, db, now.Add(-webhookIDRetention)); err != nil {
 		return false, fmt.Errorf("error purging webhook ids: %w", err)
 	}
-	_, err := q.IngressWebhookIDClaim(ctx, db, dbsqlc.IngressWebhookIDClaimParams{WebhookID: id, Outcome: outcome, ConsumedAt: now})
+	var err error
+	if strings.HasPrefix(id, smsWebhookIDPrefix) {
+		// Twilio signatures carry no timestamp: a captured request verifies
+		// forever, so its MessageSid stays claimed for good.
+		_, err = q.IngressWebhookIDClaimKept(ctx, db, dbsqlc.IngressWebhookIDClaimKeptParams{WebhookID: id, Outcome: outcome})
+	} else {
+		_, err = q.IngressWebhookIDClaim(ctx, db, dbsqlc.IngressWebhookIDClaimParams{WebhookID: id, Outcome: outcome, ConsumedAt: now})
+	}
 	if dbutil.IsNotFound(err) {
 		return false, nil
 	}

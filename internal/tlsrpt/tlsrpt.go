@@ -181,6 +181,20 @@ func ParseFile(data []byte) (*Report, Format, error) {
 	return r, FormatEmail, err
 }
 
+// ParseHTTPS parses a report posted to an https: rua (RFC 8460 section
+// 5.4): JSON or gzip-compressed JSON, decompressed with the same bound as
+// every other report. Anything else is ErrNoReport.
+func ParseHTTPS(data []byte) (*Report, Format, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, "", ErrEmpty
+	}
+	r, format, err := parseBlob(data)
+	if format == "" {
+		return nil, "", fmt.Errorf("%w: the body is neither JSON nor gzip", ErrNoReport)
+	}
+	return r, format, err
+}
+
 func parseBlob(data []byte) (*Report, Format, error) {
 	if reportmail.IsGzip(data) {
 		js, err := reportmail.Gunzip(data, MaxReportBytes)
