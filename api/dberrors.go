@@ -14,6 +14,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mailwatch/mailwatch/internal/dbutil"
 )
 
 // databaseRetryAfter is the Retry-After (seconds) of a 503 answered while
@@ -47,6 +49,17 @@ func DatabaseUnavailable(err error) bool {
 	// unexpected EOF, sometimes without a typed error.
 	msg := err.Error()
 	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF")
+}
+
+// slowDatabase reports whether err is a statement that got no answer in
+// time: cut by the client-side bound (dbutil.Bounded, DB_STATEMENT_TIMEOUT
+// plus a second) or cancelled by the server's statement_timeout.
+func slowDatabase(err error) bool {
+	if dbutil.IsStatementTimeout(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57014" // query_canceled
 }
 
 // definitelyDatabase reports whether err can only have come from Postgres
@@ -95,6 +108,22 @@ func (o *outageLog) handler(next fiber.ErrorHandler) fiber.ErrorHandler {
 		var apiErr *Error
 		if errors.As(err, &apiErr) && apiErr.Status < 500 {
 			return next(c, err)
+		}
+		if slowDatabase(err) {
+			// Frozen, or this statement that slow: either way the request
+			// may succeed later. A frozen server fails the ping too and is
+			// an outage; a slow statement alone is logged (throttled) by the
+			// caller's logger.
+			if o.confirm(err) {
+				o.failed(err)
+			} else {
+				o.logger.Warn("database statement cut by DB_STATEMENT_TIMEOUT", slog.String("path", c.Path()), slog.Any("error", err))
+			}
+			return next(c, &Error{
+				Status:  http.StatusServiceUnavailable,
+				Detail:  "the database did not answer in time; try again shortly",
+				Headers: map[string]string{fiber.HeaderRetryAfter: databaseRetryAfter},
+			})
 		}
 		if !DatabaseUnavailable(err) || !o.confirm(err) {
 			return next(c, err)
@@ -159,17 +188,4 @@ func (o *outageLog) watch() {
 	o.logger.Info("database reachable again", slog.Duration("outage", time.Since(o.since).Round(time.Millisecond)),
 		slog.Int("requests_refused", o.refused))
 	o.down = false
-}
-
-// pingDB returns a check of the database for the outage log, or nil.
-func pingDB(db interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}) func(context.Context) error {
-	if db == nil {
-		return nil
-	}
-	return func(ctx context.Context) error {
-		_, err := db.Exec(ctx, "SELECT 1")
-		return err
-	}
 }

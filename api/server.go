@@ -177,7 +177,7 @@ func New(deps Deps) *Server {
 	}
 	s.app = fiber.New(fiber.Config{
 		AppName:      "mailwatch",
-		ErrorHandler: newOutageLog(deps.Logger, pingDB(deps.DB)).handler(errorHandler(deps.Logger)), // dberrors.go
+		ErrorHandler: newOutageLog(deps.Logger, s.databasePing()).handler(errorHandler(deps.Logger)), // dberrors.go
 		JSONEncoder:  encodeJSON,
 		BodyLimit:    deps.BodyLimit,
 		// Bodies are read by the handlers that want them; fasthttp would
@@ -283,7 +283,16 @@ func (s *Server) routes() {
 	s.reportRoutes()       // reports.go
 }
 
-// ping checks the database for /readyz.
+// databasePing is s.ping for the outage log (dberrors.go), or nil without
+// a database.
+func (s *Server) databasePing() func(context.Context) error {
+	if s.db == nil {
+		return nil
+	}
+	return s.ping
+}
+
+// ping checks the database, for /readyz and the outage log.
 func (s *Server) ping(ctx context.Context) error {
 	var one int
 	return s.db.QueryRow(ctx, "SELECT 1").Scan(&one)

@@ -61,7 +61,7 @@ func newSMTPServer(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, 
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	var store smtpd.Store = &receivers.Store{DB: pool, Emitter: &events.Emitter{River: riverClient}, Logger: logger}
+	var store smtpd.Store = &receivers.Store{DB: boundedDB(cfg, pool), Emitter: &events.Emitter{River: riverClient}, Logger: logger}
 	if len(cfg.SecretKey) > 0 {
 		// Reporting addresses (dmarc+..., tlsrpt+...) are verified with the
 		// secret key; without one, they are unknown recipients like any other.
@@ -70,7 +70,7 @@ func newSMTPServer(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, 
 			return nil, fmt.Errorf("MAILWATCH_SECRET_KEY: %w", err)
 		}
 		store = &reports.SMTPStore{Next: store, Reports: &reports.Service{
-			DB: pool, River: riverClient, Logger: logger,
+			DB: boundedDB(cfg, pool), River: riverClient, Logger: logger,
 			Signer: &reports.Signer{Keyring: keyring, Domain: cfg.InboundDomain},
 		}}
 	}
