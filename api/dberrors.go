@@ -90,6 +90,8 @@ type outageLog struct {
 	logger *slog.Logger
 	ping   func(context.Context) error
 	every  time.Duration
+	// answer says what the process does meanwhile, for the outage line.
+	answer string
 
 	mu      sync.Mutex
 	down    bool
@@ -98,7 +100,31 @@ type outageLog struct {
 }
 
 func newOutageLog(logger *slog.Logger, ping func(context.Context) error) *outageLog {
-	return &outageLog{logger: logger, ping: ping, every: 250 * time.Millisecond}
+	return &outageLog{logger: logger, ping: ping, every: 250 * time.Millisecond, answer: "answering 503 with Retry-After"}
+}
+
+// OutageLog logs a database outage once when it starts and once when the
+// database answers again, for roles without the API's error handler (the
+// SMTP listener, which answers 451 meanwhile).
+type OutageLog struct{ o *outageLog }
+
+// NewOutageLog returns an outage log; answer says what the process does
+// during an outage ("answering 451"); ping checks the database.
+func NewOutageLog(logger *slog.Logger, answer string, ping func(context.Context) error) *OutageLog {
+	o := newOutageLog(logger, ping)
+	o.answer = answer
+	return &OutageLog{o: o}
+}
+
+// Observe records err when it means the database is unreachable or did not
+// answer in time (confirmed by a ping unless only Postgres gives such an
+// error), and reports whether it did.
+func (l *OutageLog) Observe(err error) bool {
+	if err == nil || !(slowDatabase(err) || DatabaseUnavailable(err)) || !l.o.confirm(err) {
+		return false
+	}
+	l.o.failed(err)
+	return true
 }
 
 // handler wraps the error handler: a database-unavailable error becomes a
@@ -166,7 +192,7 @@ func (o *outageLog) failed(err error) {
 		return
 	}
 	o.down, o.since, o.refused = true, time.Now(), 1
-	o.logger.Warn("database unavailable: answering 503 with Retry-After until it is back", slog.Any("error", err))
+	o.logger.Warn("database unavailable: "+o.answer+" until it is back", slog.Any("error", err))
 	if o.ping != nil {
 		go o.watch()
 	}
