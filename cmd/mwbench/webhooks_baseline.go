@@ -100,18 +100,21 @@ func benchMinimalPush(ctx context.Context, env *benchEnv, rc *benchReceiver, cli
 		defer cancel()
 		_ = worker.Stop(stopCtx)
 	}()
-	var last time.Time
+	var first, last time.Time
 	for _, id := range ids {
 		select {
 		case at := <-rc.expect(id):
 			if at.After(last) {
 				last = at
 			}
+			if first.IsZero() || at.Before(first) {
+				first = at
+			}
 		case <-time.After(2 * time.Minute):
 			return flowResult{}, fmt.Errorf("minimal push %s never arrived", id)
 		}
 	}
-	return flowResult{n: n, start: t0, lastDone: last}, nil
+	return flowResult{n: n, start: t0, lastDone: last, firstDone: first}, nil
 }
 
 // benchWorkerProcesses drains n queued deliveries with k `mailwatch worker
