@@ -14,6 +14,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mailwatch/mailwatch/internal/dbutil"
 )
 
 // databaseRetryAfter is the Retry-After (seconds) of a 503 answered while
@@ -49,6 +51,17 @@ func DatabaseUnavailable(err error) bool {
 	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF")
 }
 
+// slowDatabase reports whether err is a statement that got no answer in
+// time: cut by the client-side bound (dbutil.Bounded, DB_STATEMENT_TIMEOUT
+// plus a second) or cancelled by the server's statement_timeout.
+func slowDatabase(err error) bool {
+	if dbutil.IsStatementTimeout(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57014" // query_canceled
+}
+
 // definitelyDatabase reports whether err can only have come from Postgres
 // being unreachable: pgx could not connect, or the server said it is
 // shutting down, starting or full. A bare network error (refused, reset,
@@ -77,6 +90,8 @@ type outageLog struct {
 	logger *slog.Logger
 	ping   func(context.Context) error
 	every  time.Duration
+	// answer says what the process does meanwhile, for the outage line.
+	answer string
 
 	mu      sync.Mutex
 	down    bool
@@ -85,7 +100,31 @@ type outageLog struct {
 }
 
 func newOutageLog(logger *slog.Logger, ping func(context.Context) error) *outageLog {
-	return &outageLog{logger: logger, ping: ping, every: 250 * time.Millisecond}
+	return &outageLog{logger: logger, ping: ping, every: 250 * time.Millisecond, answer: "answering 503 with Retry-After"}
+}
+
+// OutageLog logs a database outage once when it starts and once when the
+// database answers again, for roles without the API's error handler (the
+// SMTP listener, which answers 451 meanwhile).
+type OutageLog struct{ o *outageLog }
+
+// NewOutageLog returns an outage log; answer says what the process does
+// during an outage ("answering 451"); ping checks the database.
+func NewOutageLog(logger *slog.Logger, answer string, ping func(context.Context) error) *OutageLog {
+	o := newOutageLog(logger, ping)
+	o.answer = answer
+	return &OutageLog{o: o}
+}
+
+// Observe records err when it means the database is unreachable or did not
+// answer in time (confirmed by a ping unless only Postgres gives such an
+// error), and reports whether it did.
+func (l *OutageLog) Observe(err error) bool {
+	if err == nil || !(slowDatabase(err) || DatabaseUnavailable(err)) || !l.o.confirm(err) {
+		return false
+	}
+	l.o.failed(err)
+	return true
 }
 
 // handler wraps the error handler: a database-unavailable error becomes a
@@ -95,6 +134,22 @@ func (o *outageLog) handler(next fiber.ErrorHandler) fiber.ErrorHandler {
 		var apiErr *Error
 		if errors.As(err, &apiErr) && apiErr.Status < 500 {
 			return next(c, err)
+		}
+		if slowDatabase(err) {
+			// Frozen, or this statement that slow: either way the request
+			// may succeed later. A frozen server fails the ping too and is
+			// an outage; a slow statement alone is logged (throttled) by the
+			// caller's logger.
+			if o.confirm(err) {
+				o.failed(err)
+			} else {
+				o.logger.Warn("database statement cut by DB_STATEMENT_TIMEOUT", slog.String("path", c.Path()), slog.Any("error", err))
+			}
+			return next(c, &Error{
+				Status:  http.StatusServiceUnavailable,
+				Detail:  "the database did not answer in time; try again shortly",
+				Headers: map[string]string{fiber.HeaderRetryAfter: databaseRetryAfter},
+			})
 		}
 		if !DatabaseUnavailable(err) || !o.confirm(err) {
 			return next(c, err)
@@ -137,7 +192,7 @@ func (o *outageLog) failed(err error) {
 		return
 	}
 	o.down, o.since, o.refused = true, time.Now(), 1
-	o.logger.Warn("database unavailable: answering 503 with Retry-After until it is back", slog.Any("error", err))
+	o.logger.Warn("database unavailable: "+o.answer+" until it is back", slog.Any("error", err))
 	if o.ping != nil {
 		go o.watch()
 	}
@@ -159,17 +214,4 @@ func (o *outageLog) watch() {
 	o.logger.Info("database reachable again", slog.Duration("outage", time.Since(o.since).Round(time.Millisecond)),
 		slog.Int("requests_refused", o.refused))
 	o.down = false
-}
-
-// pingDB returns a check of the database for the outage log, or nil.
-func pingDB(db interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}) func(context.Context) error {
-	if db == nil {
-		return nil
-	}
-	return func(ctx context.Context) error {
-		_, err := db.Exec(ctx, "SELECT 1")
-		return err
-	}
 }

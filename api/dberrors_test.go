@@ -18,9 +18,11 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
 )
 
 // lockedBuffer is a log sink safe for the watch goroutine.
@@ -147,4 +149,59 @@ func TestOutageAnswers503AndLogsOnce(t *testing.T) {
 	status, _, _ = get("/lost")
 	require.Equal(t, 503, status)
 	require.Equal(t, 2, strings.Count(logs.String(), "database unavailable"))
+}
+
+// TestSlowDatabaseAnswers503: a statement cut by DB_STATEMENT_TIMEOUT (the
+// client-side bound, or the server's statement_timeout) is a 503 with
+// Retry-After whose detail names the database; with the database answering
+// pings it is a slow statement (a warn line), not an outage; with pings
+// failing too (a frozen server) it is the outage, logged once.
+func TestSlowDatabaseAnswers503(t *testing.T) {
+	t.Parallel()
+	var logs lockedBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	var dbUp atomic.Bool
+	o := newOutageLog(logger, func(ctx context.Context) error {
+		if dbUp.Load() {
+			return nil
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	o.every = 10 * time.Millisecond
+	app := fiber.New(fiber.Config{ErrorHandler: o.handler(errorHandler(logger))})
+	cut := &dbutil.StatementTimeoutError{Timeout: 6 * time.Second, Err: fmt.Errorf("timeout: %w", context.DeadlineExceeded)}
+	app.Get("/cut", func(*fiber.Ctx) error { return fmt.Errorf("error loading domain: %w", cut) })
+	app.Get("/cancelled", func(*fiber.Ctx) error {
+		return &pgconn.PgError{Code: "57014", Message: "canceling statement due to statement timeout"}
+	})
+	get := func(path string) (int, string, string) {
+		resp, err := app.Test(httptest.NewRequest("GET", path, nil), -1)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var eb ErrorBody
+		require.NoError(t, json.Unmarshal(body, &eb), "%s", body)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), eb.Detail
+	}
+	dbUp.Store(true)
+	for _, path := range []string{"/cut", "/cancelled"} {
+		status, retry, detail := get(path)
+		require.Equal(t, 503, status, path)
+		require.Equal(t, "5", retry, path)
+		require.Equal(t, "the database did not answer in time; try again shortly", detail, path)
+	}
+	require.Equal(t, 2, strings.Count(logs.String(), "database statement cut by DB_STATEMENT_TIMEOUT"), logs.String())
+	require.NotContains(t, logs.String(), "database unavailable")
+
+	dbUp.Store(false) // frozen: the ping gets no answer either
+	for range 3 {
+		status, _, _ := get("/cut")
+		require.Equal(t, 503, status)
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), "database unavailable"), logs.String())
+	dbUp.Store(true)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "database reachable again") },
+		5*time.Second, 10*time.Millisecond)
+	require.Contains(t, logs.String(), `"requests_refused":3`)
 }

@@ -201,7 +201,7 @@ func New(deps Deps) *Server {
 	}
 	s.app = fiber.New(fiber.Config{
 		AppName:      "mailwatch",
-		ErrorHandler: newOutageLog(deps.Logger, pingDB(deps.DB)).handler(errorHandler(deps.Logger)), // dberrors.go
+		ErrorHandler: newOutageLog(deps.Logger, s.databasePing()).handler(errorHandler(deps.Logger)), // dberrors.go
 		JSONEncoder:  encodeJSON,
 		BodyLimit:    deps.BodyLimit,
 		// Bodies are read by the handlers that want them; fasthttp would
@@ -314,7 +314,16 @@ func (s *Server) routes() {
 	s.webRoutes()          // web.go: the dashboard, last (its "/" and "/static/*")
 }
 
-// ping checks the database for /readyz.
+// databasePing is s.ping for the outage log (dberrors.go), or nil without
+// a database.
+func (s *Server) databasePing() func(context.Context) error {
+	if s.db == nil {
+		return nil
+	}
+	return s.ping
+}
+
+// ping checks the database, for /readyz and the outage log.
 func (s *Server) ping(ctx context.Context) error {
 	var one int
 	return s.db.QueryRow(ctx, "SELECT 1").Scan(&one)

@@ -48,6 +48,24 @@ func openPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
 	return dbutil.NewPool(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
 }
 
+// openAPIPool is openPool with the server's statement_timeout set to
+// DB_STATEMENT_TIMEOUT: the API runs no statement that should take longer,
+// and Postgres cancelling a slow one keeps the connection (the client-side
+// bound, a second later, is for a server that does not answer at all).
+func openAPIPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
+	if err := cfg.Require("DATABASE_URL"); err != nil {
+		return nil, fmt.Errorf("%w (to use the database of a running scripts/run: source .local/env)", err)
+	}
+	return dbutil.NewPoolWith(ctx, cfg.DatabaseURL, dbutil.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.DBStatementTimeout})
+}
+
+// boundedDB is the pool as requests and SMTP sessions use it: every
+// statement, and the wait for a connection, ends within
+// DB_STATEMENT_TIMEOUT plus a second even when Postgres is frozen.
+func boundedDB(cfg *config.Config, pool *pgxpool.Pool) dbutil.Executor {
+	return dbutil.Bounded(pool, cfg.DBStatementTimeout+time.Second)
+}
+
 func runMigrate(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
@@ -111,7 +129,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 	waiters := receivers.NewHub(receivers.ConnectURL(cfg.DatabaseURL), logger)
 	var issuer *identity.Issuer
 	if sh.keyring != nil {
-		issuer, err = identity.NewIssuer(pool, sh.keyring, identity.Config{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TTL: cfg.JWTTTL})
+		issuer, err = identity.NewIssuer(boundedDB(cfg, pool), sh.keyring, identity.Config{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, TTL: cfg.JWTTTL})
 		if err != nil {
 			closeLim()
 			return nil, err
@@ -122,7 +140,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		DataAPIOnly: dataAPIOnly,
 		DataAPI: api.DataAPIOptions{MaxRows: cfg.DataAPIMaxRows, StatementTimeout: cfg.DataAPIStatementTimeout,
 			Pages: dataapi.NewPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes)},
-		DB:                    pool,
+		DB:                    boundedDB(cfg, pool),
 		Pool:                  pool,
 		River:                 riverClient,
 		Keyring:               sh.keyring,
@@ -207,7 +225,7 @@ func runDataAPI(ctx context.Context, cfg *config.Config, logger *slog.Logger) er
 }
 
 func runAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, dataAPIOnly bool) error {
-	pool, err := openPool(ctx, cfg)
+	pool, err := openAPIPool(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/logthrottle"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/reports"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
@@ -61,7 +62,7 @@ func newSMTPServer(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, 
 		}
 		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	var store smtpd.Store = &receivers.Store{DB: pool, Emitter: &events.Emitter{River: riverClient}, Logger: logger}
+	var store smtpd.Store = &receivers.Store{DB: boundedDB(cfg, pool), Emitter: &events.Emitter{River: riverClient}, Logger: logger}
 	if len(cfg.SecretKey) > 0 {
 		// Reporting addresses (dmarc+..., tlsrpt+...) are verified with the
 		// secret key; without one, they are unknown recipients like any other.
@@ -70,21 +71,44 @@ func newSMTPServer(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, 
 			return nil, fmt.Errorf("MAILWATCH_SECRET_KEY: %w", err)
 		}
 		store = &reports.SMTPStore{Next: store, Reports: &reports.Service{
-			DB: pool, River: riverClient, Logger: logger,
+			DB: boundedDB(cfg, pool), River: riverClient, Logger: logger,
 			Signer: &reports.Signer{Keyring: keyring, Domain: cfg.InboundDomain},
 		}}
 	}
+	// A lost or frozen database answers 451 (the sender retries); the outage
+	// is logged once at warn and the recovery once at info, and the
+	// sessions' own error lines are throttled like River's.
+	store = &outageStore{next: store, outage: api.NewOutageLog(logger, "answering 451 to mail",
+		func(ctx context.Context) error { return pool.Ping(ctx) })}
 	return smtpd.NewServer(smtpd.Config{
 		Addr:   cfg.SMTPAddr,
 		Domain: cfg.InboundDomain,
 		// A customer's verified inbound subdomain (MX setup) is accepted
 		// too; the stores then decide which of its recipients exist.
 		AcceptDomain: func(ctx context.Context, domain string) (bool, error) {
-			return dnsfix.IsVerifiedInbound(ctx, pool, domain)
+			return dnsfix.IsVerifiedInbound(ctx, boundedDB(cfg, pool), domain)
 		},
 		MaxMessageBytes: cfg.SMTPMaxMessageBytes,
 		TLSConfig:       tlsConfig,
-	}, store, logger)
+	}, store, logthrottle.Logger(logger, 30*time.Second))
+}
+
+// outageStore records the store's database failures in the outage log.
+type outageStore struct {
+	next   smtpd.Store
+	outage *api.OutageLog
+}
+
+func (s *outageStore) AcceptRecipient(ctx context.Context, address string) error {
+	err := s.next.AcceptRecipient(ctx, address)
+	s.outage.Observe(err)
+	return err
+}
+
+func (s *outageStore) Deliver(ctx context.Context, env smtpd.Envelope) error {
+	err := s.next.Deliver(ctx, env)
+	s.outage.Observe(err)
+	return err
 }
 
 // serveSMTP serves until ctx ends, then lets open sessions finish for up to

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,13 +18,16 @@ import (
 
 // tcpProxy forwards a loopback port to Postgres, so that a test can cut a
 // process off its database (existing connections dropped, new ones
-// refused) and let it back on the same address.
+// refused) and let it back on the same address, or freeze it as SIGSTOP
+// freezes Postgres (connections stay open and new ones are accepted, as the
+// kernel still acknowledges TCP, but no byte goes through until thawed).
 type tcpProxy struct {
 	target string
 	addr   string
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]bool
+	thawed chan struct{} // non-nil while frozen
 }
 
 func newTCPProxy(t *testing.T, target string) *tcpProxy {
@@ -54,7 +56,54 @@ func (p *tcpProxy) serve(ln net.Listener) {
 	}()
 }
 
+// gate blocks while the proxy is frozen.
+func (p *tcpProxy) gate() {
+	p.mu.Lock()
+	ch := p.thawed
+	p.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+// copy is io.Copy that holds every chunk while the proxy is frozen.
+func (p *tcpProxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.gate()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// freeze stops forwarding bytes, keeping every connection open.
+func (p *tcpProxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.thawed == nil {
+		p.thawed = make(chan struct{})
+	}
+}
+
+// thaw forwards again what froze.
+func (p *tcpProxy) thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.thawed != nil {
+		close(p.thawed)
+		p.thawed = nil
+	}
+}
+
 func (p *tcpProxy) pipe(c net.Conn) {
+	p.gate() // accepted, but the frozen server does not answer
 	up, err := net.Dial("tcp", p.target)
 	if err != nil {
 		c.Close()
@@ -69,14 +118,15 @@ func (p *tcpProxy) pipe(c net.Conn) {
 	}
 	p.conns[c], p.conns[up] = true, true
 	p.mu.Unlock()
-	go func() { _, _ = io.Copy(up, c); up.Close(); c.Close() }()
-	_, _ = io.Copy(c, up)
+	go func() { p.copy(up, c); up.Close(); c.Close() }()
+	p.copy(c, up)
 	c.Close()
 	up.Close()
 }
 
 // down drops every connection and refuses new ones.
 func (p *tcpProxy) down() {
+	p.thaw()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ln != nil {

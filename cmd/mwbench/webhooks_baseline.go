@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -95,40 +100,69 @@ func benchMinimalPush(ctx context.Context, env *benchEnv, rc *benchReceiver, cli
 		defer cancel()
 		_ = worker.Stop(stopCtx)
 	}()
-	var last time.Time
+	var first, last time.Time
 	for _, id := range ids {
 		select {
 		case at := <-rc.expect(id):
 			if at.After(last) {
 				last = at
 			}
+			if first.IsZero() || at.Before(first) {
+				first = at
+			}
 		case <-time.After(2 * time.Minute):
 			return flowResult{}, fmt.Errorf("minimal push %s never arrived", id)
 		}
 	}
-	return flowResult{n: n, start: t0, lastDone: last}, nil
+	return flowResult{n: n, start: t0, lastDone: last, firstDone: first}, nil
 }
 
-// benchTwoWorkers drains n queued deliveries with two delivery worker
-// clients, each with its own pool as two `mailwatch worker` processes
-// would have (in this one process: they share its CPU and Go runtime).
-func benchTwoWorkers(ctx context.Context, env *benchEnv, rc *benchReceiver, emit emitFunc, newWorker func() (*river.Client[pgx.Tx], func(), error), n int) (flowResult, error) {
-	var stops []func()
+// benchWorkerProcesses drains n queued deliveries with k `mailwatch worker
+// --queues=webhooks` processes of the built binary (MAILWATCH_BIN, which
+// scripts/bench builds), started once the events are queued and stopped
+// with SIGTERM after the last push. The processes' start-up is left out by
+// timing from the first push to arrive (rateFromFirst).
+func benchWorkerProcesses(ctx context.Context, env *benchEnv, rc *benchReceiver, emit emitFunc, k, n int) (flowResult, error) {
+	bin := os.Getenv("MAILWATCH_BIN")
+	if bin == "" {
+		bin = "bin/mailwatch"
+	}
+	var procs []*exec.Cmd
+	var logs []*bytes.Buffer
 	defer func() {
-		for _, s := range stops {
-			s()
+		for i, p := range procs {
+			_ = p.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- p.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				_ = p.Process.Kill()
+				<-done
+			}
+			if p.ProcessState != nil && !p.ProcessState.Success() && logs[i].Len() > 0 {
+				fmt.Fprintf(os.Stderr, "worker process %d:\n%s", i+1, logs[i])
+			}
 		}
 	}()
 	return rc.runDrain(ctx, n, emit, func() error {
-		for range 2 {
-			w, stop, err := newWorker()
-			if err != nil {
-				return err
+		for range k {
+			cmd := exec.CommandContext(ctx, bin, "worker", "--queues=webhooks")
+			cmd.Env = append(os.Environ(),
+				"DATABASE_URL="+env.URL,
+				"MAILWATCH_SECRET_KEY="+base64.StdEncoding.EncodeToString(make([]byte, 32)), // the bench keyring's
+				"WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32,::1/128",
+				"WEBHOOK_CONCURRENCY="+strconv.Itoa(benchWebhookWorkers),
+				"DB_MAX_CONNS="+strconv.Itoa(benchWorkerConns()),
+				"METRICS_ADDR=127.0.0.1:0", "REDIS_URL=", "LOG_LEVEL=warn", "LOG_FORMAT=text",
+			)
+			var buf bytes.Buffer
+			cmd.Stderr = &buf
+			if err := cmd.Start(); err != nil {
+				return fmt.Errorf("error starting %s worker (scripts/bench builds it; MAILWATCH_BIN overrides): %w", bin, err)
 			}
-			stops = append(stops, stop)
-			if err := w.Start(ctx); err != nil {
-				return err
-			}
+			procs = append(procs, cmd)
+			logs = append(logs, &buf)
 		}
 		return nil
 	})

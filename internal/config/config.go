@@ -63,6 +63,7 @@ var Vars = []Var{
 	{Name: "BODY_LIMIT_BYTES", Default: "1048576", Meaning: "Largest accepted request body; larger requests get 413."},
 	{Name: "SHUTDOWN_TIMEOUT", Default: "25s", Meaning: "How long a stopping process waits for in-flight requests and jobs to finish."},
 	{Name: "DB_MAX_CONNS", Default: "20", Meaning: "Size of each process's Postgres connection pool."},
+	{Name: "DB_STATEMENT_TIMEOUT", Default: "5s", Meaning: "Bound on each database statement of an API request or an SMTP session, the wait for a pooled connection included: the server's statement_timeout of the `api`/`data-api` pools, and a client-side deadline one second later that also ends a statement on a frozen server (which still acknowledges TCP). Such a request answers 503 with Retry-After. Below REQUEST_TIMEOUT; a /rest/v1 query is cut at the shorter of this and DATA_API_STATEMENT_TIMEOUT. Workers are bounded by each job kind's timeout instead; long-poll waits and LISTEN are not statements."},
 	{Name: "TRUSTED_PROXIES", Default: "", Meaning: "Comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted for the client IP (per-IP rate limits)."},
 	{Name: "WEBHOOK_CONCURRENCY", Default: "200", Meaning: "Concurrent webhook pushes per worker process (the `webhooks` queue's MaxWorkers); pushes are I/O-bound."},
 	{Name: "JOB_RESCUE_AFTER", Default: "90s", Meaning: "How long a River job may stay running before the rescuer (on the leader worker) treats its process as dead and retries it; a dead worker's jobs wait this plus up to 30 s. Every job kind ends within 1m (its timeout), so 90s never rescues a healthy job; shorter values also cut jobs off at this duration and may run a job that is still finishing twice."},
@@ -117,6 +118,7 @@ type Config struct {
 	BodyLimitBytes          int
 	ShutdownTimeout         time.Duration
 	DBMaxConns              int
+	DBStatementTimeout      time.Duration
 	TrustedProxies          []string
 	WorkerConcurrency       int
 	WebhookConcurrency      int
@@ -203,6 +205,7 @@ func Parse(lookup Lookup) (*Config, error) {
 		BodyLimitBytes:          atoi("BODY_LIMIT_BYTES", 1024, 1<<30),
 		ShutdownTimeout:         duration("SHUTDOWN_TIMEOUT"),
 		DBMaxConns:              atoi("DB_MAX_CONNS", 2, 1000),
+		DBStatementTimeout:      duration("DB_STATEMENT_TIMEOUT"),
 		WorkerConcurrency:       atoi("WORKER_CONCURRENCY", 1, 10_000),
 		WebhookConcurrency:      atoi("WEBHOOK_CONCURRENCY", 1, 10_000),
 		JobRescueAfter:          duration("JOB_RESCUE_AFTER"),
@@ -255,6 +258,9 @@ func Parse(lookup Lookup) (*Config, error) {
 		errs = append(errs, fmt.Errorf("PROVIDER_WEBHOOK_MAX_AGE must be a duration from 0 to %s (half the replay-key retention), such as 72h", fmtHours(esp.MaxAgeLimit)))
 	} else {
 		cfg.ProviderWebhookMaxAge = d
+	}
+	if cfg.DBStatementTimeout > 0 && cfg.RequestTimeout > 0 && cfg.DBStatementTimeout+time.Second >= cfg.RequestTimeout {
+		errs = append(errs, errors.New("DB_STATEMENT_TIMEOUT must be more than a second below REQUEST_TIMEOUT"))
 	}
 	if cfg.DNSCheckInterval > 0 && cfg.DNSCheckInterval < time.Minute {
 		errs = append(errs, errors.New("DNS_CHECK_INTERVAL must be at least 1m"))

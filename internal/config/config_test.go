@@ -27,6 +27,7 @@ func TestParseDefaults(t *testing.T) {
 	require.Equal(t, 32<<20, cfg.EventsPageCacheBytes)
 	require.Equal(t, 100, cfg.RateLimitPerMinute)
 	require.Equal(t, 30*time.Second, cfg.RequestTimeout)
+	require.Equal(t, 5*time.Second, cfg.DBStatementTimeout)
 	require.Equal(t, "json", cfg.LogFormat)
 	require.Empty(t, cfg.SecretKey)
 	require.ErrorContains(t, cfg.Require("DATABASE_URL", "MAILWATCH_SECRET_KEY"), "DATABASE_URL is required")
@@ -46,6 +47,15 @@ func TestParseReportsEveryProblem(t *testing.T) {
 	for _, want := range []string{"MAILWATCH_SECRET_KEY: must decode to 32 bytes", "EVENT_RETENTION_DAYS", "LOG_LEVEL", "LOG_FORMAT", "REQUEST_TIMEOUT", "EVENTS_PAGE_CACHE_TTL"} {
 		require.ErrorContains(t, err, want)
 	}
+}
+
+func TestStatementTimeoutBelowRequestTimeout(t *testing.T) {
+	t.Parallel()
+	_, err := Parse(env(map[string]string{"DB_STATEMENT_TIMEOUT": "30s"}))
+	require.ErrorContains(t, err, "DB_STATEMENT_TIMEOUT must be more than a second below REQUEST_TIMEOUT")
+	cfg, err := Parse(env(map[string]string{"DB_STATEMENT_TIMEOUT": "20s", "REQUEST_TIMEOUT": "1m"}))
+	require.NoError(t, err)
+	require.Equal(t, 20*time.Second, cfg.DBStatementTimeout)
 }
 
 func TestSecretKeyAndRedaction(t *testing.T) {

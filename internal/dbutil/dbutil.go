@@ -98,15 +98,36 @@ const DefaultConnectTimeout = 5 * time.Second
 
 // NewPool opens a pgx pool for url with at most maxConns connections.
 func NewPool(ctx context.Context, url string, maxConns int) (*pgxpool.Pool, error) {
+	return NewPoolWith(ctx, url, PoolOptions{MaxConns: maxConns})
+}
+
+// PoolOptions tune NewPoolWith.
+type PoolOptions struct {
+	// MaxConns caps the pool; 0 keeps pgx's default (or the URL's
+	// pool_max_conns).
+	MaxConns int
+	// StatementTimeout, when positive, is the server's statement_timeout on
+	// every connection (unless the URL sets one): a merely slow statement is
+	// cancelled by Postgres and the connection stays usable. Only for pools
+	// that run no long statements on purpose (migrations, River's
+	// maintenance): the API's.
+	StatementTimeout time.Duration
+}
+
+// NewPoolWith opens a pgx pool for url.
+func NewPoolWith(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("error parsing DATABASE_URL: %w", err)
 	}
-	if maxConns > 0 {
-		cfg.MaxConns = int32(maxConns)
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = int32(opts.MaxConns)
 	}
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["statement_timeout"]; !ok && opts.StatementTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(opts.StatementTimeout.Milliseconds())
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
 	// A frozen or unreachable server must not hold a request for the whole
