@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/base64"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -114,4 +115,21 @@ func TestProviderWebhookMaxAgeWithinReplayRetention(t *testing.T) {
 		_, err := Parse(env(map[string]string{"PROVIDER_WEBHOOK_MAX_AGE": bad}))
 		require.ErrorContains(t, err, "PROVIDER_WEBHOOK_MAX_AGE must be a duration from 0 to 84h", bad)
 	}
+}
+
+func TestNotificationMailSettings(t *testing.T) {
+	cfg, err := Parse(env(map[string]string{"INBOUND_DOMAIN": "in.example.com"}))
+	require.NoError(t, err)
+	require.Equal(t, "mailwatch <notifications@in.example.com>", cfg.NotifyFrom)
+	require.Empty(t, cfg.SMTPRelayURL)
+
+	cfg, err = Parse(env(map[string]string{"SMTP_RELAY_URL": "smtps://u:p@relay.example.com", "NOTIFY_FROM": "alerts@example.com"}))
+	require.NoError(t, err)
+	require.Equal(t, "smtps://u:p@relay.example.com", cfg.SMTPRelayURL)
+	require.Equal(t, "alerts@example.com", cfg.NotifyFrom)
+	require.NotContains(t, fmt.Sprint(Redacted(env(map[string]string{"SMTP_RELAY_URL": "smtps://u:p@relay.example.com"}))), "u:p@")
+
+	_, err = Parse(env(map[string]string{"SMTP_RELAY_URL": "http://relay.example.com", "NOTIFY_FROM": "not an address"}))
+	require.ErrorContains(t, err, "SMTP_RELAY_URL")
+	require.ErrorContains(t, err, "NOTIFY_FROM")
 }
