@@ -542,3 +542,21 @@ func (b *testBundle) setPlan(t *testing.T, accountID, plan string) {
 		"INSERT INTO account_plans (account_id, plan) VALUES ($1, $2) ON CONFLICT (account_id) DO UPDATE SET plan = excluded.plan", accountID, plan)
 	require.NoError(t, err)
 }
+
+// TestStripeInvoiceKeepsOperatorPlan: an invoice.paid for an account with
+// no subscription stored keeps the plan an operator set.
+func TestStripeInvoiceKeepsOperatorPlan(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withStripe)
+	acct := b.createAccount(t)
+	b.setPlan(t, acct.ID, plans.Business)
+	customer := stripeID("cus")
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Second)
+	co := b.sendStripe(t, stripeEvent(stripeID("evt"), "checkout.session.completed", t0, stripeCheckoutSession(acct.ID, customer, "")))
+	require.Equal(t, billing.OutcomeApplied, b.applyStripe(t, co.EventID, t0))
+	paid := b.sendStripe(t, stripeEvent(stripeID("evt"), "invoice.paid", t0.Add(time.Second), stripeInvoice(customer, "", 1)))
+	require.Equal(t, billing.OutcomeApplied, b.applyStripe(t, paid.EventID, t0))
+	p := b.plan(t, acct.Key)
+	require.Equal(t, plans.Business, p.Plan)
+	require.Equal(t, "active", p.Billing.Status)
+}

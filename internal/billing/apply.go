@@ -262,7 +262,12 @@ func (a *Applier) settle(ctx context.Context, tx dbutil.Tx, accountID uuid.UUID,
 	case anyEntitled && status == StatusCanceled:
 		status = StatusActive
 	}
-	plan := best.Name
+	// Without any subscription stored (an invoice before its subscription's
+	// events, an operator's plan) there is nothing to recompute from.
+	plan := cur.Plan
+	if len(subs) > 0 {
+		plan = best.Name
+	}
 	if status == StatusPastDue && grace != nil && !now.Before(*grace) {
 		plan = plans.Free
 	}
