@@ -81,6 +81,8 @@ func TestSuspendBlocksKeysTokensAndPushes(t *testing.T) {
 		require.Contains(t, resp.Detail(t), "suspended: unpaid invoices since March")
 	}
 	require.Equal(t, http.StatusForbidden, b.do(t, "POST", "/api/auth/token", target.Key, nil).Status, "no new tokens")
+	require.Equal(t, http.StatusForbidden, b.do(t, "POST", "/api/auth/token", "",
+		map[string]string{"email": target.Email, "password": "correct horse battery"}).Status, "not by password either")
 	require.Equal(t, http.StatusForbidden, b.do(t, "GET", "/rest/v1/events?limit=1", tokenBefore, nil).Status, "old tokens refused")
 	require.Equal(t, http.StatusOK, b.do(t, "GET", "/api/accounts/me", bystander.Key, nil).Status, "others unaffected")
 
@@ -288,4 +290,8 @@ func TestPasswordChangeRevokesTokens(t *testing.T) {
 	changed := b.eventsOf(t, a.Key, "password_changed")
 	require.Len(t, changed, 1)
 	require.Equal(t, a.Key[:7], changed[0].Payload["key_identifier"])
+
+	// Deleting the account refuses its tokens at once too.
+	require.Equal(t, http.StatusAccepted, b.do(t, "DELETE", "/api/accounts/me", a.Key, nil).Status)
+	require.Equal(t, http.StatusUnauthorized, b.do(t, "GET", "/rest/v1/events?limit=1", fresh, nil).Status)
 }
