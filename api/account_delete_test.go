@@ -125,6 +125,9 @@ func TestAccountDeleteRemovesEverything(t *testing.T) {
 	b.makeAdmin(t, admin)
 	const number = "+14155550123"
 	require.Equal(t, http.StatusCreated, b.do(t, "POST", "/api/admin/sms-numbers", admin.Key, map[string]any{"phone_number": number}).Status)
+	audit := b.eventsOf(t, admin.Key, "sms_pool_changed")
+	require.Len(t, audit, 1, "pool changes are audited on the admin's account")
+	require.Equal(t, number, audit[0].Payload["phone_number"])
 
 	doomed := b.createAccount(t)
 	other := b.createAccount(t)

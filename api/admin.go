@@ -156,8 +156,8 @@ func (s *Server) adminRoutes() {
 	Handle(s.router, Endpoint[AdminAccountPath, AdminAccount]{
 		Method: "POST", Path: "/api/admin/accounts/{account_id}/unsuspend", OperationID: "adminUnsuspendAccount", Tag: "admin", Auth: AuthAdmin,
 		Summary: "Lift an account's suspension",
-		Description: "Its keys work again and its waiting webhook pushes are due again at once (or at their own retry " +
-			"time, when later). Emits account_unsuspended on the account. Not suspended: 409.",
+		Description: "Its keys work again and its waiting webhook pushes are made due at once. Emits " +
+			"account_unsuspended on the account. Not suspended: 409.",
 		Errors: []int{409},
 		Call:   s.unsuspendAccount,
 	})

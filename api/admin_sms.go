@@ -8,6 +8,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
 )
 
 // e164 is an E.164 number: +, a country code not starting with 0, at most
@@ -65,7 +66,11 @@ func (s *Server) adminSMSRoutes() {
 				return nil, err
 			}
 			row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.SmsNumber, error) {
-				return s.q.SMSNumberInsert(ctx, tx, number)
+				row, err := s.q.SMSNumberInsert(ctx, tx, number)
+				if err != nil {
+					return row, err
+				}
+				return row, s.auditSMSPool(ctx, tx, "added", number)
 			})
 			if dbutil.IsUniqueViolation(err, "sms_numbers_pkey") {
 				return nil, Conflict("%s is already in the pool", number)
@@ -117,8 +122,10 @@ func (s *Server) adminSMSRoutes() {
 					return Conflict("%s is held by receiver %s until %s; delete that receiver first or wait",
 						number, row.ReceiverID, row.HolderExpiresAt.UTC().Format(time.RFC3339))
 				}
-				_, err = s.q.SMSNumberDelete(ctx, tx, number)
-				return err
+				if _, err = s.q.SMSNumberDelete(ctx, tx, number); err != nil {
+					return err
+				}
+				return s.auditSMSPool(ctx, tx, "removed", number)
 			})
 			if err != nil {
 				return nil, err
@@ -126,4 +133,13 @@ func (s *Server) adminSMSRoutes() {
 			return &NoContent{}, nil
 		},
 	})
+}
+
+// auditSMSPool records a change of the pool as sms_pool_changed on the
+// calling admin's own account (the pool belongs to no account).
+func (s *Server) auditSMSPool(ctx context.Context, tx dbutil.Tx, action, number string) error {
+	caller := mustCaller(ctx)
+	_, err := s.deps.Emitter.Emit(ctx, tx, events.Event{AccountID: caller.AccountID, Type: events.TypeSMSPoolChanged,
+		Payload: map[string]any{"action": action, "phone_number": number, "admin_key_identifier": caller.KeyIdentifier}})
+	return err
 }

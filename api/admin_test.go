@@ -10,6 +10,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/jobs"
 )
 
 type adminAccountJSON struct {
@@ -78,6 +81,8 @@ func TestSuspendBlocksKeysTokensAndPushes(t *testing.T) {
 		require.Contains(t, resp.Detail(t), "suspended: unpaid invoices since March")
 	}
 	require.Equal(t, http.StatusForbidden, b.do(t, "POST", "/api/auth/token", target.Key, nil).Status, "no new tokens")
+	require.Equal(t, http.StatusForbidden, b.do(t, "POST", "/api/auth/token", "",
+		map[string]string{"email": target.Email, "password": "correct horse battery"}).Status, "not by password either")
 	require.Equal(t, http.StatusForbidden, b.do(t, "GET", "/rest/v1/events?limit=1", tokenBefore, nil).Status, "old tokens refused")
 	require.Equal(t, http.StatusOK, b.do(t, "GET", "/api/accounts/me", bystander.Key, nil).Status, "others unaffected")
 
@@ -98,6 +103,14 @@ func TestSuspendBlocksKeysTokensAndPushes(t *testing.T) {
 	require.NoError(t, b.db.QueryRow(ctx, "SELECT status, attempts FROM webhook_deliveries WHERE event_id = $1", eventID).Scan(&status, &attempts))
 	require.Equal(t, "pending", status)
 	require.Zero(t, attempts)
+	// The periodic reconciler copies the snoozed job's time into the row;
+	// unsuspending must not wait for it.
+	_, err := jobs.ReconcileDeliveries(ctx, b.db, &events.Emitter{River: b.worker}, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	var nextRetry *time.Time
+	require.NoError(t, b.db.QueryRow(ctx, "SELECT next_retry_at FROM webhook_deliveries WHERE event_id = $1", eventID).Scan(&nextRetry))
+	require.NotNil(t, nextRetry)
+	require.Greater(t, time.Until(*nextRetry), time.Minute)
 
 	resp = b.do(t, "POST", "/api/admin/accounts/"+target.ID+"/unsuspend", admin.Key, nil)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
@@ -108,7 +121,7 @@ func TestSuspendBlocksKeysTokensAndPushes(t *testing.T) {
 	require.Equal(t, http.StatusOK, b.do(t, "GET", "/rest/v1/events?limit=1", tokenBefore, nil).Status)
 
 	// The waiting push goes out now, not two minutes later.
-	require.Eventually(t, func() bool { return rc.count() == 1 }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return rc.count() == 1 }, 10*time.Second, 20*time.Millisecond)
 	d := b.deliveryOf(t, target.Key, eventID)
 	d = b.waitDelivery(t, target.Key, d.ID, is("delivered", 1))
 	require.Equal(t, 10, d.MaxAttempts)
@@ -277,4 +290,8 @@ func TestPasswordChangeRevokesTokens(t *testing.T) {
 	changed := b.eventsOf(t, a.Key, "password_changed")
 	require.Len(t, changed, 1)
 	require.Equal(t, a.Key[:7], changed[0].Payload["key_identifier"])
+
+	// Deleting the account refuses its tokens at once too.
+	require.Equal(t, http.StatusAccepted, b.do(t, "DELETE", "/api/accounts/me", a.Key, nil).Status)
+	require.Equal(t, http.StatusUnauthorized, b.do(t, "GET", "/rest/v1/events?limit=1", fresh, nil).Status)
 }

@@ -229,11 +229,14 @@ FROM river_job GROUP BY queue, state ORDER BY queue, state`)
 }
 
 // WakeAccountDeliveries makes the delivery jobs of an unsuspended account,
-// snoozed while it was suspended, due at their own retry time again (never
-// earlier than it); River's scheduler then makes them available.
+// snoozed while it was suspended, available now (as River's scheduler
+// would once their time came). The delivery rows' next_retry_at cannot
+// tell a snooze from a retry's backoff (the reconciler copies a snoozed
+// job's time into it), so a retrying delivery whose backoff had not ended
+// is tried a little early: the account waited longer than that already.
 func WakeAccountDeliveries(ctx context.Context, tx pgx.Tx, accountID uuid.UUID) (int64, error) {
 	tag, err := tx.Exec(ctx, `UPDATE river_job j
-SET scheduled_at = greatest(now(), coalesce(d.next_retry_at, now()))
+SET state = 'available', scheduled_at = now()
 FROM webhook_deliveries d
 WHERE d.account_id = $1 AND d.status IN ('pending', 'retrying')
   AND j.id = d.job_id AND j.state = 'scheduled'`, accountID)

@@ -234,6 +234,9 @@ func (a *uiAuth) check(r *http.Request) (bool, int, string) {
 	if !row.IsAdmin {
 		return false, http.StatusForbidden, "the API key's account is not an admin (mailwatch admin grant <email>)"
 	}
+	if row.SuspendedAt != nil {
+		return false, http.StatusForbidden, "the API key's account is suspended"
+	}
 	return true, 0, ""
 }
 

@@ -62,5 +62,6 @@ var examples = map[string]json.RawMessage{
 		`"admin_account_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f90","admin_email":"ops@example.com","admin_key_identifier":"mw_AbCd"}`),
 	TypeMaintenanceTaskRun: json.RawMessage(`{"task":"prune-events","job_id":4211,"job_kind":"event_prune",` +
 		`"already_queued":false,"admin_key_identifier":"mw_AbCd"}`),
+	TypeSMSPoolChanged:  json.RawMessage(`{"action":"added","phone_number":"+14155550100","admin_key_identifier":"mw_AbCd"}`),
 	TypePasswordChanged: json.RawMessage(`{"key_identifier":"mw_AbCd","changed_at":"2026-03-01T12:00:00Z"}`),
 }

@@ -51,6 +51,7 @@ const (
 	TypeAccountUnsuspended = "account_unsuspended"
 	TypeMaintenanceTaskRun = "maintenance_task_run"
 	TypePasswordChanged    = "password_changed"
+	TypeSMSPoolChanged     = "sms_pool_changed"
 )
 
 // Type describes one kind of event.
@@ -314,6 +315,16 @@ var types = map[string]Type{
 		PayloadSchema: schema(`{"type":"object","required":["task","job_id","already_queued","admin_key_identifier"],"properties":{
 			"task":{"type":"string"},"job_id":{"type":"integer"},"job_kind":{"type":"string"},
 			"already_queued":{"type":"boolean"},"admin_key_identifier":{"type":"string"}}}`),
+	},
+	TypeSMSPoolChanged: {
+		Name:            TypeSMSPoolChanged,
+		Group:           GroupAudit,
+		Description:     "Audit: an admin added a number to the SMS pool or removed one. The pool belongs to no account, so the event is on the admin's own account.",
+		DefaultSeverity: SeverityInfo,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["action","phone_number","admin_key_identifier"],"properties":{
+			"action":{"type":"string","enum":["added","removed"]},"phone_number":{"type":"string"},
+			"admin_key_identifier":{"type":"string"}}}`),
 	},
 	TypePasswordChanged: {
 		Name:            TypePasswordChanged,
