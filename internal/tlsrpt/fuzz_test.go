@@ -30,6 +30,13 @@ func FuzzParseFile(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The HTTPS ingress's check accepts a subset of what ParseFile
+		// does (no email wrapper), and the same report.
+		if h, _, err := tlsrpt.ParseHTTPS(data); err == nil {
+			if r, _, err := tlsrpt.ParseFile(data); err != nil || r.ReportID != h.ReportID || r.OrganizationName != h.OrganizationName {
+				t.Fatalf("ParseHTTPS accepted what ParseFile reads otherwise: %v", err)
+			}
+		}
 		r, _, err := tlsrpt.ParseFile(data)
 		if err != nil {
 			return
