@@ -236,6 +236,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, br.eval(`document.querySelector("details.check").textContent`), "v=spf1", "the spf check's records")
 	require.NotEmpty(t, br.eval(`document.querySelector("svg.chart") ? "chart" : ""`))
 	br.screenshots("domain")
+	// A DNS recommendation dismissed with a reason (the domain has no MTA-STS).
+	br.do(chromedp.SendKeys(chromedp.CSS("article.rec form.inline input[name=reason]"), "no MTA-STS host yet"),
+		chromedp.Click(chromedp.CSS("article.rec form.inline button")), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	require.Equal(t, "recommendation dismissed", br.text(".notice"))
+	require.Contains(t, br.text("article.rec"), "(dismissed)")
 	br.open("/domains")
 	require.Contains(t, br.text("table.list"), domain)
 	br.screenshots("domains")
