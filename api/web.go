@@ -127,7 +127,7 @@ func (s *Server) webRoutes() {
 	s.webAdd("POST", "/alerts/:id/acknowledge", action(s.webAcknowledge)...)
 	s.webAdd("POST", "/alerts/:id/withdraw", action(s.webWithdraw)...)
 	s.webAdd("GET", "/events", page(s.webEvents)...)
-	s.webAdd("GET", "/ui/events", feed(s.webEventsFeed)...)
+	s.webAdd("GET", "/ui/events", append([]fiber.Handler{dl}, feed(s.webEventsFeed)...)...)
 	s.webAdd("GET", "/subscriptions", page(s.webSubscriptions)...)
 	s.webAdd("POST", "/subscriptions", action(s.webCreateSubscription)...)
 	s.webAdd("POST", "/subscriptions/:id/test", action(s.webTestSubscription)...)

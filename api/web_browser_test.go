@@ -236,6 +236,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, br.eval(`document.querySelector("details.check").textContent`), "v=spf1", "the spf check's records")
 	require.NotEmpty(t, br.eval(`document.querySelector("svg.chart") ? "chart" : ""`))
 	br.screenshots("domain")
+	// A DNS recommendation dismissed with a reason (the domain has no MTA-STS).
+	br.do(chromedp.SendKeys(chromedp.CSS("article.rec form.inline input[name=reason]"), "no MTA-STS host yet"),
+		chromedp.Click(chromedp.CSS("article.rec form.inline button")), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	require.Equal(t, "recommendation dismissed", br.text(".notice"))
+	require.Contains(t, br.text("article.rec"), "(dismissed)")
 	br.open("/domains")
 	require.Contains(t, br.text("table.list"), domain)
 	br.screenshots("domains")
@@ -259,6 +264,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, br.text("#events"), "alert_acknowledged")
 	require.Contains(t, br.eval(`document.querySelector("#events pre").textContent`), `"key_identifier": "dashboard"`)
 	br.screenshots("events")
+	// The acknowledgement withdrawn; its audit event arrives on the open
+	// events page without a reload.
+	br.open("/alerts?show=acknowledged")
+	br.do(chromedp.Click(chromedp.CSS(sel+" form button")), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	require.Equal(t, "acknowledgement withdrawn", br.text(".notice"))
+	br.open("/events")
+	br.eval(`window.__same_page = "events"`)
+	srv.emit(t, acctID, events.Event{Type: events.TypeDMARCReportReceived, Domain: domain})
+	br.do(chromedp.WaitVisible(chromedp.CSS("#events li.fresh")))
+	require.Contains(t, br.text("#events li.fresh"), "dmarc_report_received")
+	require.Equal(t, "events", br.eval(`window.__same_page`), "the page was not reloaded")
 
 	// A key is shown once: a new visit lists it without the key.
 	br.open("/settings")

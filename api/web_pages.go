@@ -119,7 +119,8 @@ var templateFuncs = template.FuncMap{
 	},
 }
 
-// invokeAs is invoke with the request's context.
+// call runs the endpoint operationID with the request's context (and so its
+// session's caller).
 func call[Req, Resp any](c *fiber.Ctx, s *Server, op string, req *Req) (*Resp, error) {
 	return invoke[Req, Resp](c.UserContext(), s.router, op, req)
 }
@@ -549,6 +550,13 @@ type deliveriesData struct {
 
 func (s *Server) webDeliveries(c *fiber.Ctx) error {
 	req := &ListDeliveriesRequest{Status: c.Query("status")}
+	if v := c.Query("subscription_id"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return s.pageError(c, NotFound("subscription"))
+		}
+		req.SubscriptionID = &id
+	}
 	p, err := call[ListDeliveriesRequest, DeliveryPage](c, s, "listDeliveries", req)
 	if err != nil {
 		return s.pageError(c, err)
