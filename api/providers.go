@@ -106,8 +106,9 @@ func (s *Server) providerRoutes() {
 			if in.Verified.Confirmation {
 				return jobs.SNSConfirmArgs{PayloadID: st.PayloadID}
 			}
-			return jobs.ProviderPayloadArgs{PayloadID: st.PayloadID}
+			return nil // normalised with the rest of its batch (BatchJob)
 		},
+		BatchJob: func(ids []uuid.UUID) river.JobArgs { return jobs.ProviderPayloadArgs{PayloadIDs: ids} },
 	}
 	if _, ok := s.db.(pgx.Tx); ok {
 		s.ingester.Flushers = 1 // tests: one transaction, one user at a time

@@ -244,7 +244,7 @@ func TestProviderIngressCorpus(t *testing.T) {
 		resp.JSON(t, &got)
 		require.False(t, got.Duplicate)
 		require.NotNil(t, got.PayloadID)
-		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'provider_payload' AND args->>'payload_id' = $1`, *got.PayloadID))
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'provider_payload' AND args->'payload_ids' ? $1`, *got.PayloadID))
 
 		resp = b.ingress(t, p.ID, []byte(v.RawBody), h)
 		require.Equal(t, http.StatusOK, resp.Status)

@@ -35,9 +35,21 @@ const spikeScheduleBatch = 10000
 // PROVIDER_WEBHOOK_MAX_AGE is bounded by (esp.MaxAgeLimit).
 const providerPayloadRetention = esp.ReplayRetention
 
-// ProviderPayloadArgs normalises one stored provider webhook payload.
+// ProviderPayloadArgs normalises stored provider webhook payloads: the
+// ingress stores a batch of concurrent requests in one transaction and
+// queues one job for the batch (PayloadIDs); PayloadID names a single one
+// (jobs queued before batching, and tests).
 type ProviderPayloadArgs struct {
-	PayloadID uuid.UUID `json:"payload_id"`
+	PayloadID  uuid.UUID   `json:"payload_id,omitzero"`
+	PayloadIDs []uuid.UUID `json:"payload_ids,omitempty"`
+}
+
+// ids lists every payload the job normalises.
+func (a ProviderPayloadArgs) ids() []uuid.UUID {
+	if a.PayloadID == uuid.Nil {
+		return a.PayloadIDs
+	}
+	return append([]uuid.UUID{a.PayloadID}, a.PayloadIDs...)
 }
 
 // Kind implements river.JobArgs.
@@ -120,12 +132,18 @@ type ProviderPayloadWorker struct {
 	deps Deps
 }
 
-// Work normalises the payload in one transaction with the job's
-// completion.
+// Work normalises the payloads in one transaction with the job's
+// completion. Normalising is idempotent (message events are deduplicated by
+// provider event id) and a payload that cannot be read is recorded as such,
+// so only a database error fails the job, and a retry of the whole batch
+// changes nothing twice.
 func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[ProviderPayloadArgs]) error {
 	return dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := providers.ProcessPayload(ctx, tx, job.Args.PayloadID, w.deps.domainNow()); err != nil {
-			return err
+		now := w.deps.domainNow()
+		for _, id := range job.Args.ids() {
+			if _, err := providers.ProcessPayload(ctx, tx, id, now); err != nil {
+				return err
+			}
 		}
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err

@@ -43,6 +43,11 @@ type Ingester struct {
 	DB     dbutil.Executor
 	River  *river.Client[pgx.Tx]
 	JobFor JobFor
+	// BatchJob, when set, returns one job for every newly stored payload of
+	// a batch for which JobFor returned nil: River's per-job cost is the
+	// largest share of the ingress transaction, so a batch of payloads is
+	// normalised by one job.
+	BatchJob func(payloads []uuid.UUID) river.JobArgs
 	// Flushers bounds the batches written at once (each holds a
 	// connection); zero means 4. A DB that is one transaction needs 1.
 	Flushers int
@@ -144,6 +149,7 @@ func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 		}
 		jobs := make([]river.InsertManyParams, 0, len(stored))
 		touched := map[uuid.UUID]bool{}
+		var batched []uuid.UUID
 		for i, c := range batch {
 			c.out, c.err = Stored{}, nil
 			if !isNew[p.Ids[i]] {
@@ -174,11 +180,19 @@ func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 					}
 				}
 			}
+			var args river.JobArgs
 			if g.JobFor != nil {
-				if args := g.JobFor(c.in, c.out); args != nil {
-					jobs = append(jobs, river.InsertManyParams{Args: args})
-				}
+				args = g.JobFor(c.in, c.out)
 			}
+			switch {
+			case args != nil:
+				jobs = append(jobs, river.InsertManyParams{Args: args})
+			case g.BatchJob != nil:
+				batched = append(batched, c.out.PayloadID)
+			}
+		}
+		if len(batched) > 0 {
+			jobs = append(jobs, river.InsertManyParams{Args: g.BatchJob(batched)})
 		}
 		if len(jobs) > 0 {
 			if _, err := g.River.InsertManyTx(ctx, tx, jobs); err != nil {
