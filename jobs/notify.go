@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
@@ -103,6 +104,9 @@ func (w *AlertEmailWorker) Work(ctx context.Context, job *river.Job[events.Alert
 	if err != nil {
 		return fmt.Errorf("error reading alert: %w", err)
 	}
+	if ok, err := mailAllowed(ctx, w.deps, ev.AccountID); !ok || err != nil {
+		return err
+	}
 	to, err := q.NotificationAddressListVerified(ctx, w.deps.Pool, ev.AccountID)
 	if err != nil {
 		return fmt.Errorf("error reading notification addresses: %w", err)
@@ -129,6 +133,11 @@ type VerifyEmailWorker struct {
 // Work stores a new token for the address and mails it; an address that
 // is gone or already verified needs nothing.
 func (w *VerifyEmailWorker) Work(ctx context.Context, job *river.Job[notify.VerifyEmailArgs]) error {
+	if job.Args.AccountID != uuid.Nil {
+		if ok, err := mailAllowed(ctx, w.deps, job.Args.AccountID); !ok || err != nil {
+			return err
+		}
+	}
 	if w.deps.Mail == nil || w.deps.Mail.Relay == nil {
 		return sendOutcome(ctx, w.deps, "verification", notify.ErrNoRelay, slog.String("address_id", job.Args.AddressID.String()))
 	}
@@ -203,8 +212,9 @@ type DigestArgs struct {
 func (DigestArgs) Kind() string { return "notify_digest" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
-func (DigestArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+func (a DigestArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true},
+		Tags: []string{accounts.JobTag(a.AccountID)}}
 }
 
 // DigestWorker works DigestArgs.
@@ -223,6 +233,9 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	}
 	q := dbsqlc.New()
 	account := job.Args.AccountID
+	if ok, err := mailAllowed(ctx, w.deps, account); !ok || err != nil {
+		return err
+	}
 	if _, err := q.NotificationDigestGet(ctx, w.deps.Pool, dbsqlc.NotificationDigestGetParams{AccountID: account, Day: day}); err == nil {
 		return nil
 	} else if !dbutil.IsNotFound(err) {
@@ -268,4 +281,29 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 		return fmt.Errorf("error recording digest: %w", err)
 	}
 	return nil
+}
+
+// mailAllowed reports whether the account may be mailed now: not when it
+// is gone, being deleted or suspended (an operator's suspension pauses
+// everything that goes out for it, as it pauses webhook pushes). The job
+// then completes with the reason in its output, sending nothing.
+func mailAllowed(ctx context.Context, deps Deps, account uuid.UUID) (bool, error) {
+	st, err := accounts.Get(ctx, deps.Pool, account)
+	reason := ""
+	switch {
+	case errors.Is(err, accounts.ErrNotFound):
+		reason = "the account no longer exists"
+	case err != nil:
+		return false, err
+	case st.Deleting():
+		reason = "the account is being deleted"
+	case st.Suspended():
+		reason = "the account is suspended"
+	default:
+		return true, nil
+	}
+	if err := river.RecordOutput(ctx, map[string]string{"skipped": reason}); err != nil {
+		return false, err
+	}
+	return false, nil
 }

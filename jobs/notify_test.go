@@ -152,6 +152,26 @@ func TestAlertEmail(t *testing.T) {
 	require.Zero(t, jobs)
 }
 
+// TestAlertEmailSuspendedAccount: a suspended account's alert is not
+// mailed (a suspension pauses what goes out for it), and the job says why;
+// the job carries the account's tag, so deleting the account cancels it.
+func TestAlertEmailSuspendedAccount(t *testing.T) {
+	t.Parallel()
+	srv := smtptest.Start(t, smtptest.Options{})
+	e := newNotifyEnv(t, srv.Addr(), time.Time{})
+	_, err := e.pool.Exec(context.Background(), `UPDATE accounts SET suspended_at = now(), suspended_reason = 'abuse' WHERE id = $1`, e.account)
+	require.NoError(t, err)
+	ev := e.emit(t, criticalHealth())
+	var job *rivertype.JobRow
+	require.Eventually(t, func() bool {
+		job = e.alertJob(t, ev.ID)
+		return job.State == rivertype.JobStateCompleted
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Contains(t, job.Tags, "account-"+e.account.String())
+	require.Contains(t, string(job.Output()), "suspended")
+	require.Empty(t, srv.Messages(), "nothing mailed for a suspended account")
+}
+
 // TestAlertEmailRelayDown: a relay that is down delays the alert (the job
 // fails and is retried), never loses it: once the relay is up, it arrives.
 func TestAlertEmailRelayDown(t *testing.T) {

@@ -50,21 +50,33 @@ const VerifyEmailKind = "notify_verify_email"
 // so it never sits in the job table.
 type VerifyEmailArgs struct {
 	AddressID uuid.UUID `json:"address_id"`
+	// AccountID tags the job with its account (deleting the account
+	// cancels it) and lets the worker skip suspended accounts.
+	AccountID uuid.UUID `json:"account_id,omitzero"`
 }
 
 // Kind implements river.JobArgs.
 func (VerifyEmailArgs) Kind() string { return VerifyEmailKind }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
-func (VerifyEmailArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: 25}
+func (a VerifyEmailArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: river.QueueDefault, MaxAttempts: 25, Tags: accountTags(a.AccountID)}
 }
 
-func enqueueVerify(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], id uuid.UUID) error {
+// accountTags is the River tag of an account's jobs ("account-<id>", as
+// internal/accounts.JobTag), so deleting the account cancels them.
+func accountTags(id uuid.UUID) []string {
+	if id == uuid.Nil {
+		return nil
+	}
+	return []string{"account-" + id.String()}
+}
+
+func enqueueVerify(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], account, id uuid.UUID) error {
 	if client == nil {
 		return errors.New("notify: no River client to queue the verification mail with")
 	}
-	if _, err := client.InsertTx(ctx, tx, VerifyEmailArgs{AddressID: id}, nil); err != nil {
+	if _, err := client.InsertTx(ctx, tx, VerifyEmailArgs{AddressID: id, AccountID: account}, nil); err != nil {
 		return fmt.Errorf("error enqueueing verification email: %w", err)
 	}
 	return nil
@@ -82,7 +94,7 @@ func AddAddress(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ac
 	if err != nil {
 		return Address{}, fmt.Errorf("error inserting notification address: %w", err)
 	}
-	if err := enqueueVerify(ctx, tx, client, row.ID); err != nil {
+	if err := enqueueVerify(ctx, tx, client, row.AccountID, row.ID); err != nil {
 		return Address{}, err
 	}
 	return AddressFromRow(row), nil
@@ -99,7 +111,7 @@ func ResendVerification(ctx context.Context, tx pgx.Tx, client *river.Client[pgx
 		return Address{}, fmt.Errorf("error reading notification address: %w", err)
 	}
 	if row.VerifiedAt == nil {
-		if err := enqueueVerify(ctx, tx, client, row.ID); err != nil {
+		if err := enqueueVerify(ctx, tx, client, row.AccountID, row.ID); err != nil {
 			return Address{}, err
 		}
 	}
@@ -120,7 +132,7 @@ func ReplaceLogin(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], 
 	if err != nil {
 		return Address{}, fmt.Errorf("error storing login notification address: %w", err)
 	}
-	if err := enqueueVerify(ctx, tx, client, row.ID); err != nil {
+	if err := enqueueVerify(ctx, tx, client, row.AccountID, row.ID); err != nil {
 		return Address{}, err
 	}
 	return AddressFromRow(row), nil
