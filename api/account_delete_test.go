@@ -145,7 +145,7 @@ func TestAccountDeleteRemovesEverything(t *testing.T) {
 	var queued int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'available' AND tags @> ARRAY[$1]::varchar(255)[]`,
 		"account-"+doomed.ID).Scan(&queued))
-	require.Equal(t, 5, queued, "the delivery jobs wait in the (unworked) webhooks queue")
+	require.Equal(t, 6, queued, "the delivery jobs wait in the (unworked) webhooks queue, with the sign-up's verification mail")
 	before := map[string]int{}
 	for _, table := range tables {
 		before[table] = countRows(t, pool, table, other.ID)
@@ -190,7 +190,7 @@ func TestAccountDeleteRemovesEverything(t *testing.T) {
 	require.Equal(t, int64(10_005), out.Rows["events"])
 	require.Equal(t, int64(5), out.Rows["webhook_deliveries"])
 	require.Equal(t, int64(5), out.Rows["webhook_delivery_attempts"])
-	require.Equal(t, int64(5), out.Rows["river_job"])
+	require.Equal(t, int64(6), out.Rows["river_job"], "5 deliveries and the verification mail cancelled")
 	require.Equal(t, int64(1), out.Rows["sms_numbers"])
 	require.Equal(t, int64(1), out.Rows["dns_connections"])
 	require.Equal(t, int64(1), out.Rows["domain_health_history"])

@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/esp"
+	"github.com/mailwatch/mailwatch/internal/plans"
 )
 
 // fmtHours writes a whole number of hours as "84h".
