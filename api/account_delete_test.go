@@ -221,7 +221,7 @@ func TestAccountDeleteRemovesEverything(t *testing.T) {
 	require.Zero(t, n, "the account's queued jobs are cancelled")
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'available' AND tags @> ARRAY[$1]::varchar(255)[]`,
 		"account-"+other.ID).Scan(&n))
-	require.Equal(t, 5, n, "the other account's jobs are untouched")
+	require.Equal(t, 6, n, "the other account's jobs are untouched")
 
 	// The email is free again.
 	resp = b.do(t, "POST", "/api/accounts", "", map[string]string{"email": doomed.Email, "password": "correct horse battery"})
