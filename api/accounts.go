@@ -205,6 +205,11 @@ func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (
 		if err != nil {
 			return row, err
 		}
+		// Every dashboard session ends with the change, the session that
+		// made it included (it signs in again with the new password).
+		if _, err := s.EndWebSessions(ctx, tx, caller.AccountID); err != nil {
+			return row, err
+		}
 		_, err = s.deps.Emitter.Emit(ctx, tx, events.Event{AccountID: caller.AccountID, Type: events.TypePasswordChanged,
 			Payload: map[string]any{"key_identifier": caller.KeyIdentifier, "changed_at": changed.UTC().Format(time.RFC3339Nano)}})
 		return row, err

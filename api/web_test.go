@@ -167,3 +167,85 @@ func TestDashboardSignInThrottle(t *testing.T) {
 	resp, _ = w.signIn(other.Email, "correct horse battery")
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the IP's budget is spent")
 }
+
+// TestDashboardAccountState: a session follows its account. A password
+// change through the API ends every dashboard session (a data-API token's
+// rule, applied to sessions); a suspended account's session gets 403 with
+// the suspension's reason on pages and actions but may still sign out; an
+// account being deleted is signed out.
+func TestDashboardAccountState(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	t.Run("PasswordChangeEndsSessions", func(t *testing.T) {
+		acct := b.createAccount(t)
+		w, other := newWebClient(t, b), newWebClient(t, b)
+		w.signIn(acct.Email, "correct horse battery")
+		other.signIn(acct.Email, "correct horse battery")
+		resp, _ := w.req("GET", "/settings", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		// An email change alone keeps the sessions.
+		require.Equal(t, http.StatusOK, b.do(t, "PATCH", "/api/accounts/me", acct.Key, map[string]any{"email": "renamed-" + acct.Email}).Status)
+		resp, _ = w.req("GET", "/settings", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, http.StatusOK, b.do(t, "PATCH", "/api/accounts/me", acct.Key, map[string]any{"password": "a brand new password"}).Status)
+		for _, c := range []*webClient{w, other} {
+			resp, _ = c.req("GET", "/settings", nil)
+			require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed out by the password change")
+			require.Equal(t, "/signin?next=%2Fsettings", resp.Header.Get("Location"))
+		}
+		var n int
+		require.NoError(t, b.db.QueryRow(context.Background(), `SELECT count(*) FROM web_sessions WHERE account_id = $1`, acct.ID).Scan(&n))
+		require.Zero(t, n)
+		resp, _ = w.signIn("renamed-"+acct.Email, "correct horse battery")
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the old password is gone")
+		resp, _ = w.signIn("renamed-"+acct.Email, "a brand new password")
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		resp, _ = w.req("GET", "/settings", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	})
+
+	t.Run("SuspensionIs403", func(t *testing.T) {
+		admin, acct := b.createAccount(t), b.createAccount(t)
+		b.makeAdmin(t, admin)
+		w := newWebClient(t, b)
+		w.signIn(acct.Email, "correct horse battery")
+		tok := w.csrf("/settings")
+		resp := b.do(t, "POST", "/api/admin/accounts/"+acct.ID+"/suspend", admin.Key, map[string]any{"reason": "unpaid invoices since March"})
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		for _, path := range []string{"/", "/settings", "/domains"} {
+			resp, page := w.req("GET", path, nil)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, path)
+			require.Contains(t, page, "unpaid invoices since March", path)
+			require.NotContains(t, page, `href="/domains"`, "no navigation into pages that refuse")
+		}
+		resp2, body := w.req("POST", "/settings/api-keys", url.Values{"csrf": {tok}, "label": {"x"}})
+		require.Equal(t, http.StatusForbidden, resp2.StatusCode)
+		require.Contains(t, body, "unpaid invoices since March")
+		resp2, _ = w.req("GET", "/ui/events", nil)
+		require.Equal(t, http.StatusForbidden, resp2.StatusCode)
+		// Signing out still works.
+		resp2, _ = w.req("POST", "/signout", url.Values{"csrf": {tok}})
+		require.Equal(t, http.StatusSeeOther, resp2.StatusCode)
+		require.NotContains(t, w.cookies, "mw_session")
+		// Unsuspended: a new sign-in works again.
+		require.Equal(t, http.StatusOK, b.do(t, "POST", "/api/admin/accounts/"+acct.ID+"/unsuspend", admin.Key, nil).Status)
+		w.signIn(acct.Email, "correct horse battery")
+		resp2, _ = w.req("GET", "/settings", nil)
+		require.Equal(t, http.StatusOK, resp2.StatusCode)
+	})
+
+	t.Run("DeletionSignsOut", func(t *testing.T) {
+		acct := b.createAccount(t)
+		w := newWebClient(t, b)
+		w.signIn(acct.Email, "correct horse battery")
+		resp, _ := w.req("GET", "/", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, http.StatusAccepted, b.do(t, "DELETE", "/api/accounts/me", acct.Key, nil).Status)
+		resp, _ = w.req("GET", "/", nil)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed out")
+		require.NotContains(t, w.cookies, "mw_session", "the cookie is cleared")
+		resp, _ = w.req("GET", "/ui/events", nil)
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	})
+}
