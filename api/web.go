@@ -149,6 +149,11 @@ func (s *Server) webRoutes() {
 	s.webAdd("GET", "/settings", page(s.webSettings)...)
 	s.webAdd("POST", "/settings/api-keys", action(s.webCreateAPIKey)...)
 	s.webAdd("POST", "/settings/api-keys/:id/revoke", action(s.webRevokeAPIKey)...)
+	s.webAdd("POST", "/settings/preferences/mutes", action(s.webSetMutes)...)
+	s.webAdd("POST", "/settings/preferences/groups/:group", action(s.webSetGroup)...)
+	s.webAdd("POST", "/settings/notification-addresses", action(s.webAddAddress)...)
+	s.webAdd("POST", "/settings/notification-addresses/:id/remove", action(s.webRemoveAddress)...)
+	s.webAdd("POST", "/settings/notification-addresses/:id/resend", action(s.webResendAddress)...)
 }
 
 // webHeaders sets what every dashboard answer carries: no caching of

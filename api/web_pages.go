@@ -20,6 +20,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/reports"
 	"github.com/mailwatch/mailwatch/web"
 )
@@ -90,8 +91,9 @@ var templateFuncs = template.FuncMap{
 		}
 		return fmt.Sprint(v)
 	},
-	"join": strings.Join,
-	"pct":  func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
+	"join":  strings.Join,
+	"deref": func(b *bool) bool { return b != nil && *b },
+	"pct":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
 	"pretty": func(v any) string {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
@@ -677,8 +679,19 @@ func (s *Server) webWaitFeed(c *fiber.Ctx) error {
 // ---- settings ----
 
 type settingsData struct {
-	Keys    []APIKey
-	Created *NewAPIKey
+	Keys      []APIKey
+	Created   *NewAPIKey
+	Prefs     *notify.Preferences
+	Overrides []notify.TypePrefs
+	Addresses []notify.Address
+	Plan      *AccountPlan
+	PlanRows  []planRow
+}
+
+// planRow is one counted limit of the plan section.
+type planRow struct {
+	Name        string
+	Used, Limit int64
 }
 
 func (s *Server) settingsPage(c *fiber.Ctx, status int, created *NewAPIKey, problem string) error {
@@ -686,7 +699,29 @@ func (s *Server) settingsPage(c *fiber.Ctx, status int, created *NewAPIKey, prob
 	if err != nil {
 		return s.pageError(c, err)
 	}
-	return s.render(c, status, "settings", "Settings", settingsData{Keys: *keys, Created: created}, problem)
+	data := settingsData{Keys: *keys, Created: created}
+	if data.Prefs, err = call[emptyRequest, notify.Preferences](c, s, "getPreferences", &emptyRequest{}); err != nil {
+		return s.pageError(c, err)
+	}
+	for _, g := range data.Prefs.Groups {
+		for _, t := range g.Types {
+			if t.Override.Email != nil || t.Override.Webhook != nil {
+				data.Overrides = append(data.Overrides, t)
+			}
+		}
+	}
+	addrs, err := call[emptyRequest, []notify.Address](c, s, "listNotificationAddresses", &emptyRequest{})
+	if err != nil {
+		return s.pageError(c, err)
+	}
+	data.Addresses = *addrs
+	if data.Plan, err = call[emptyRequest, AccountPlan](c, s, "getAccountPlan", &emptyRequest{}); err != nil {
+		return s.pageError(c, err)
+	}
+	l, u := data.Plan.Limits, data.Plan.Usage
+	data.PlanRows = []planRow{{"Domains", u.Domains, int64(l.Domains)}, {"Live receivers", u.Receivers, int64(l.Receivers)},
+		{"Event subscriptions", u.Subscriptions, int64(l.Subscriptions)}, {"Sending providers", u.Providers, int64(l.Providers)}}
+	return s.render(c, status, "settings", "Settings", data, problem)
 }
 
 func (s *Server) webSettings(c *fiber.Ctx) error { return s.settingsPage(c, http.StatusOK, nil, "") }
@@ -708,4 +743,60 @@ func (s *Server) webRevokeAPIKey(c *fiber.Ctx) error {
 	}
 	_, err = call[APIKeyPath, NoContent](c, s, "revokeAPIKey", &APIKeyPath{ID: id})
 	return s.done(c, "/settings", err, "API key revoked")
+}
+
+// checked reads a checkbox: present and "on" (or "true") is true.
+func checked(c *fiber.Ctx, name string) *bool {
+	v := c.FormValue(name)
+	on := v == "on" || v == "true"
+	return &on
+}
+
+func (s *Server) webSetMutes(c *fiber.Ctx) error {
+	_, err := call[ChannelSwitches, notify.Preferences](c, s, "setChannelMutes",
+		&ChannelSwitches{Email: checked(c, "email"), Webhook: checked(c, "webhook")})
+	return s.done(c, "/settings#preferences", err, "channel mutes saved")
+}
+
+func (s *Server) webSetGroup(c *fiber.Ctx) error {
+	group := c.Params("group")
+	if u, err := url.PathUnescape(group); err == nil {
+		group = u
+	}
+	_, err := call[PreferenceGroupRequest, notify.Preferences](c, s, "setPreferenceGroup", &PreferenceGroupRequest{
+		Group: group, ChannelSwitches: ChannelSwitches{Email: checked(c, "email"), Webhook: checked(c, "webhook")}})
+	return s.done(c, "/settings#preferences", err, "preferences of "+group+" saved")
+}
+
+func (s *Server) webAddAddress(c *fiber.Ctx) error {
+	a, err := call[AddNotificationAddressRequest, notify.Address](c, s, "addNotificationAddress",
+		&AddNotificationAddressRequest{Email: c.FormValue("email")})
+	if err != nil {
+		return s.done(c, "/settings#addresses", err, "")
+	}
+	return s.done(c, "/settings#addresses", nil, a.Email+" added: follow the link in the mail sent to it to verify it")
+}
+
+func (s *Server) webRemoveAddress(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return s.done(c, "/settings#addresses", NotFound("notification address"), "")
+	}
+	_, err = call[NotificationAddressPath, NoContent](c, s, "removeNotificationAddress", &NotificationAddressPath{ID: id})
+	return s.done(c, "/settings#addresses", err, "address removed")
+}
+
+func (s *Server) webResendAddress(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return s.done(c, "/settings#addresses", NotFound("notification address"), "")
+	}
+	a, err := call[NotificationAddressPath, notify.Address](c, s, "resendNotificationAddressVerification", &NotificationAddressPath{ID: id})
+	if err != nil {
+		return s.done(c, "/settings#addresses", err, "")
+	}
+	if a.Verified {
+		return s.done(c, "/settings#addresses", nil, a.Email+" is already verified")
+	}
+	return s.done(c, "/settings#addresses", nil, "a new verification mail is on its way to "+a.Email)
 }

@@ -249,3 +249,133 @@ func TestDashboardAccountState(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	})
 }
+
+// TestDashboardSettings: the settings page shows and changes notification
+// preferences (mutes, group switches; required groups cannot change),
+// manages notification addresses, and shows the plan, all through the
+// preference and plan endpoints (the API sees the same state).
+func TestDashboardSettings(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	w := newWebClient(t, b)
+	w.signIn(acct.Email, "correct horse battery")
+	resp, page := w.req("GET", "/settings", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	tok := csrfAttr.FindStringSubmatch(page)[1]
+	require.Contains(t, page, `id="group-health"`)
+	require.Regexp(t, `(?s)id="group-audit".*?checked disabled.*?Required: always sent`, page)
+	require.Regexp(t, `(?s)id="plan-name">free<`, page)
+	require.Regexp(t, `(?s)id="billing-status"[^>]*>active<`, page)
+	require.Contains(t, page, acct.Email, "the sign-in address is listed")
+	require.Contains(t, page, "not verified")
+
+	apiPrefs := func() prefsJSON { return b.prefs(t, "GET", "/api/accounts/me/preferences", acct.Key, nil) }
+	group := func(p prefsJSON, name string) (email, webhook bool) {
+		for _, g := range p.Groups {
+			if g.Name == name {
+				return g.Channels.Email, g.Channels.Webhook
+			}
+		}
+		t.Fatalf("no group %s", name)
+		return
+	}
+
+	t.Run("GroupSwitch", func(t *testing.T) {
+		// Unchecked email, checked webhook.
+		resp, _ := w.req("POST", "/settings/preferences/groups/health", url.Values{"csrf": {tok}, "webhook": {"on"}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		require.Equal(t, "/settings#preferences", resp.Header.Get("Location"))
+		e, h := group(apiPrefs(), "health")
+		require.False(t, e)
+		require.True(t, h)
+		_, page := w.req("GET", "/settings", nil)
+		require.Contains(t, page, "preferences of health saved")
+		require.Regexp(t, `(?s)id="group-health".*?name="email" form="g-health" >`, page, "shown unchecked")
+		w.req("POST", "/settings/preferences/groups/health", url.Values{"csrf": {tok}, "email": {"on"}, "webhook": {"on"}})
+		e, _ = group(apiPrefs(), "health")
+		require.True(t, e)
+	})
+
+	t.Run("RequiredGroupAndUnknownGroupRefused", func(t *testing.T) {
+		w.req("POST", "/settings/preferences/groups/audit", url.Values{"csrf": {tok}})
+		_, page := w.req("GET", "/settings", nil)
+		require.Contains(t, page, "are required and always sent", "the API's 422 detail")
+		e, h := group(apiPrefs(), "audit")
+		require.True(t, e && h)
+		w.req("POST", "/settings/preferences/groups/nope", url.Values{"csrf": {tok}})
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, "preference group not found")
+		resp, _ := w.req("POST", "/settings/preferences/groups/health", url.Values{"csrf": {"wrong"}})
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "CSRF-protected")
+	})
+
+	t.Run("Mutes", func(t *testing.T) {
+		w.req("POST", "/settings/preferences/mutes", url.Values{"csrf": {tok}, "email": {"on"}})
+		p := apiPrefs()
+		require.True(t, p.Mutes.Email)
+		require.False(t, p.Mutes.Webhook)
+		_, page := w.req("GET", "/settings", nil)
+		require.Contains(t, page, `id="mute-email" checked`)
+		w.req("POST", "/settings/preferences/mutes", url.Values{"csrf": {tok}})
+		require.False(t, apiPrefs().Mutes.Email)
+	})
+
+	t.Run("Overrides", func(t *testing.T) {
+		off := false
+		require.Equal(t, http.StatusOK, b.do(t, "PUT", "/api/accounts/me/preferences/overrides/dmarc_report_received", acct.Key,
+			map[string]any{"email": off}).Status)
+		_, page := w.req("GET", "/settings", nil)
+		require.Regexp(t, `(?s)id="overrides".*dmarc_report_received</span>: email off, webhook from the group`, page)
+	})
+
+	t.Run("Addresses", func(t *testing.T) {
+		resp, _ := w.req("POST", "/settings/notification-addresses", url.Values{"csrf": {tok}, "email": {"Ops@Example.com"}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		var list []struct {
+			ID       string `json:"id"`
+			Email    string `json:"email"`
+			Verified bool   `json:"verified"`
+		}
+		b.do(t, "GET", "/api/accounts/me/notification-addresses", acct.Key, nil).JSON(t, &list)
+		var ops string
+		for _, a := range list {
+			if a.Email == "ops@example.com" {
+				ops = a.ID
+			}
+		}
+		require.NotEmpty(t, ops, "%v", list)
+		require.Equal(t, 1, b.verifyJobs(t, ops))
+		_, page := w.req("GET", "/settings", nil)
+		require.Contains(t, page, "ops@example.com added")
+		w.req("POST", "/settings/notification-addresses", url.Values{"csrf": {tok}, "email": {"ops@example.com"}})
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, `class="problem"`, "the API's 409")
+		w.req("POST", "/settings/notification-addresses/"+ops+"/resend", url.Values{"csrf": {tok}})
+		require.Equal(t, 2, b.verifyJobs(t, ops))
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, "a new verification mail is on its way to ops@example.com")
+		w.req("POST", "/settings/notification-addresses/"+ops+"/remove", url.Values{"csrf": {tok}})
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, "address removed")
+		require.NotContains(t, page, "ops@example.com</td>")
+		// Another account's address is 404 here as in the API.
+		other := b.createAccount(t)
+		var theirs []struct {
+			ID string `json:"id"`
+		}
+		b.do(t, "GET", "/api/accounts/me/notification-addresses", other.Key, nil).JSON(t, &theirs)
+		require.NotEmpty(t, theirs)
+		w.req("POST", "/settings/notification-addresses/"+theirs[0].ID+"/remove", url.Values{"csrf": {tok}})
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, "notification address not found")
+		b.do(t, "GET", "/api/accounts/me/notification-addresses", other.Key, nil).JSON(t, &theirs)
+		require.NotEmpty(t, theirs, "untouched")
+	})
+
+	t.Run("PlanUsage", func(t *testing.T) {
+		require.Equal(t, http.StatusCreated, b.do(t, "POST", "/api/accounts/me/domains", acct.Key, map[string]any{"domain": "plan-usage.example"}).Status)
+		_, page := w.req("GET", "/settings", nil)
+		require.Regexp(t, `(?s)id="plan-usage".*?Domains</th><td>1</td><td>\d+</td>`, page)
+	})
+}
