@@ -121,6 +121,9 @@ func (s *Server) webRoutes() {
 	s.webAdd("GET", "/signup", dl, s.webHeaders, s.webSignUpPage)
 	s.webAdd("POST", "/signup", dl, s.webHeaders, s.webSignUp)
 	// Sign-out admits a suspended account's session too.
+	// The verification mail's link: no session needed, the token is the proof.
+	s.webAdd("GET", "/notifications/verify", dl, s.webHeaders, s.webVerifyPage)
+	s.webAdd("POST", "/notifications/verify", dl, s.webHeaders, s.webVerify)
 	s.webAdd("POST", "/signout", dl, s.webHeaders, s.webAnySession, s.webCheckCSRF, s.webSignOut)
 
 	s.webAdd("GET", "/", page(s.webOverview)...)

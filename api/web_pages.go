@@ -5,6 +5,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -799,4 +800,50 @@ func (s *Server) webResendAddress(c *fiber.Ctx) error {
 		return s.done(c, "/settings#addresses", nil, a.Email+" is already verified")
 	}
 	return s.done(c, "/settings#addresses", nil, "a new verification mail is on its way to "+a.Email)
+}
+
+// ---- notification address verification (no session) ----
+
+type verifyData struct {
+	Token   string
+	Address *notify.Address
+}
+
+// webVerifyPage is where the verification mail links. It only shows a
+// button: mail scanners and link previews follow links, so a GET never
+// verifies.
+func (s *Server) webVerifyPage(c *fiber.Ctx) error {
+	token := c.Query("token")
+	if token == "" || len(token) > 128 {
+		return s.render(c, http.StatusBadRequest, "verify", "Verify a notification address", verifyData{},
+			"this link has no valid verification token")
+	}
+	return s.render(c, http.StatusOK, "verify", "Verify a notification address", verifyData{Token: token}, "")
+}
+
+// webVerify posts the token to the verify endpoint's own function, under
+// the same per-IP budget as the API route and the sign-in forms' CSRF
+// double-submit.
+func (s *Server) webVerify(c *fiber.Ctx) error {
+	const title = "Verify a notification address"
+	token := c.FormValue("token")
+	if err := s.checkPreCSRF(c); err != nil {
+		return s.render(c, http.StatusForbidden, "verify", title, verifyData{Token: token}, errCSRF.Detail)
+	}
+	if err := s.router.guard.chargeWith(c, s.router.guard.limiter, "ip:"+c.IP()); err != nil {
+		status, msg := s.problemText(c, err)
+		return s.render(c, status, "verify", title, verifyData{Token: token}, msg)
+	}
+	a, err := invoke[VerifyNotificationAddressRequest, notify.Address](c.UserContext(), s.router, "verifyNotificationAddress",
+		&VerifyNotificationAddressRequest{Token: token})
+	var e *Error
+	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return s.render(c, http.StatusNotFound, "verify", title, verifyData{},
+			"this verification link is unknown, already used or expired (links work once, for 48 hours)")
+	}
+	if err != nil {
+		status, msg := s.problemText(c, err)
+		return s.render(c, status, "verify", title, verifyData{Token: token}, msg)
+	}
+	return s.render(c, http.StatusOK, "verify", "Address verified", verifyData{Address: a}, "")
 }

@@ -379,3 +379,49 @@ func TestDashboardSettings(t *testing.T) {
 		require.Regexp(t, `(?s)id="plan-usage".*?Domains</th><td>1</td><td>\d+</td>`, page)
 	})
 }
+
+// TestDashboardVerifyAddress: the verification mail's link opens a page
+// with a button; only its POST (CSRF double-submit, no session needed)
+// verifies, through the verify endpoint. A GET never does: mail scanners
+// follow links.
+func TestDashboardVerifyAddress(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	var list []struct {
+		ID       string `json:"id"`
+		Verified bool   `json:"verified"`
+	}
+	verified := func() bool {
+		b.do(t, "GET", "/api/accounts/me/notification-addresses", acct.Key, nil).JSON(t, &list)
+		require.Len(t, list, 1)
+		return list[0].Verified
+	}
+	require.False(t, verified())
+	token := b.newToken(t, list[0].ID)
+
+	w := newWebClient(t, b) // not signed in
+	resp, page := w.req("GET", "/notifications/verify?token="+url.QueryEscape(token), nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "Verify this address")
+	require.Contains(t, page, `name="token" value="`+token+`"`)
+	w.req("GET", "/notifications/verify?token="+url.QueryEscape(token), nil)
+	require.False(t, verified(), "a GET never verifies")
+
+	resp, _ = w.req("POST", "/notifications/verify", url.Values{"csrf": {"wrong"}, "token": {token}})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.False(t, verified())
+
+	tok := w.csrf("/notifications/verify?token=" + url.QueryEscape(token))
+	resp, page = w.req("POST", "/notifications/verify", url.Values{"csrf": {tok}, "token": {token}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
+	require.Contains(t, page, acct.Email+"</strong> is verified")
+	require.True(t, verified())
+
+	resp, page = w.req("POST", "/notifications/verify", url.Values{"csrf": {tok}, "token": {token}})
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "single use")
+	require.Contains(t, page, "unknown, already used or expired")
+
+	resp, _ = w.req("GET", "/notifications/verify", nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
