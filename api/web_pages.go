@@ -355,11 +355,22 @@ func (s *Server) webDismissRecommendation(c *fiber.Ctx) error {
 type alertsData struct {
 	Alerts []Alert
 	Show   string
+	// Target is the alert the alert mail links to (?event=<id>): the page
+	// marks it and scrolls to it.
+	Target string
 }
 
 func (s *Server) webAlerts(c *fiber.Ctx) error {
 	req := &ListAlertsRequest{}
-	show := c.Query("show", "open")
+	var target string
+	if id, err := uuid.Parse(c.Query("event")); err == nil {
+		target = id.String()
+	}
+	def := "open"
+	if target != "" {
+		def = "all" // the linked alert may have been acknowledged since
+	}
+	show := c.Query("show", def)
 	switch show {
 	case "open":
 		f := false
@@ -378,7 +389,17 @@ func (s *Server) webAlerts(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, "alerts", "Alerts", alertsData{Alerts: items, Show: show}, "")
+	problem := ""
+	if target != "" {
+		found := false
+		for _, a := range items {
+			found = found || a.ID.String() == target
+		}
+		if !found {
+			problem = "the alert this link names is not in this list: it may be older than the alerts shown, or not this account's"
+		}
+	}
+	return s.render(c, http.StatusOK, "alerts", "Alerts", alertsData{Alerts: items, Show: show, Target: target}, problem)
 }
 
 func (s *Server) webAcknowledge(c *fiber.Ctx) error {

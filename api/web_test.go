@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/events"
 )
 
 // webClient drives the dashboard through app.Test, keeping cookies like a
@@ -424,4 +426,33 @@ func TestDashboardVerifyAddress(t *testing.T) {
 
 	resp, _ = w.req("GET", "/notifications/verify", nil)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+// TestDashboardAlertLink: /alerts?event=<id>, where the alert mail links,
+// lists all alerts (the linked one may be acknowledged by now) and marks
+// the linked one for the page's script to scroll to.
+func TestDashboardAlertLink(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	first := b.emit(t, acct.ID, events.Event{Type: events.TypeHealthScoreChanged, Severity: events.SeverityCritical, Domain: "a.example"})
+	second := b.emit(t, acct.ID, events.Event{Type: events.TypeHealthScoreChanged, Severity: events.SeverityCritical, Domain: "b.example"})
+	require.Equal(t, http.StatusOK, b.do(t, "POST", "/api/accounts/me/alerts/"+first.ID.String()+"/acknowledge", acct.Key,
+		map[string]any{"acknowledged_by": "alice"}).Status)
+	w := newWebClient(t, b)
+	w.signIn(acct.Email, "correct horse battery")
+
+	_, page := w.req("GET", "/alerts", nil)
+	require.NotContains(t, page, "alert-"+first.ID.String(), "open alerts only by default")
+	require.NotContains(t, page, " target")
+
+	resp, page := w.req("GET", "/alerts?event="+first.ID.String(), nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, `<article class="card alert target" id="alert-`+first.ID.String()+`" tabindex="-1" aria-current="true">`)
+	require.Contains(t, page, `<article class="card alert" id="alert-`+second.ID.String()+`">`, "the others are not marked")
+	require.NotContains(t, page, `class="problem"`)
+
+	_, page = w.req("GET", "/alerts?event="+uuid.NewString(), nil)
+	require.Contains(t, page, "the alert this link names is not in this list")
+	require.NotContains(t, page, "alert target")
 }
