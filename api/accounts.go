@@ -103,8 +103,8 @@ func (s *Server) accountRoutes() {
 		Summary: "Change the account's email or password",
 		Description: "Only the fields present change. A new email must be free (409); it replaces the old sign-in address " +
 			"among the notification addresses and must be verified (a verification mail is queued). A password change revokes every " +
-			"data-API token (POST /api/auth/token) and dashboard session issued before it (401 from then on, on every " +
-			"replica within 4 s) and emits password_changed; API keys are not sessions and stay valid (revoke them " +
+			"data-API token (POST /api/auth/token) issued before it (401 from then on, on every replica within 4 s), " +
+			"ends every dashboard session of the account (the one that made the change too) and emits password_changed; API keys are not sessions and stay valid (revoke them " +
 			"with DELETE .../api-keys/{id}).",
 		Errors: []int{409},
 		Call:   s.updateAccount,
@@ -203,6 +203,11 @@ func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (
 		changed, err := s.q.AccountSetCredentialsChanged(ctx, tx, dbsqlc.AccountSetCredentialsChangedParams{
 			ID: caller.AccountID, ChangedAt: s.now().UTC()})
 		if err != nil {
+			return row, err
+		}
+		// Every dashboard session ends with the change, the session that
+		// made it included (it signs in again with the new password).
+		if _, err := s.EndWebSessions(ctx, tx, caller.AccountID); err != nil {
 			return row, err
 		}
 		_, err = s.deps.Emitter.Emit(ctx, tx, events.Event{AccountID: caller.AccountID, Type: events.TypePasswordChanged,

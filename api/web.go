@@ -34,6 +34,7 @@ import (
 	"github.com/ulule/limiter/v3"
 	"github.com/ulule/limiter/v3/drivers/store/memory"
 
+	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/web"
@@ -65,6 +66,10 @@ type webSession struct {
 	Email   string
 	IsAdmin bool
 	CSRF    string
+	// Suspended is the suspension's detail while the account is suspended:
+	// the session stays (the person can read why and sign out) but every
+	// page and action answers 403 with it.
+	Suspended string
 }
 
 type webLocalKey int
@@ -115,7 +120,11 @@ func (s *Server) webRoutes() {
 	s.webAdd("POST", "/signin", dl, s.webHeaders, s.webSignIn)
 	s.webAdd("GET", "/signup", dl, s.webHeaders, s.webSignUpPage)
 	s.webAdd("POST", "/signup", dl, s.webHeaders, s.webSignUp)
-	s.webAdd("POST", "/signout", action(s.webSignOut)...)
+	// Sign-out admits a suspended account's session too.
+	// The verification mail's link: no session needed, the token is the proof.
+	s.webAdd("GET", "/notifications/verify", dl, s.webHeaders, s.webVerifyPage)
+	s.webAdd("POST", "/notifications/verify", dl, s.webHeaders, s.webVerify)
+	s.webAdd("POST", "/signout", dl, s.webHeaders, s.webAnySession, s.webCheckCSRF, s.webSignOut)
 
 	s.webAdd("GET", "/", page(s.webOverview)...)
 	s.webAdd("GET", "/domains", page(s.webDomains)...)
@@ -143,6 +152,11 @@ func (s *Server) webRoutes() {
 	s.webAdd("GET", "/settings", page(s.webSettings)...)
 	s.webAdd("POST", "/settings/api-keys", action(s.webCreateAPIKey)...)
 	s.webAdd("POST", "/settings/api-keys/:id/revoke", action(s.webRevokeAPIKey)...)
+	s.webAdd("POST", "/settings/preferences/mutes", action(s.webSetMutes)...)
+	s.webAdd("POST", "/settings/preferences/groups/:group", action(s.webSetGroup)...)
+	s.webAdd("POST", "/settings/notification-addresses", action(s.webAddAddress)...)
+	s.webAdd("POST", "/settings/notification-addresses/:id/remove", action(s.webRemoveAddress)...)
+	s.webAdd("POST", "/settings/notification-addresses/:id/resend", action(s.webResendAddress)...)
 }
 
 // webHeaders sets what every dashboard answer carries: no caching of
@@ -244,6 +258,18 @@ func (s *Server) session(c *fiber.Ctx) (*webSession, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The account's state comes from the same per-replica cache the API
+	// keys and data-API tokens use (accounts.CacheTTL): an account being
+	// deleted or gone signs its sessions out; a suspended one keeps them
+	// but is refused (webRequireSession).
+	st, err := s.accountStates.Get(c.UserContext(), s.db, row.AccountID)
+	if errors.Is(err, accounts.ErrNotFound) || (err == nil && st.Deleting()) {
+		s.clearCookie(c, sessionCookie)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &Error{Status: http.StatusServiceUnavailable, Detail: "sign-in is temporarily unavailable", Cause: err}
+	}
 	now := s.now()
 	if now.Sub(row.LastSeenAt) > time.Minute {
 		expires := now.Add(SessionTTL)
@@ -253,13 +279,17 @@ func (s *Server) session(c *fiber.Ctx) (*webSession, error) {
 		s.setCookie(c, sessionCookie, token, expires)
 	}
 	ws := &webSession{ID: row.ID, Account: row.AccountID, Email: row.Email, IsAdmin: row.IsAdmin, CSRF: csrfFor(token)}
+	if st.Suspended() {
+		ws.Suspended = st.SuspendedDetail()
+	}
 	c.Locals(webSessionKey, ws)
 	return ws, nil
 }
 
 // webRequireSession admits signed-in requests, with the session's account
 // as the Caller every endpoint function reads. Pages send others to the
-// sign-in page; actions and feeds answer 401.
+// sign-in page; actions and feeds answer 401. A suspended account's
+// session gets 403 with the suspension's detail (a page for pages).
 func (s *Server) webRequireSession(isPage bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ws, err := s.session(c)
@@ -272,9 +302,28 @@ func (s *Server) webRequireSession(isPage bool) fiber.Handler {
 			}
 			return unauthorized("sign in first")
 		}
+		if ws.Suspended != "" {
+			if isPage {
+				return s.render(c, http.StatusForbidden, "error", "Account suspended", nil, ws.Suspended)
+			}
+			return &Error{Status: http.StatusForbidden, Detail: ws.Suspended}
+		}
 		c.SetUserContext(WithCaller(c.UserContext(), Caller{AccountID: ws.Account, KeyIdentifier: DashboardKeyIdentifier, IsAdmin: ws.IsAdmin}))
 		return c.Next()
 	}
+}
+
+// webAnySession admits any live session, a suspended account's too (for
+// signing out).
+func (s *Server) webAnySession(c *fiber.Ctx) error {
+	ws, err := s.session(c)
+	if err != nil {
+		return err
+	}
+	if ws == nil {
+		return unauthorized("sign in first")
+	}
+	return c.Next()
 }
 
 // sameOrigin refuses requests a browser marks as coming from another site:
@@ -441,7 +490,7 @@ func safeNext(n string) string {
 }
 
 func (s *Server) webSignInPage(c *fiber.Ctx) error {
-	if ws, err := s.session(c); err == nil && ws != nil {
+	if ws, err := s.session(c); err == nil && ws != nil && ws.Suspended == "" {
 		return c.Redirect(safeNext(c.Query("next")), http.StatusSeeOther)
 	}
 	return s.render(c, http.StatusOK, "signin", "Sign in", signInData{Next: safeNext(c.Query("next"))}, "")

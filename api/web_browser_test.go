@@ -288,7 +288,61 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Equal(t, "", br.eval(`document.querySelector("#new-key") ? "shown" : ""`))
 	require.NotContains(t, br.eval(`document.documentElement.outerHTML`), key)
 	require.Contains(t, br.text("#keys"), "ci")
+
+	// Notification preferences: the health group's email switch turned off
+	// on the page is what the API answers; required groups cannot change.
+	require.Equal(t, "true", br.eval(`String(document.querySelector("#group-health input[name=email]").checked)`))
+	require.Equal(t, "true", br.eval(`String(document.querySelector("#group-audit input").disabled)`))
+	br.do(chromedp.Click(chromedp.CSS("#group-health input[name=email]")), chromedp.Click(chromedp.CSS("#g-health button")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	require.Equal(t, "preferences of health saved", br.text(".notice"))
+	require.Equal(t, "false", br.eval(`String(document.querySelector("#group-health input[name=email]").checked)`))
+	var prefs struct {
+		Groups []struct {
+			Name     string `json:"name"`
+			Channels struct {
+				Email   bool `json:"email"`
+				Webhook bool `json:"webhook"`
+			} `json:"channels"`
+		} `json:"groups"`
+	}
+	srv.do(t, "GET", "/api/accounts/me/preferences", key, nil).JSON(t, &prefs)
+	var health int
+	for i, g := range prefs.Groups {
+		if g.Name == "health" {
+			health = i
+		}
+	}
+	require.Equal(t, "health", prefs.Groups[health].Name)
+	require.False(t, prefs.Groups[health].Channels.Email, "persisted through the API's endpoint")
+	require.True(t, prefs.Groups[health].Channels.Webhook)
+	// The plan, read-only.
+	require.Equal(t, "free", br.text("#plan-name"))
+	require.Equal(t, "active", br.text("#billing-status"))
+	require.Regexp(t, `Domains\s+1\s+\d+`, br.text("#plan-usage"))
+	br.open("/settings")
 	br.screenshots("settings")
+
+	// The verification mail's link: the page verifies only on its button.
+	br.do(chromedp.Click(chromedp.CSS(".signout button")), chromedp.WaitVisible(chromedp.CSS("#password")))
+	var addrID string
+	require.NoError(t, srv.db.QueryRow(context.Background(), `SELECT id::text FROM notification_addresses WHERE account_id = $1`, acctID).Scan(&addrID))
+	token := srv.newToken(t, addrID)
+	br.open("/notifications/verify?token=" + url.QueryEscape(token))
+	br.screenshots("verify")
+	br.do(chromedp.Click(chromedp.CSS("main button[type=submit]")), chromedp.WaitVisible(chromedp.CSS("#verified")))
+	require.Contains(t, br.text("#verified"), email+" is verified")
+	var verified bool
+	require.NoError(t, srv.db.QueryRow(context.Background(), `SELECT verified_at IS NOT NULL FROM notification_addresses WHERE id = $1`, addrID).Scan(&verified))
+	require.True(t, verified)
+	br.open("/signin")
+	br.do(chromedp.SendKeys(chromedp.CSS("#email"), email), chromedp.SendKeys(chromedp.CSS("#password"), password),
+		chromedp.Click(chromedp.CSS("main button[type=submit]")), chromedp.WaitVisible(chromedp.CSS(".tiles")))
+
+	// The alert mail's link: the page marks the alert and moves to it.
+	br.open("/alerts?event=" + alert.ID.String())
+	require.Equal(t, "alert-"+alert.ID.String(), br.eval(`document.activeElement.id`))
+	require.Equal(t, "true", br.eval(`String(document.querySelector("`+sel+`").classList.contains("target"))`))
 
 	// A subscription created here; its delivery is retried from the delivery page.
 	hooks := newPushReceiver(t)

@@ -5,6 +5,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/reports"
 	"github.com/mailwatch/mailwatch/web"
 )
@@ -90,8 +92,9 @@ var templateFuncs = template.FuncMap{
 		}
 		return fmt.Sprint(v)
 	},
-	"join": strings.Join,
-	"pct":  func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
+	"join":  strings.Join,
+	"deref": func(b *bool) bool { return b != nil && *b },
+	"pct":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
 	"pretty": func(v any) string {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
@@ -352,11 +355,22 @@ func (s *Server) webDismissRecommendation(c *fiber.Ctx) error {
 type alertsData struct {
 	Alerts []Alert
 	Show   string
+	// Target is the alert the alert mail links to (?event=<id>): the page
+	// marks it and scrolls to it.
+	Target string
 }
 
 func (s *Server) webAlerts(c *fiber.Ctx) error {
 	req := &ListAlertsRequest{}
-	show := c.Query("show", "open")
+	var target string
+	if id, err := uuid.Parse(c.Query("event")); err == nil {
+		target = id.String()
+	}
+	def := "open"
+	if target != "" {
+		def = "all" // the linked alert may have been acknowledged since
+	}
+	show := c.Query("show", def)
 	switch show {
 	case "open":
 		f := false
@@ -375,7 +389,17 @@ func (s *Server) webAlerts(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, "alerts", "Alerts", alertsData{Alerts: items, Show: show}, "")
+	problem := ""
+	if target != "" {
+		found := false
+		for _, a := range items {
+			found = found || a.ID.String() == target
+		}
+		if !found {
+			problem = "the alert this link names is not in this list: it may be older than the alerts shown, or not this account's"
+		}
+	}
+	return s.render(c, http.StatusOK, "alerts", "Alerts", alertsData{Alerts: items, Show: show, Target: target}, problem)
 }
 
 func (s *Server) webAcknowledge(c *fiber.Ctx) error {
@@ -677,8 +701,19 @@ func (s *Server) webWaitFeed(c *fiber.Ctx) error {
 // ---- settings ----
 
 type settingsData struct {
-	Keys    []APIKey
-	Created *NewAPIKey
+	Keys      []APIKey
+	Created   *NewAPIKey
+	Prefs     *notify.Preferences
+	Overrides []notify.TypePrefs
+	Addresses []notify.Address
+	Plan      *AccountPlan
+	PlanRows  []planRow
+}
+
+// planRow is one counted limit of the plan section.
+type planRow struct {
+	Name        string
+	Used, Limit int64
 }
 
 func (s *Server) settingsPage(c *fiber.Ctx, status int, created *NewAPIKey, problem string) error {
@@ -686,7 +721,29 @@ func (s *Server) settingsPage(c *fiber.Ctx, status int, created *NewAPIKey, prob
 	if err != nil {
 		return s.pageError(c, err)
 	}
-	return s.render(c, status, "settings", "Settings", settingsData{Keys: *keys, Created: created}, problem)
+	data := settingsData{Keys: *keys, Created: created}
+	if data.Prefs, err = call[emptyRequest, notify.Preferences](c, s, "getPreferences", &emptyRequest{}); err != nil {
+		return s.pageError(c, err)
+	}
+	for _, g := range data.Prefs.Groups {
+		for _, t := range g.Types {
+			if t.Override.Email != nil || t.Override.Webhook != nil {
+				data.Overrides = append(data.Overrides, t)
+			}
+		}
+	}
+	addrs, err := call[emptyRequest, []notify.Address](c, s, "listNotificationAddresses", &emptyRequest{})
+	if err != nil {
+		return s.pageError(c, err)
+	}
+	data.Addresses = *addrs
+	if data.Plan, err = call[emptyRequest, AccountPlan](c, s, "getAccountPlan", &emptyRequest{}); err != nil {
+		return s.pageError(c, err)
+	}
+	l, u := data.Plan.Limits, data.Plan.Usage
+	data.PlanRows = []planRow{{"Domains", u.Domains, int64(l.Domains)}, {"Live receivers", u.Receivers, int64(l.Receivers)},
+		{"Event subscriptions", u.Subscriptions, int64(l.Subscriptions)}, {"Sending providers", u.Providers, int64(l.Providers)}}
+	return s.render(c, status, "settings", "Settings", data, problem)
 }
 
 func (s *Server) webSettings(c *fiber.Ctx) error { return s.settingsPage(c, http.StatusOK, nil, "") }
@@ -708,4 +765,106 @@ func (s *Server) webRevokeAPIKey(c *fiber.Ctx) error {
 	}
 	_, err = call[APIKeyPath, NoContent](c, s, "revokeAPIKey", &APIKeyPath{ID: id})
 	return s.done(c, "/settings", err, "API key revoked")
+}
+
+// checked reads a checkbox: present and "on" (or "true") is true.
+func checked(c *fiber.Ctx, name string) *bool {
+	v := c.FormValue(name)
+	on := v == "on" || v == "true"
+	return &on
+}
+
+func (s *Server) webSetMutes(c *fiber.Ctx) error {
+	_, err := call[ChannelSwitches, notify.Preferences](c, s, "setChannelMutes",
+		&ChannelSwitches{Email: checked(c, "email"), Webhook: checked(c, "webhook")})
+	return s.done(c, "/settings#preferences", err, "channel mutes saved")
+}
+
+func (s *Server) webSetGroup(c *fiber.Ctx) error {
+	group := c.Params("group")
+	if u, err := url.PathUnescape(group); err == nil {
+		group = u
+	}
+	_, err := call[PreferenceGroupRequest, notify.Preferences](c, s, "setPreferenceGroup", &PreferenceGroupRequest{
+		Group: group, ChannelSwitches: ChannelSwitches{Email: checked(c, "email"), Webhook: checked(c, "webhook")}})
+	return s.done(c, "/settings#preferences", err, "preferences of "+group+" saved")
+}
+
+func (s *Server) webAddAddress(c *fiber.Ctx) error {
+	a, err := call[AddNotificationAddressRequest, notify.Address](c, s, "addNotificationAddress",
+		&AddNotificationAddressRequest{Email: c.FormValue("email")})
+	if err != nil {
+		return s.done(c, "/settings#addresses", err, "")
+	}
+	return s.done(c, "/settings#addresses", nil, a.Email+" added: follow the link in the mail sent to it to verify it")
+}
+
+func (s *Server) webRemoveAddress(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return s.done(c, "/settings#addresses", NotFound("notification address"), "")
+	}
+	_, err = call[NotificationAddressPath, NoContent](c, s, "removeNotificationAddress", &NotificationAddressPath{ID: id})
+	return s.done(c, "/settings#addresses", err, "address removed")
+}
+
+func (s *Server) webResendAddress(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return s.done(c, "/settings#addresses", NotFound("notification address"), "")
+	}
+	a, err := call[NotificationAddressPath, notify.Address](c, s, "resendNotificationAddressVerification", &NotificationAddressPath{ID: id})
+	if err != nil {
+		return s.done(c, "/settings#addresses", err, "")
+	}
+	if a.Verified {
+		return s.done(c, "/settings#addresses", nil, a.Email+" is already verified")
+	}
+	return s.done(c, "/settings#addresses", nil, "a new verification mail is on its way to "+a.Email)
+}
+
+// ---- notification address verification (no session) ----
+
+type verifyData struct {
+	Token   string
+	Address *notify.Address
+}
+
+// webVerifyPage is where the verification mail links. It only shows a
+// button: mail scanners and link previews follow links, so a GET never
+// verifies.
+func (s *Server) webVerifyPage(c *fiber.Ctx) error {
+	token := c.Query("token")
+	if token == "" || len(token) > 128 {
+		return s.render(c, http.StatusBadRequest, "verify", "Verify a notification address", verifyData{},
+			"this link has no valid verification token")
+	}
+	return s.render(c, http.StatusOK, "verify", "Verify a notification address", verifyData{Token: token}, "")
+}
+
+// webVerify posts the token to the verify endpoint's own function, under
+// the same per-IP budget as the API route and the sign-in forms' CSRF
+// double-submit.
+func (s *Server) webVerify(c *fiber.Ctx) error {
+	const title = "Verify a notification address"
+	token := c.FormValue("token")
+	if err := s.checkPreCSRF(c); err != nil {
+		return s.render(c, http.StatusForbidden, "verify", title, verifyData{Token: token}, errCSRF.Detail)
+	}
+	if err := s.router.guard.chargeWith(c, s.router.guard.limiter, "ip:"+c.IP()); err != nil {
+		status, msg := s.problemText(c, err)
+		return s.render(c, status, "verify", title, verifyData{Token: token}, msg)
+	}
+	a, err := invoke[VerifyNotificationAddressRequest, notify.Address](c.UserContext(), s.router, "verifyNotificationAddress",
+		&VerifyNotificationAddressRequest{Token: token})
+	var e *Error
+	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return s.render(c, http.StatusNotFound, "verify", title, verifyData{},
+			"this verification link is unknown, already used or expired (links work once, for 48 hours)")
+	}
+	if err != nil {
+		status, msg := s.problemText(c, err)
+		return s.render(c, status, "verify", title, verifyData{Token: token}, msg)
+	}
+	return s.render(c, http.StatusOK, "verify", "Address verified", verifyData{Address: a}, "")
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/events"
 )
 
 // webClient drives the dashboard through app.Test, keeping cookies like a
@@ -166,4 +168,291 @@ func TestDashboardSignInThrottle(t *testing.T) {
 	}
 	resp, _ = w.signIn(other.Email, "correct horse battery")
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the IP's budget is spent")
+}
+
+// TestDashboardAccountState: a session follows its account. A password
+// change through the API ends every dashboard session (a data-API token's
+// rule, applied to sessions); a suspended account's session gets 403 with
+// the suspension's reason on pages and actions but may still sign out; an
+// account being deleted is signed out.
+func TestDashboardAccountState(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	t.Run("PasswordChangeEndsSessions", func(t *testing.T) {
+		acct := b.createAccount(t)
+		w, other := newWebClient(t, b), newWebClient(t, b)
+		w.signIn(acct.Email, "correct horse battery")
+		other.signIn(acct.Email, "correct horse battery")
+		resp, _ := w.req("GET", "/settings", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		// An email change alone keeps the sessions.
+		require.Equal(t, http.StatusOK, b.do(t, "PATCH", "/api/accounts/me", acct.Key, map[string]any{"email": "renamed-" + acct.Email}).Status)
+		resp, _ = w.req("GET", "/settings", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, http.StatusOK, b.do(t, "PATCH", "/api/accounts/me", acct.Key, map[string]any{"password": "a brand new password"}).Status)
+		for _, c := range []*webClient{w, other} {
+			resp, _ = c.req("GET", "/settings", nil)
+			require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed out by the password change")
+			require.Equal(t, "/signin?next=%2Fsettings", resp.Header.Get("Location"))
+		}
+		var n int
+		require.NoError(t, b.db.QueryRow(context.Background(), `SELECT count(*) FROM web_sessions WHERE account_id = $1`, acct.ID).Scan(&n))
+		require.Zero(t, n)
+		resp, _ = w.signIn("renamed-"+acct.Email, "correct horse battery")
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the old password is gone")
+		resp, _ = w.signIn("renamed-"+acct.Email, "a brand new password")
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		resp, _ = w.req("GET", "/settings", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	})
+
+	t.Run("SuspensionIs403", func(t *testing.T) {
+		admin, acct := b.createAccount(t), b.createAccount(t)
+		b.makeAdmin(t, admin)
+		w := newWebClient(t, b)
+		w.signIn(acct.Email, "correct horse battery")
+		tok := w.csrf("/settings")
+		resp := b.do(t, "POST", "/api/admin/accounts/"+acct.ID+"/suspend", admin.Key, map[string]any{"reason": "unpaid invoices since March"})
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		for _, path := range []string{"/", "/settings", "/domains"} {
+			resp, page := w.req("GET", path, nil)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, path)
+			require.Contains(t, page, "unpaid invoices since March", path)
+			require.NotContains(t, page, `href="/domains"`, "no navigation into pages that refuse")
+		}
+		resp2, body := w.req("POST", "/settings/api-keys", url.Values{"csrf": {tok}, "label": {"x"}})
+		require.Equal(t, http.StatusForbidden, resp2.StatusCode)
+		require.Contains(t, body, "unpaid invoices since March")
+		resp2, _ = w.req("GET", "/ui/events", nil)
+		require.Equal(t, http.StatusForbidden, resp2.StatusCode)
+		// Signing out still works.
+		resp2, _ = w.req("POST", "/signout", url.Values{"csrf": {tok}})
+		require.Equal(t, http.StatusSeeOther, resp2.StatusCode)
+		require.NotContains(t, w.cookies, "mw_session")
+		// Unsuspended: a new sign-in works again.
+		require.Equal(t, http.StatusOK, b.do(t, "POST", "/api/admin/accounts/"+acct.ID+"/unsuspend", admin.Key, nil).Status)
+		w.signIn(acct.Email, "correct horse battery")
+		resp2, _ = w.req("GET", "/settings", nil)
+		require.Equal(t, http.StatusOK, resp2.StatusCode)
+	})
+
+	t.Run("DeletionSignsOut", func(t *testing.T) {
+		acct := b.createAccount(t)
+		w := newWebClient(t, b)
+		w.signIn(acct.Email, "correct horse battery")
+		resp, _ := w.req("GET", "/", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, http.StatusAccepted, b.do(t, "DELETE", "/api/accounts/me", acct.Key, nil).Status)
+		resp, _ = w.req("GET", "/", nil)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed out")
+		require.NotContains(t, w.cookies, "mw_session", "the cookie is cleared")
+		resp, _ = w.req("GET", "/ui/events", nil)
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	})
+}
+
+// TestDashboardSettings: the settings page shows and changes notification
+// preferences (mutes, group switches; required groups cannot change),
+// manages notification addresses, and shows the plan, all through the
+// preference and plan endpoints (the API sees the same state).
+func TestDashboardSettings(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	w := newWebClient(t, b)
+	w.signIn(acct.Email, "correct horse battery")
+	resp, page := w.req("GET", "/settings", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	tok := csrfAttr.FindStringSubmatch(page)[1]
+	require.Contains(t, page, `id="group-health"`)
+	require.Regexp(t, `(?s)id="group-audit".*?checked disabled.*?Required: always sent`, page)
+	require.Regexp(t, `(?s)id="plan-name">free<`, page)
+	require.Regexp(t, `(?s)id="billing-status"[^>]*>active<`, page)
+	require.Contains(t, page, acct.Email, "the sign-in address is listed")
+	require.Contains(t, page, "not verified")
+
+	apiPrefs := func() prefsJSON { return b.prefs(t, "GET", "/api/accounts/me/preferences", acct.Key, nil) }
+	group := func(p prefsJSON, name string) (email, webhook bool) {
+		for _, g := range p.Groups {
+			if g.Name == name {
+				return g.Channels.Email, g.Channels.Webhook
+			}
+		}
+		t.Fatalf("no group %s", name)
+		return
+	}
+
+	t.Run("GroupSwitch", func(t *testing.T) {
+		// Unchecked email, checked webhook.
+		resp, _ := w.req("POST", "/settings/preferences/groups/health", url.Values{"csrf": {tok}, "webhook": {"on"}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		require.Equal(t, "/settings#preferences", resp.Header.Get("Location"))
+		e, h := group(apiPrefs(), "health")
+		require.False(t, e)
+		require.True(t, h)
+		_, page := w.req("GET", "/settings", nil)
+		require.Contains(t, page, "preferences of health saved")
+		require.Regexp(t, `(?s)id="group-health".*?name="email" form="g-health" >`, page, "shown unchecked")
+		w.req("POST", "/settings/preferences/groups/health", url.Values{"csrf": {tok}, "email": {"on"}, "webhook": {"on"}})
+		e, _ = group(apiPrefs(), "health")
+		require.True(t, e)
+	})
+
+	t.Run("RequiredGroupAndUnknownGroupRefused", func(t *testing.T) {
+		w.req("POST", "/settings/preferences/groups/audit", url.Values{"csrf": {tok}})
+		_, page := w.req("GET", "/settings", nil)
+		require.Contains(t, page, "are required and always sent", "the API's 422 detail")
+		e, h := group(apiPrefs(), "audit")
+		require.True(t, e && h)
+		w.req("POST", "/settings/preferences/groups/nope", url.Values{"csrf": {tok}})
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, "preference group not found")
+		resp, _ := w.req("POST", "/settings/preferences/groups/health", url.Values{"csrf": {"wrong"}})
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "CSRF-protected")
+	})
+
+	t.Run("Mutes", func(t *testing.T) {
+		w.req("POST", "/settings/preferences/mutes", url.Values{"csrf": {tok}, "email": {"on"}})
+		p := apiPrefs()
+		require.True(t, p.Mutes.Email)
+		require.False(t, p.Mutes.Webhook)
+		_, page := w.req("GET", "/settings", nil)
+		require.Contains(t, page, `id="mute-email" checked`)
+		w.req("POST", "/settings/preferences/mutes", url.Values{"csrf": {tok}})
+		require.False(t, apiPrefs().Mutes.Email)
+	})
+
+	t.Run("Overrides", func(t *testing.T) {
+		off := false
+		require.Equal(t, http.StatusOK, b.do(t, "PUT", "/api/accounts/me/preferences/overrides/dmarc_report_received", acct.Key,
+			map[string]any{"email": off}).Status)
+		_, page := w.req("GET", "/settings", nil)
+		require.Regexp(t, `(?s)id="overrides".*dmarc_report_received</span>: email off, webhook from the group`, page)
+	})
+
+	t.Run("Addresses", func(t *testing.T) {
+		resp, _ := w.req("POST", "/settings/notification-addresses", url.Values{"csrf": {tok}, "email": {"Ops@Example.com"}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		var list []struct {
+			ID       string `json:"id"`
+			Email    string `json:"email"`
+			Verified bool   `json:"verified"`
+		}
+		b.do(t, "GET", "/api/accounts/me/notification-addresses", acct.Key, nil).JSON(t, &list)
+		var ops string
+		for _, a := range list {
+			if a.Email == "ops@example.com" {
+				ops = a.ID
+			}
+		}
+		require.NotEmpty(t, ops, "%v", list)
+		require.Equal(t, 1, b.verifyJobs(t, ops))
+		_, page := w.req("GET", "/settings", nil)
+		require.Contains(t, page, "ops@example.com added")
+		w.req("POST", "/settings/notification-addresses", url.Values{"csrf": {tok}, "email": {"ops@example.com"}})
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, `class="problem"`, "the API's 409")
+		w.req("POST", "/settings/notification-addresses/"+ops+"/resend", url.Values{"csrf": {tok}})
+		require.Equal(t, 2, b.verifyJobs(t, ops))
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, "a new verification mail is on its way to ops@example.com")
+		w.req("POST", "/settings/notification-addresses/"+ops+"/remove", url.Values{"csrf": {tok}})
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, "address removed")
+		require.NotContains(t, page, "ops@example.com</td>")
+		// Another account's address is 404 here as in the API.
+		other := b.createAccount(t)
+		var theirs []struct {
+			ID string `json:"id"`
+		}
+		b.do(t, "GET", "/api/accounts/me/notification-addresses", other.Key, nil).JSON(t, &theirs)
+		require.NotEmpty(t, theirs)
+		w.req("POST", "/settings/notification-addresses/"+theirs[0].ID+"/remove", url.Values{"csrf": {tok}})
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, "notification address not found")
+		b.do(t, "GET", "/api/accounts/me/notification-addresses", other.Key, nil).JSON(t, &theirs)
+		require.NotEmpty(t, theirs, "untouched")
+	})
+
+	t.Run("PlanUsage", func(t *testing.T) {
+		require.Equal(t, http.StatusCreated, b.do(t, "POST", "/api/accounts/me/domains", acct.Key, map[string]any{"domain": "plan-usage.example"}).Status)
+		_, page := w.req("GET", "/settings", nil)
+		require.Regexp(t, `(?s)id="plan-usage".*?Domains</th><td>1</td><td>\d+</td>`, page)
+	})
+}
+
+// TestDashboardVerifyAddress: the verification mail's link opens a page
+// with a button; only its POST (CSRF double-submit, no session needed)
+// verifies, through the verify endpoint. A GET never does: mail scanners
+// follow links.
+func TestDashboardVerifyAddress(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	var list []struct {
+		ID       string `json:"id"`
+		Verified bool   `json:"verified"`
+	}
+	verified := func() bool {
+		b.do(t, "GET", "/api/accounts/me/notification-addresses", acct.Key, nil).JSON(t, &list)
+		require.Len(t, list, 1)
+		return list[0].Verified
+	}
+	require.False(t, verified())
+	token := b.newToken(t, list[0].ID)
+
+	w := newWebClient(t, b) // not signed in
+	resp, page := w.req("GET", "/notifications/verify?token="+url.QueryEscape(token), nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "Verify this address")
+	require.Contains(t, page, `name="token" value="`+token+`"`)
+	w.req("GET", "/notifications/verify?token="+url.QueryEscape(token), nil)
+	require.False(t, verified(), "a GET never verifies")
+
+	resp, _ = w.req("POST", "/notifications/verify", url.Values{"csrf": {"wrong"}, "token": {token}})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.False(t, verified())
+
+	tok := w.csrf("/notifications/verify?token=" + url.QueryEscape(token))
+	resp, page = w.req("POST", "/notifications/verify", url.Values{"csrf": {tok}, "token": {token}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
+	require.Contains(t, page, acct.Email+"</strong> is verified")
+	require.True(t, verified())
+
+	resp, page = w.req("POST", "/notifications/verify", url.Values{"csrf": {tok}, "token": {token}})
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "single use")
+	require.Contains(t, page, "unknown, already used or expired")
+
+	resp, _ = w.req("GET", "/notifications/verify", nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+// TestDashboardAlertLink: /alerts?event=<id>, where the alert mail links,
+// lists all alerts (the linked one may be acknowledged by now) and marks
+// the linked one for the page's script to scroll to.
+func TestDashboardAlertLink(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	first := b.emit(t, acct.ID, events.Event{Type: events.TypeHealthScoreChanged, Severity: events.SeverityCritical, Domain: "a.example"})
+	second := b.emit(t, acct.ID, events.Event{Type: events.TypeHealthScoreChanged, Severity: events.SeverityCritical, Domain: "b.example"})
+	require.Equal(t, http.StatusOK, b.do(t, "POST", "/api/accounts/me/alerts/"+first.ID.String()+"/acknowledge", acct.Key,
+		map[string]any{"acknowledged_by": "alice"}).Status)
+	w := newWebClient(t, b)
+	w.signIn(acct.Email, "correct horse battery")
+
+	_, page := w.req("GET", "/alerts", nil)
+	require.NotContains(t, page, "alert-"+first.ID.String(), "open alerts only by default")
+	require.NotContains(t, page, " target")
+
+	resp, page := w.req("GET", "/alerts?event="+first.ID.String(), nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, `<article class="card alert target" id="alert-`+first.ID.String()+`" tabindex="-1" aria-current="true">`)
+	require.Contains(t, page, `<article class="card alert" id="alert-`+second.ID.String()+`">`, "the others are not marked")
+	require.NotContains(t, page, `class="problem"`)
+
+	_, page = w.req("GET", "/alerts?event="+uuid.NewString(), nil)
+	require.Contains(t, page, "the alert this link names is not in this list")
+	require.NotContains(t, page, "alert target")
 }

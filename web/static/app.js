@@ -24,6 +24,9 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
+    // The alert an alert mail links to (/alerts?event=<id>): into view.
+    var target = document.querySelector("article.alert.target");
+    if (target) { target.scrollIntoView({ block: "center" }); target.focus({ preventScroll: true }); }
     document.querySelectorAll("[data-select]").forEach(function (i) {
       i.addEventListener("focus", function () { i.select(); });
     });
