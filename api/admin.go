@@ -50,41 +50,7 @@ type SearchAccountsRequest struct {
 }
 
 // AdminAccountPage is one page of accounts in id (creation) order.
-type AdminAccountPage struct {
-	Items []AdminAccount
-	next  string
-	query url.Values
-}
-
-// ResponseBody implements BodyProvider.
-func (p *AdminAccountPage) ResponseBody() any {
-	if p.Items == nil {
-		return []AdminAccount{}
-	}
-	return p.Items
-}
-
-// OpenAPIBody documents the body as an array of accounts.
-func (p *AdminAccountPage) OpenAPIBody() any { return new([]AdminAccount) }
-
-// OpenAPIHeaders documents the pagination headers.
-func (p *AdminAccountPage) OpenAPIHeaders() any { return new(pageHeaders) }
-
-// ResponseHeaders implements HeaderSetter.
-func (p *AdminAccountPage) ResponseHeaders() map[string]string {
-	if p.next == "" {
-		return nil
-	}
-	q := url.Values{}
-	for k, v := range p.query {
-		q[k] = v
-	}
-	q.Set("cursor", p.next)
-	return map[string]string{
-		"X-Next-Cursor": p.next,
-		"Link":          "</api/admin/accounts?" + q.Encode() + `>; rel="next"`,
-	}
-}
+type AdminAccountPage = ArrayPage[AdminAccount]
 
 // AdminAccountPath names one account.
 type AdminAccountPath struct {
@@ -214,7 +180,7 @@ func (s *Server) searchAccounts(ctx context.Context, req *SearchAccountsRequest)
 	if err != nil {
 		return nil, err
 	}
-	page := &AdminAccountPage{query: q}
+	page := &AdminAccountPage{path: "/api/admin/accounts", query: q}
 	if len(rows) > limit {
 		rows = rows[:limit]
 		page.next = rows[len(rows)-1].ID.String()

@@ -101,50 +101,8 @@ type ListDeliveriesRequest struct {
 	Cursor         string     `query:"cursor" description:"X-Next-Cursor of the previous page."`
 }
 
-// deliveryPageHeaders documents the pagination headers.
-type deliveryPageHeaders struct {
-	NextCursor string `header:"X-Next-Cursor" description:"Opaque cursor of the next page; absent on the last page. Pass it as ?cursor= with the same filters."`
-	Link       string `header:"Link" description:"RFC 8288 link to the next page (rel=\"next\"); absent on the last page."`
-}
-
-// DeliveryPage is one page of deliveries, newest first: a JSON array whose
-// next-page cursor travels in the X-Next-Cursor and Link headers.
-type DeliveryPage struct {
-	Items []Delivery
-	next  string
-	query url.Values
-}
-
-// ResponseBody implements BodyProvider: the body is the items array,
-// encoded once (a MarshalJSON result would be re-validated and compacted).
-func (p *DeliveryPage) ResponseBody() any {
-	if p.Items == nil {
-		return []Delivery{}
-	}
-	return p.Items
-}
-
-// OpenAPIBody documents the body as an array of deliveries.
-func (p *DeliveryPage) OpenAPIBody() any { return new([]Delivery) }
-
-// OpenAPIHeaders documents the pagination headers.
-func (p *DeliveryPage) OpenAPIHeaders() any { return new(deliveryPageHeaders) }
-
-// ResponseHeaders implements HeaderSetter.
-func (p *DeliveryPage) ResponseHeaders() map[string]string {
-	if p.next == "" {
-		return nil
-	}
-	q := url.Values{}
-	for k, v := range p.query {
-		q[k] = v
-	}
-	q.Set("cursor", p.next)
-	return map[string]string{
-		"X-Next-Cursor": p.next,
-		"Link":          "</api/accounts/me/deliveries?" + q.Encode() + `>; rel="next"`,
-	}
-}
+// DeliveryPage is one page of deliveries, newest first.
+type DeliveryPage = ArrayPage[Delivery]
 
 // DeliveryPath names one delivery.
 type DeliveryPath struct {
@@ -227,7 +185,7 @@ func (s *Server) listDeliveries(ctx context.Context, req *ListDeliveriesRequest)
 	if err != nil {
 		return nil, err
 	}
-	out := &DeliveryPage{Items: make([]Delivery, 0, len(rows)), query: q}
+	out := &DeliveryPage{Items: make([]Delivery, 0, len(rows)), path: "/api/accounts/me/deliveries", query: q}
 	if int32(len(rows)) > limit {
 		rows = rows[:limit]
 		out.next = rows[len(rows)-1].ID.String()
