@@ -241,80 +241,70 @@ func (s *Server) suspendAccount(ctx context.Context, req *SuspendAccountRequest)
 	if req.AccountID == caller.AccountID {
 		return nil, Conflict("you cannot suspend your own account")
 	}
-	type result struct {
-		row    dbsqlc.Account
-		hashes [][]byte
-	}
-	res, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*result, error) {
-		acct, err := s.accountForChange(ctx, tx, req.AccountID)
-		if err != nil {
-			return nil, err
-		}
-		if acct.SuspendedAt != nil {
-			return nil, Conflict("the account is already suspended")
-		}
-		row, err := s.q.AccountSuspend(ctx, tx, dbsqlc.AccountSuspendParams{ID: req.AccountID, Reason: reason})
-		if dbutil.IsNotFound(err) {
-			return nil, Conflict("the account is already suspended or being deleted")
-		}
-		if err != nil {
-			return nil, err
-		}
-		payload, err := s.adminAuditFields(ctx, tx, caller)
-		if err != nil {
-			return nil, err
-		}
-		payload["reason"] = reason
-		if _, err := s.deps.Emitter.Emit(ctx, tx, events.Event{AccountID: req.AccountID, Type: events.TypeAccountSuspended, Payload: payload}); err != nil {
-			return nil, err
-		}
-		hashes, err := s.keyHashes(ctx, tx, req.AccountID)
-		if err != nil {
-			return nil, err
-		}
-		return &result{row: row, hashes: hashes}, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.forgetAccount(req.AccountID, res.hashes)
-	out := adminAccountFromRow(res.row)
-	return &out, nil
+	return s.changeAccountState(ctx, req.AccountID, events.TypeAccountSuspended,
+		func(ctx context.Context, tx dbutil.Tx, acct dbsqlc.Account, audit map[string]any) (dbsqlc.Account, error) {
+			if acct.SuspendedAt != nil {
+				return acct, Conflict("the account is already suspended")
+			}
+			row, err := s.q.AccountSuspend(ctx, tx, dbsqlc.AccountSuspendParams{ID: req.AccountID, Reason: reason})
+			if dbutil.IsNotFound(err) {
+				return row, Conflict("the account is already suspended or being deleted")
+			}
+			audit["reason"] = reason
+			return row, err
+		})
 }
 
 func (s *Server) unsuspendAccount(ctx context.Context, req *AdminAccountPath) (*AdminAccount, error) {
+	return s.changeAccountState(ctx, req.AccountID, events.TypeAccountUnsuspended,
+		func(ctx context.Context, tx dbutil.Tx, acct dbsqlc.Account, audit map[string]any) (dbsqlc.Account, error) {
+			if acct.SuspendedAt == nil {
+				return acct, Conflict("the account is not suspended")
+			}
+			row, err := s.q.AccountUnsuspend(ctx, tx, req.AccountID)
+			if dbutil.IsNotFound(err) {
+				return row, Conflict("the account is not suspended")
+			}
+			if err != nil {
+				return row, err
+			}
+			audit["previous_reason"] = acct.SuspendedReason
+			// Pushes that waited out the suspension go now.
+			_, err = jobs.WakeAccountDeliveries(ctx, tx, req.AccountID)
+			return row, err
+		})
+}
+
+// changeAccountState runs an admin's change of an account in one
+// transaction with its audit event (auditType, on the affected account,
+// with the admin's fields and what change adds), then makes this replica
+// forget what it cached of the account and its keys; other replicas follow
+// within their cache TTLs.
+func (s *Server) changeAccountState(ctx context.Context, id uuid.UUID, auditType string,
+	change func(ctx context.Context, tx dbutil.Tx, acct dbsqlc.Account, audit map[string]any) (dbsqlc.Account, error),
+) (*AdminAccount, error) {
 	caller := mustCaller(ctx)
 	type result struct {
 		row    dbsqlc.Account
 		hashes [][]byte
 	}
 	res, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*result, error) {
-		acct, err := s.accountForChange(ctx, tx, req.AccountID)
+		acct, err := s.accountForChange(ctx, tx, id)
 		if err != nil {
 			return nil, err
 		}
-		if acct.SuspendedAt == nil {
-			return nil, Conflict("the account is not suspended")
-		}
-		row, err := s.q.AccountUnsuspend(ctx, tx, req.AccountID)
-		if dbutil.IsNotFound(err) {
-			return nil, Conflict("the account is not suspended")
-		}
+		audit, err := s.adminAuditFields(ctx, tx, caller)
 		if err != nil {
 			return nil, err
 		}
-		payload, err := s.adminAuditFields(ctx, tx, caller)
+		row, err := change(ctx, tx, acct, audit)
 		if err != nil {
 			return nil, err
 		}
-		payload["previous_reason"] = acct.SuspendedReason
-		if _, err := s.deps.Emitter.Emit(ctx, tx, events.Event{AccountID: req.AccountID, Type: events.TypeAccountUnsuspended, Payload: payload}); err != nil {
+		if _, err := s.deps.Emitter.Emit(ctx, tx, events.Event{AccountID: id, Type: auditType, Payload: audit}); err != nil {
 			return nil, err
 		}
-		if _, err := jobs.WakeAccountDeliveries(ctx, tx, req.AccountID); err != nil {
-			return nil, err
-		}
-		hashes, err := s.keyHashes(ctx, tx, req.AccountID)
+		hashes, err := s.keyHashes(ctx, tx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -323,7 +313,7 @@ func (s *Server) unsuspendAccount(ctx context.Context, req *AdminAccountPath) (*
 	if err != nil {
 		return nil, err
 	}
-	s.forgetAccount(req.AccountID, res.hashes)
+	s.forgetAccount(id, res.hashes)
 	out := adminAccountFromRow(res.row)
 	return &out, nil
 }
