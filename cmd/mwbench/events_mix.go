@@ -14,8 +14,8 @@ import (
 // current example, so each new type or richer example made the pages
 // larger and the figures of different sessions incomparable. These
 // payloads are the bench's own copies: changing the registry's examples
-// does not change what is measured. Mean payload 209 bytes; a 50-event
-// page of this mix is about 20 KiB (the bench prints both).
+// does not change what is measured. Mean payload 169 bytes; a 50-event
+// page of this mix is about 18 KB (the bench prints both).
 var benchEventMix = []struct {
 	Type    string
 	Payload json.RawMessage
