@@ -98,21 +98,31 @@ func benchEvents(ctx context.Context, env *benchEnv) error {
 		}
 	}
 
-	baseline, err := measureAuthRoute(ctx, env, conns, d)
+	// CPU time per request beside the rates: on this shared machine the
+	// rates move with the neighbours' load between the phases, the CPU
+	// spent by this process (server + load generator) much less.
+	baseline, baselineCPU, err := measureAuthRouteCPU(ctx, env, conns, d)
 	if err != nil {
 		return err
 	}
+	meter := newCPUMeter(ctx, env.Pool)
 	eventsURL := srv.BaseURL + "/api/accounts/me/events?limit=50"
 	alertsURL := srv.BaseURL + "/api/accounts/me/alerts?acknowledged=false"
 	runLoad(ctx, conns, time.Second, getOK(eventsURL, key)) // warm up
 	runLoad(ctx, conns, time.Second, getOK(alertsURL, key))
+	c0 := meter.read()
 	list := runLoad(ctx, conns, d, getOK(eventsURL, key))
+	c1 := meter.read()
 	alertList := runLoad(ctx, conns, d, getOK(alertsURL, key))
+	c2 := meter.read()
 
 	fmt.Printf("%d connections, %s per run, same database and pool size\n", conns, d)
 	fmt.Printf("baseline  GET /api/accounts/me                      %s\n", baseline)
 	fmt.Printf("events    GET /api/accounts/me/events?limit=50      %s\n", list)
 	fmt.Printf("alerts    GET /api/accounts/me/alerts?acknowledged=false %s\n", alertList)
+	fmt.Printf("cpu       baseline %s\n", baselineCPU)
+	fmt.Printf("cpu       events   %s\n", meter.perRequest(c0, c1, list.Requests))
+	fmt.Printf("cpu       alerts   %s\n", meter.perRequest(c1, c2, alertList.Requests))
 	for _, r := range []struct {
 		name string
 		res  loadResult
