@@ -180,7 +180,13 @@ func writeResponse(c *fiber.Ctx, status int, resp any) error {
 		return c.Status(status).Send(raw.Body)
 	}
 	if a, ok := resp.(JSONAppender); ok {
-		body, err := a.AppendJSON(make([]byte, 0, 8192))
+		size := 8192
+		if s, ok := a.(jsonSizer); ok {
+			if n := s.jsonSize(); n > 0 {
+				size = n + 1 // room for the newline: no copy to add it
+			}
+		}
+		body, err := a.AppendJSON(make([]byte, 0, size))
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,11 @@ type JSONAppender interface {
 	AppendJSON(dst []byte) ([]byte, error)
 }
 
+// jsonSizer is a JSONAppender that knows its body's size in advance.
+type jsonSizer interface {
+	jsonSize() int // 0: unknown
+}
+
 func (e *Event) rendered() events.Rendered {
 	return events.Rendered{ID: e.ID, Type: e.EventType, Payload: e.Payload, CreatedAt: e.CreatedAt,
 		Severity: e.Severity, Domain: e.Domain, Tags: e.Tags}
@@ -28,13 +33,10 @@ func (e *Event) AppendJSON(dst []byte) ([]byte, error) {
 }
 
 // tidyFrom tidies b[start:] (see tidyJSON): payloads read back from jsonb
-// are spaced, and events' string encoder is HTML-safe.
+// are spaced.
 func tidyFrom(b []byte, start int) []byte {
 	return b[:start+len(tidyJSON(b[start:]))]
 }
-
-// htmlSafeEscape is the start of every escape tidyJSON undoes.
-var htmlSafeEscape = []byte(`\u00`)
 
 // AppendJSON implements JSONAppender (shadowing the embedded Event's).
 func (a *Alert) AppendJSON(dst []byte) ([]byte, error) {
@@ -63,6 +65,19 @@ func (a *Alert) AppendJSON(dst []byte) ([]byte, error) {
 	return tidyFrom(append(dst, '}'), start), nil
 }
 
+// jsonSize implements jsonSizer: the exact size of a page of stored
+// renderings, so its body (and the final newline) is built in one buffer.
+func (p *Page[T]) jsonSize() int {
+	if p.raw == nil {
+		return 0
+	}
+	n := 2 + max(len(p.raw)-1, 0) // brackets and commas
+	for _, r := range p.raw {
+		n += len(r)
+	}
+	return n
+}
+
 // AppendJSON implements JSONAppender: the body is the items array. Items
 // stored pre-rendered are copied as they are; items that write their own
 // JSON do; others go through encoding/json.
@@ -73,13 +88,9 @@ func (p *Page[T]) AppendJSON(dst []byte) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			// Stored renderings are compact; only encoding/json's HTML-safe
-			// escapes, rare, need undoing.
-			start := len(dst)
+			// Stored renderings are exactly what the API sends (an older
+			// row's escapes were undone when it was read: events.ListRendered).
 			dst = append(dst, r...)
-			if bytes.Contains(r, htmlSafeEscape) {
-				dst = tidyFrom(dst, start)
-			}
 		}
 		return append(dst, ']'), nil
 	}
@@ -117,80 +128,5 @@ func encodeJSON(v any) ([]byte, error) {
 }
 
 // tidyJSON rewrites a valid JSON text in place as encodeJSON would have
-// written it: whitespace between tokens removed (jsonb renders payloads
-// as {"a": 1}) and the \u003c, \u003e and \u0026 escapes of encoding/json's
-// HTML-safe mode undone (stored event renderings have them). Other escapes
-// are kept. It is for items assembled from stored JSON (JSONAppender).
-func tidyJSON(b []byte) []byte {
-	w, r, n := 0, 0, len(b)
-	for r < n {
-		c := b[r]
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			r++
-			continue
-		case '"':
-		default:
-			b[w] = c
-			w, r = w+1, r+1
-			continue
-		}
-		// A string: copy it through its closing quote, finding the quote and
-		// the escapes with bytes.IndexByte (vectorised), undoing only the
-		// HTML-safe escapes.
-		b[w] = '"'
-		w, r = w+1, r+1
-		for r < n {
-			end := bytes.IndexByte(b[r:], '"')
-			if end < 0 {
-				end = n - r
-			}
-			if esc := bytes.IndexByte(b[r:r+end], '\\'); esc >= 0 {
-				end = esc
-			}
-			if w != r {
-				copy(b[w:], b[r:r+end])
-			}
-			w, r = w+end, r+end
-			if r >= n {
-				break
-			}
-			if b[r] == '"' {
-				b[w] = '"'
-				w, r = w+1, r+1
-				break
-			}
-			// A backslash: an HTML-safe \u00XY becomes its character, any
-			// other escape pair is copied as is (so \\u003c stays).
-			if r+6 <= n && b[r+1] == 'u' && b[r+2] == '0' && b[r+3] == '0' {
-				if ch := htmlEscaped(b[r+4], b[r+5]); ch != 0 {
-					b[w] = ch
-					w, r = w+1, r+6
-					continue
-				}
-			}
-			if r+1 < n {
-				b[w], b[w+1] = b[r], b[r+1]
-				w, r = w+2, r+2
-				continue
-			}
-			b[w] = b[r]
-			w, r = w+1, r+1
-		}
-	}
-	return b[:w]
-}
-
-// htmlEscaped returns the character of a \u00XY escape that HTML-safe
-// encoding/json writes, or 0.
-func htmlEscaped(x, y byte) byte {
-	switch {
-	case x == '3' && (y == 'c' || y == 'C'):
-		return '<'
-	case x == '3' && (y == 'e' || y == 'E'):
-		return '>'
-	case x == '2' && y == '6':
-		return '&'
-	}
-	return 0
-}
+// written it (events.TidyJSON): for items assembled from jsonb columns.
+func tidyJSON(b []byte) []byte { return events.TidyJSON(b) }

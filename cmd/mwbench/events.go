@@ -40,12 +40,16 @@ func benchEvents(ctx context.Context, env *benchEnv) error {
 	}
 	measured := uuid.MustParse(id)
 
+	types, mix, err := benchEventTypes()
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	accounts, err := seedBenchAccounts(ctx, env, measured)
 	if err != nil {
 		return err
 	}
-	n, err := seedBenchEvents(ctx, env, accounts)
+	n, err := seedBenchEvents(ctx, env, accounts, types)
 	if err != nil {
 		return err
 	}
@@ -61,6 +65,12 @@ func benchEvents(ctx context.Context, env *benchEnv) error {
 	}
 	fmt.Printf("seeded %d events over %d accounts in %s (COPY), ANALYZE %s; measured account: %d alerts, %d unacknowledged\n",
 		n, len(accounts), seeded.Round(time.Millisecond), time.Since(t1).Round(time.Millisecond), alerts, unacked)
+	var pageBytes int
+	if err := env.Pool.QueryRow(ctx, `SELECT coalesce(sum(length(rendered)), 0) FROM (SELECT rendered FROM events
+		WHERE account_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50) p`, measured).Scan(&pageBytes); err != nil {
+		return err
+	}
+	fmt.Printf("events    %s; the measured first page: %d bytes of stored renderings\n", mix, pageBytes)
 
 	for _, f := range []events.ListFilter{
 		{AccountID: measured, Order: events.OrderDesc, Limit: 50},
@@ -88,21 +98,31 @@ func benchEvents(ctx context.Context, env *benchEnv) error {
 		}
 	}
 
-	baseline, err := measureAuthRoute(ctx, env, conns, d)
+	// CPU time per request beside the rates: on this shared machine the
+	// rates move with the neighbours' load between the phases, the CPU
+	// spent by this process (server + load generator) much less.
+	baseline, baselineCPU, err := measureAuthRouteCPU(ctx, env, conns, d)
 	if err != nil {
 		return err
 	}
+	meter := newCPUMeter(ctx, env.Pool)
 	eventsURL := srv.BaseURL + "/api/accounts/me/events?limit=50"
 	alertsURL := srv.BaseURL + "/api/accounts/me/alerts?acknowledged=false"
 	runLoad(ctx, conns, time.Second, getOK(eventsURL, key)) // warm up
 	runLoad(ctx, conns, time.Second, getOK(alertsURL, key))
+	c0 := meter.read()
 	list := runLoad(ctx, conns, d, getOK(eventsURL, key))
+	c1 := meter.read()
 	alertList := runLoad(ctx, conns, d, getOK(alertsURL, key))
+	c2 := meter.read()
 
 	fmt.Printf("%d connections, %s per run, same database and pool size\n", conns, d)
 	fmt.Printf("baseline  GET /api/accounts/me                      %s\n", baseline)
 	fmt.Printf("events    GET /api/accounts/me/events?limit=50      %s\n", list)
 	fmt.Printf("alerts    GET /api/accounts/me/alerts?acknowledged=false %s\n", alertList)
+	fmt.Printf("cpu       baseline %s\n", baselineCPU)
+	fmt.Printf("cpu       events   %s\n", meter.perRequest(c0, c1, list.Requests))
+	fmt.Printf("cpu       alerts   %s\n", meter.perRequest(c1, c2, alertList.Requests))
 	for _, r := range []struct {
 		name string
 		res  loadResult
@@ -187,9 +207,10 @@ func (s *eventSource) Next() bool {
 func (s *eventSource) Values() ([]any, error) { return s.row, nil }
 func (s *eventSource) Err() error             { return nil }
 
-func seedBenchEvents(ctx context.Context, env *benchEnv, accounts []uuid.UUID) (int64, error) {
+// seedBenchEvents seeds events of types (the pinned mix, events_mix.go).
+func seedBenchEvents(ctx context.Context, env *benchEnv, accounts []uuid.UUID, types []events.Type) (int64, error) {
 	src := &eventSource{
-		accounts: accounts, types: events.Types(), now: time.Now().UTC(),
+		accounts: accounts, types: types, now: time.Now().UTC(),
 		rng: rand.New(rand.NewPCG(1, 2)), total: len(accounts) * benchEventsPerAccount,
 	}
 	n, err := env.Pool.CopyFrom(ctx, pgx.Identifier{"events"},

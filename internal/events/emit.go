@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,7 +62,7 @@ func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, ev Event) (dbsqlc.Event, 
 	if ev.Severity != "" && !ev.Severity.Valid() {
 		return dbsqlc.Event{}, fmt.Errorf("events: invalid severity %q", ev.Severity)
 	}
-	payload, err := json.Marshal(ev.Payload)
+	payload, err := encodePayload(ev.Payload)
 	if err != nil {
 		return dbsqlc.Event{}, fmt.Errorf("error encoding %s payload: %w", ev.Type, err)
 	}
@@ -110,4 +111,18 @@ func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, ev Event) (dbsqlc.Event, 
 		return dbsqlc.Event{}, err
 	}
 	return row, nil
+}
+
+// encodePayload encodes a payload as the API writes JSON: compact, `<`, `>`
+// and `&` as they are (not HTML-escaped), so the stored rendering is sent
+// as it is. A raw payload that arrives with HTML-safe escapes is tidied
+// the same way.
+func encodePayload(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return TidyJSON(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
 }

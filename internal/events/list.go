@@ -173,7 +173,10 @@ func List(ctx context.Context, db dbutil.Executor, f ListFilter) ([]dbsqlc.Event
 }
 
 // ListRendered is List for the events listing: each item is the event's
-// stored API representation (see Rendered), sent without decoding.
+// stored API representation (see Rendered), sent without decoding. Items
+// come back exactly as the API sends them: an older row's HTML-safe escapes
+// are undone here, once per read, so serving (and the first-page cache)
+// copies the bytes as they are.
 func ListRendered(ctx context.Context, db dbutil.Executor, f ListFilter) ([][]byte, *Cursor, error) {
 	sql, args := listQuery(f, "id, created_at, rendered")
 	rows, err := db.Query(ctx, sql, args...)
@@ -194,7 +197,7 @@ func ListRendered(ctx context.Context, db dbutil.Executor, f ListFilter) ([][]by
 		if err := rows.Scan(&last.ID, &last.At, &r); err != nil {
 			return nil, nil, fmt.Errorf("error reading events: %w", err)
 		}
-		out = append(out, r)
+		out = append(out, asServed(r))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

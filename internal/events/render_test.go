@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ func TestRenderedIsValidJSON(t *testing.T) {
 	require.Equal(t, r.ID.String(), m["id"])
 	require.Equal(t, "2026-01-02T03:04:05.000006Z", m["created_at"])
 	require.Equal(t, []any{"prod", "<&>"}, m["tags"])
+	require.Contains(t, string(got), `"tags":["prod","<&>"]`, "stored as the API sends it, not HTML-escaped")
 	require.Equal(t, map[string]any{"a": []any{1.0, 2.0}}, m["payload"])
 
 	bare := Rendered{ID: uuid.New()}
@@ -35,10 +37,13 @@ func FuzzAppendJSONString(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		got := AppendJSONString(nil, s)
-		want, err := json.Marshal(s)
-		if err != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // as the API encodes
+		if err := enc.Encode(s); err != nil {
 			t.Fatal(err)
 		}
+		want := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 		if string(got) != string(want) {
 			t.Fatalf("AppendJSONString(%q) = %s, encoding/json says %s", s, got, want)
 		}
