@@ -140,6 +140,18 @@ ensure_bind() {
 	apt_install bind9 >/dev/null || die "could not install bind9 (need root or passwordless sudo)"
 }
 
+# ensure_compose installs Debian's docker-compose (v1.29, which reads every
+# key compose.yaml uses) when neither it nor the `docker compose` plugin is
+# there: the deploy test validates compose.yaml with Compose's own `config`,
+# no container engine needed; with COMPOSE_TEST_REQUIRED set it fails
+# instead of skipping without it.
+ensure_compose() {
+	command -v docker-compose >/dev/null 2>&1 && return 0
+	docker compose version >/dev/null 2>&1 && return 0
+	log "installing docker-compose to validate compose.yaml"
+	apt_install docker-compose >/dev/null || die "could not install docker-compose (need root or passwordless sudo)"
+}
+
 # ensure_chromium installs Debian's Chromium when no browser is found: the
 # dashboard's browser tests drive it headless (chromedp), and with
 # DASHBOARD_TEST_REQUIRED set they fail instead of skipping without it.

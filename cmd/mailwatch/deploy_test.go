@@ -185,6 +185,9 @@ func TestComposeFileDescribesTheFleet(t *testing.T) {
 		compose = []string{"docker-compose"}
 	}
 	if compose == nil {
+		if os.Getenv("COMPOSE_TEST_REQUIRED") != "" {
+			t.Fatal("COMPOSE_TEST_REQUIRED is set but neither docker compose nor docker-compose is installed (scripts/test installs docker-compose)")
+		}
 		t.Log("neither docker compose nor docker-compose is installed: validated structurally only")
 		return
 	}
