@@ -81,8 +81,17 @@ type webState struct {
 	pages     map[string]*template.Template
 	ipFails   *limiter.Limiter
 	acctFails *limiter.Limiter
-	routes    []RouteInfo
+	// requests bounds a signed-in account's dashboard requests, as the
+	// per-key limit bounds the API's (WebRequestsPerMinute).
+	requests *limiter.Limiter
+	routes   []RouteInfo
 }
+
+// WebRequestsPerMinute is how many session requests (pages, actions,
+// feeds) one account may make per minute: a person clicking, a live events
+// page polling and a receiver long-poll stay far below it; a script driving
+// the dashboard does not.
+const WebRequestsPerMinute = 300
 
 // WebRoutes lists the dashboard's routes (not in /openapi.json on purpose).
 func (s *Server) WebRoutes() []RouteInfo { return append([]RouteInfo(nil), s.web.routes...) }
@@ -101,6 +110,7 @@ func (s *Server) webRoutes() {
 	rate := limiter.Rate{Period: signInFailureWindow, Limit: signInFailuresPerIP}
 	s.web.ipFails = limiter.New(store, rate)
 	s.web.acctFails = limiter.New(store, limiter.Rate{Period: signInFailureWindow, Limit: signInFailuresPerAccount})
+	s.web.requests = limiter.New(store, limiter.Rate{Period: time.Minute, Limit: WebRequestsPerMinute})
 
 	dl := deadline(s.deps.RequestTimeout)
 	page := func(h fiber.Handler) []fiber.Handler {
@@ -308,6 +318,11 @@ func (s *Server) webRequireSession(isPage bool) fiber.Handler {
 			}
 			return &Error{Status: http.StatusForbidden, Detail: ws.Suspended}
 		}
+		if over, retry := throttledRequest(c.UserContext(), s.web.requests, "web:"+ws.Account.String()); over {
+			secs := strconv.FormatInt(retry, 10)
+			c.Set(fiber.HeaderRetryAfter, secs)
+			return &Error{Status: http.StatusTooManyRequests, Detail: "too many dashboard requests for this account; retry in " + secs + " seconds"}
+		}
 		c.SetUserContext(WithCaller(c.UserContext(), Caller{AccountID: ws.Account, KeyIdentifier: DashboardKeyIdentifier, IsAdmin: ws.IsAdmin}))
 		return c.Next()
 	}
@@ -502,6 +517,17 @@ func (s *Server) webSignUpPage(c *fiber.Ctx) error {
 
 // throttled says whether key has used up its failed sign-ins, and when it
 // may try again.
+// throttledRequest charges one request to key and reports whether it is
+// over the limit, with the seconds until the window resets. A store that
+// cannot be reached does not lock people out.
+func throttledRequest(ctx context.Context, lim *limiter.Limiter, key string) (bool, int64) {
+	lc, err := lim.Get(ctx, key)
+	if err != nil || !lc.Reached {
+		return false, 0
+	}
+	return true, max(lc.Reset-time.Now().Unix(), 1)
+}
+
 func throttled(ctx context.Context, lim *limiter.Limiter, key string) (bool, int64) {
 	lc, err := lim.Peek(ctx, key)
 	if err != nil {

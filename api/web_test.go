@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/events"
 )
 
@@ -76,6 +77,31 @@ func TestDashboardSessions(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	acct := b.createAccount(t)
+
+	t.Run("RequestsAreLimitedPerAccount", func(t *testing.T) {
+		busy := b.createAccount(t)
+		w := newWebClient(t, b)
+		w.signIn(busy.Email, "correct horse battery")
+		for i := range api.WebRequestsPerMinute {
+			resp, body := w.req("GET", "/ui/events", nil)
+			if resp.StatusCode == http.StatusTooManyRequests {
+				// A minute boundary mid-loop resets the window; only an
+				// early refusal within the budget is a failure.
+				require.Greater(t, i, api.WebRequestsPerMinute/2, "%s", body)
+				return
+			}
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		}
+		resp, body := w.req("GET", "/ui/events", nil)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%s", body)
+		require.NotEmpty(t, resp.Header.Get("Retry-After"))
+		require.Contains(t, body, "too many dashboard requests")
+		// Another account's session is not affected.
+		o := newWebClient(t, b)
+		o.signIn(acct.Email, "correct horse battery")
+		resp, _ = o.req("GET", "/ui/events", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	})
 
 	t.Run("PagesNeedASession", func(t *testing.T) {
 		w := newWebClient(t, b)
