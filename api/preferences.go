@@ -63,7 +63,8 @@ func preferenceError(err error) error {
 		return InvalidField("email", "set email, webhook or both to true or false (DELETE removes the override)")
 	case errors.Is(err, notify.ErrAddressNotFound):
 		return NotFound("notification address")
-	case errors.Is(err, notify.ErrAddressExists):
+	case errors.Is(err, notify.ErrAddressExists), errors.Is(err, notify.ErrTooManyAddresses),
+		errors.Is(err, notify.ErrResendTooSoon):
 		return Conflict("%s", err.Error())
 	case errors.Is(err, notify.ErrBadToken):
 		return NotFound("verification token")
@@ -160,7 +161,7 @@ func (s *Server) preferenceRoutes() {
 	Handle(s.router, Endpoint[AddNotificationAddressRequest, notify.Address]{
 		Method: "POST", Path: addrs, Status: 201, OperationID: "addNotificationAddress", Tag: tag, Errors: []int{409},
 		Summary:     "Add a notification address",
-		Description: "Added unverified; a verification mail with a single-use token (valid 48 h) is queued. An address the account already has is 409.",
+		Description: "Added unverified; a verification mail with a single-use token (valid 48 h) is queued. An address the account already has is 409, and so is an 11th address (at most 10, the sign-in address included: each new one is mailed).",
 		Call: func(ctx context.Context, req *AddNotificationAddressRequest) (*notify.Address, error) {
 			email, err := normalizeEmail("email", req.Email)
 			if err != nil {
@@ -176,9 +177,9 @@ func (s *Server) preferenceRoutes() {
 		},
 	})
 	Handle(s.router, Endpoint[NotificationAddressPath, notify.Address]{
-		Method: "POST", Path: addrs + "/{id}/resend", Status: 202, OperationID: "resendNotificationAddressVerification", Tag: tag, Errors: []int{404},
+		Method: "POST", Path: addrs + "/{id}/resend", Status: 202, OperationID: "resendNotificationAddressVerification", Tag: tag, Errors: []int{404, 409},
 		Summary:     "Send the verification mail again",
-		Description: "Queues a new token (the previous one stops working); nothing for a verified address.",
+		Description: "Queues a new token (the previous one stops working); nothing for a verified address. 409 within a minute of the last verification mail.",
 		Call: func(ctx context.Context, req *NotificationAddressPath) (*notify.Address, error) {
 			a, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (notify.Address, error) {
 				return notify.ResendVerification(ctx, tx, s.deps.River, mustCaller(ctx).AccountID, req.ID)

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -220,6 +221,14 @@ func TestNotificationAddresses(t *testing.T) {
 	require.Equal(t, 2, b.verifyJobs(t, login.ID))
 	require.Equal(t, http.StatusAccepted, b.do(t, "POST", base+"/"+ops.ID+"/resend", a.Key, nil).Status)
 	require.Equal(t, 1, b.verifyJobs(t, ops.ID))
+	// A mail just sent cannot be asked for again at once: each lands in
+	// somebody's inbox.
+	_, err := b.db.Exec(context.Background(), `UPDATE notification_addresses SET verification_sent_at = now() WHERE id = $1`, login.ID)
+	require.NoError(t, err)
+	resp = b.do(t, "POST", base+"/"+login.ID+"/resend", a.Key, nil)
+	require.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
+	require.Contains(t, resp.Detail(t), "less than a minute ago")
+	require.Equal(t, 2, b.verifyJobs(t, login.ID))
 
 	// Another account sees none of them and cannot remove them.
 	other := b.createAccount(t)
@@ -252,4 +261,13 @@ func TestNotificationAddresses(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, b.do(t, "DELETE", base+"/"+ops.ID, a.Key, nil).Status)
 	require.Equal(t, http.StatusNotFound, b.do(t, "DELETE", base+"/"+ops.ID, a.Key, nil).Status)
 	require.Len(t, b.addresses(t, a.Key), 1)
+
+	// Each new address is mailed: an account has at most a few.
+	for i := len(b.addresses(t, a.Key)); i < notify.MaxAddresses; i++ {
+		resp = b.do(t, "POST", base, a.Key, map[string]string{"email": fmt.Sprintf("team%d@example.com", i)})
+		require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	}
+	resp = b.do(t, "POST", base, a.Key, map[string]string{"email": "one-too-many@example.com"})
+	require.Equal(t, http.StatusConflict, resp.Status, "%s", resp.Body)
+	require.Contains(t, resp.Detail(t), "at most")
 }

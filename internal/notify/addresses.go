@@ -85,6 +85,15 @@ func enqueueVerify(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx],
 // AddAddress adds an unverified address and queues its verification mail,
 // in tx. email must already be normalised (lower-case addr-spec).
 func AddAddress(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], account uuid.UUID, email string) (Address, error) {
+	// Every new address is mailed a verification: the cap keeps a key from
+	// turning the service into a mailer to strangers.
+	have, err := dbsqlc.New().NotificationAddressList(ctx, tx, account)
+	if err != nil {
+		return Address{}, fmt.Errorf("error counting notification addresses: %w", err)
+	}
+	if len(have) >= MaxAddresses {
+		return Address{}, ErrTooManyAddresses
+	}
 	row, err := dbsqlc.New().NotificationAddressInsert(ctx, tx, dbsqlc.NotificationAddressInsertParams{
 		ID: uuid.Must(uuid.NewV7()), AccountID: account, Email: email,
 	})
@@ -111,6 +120,9 @@ func ResendVerification(ctx context.Context, tx pgx.Tx, client *river.Client[pgx
 		return Address{}, fmt.Errorf("error reading notification address: %w", err)
 	}
 	if row.VerifiedAt == nil {
+		if row.VerificationSentAt != nil && time.Since(*row.VerificationSentAt) < ResendCooldown {
+			return Address{}, ErrResendTooSoon
+		}
 		if err := enqueueVerify(ctx, tx, client, row.AccountID, row.ID); err != nil {
 			return Address{}, err
 		}
@@ -206,3 +218,11 @@ func hashToken(token string) []byte {
 	h := sha256.Sum256([]byte(token))
 	return h[:]
 }
+
+// MaxAddresses bounds an account's notification addresses (the sign-in
+// address included).
+const MaxAddresses = 10
+
+// ResendCooldown is how soon after a verification mail another may be
+// asked for: each one lands in somebody's inbox.
+const ResendCooldown = time.Minute
