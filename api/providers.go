@@ -152,7 +152,14 @@ func (s *Server) providerRoutes() {
 		Summary:     "Delete a sending provider",
 		Description: "Deletes the provider, its links, stored payloads and message events; its ingress URL answers 404 from then on. Suppression entries stay.",
 		Call: func(ctx context.Context, req *ProviderPath) (*NoContent, error) {
-			n, err := s.q.ProviderDelete(ctx, s.db, dbsqlc.ProviderDeleteParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
+			n, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+				n, err := s.q.ProviderDelete(ctx, tx, dbsqlc.ProviderDeleteParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
+				if err != nil || n == 0 {
+					return n, err
+				}
+				// Payloads have no foreign key to cascade (0017).
+				return n, s.q.ProviderPayloadDeleteByProvider(ctx, tx, req.ID)
+			})
 			if err != nil {
 				return nil, err
 			}

@@ -213,8 +213,22 @@ func TestSendingProviderCRUD(t *testing.T) {
 		require.Equal(t, http.StatusUnprocessableEntity, resp.Status)
 	})
 	t.Run("Delete", func(t *testing.T) {
+		// A stored payload and its message event go with the provider
+		// (payloads have no foreign key to cascade; the route deletes them).
+		sg := newSendgridKey(t)
+		sp := b.createProvider(t, a.Key, "sendgrid", "to-delete", map[string]any{"public_key": sg.pub})
+		body := []byte(`[{"email":"gone@example.net","event":"delivered","sg_event_id":"del-1","sg_message_id":"m.1","timestamp":1700000000}]`)
+		require.Equal(t, http.StatusOK, b.ingress(t, sp.ID, body, sg.headers(t, body)).Status)
+		b.normaliseAll(t)
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM provider_payloads WHERE provider_id = $1`, sp.ID))
+		require.Equal(t, 1, b.count(t, `SELECT count(*) FROM message_events WHERE provider_id = $1`, sp.ID))
+		require.Equal(t, http.StatusNoContent, b.do(t, "DELETE", providersPath+"/"+sp.ID, a.Key, nil).Status)
+		require.Zero(t, b.count(t, `SELECT count(*) FROM provider_payloads WHERE provider_id = $1`, sp.ID))
+		require.Zero(t, b.count(t, `SELECT count(*) FROM message_events WHERE provider_id = $1`, sp.ID))
+
 		require.Equal(t, http.StatusNoContent, b.do(t, "DELETE", providersPath+"/"+p.ID, a.Key, nil).Status)
 		require.Equal(t, http.StatusNotFound, b.ingress(t, p.ID, []byte(`{}`), nil).Status)
+		require.Equal(t, http.StatusNotFound, b.do(t, "DELETE", providersPath+"/"+p.ID, a.Key, nil).Status)
 	})
 }
 

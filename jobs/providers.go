@@ -288,7 +288,7 @@ type ProviderPayloadPruneWorker struct {
 func (w *ProviderPayloadPruneWorker) Work(ctx context.Context, _ *river.Job[ProviderPayloadPruneArgs]) error {
 	before := w.deps.domainNow().Add(-providerPayloadRetention)
 	for {
-		n, err := dbsqlc.New().ProviderPayloadDeleteProcessedBefore(ctx, w.deps.Pool, dbsqlc.ProviderPayloadDeleteProcessedBeforeParams{Before: before, Max: 5000})
+		n, err := dbsqlc.New().ProviderPayloadDeleteProcessedBefore(ctx, w.deps.Pool, dbsqlc.ProviderPayloadDeleteProcessedBeforeParams{BeforeID: dbutil.UUIDv7Floor(before), Max: 5000})
 		if err != nil || n < 5000 {
 			return err
 		}

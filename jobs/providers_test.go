@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -15,8 +16,10 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/corpus"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/esp/ses/snstest"
+	"github.com/mailwatch/mailwatch/internal/providers"
 )
 
 // TestProviderJobsOnRiver works the provider jobs with a real River client:
@@ -94,4 +97,67 @@ func requireProcessed(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) {
 	var processed bool
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT processed_at IS NOT NULL FROM provider_payloads WHERE id = $1`, id).Scan(&processed))
 	require.True(t, processed)
+}
+
+// TestProviderPayloadPruneByID prunes by the UUIDv7 id (provider_payloads has
+// no received_at index): processed payloads older than the retention go,
+// unprocessed ones and newer ones stay; a payload whose provider is gone is
+// deleted by its job.
+func TestProviderPayloadPruneByID(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDB(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	account, provider := uuid.New(), uuid.New()
+	exec(`INSERT INTO accounts (id, email, password_hash) VALUES ($1, 'prune-payloads@example.com', 'x')`, account)
+	exec(`INSERT INTO sending_providers (id, account_id, kind, label, secret_ciphertext, secret_key_id) VALUES ($1, $2, 'mailgun', 'mg', '\x00', 'k')`, provider, account)
+	// v7 returns an id made at t, as the ingester makes them.
+	v7 := func(at time.Time) uuid.UUID {
+		id := dbutil.UUIDv7Floor(at)
+		tail := uuid.New()
+		copy(id[9:], tail[9:])
+		return id
+	}
+	payload := func(name string, at time.Time, processed bool) uuid.UUID {
+		id := v7(at)
+		var done *time.Time
+		if processed {
+			done = &at
+		}
+		exec(`INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body, processed_at)
+			VALUES ($1, $2, $3, $4, '\x00', '{}', $5)`, id, provider, account, name, done)
+		return id
+	}
+	oldDone := payload("old-done", now.Add(-providerPayloadRetention-time.Minute), true)
+	oldOpen := payload("old-open", now.Add(-providerPayloadRetention-time.Hour), false)
+	newDone := payload("new-done", now.Add(-providerPayloadRetention+time.Minute), true)
+
+	w := &ProviderPayloadPruneWorker{deps: Deps{Pool: pool, Now: func() time.Time { return now }}}
+	require.NoError(t, w.Work(ctx, &river.Job[ProviderPayloadPruneArgs]{}))
+	var left []uuid.UUID
+	rows, err := pool.Query(ctx, `SELECT id FROM provider_payloads ORDER BY id`)
+	require.NoError(t, err)
+	left, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	require.ElementsMatch(t, []uuid.UUID{oldOpen, newDone}, left, "only %s (processed, past retention) is pruned", oldDone)
+
+	// A payload stored while its provider was being deleted: nothing
+	// cascades to it, so its job deletes it.
+	orphan := uuid.New()
+	exec(`INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body) VALUES ($1, $2, $3, 'o', '\x00', '{}')`,
+		orphan, uuid.New(), account)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	res, err := providers.ProcessPayload(ctx, tx, orphan, now)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.True(t, res.Gone)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM provider_payloads WHERE id = $1`, orphan).Scan(&n))
+	require.Zero(t, n)
 }

@@ -9,8 +9,17 @@ UPDATE provider_payloads SET processed_at = @now::timestamptz, events = @events:
 WHERE id = @id::uuid;
 
 -- name: ProviderPayloadDeleteProcessedBefore :execrows
+-- Ids are UUIDv7: before_id is the smallest id of the cut-off's millisecond.
 DELETE FROM provider_payloads WHERE id IN (
-    SELECT id FROM provider_payloads WHERE processed_at IS NOT NULL AND received_at < @before::timestamptz LIMIT @max::int);
+    SELECT id FROM provider_payloads WHERE id < @before_id::uuid AND processed_at IS NOT NULL LIMIT @max::int);
+
+-- name: ProviderPayloadDeleteOrphan :exec
+-- A payload stored while its provider was being deleted.
+DELETE FROM provider_payloads p WHERE p.id = @id::uuid
+  AND NOT EXISTS (SELECT 1 FROM sending_providers s WHERE s.id = p.provider_id);
+
+-- name: ProviderPayloadDeleteByProvider :exec
+DELETE FROM provider_payloads WHERE provider_id = @provider_id::uuid;
 
 -- name: ProviderPayloadInsertMany :many
 -- A batch of payloads in one statement; returns the ids stored. A replay

@@ -155,6 +155,12 @@ func benchProviders(ctx context.Context, env *benchEnv) error {
 	fmt.Printf("           %s; %d of %d presigned requests used, %d signed inline\n",
 		meter.perRequest(c0, c1, ingress.Requests), min(int(next.Load()), len(presigned)), len(presigned), inline)
 	fmt.Printf("ratio      ingress / auth baseline              %.2f  (target >= 0.50)\n", ingress.RPS()/auth.RPS())
+	var batches int
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, jobs.ProviderPayloadArgs{}.Kind()).Scan(&batches); err != nil {
+		return err
+	}
+	fmt.Printf("           %d River jobs for the stored payloads: %.1f payloads per ingress transaction\n",
+		batches, float64(ingress.Requests+warm.Requests)/float64(max(batches, 1)))
 
 	// Worker: drain every queued payload.
 	var queued int

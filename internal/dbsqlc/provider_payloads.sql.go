@@ -12,18 +12,39 @@ import (
 	"github.com/google/uuid"
 )
 
+const providerPayloadDeleteByProvider = `-- name: ProviderPayloadDeleteByProvider :exec
+DELETE FROM provider_payloads WHERE provider_id = $1::uuid
+`
+
+func (q *Queries) ProviderPayloadDeleteByProvider(ctx context.Context, db DBTX, providerID uuid.UUID) error {
+	_, err := db.Exec(ctx, providerPayloadDeleteByProvider, providerID)
+	return err
+}
+
+const providerPayloadDeleteOrphan = `-- name: ProviderPayloadDeleteOrphan :exec
+DELETE FROM provider_payloads p WHERE p.id = $1::uuid
+  AND NOT EXISTS (SELECT 1 FROM sending_providers s WHERE s.id = p.provider_id)
+`
+
+// A payload stored while its provider was being deleted.
+func (q *Queries) ProviderPayloadDeleteOrphan(ctx context.Context, db DBTX, id uuid.UUID) error {
+	_, err := db.Exec(ctx, providerPayloadDeleteOrphan, id)
+	return err
+}
+
 const providerPayloadDeleteProcessedBefore = `-- name: ProviderPayloadDeleteProcessedBefore :execrows
 DELETE FROM provider_payloads WHERE id IN (
-    SELECT id FROM provider_payloads WHERE processed_at IS NOT NULL AND received_at < $1::timestamptz LIMIT $2::int)
+    SELECT id FROM provider_payloads WHERE id < $1::uuid AND processed_at IS NOT NULL LIMIT $2::int)
 `
 
 type ProviderPayloadDeleteProcessedBeforeParams struct {
-	Before time.Time
-	Max    int32
+	BeforeID uuid.UUID
+	Max      int32
 }
 
+// Ids are UUIDv7: before_id is the smallest id of the cut-off's millisecond.
 func (q *Queries) ProviderPayloadDeleteProcessedBefore(ctx context.Context, db DBTX, arg ProviderPayloadDeleteProcessedBeforeParams) (int64, error) {
-	result, err := db.Exec(ctx, providerPayloadDeleteProcessedBefore, arg.Before, arg.Max)
+	result, err := db.Exec(ctx, providerPayloadDeleteProcessedBefore, arg.BeforeID, arg.Max)
 	if err != nil {
 		return 0, err
 	}

@@ -17,8 +17,18 @@ import (
 
 // Ingress batching limits.
 const (
-	maxIngressBatch     = 64
-	maxIngressFlushers  = 2
+	maxIngressBatch    = 64
+	maxIngressFlushers = 2
+	// minConcurrentBatch is how many requests must be waiting before a
+	// batch is started while another one is being written. A transaction
+	// has a fixed cost (BEGIN, River's insert, COMMIT) several times a
+	// payload's own; a second writer that starts on the two or three
+	// requests that arrived a moment ago pays it for almost nothing, and
+	// on a busy machine takes the CPU the requests themselves need. Those
+	// few wait for the writer that is running, which takes everything
+	// pending when it commits. A request that arrives when nothing is
+	// being written is always written at once.
+	minConcurrentBatch  = 16
 	ingressBatchTimeout = 10 * time.Second
 )
 
@@ -49,12 +59,21 @@ type Ingester struct {
 	// normalised by one job.
 	BatchJob func(payloads []uuid.UUID) river.JobArgs
 	// Flushers bounds the batches written at once (each holds a
-	// connection); zero means 4. A DB that is one transaction needs 1.
+	// connection); zero means maxIngressFlushers. A DB that is one
+	// transaction needs 1.
 	Flushers int
 
 	mu       sync.Mutex
 	pending  []*ingestCall
 	flushers int
+	batches  int // transactions started, for tests and benchmarks
+}
+
+// Batches returns how many transactions the Ingester has started.
+func (g *Ingester) Batches() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.batches
 }
 
 type ingestCall struct {
@@ -71,11 +90,7 @@ func (g *Ingester) Store(ctx context.Context, in Ingest) (Stored, error) {
 	c := &ingestCall{in: in, done: make(chan struct{})}
 	g.mu.Lock()
 	g.pending = append(g.pending, c)
-	limit := g.Flushers
-	if limit <= 0 {
-		limit = maxIngressFlushers
-	}
-	if g.flushers < limit {
+	if g.flushers == 0 || (g.flushers < g.flusherLimit() && len(g.pending) >= minConcurrentBatch) {
 		g.flushers++
 		go g.flush()
 	}
@@ -90,11 +105,22 @@ func (g *Ingester) Store(ctx context.Context, in Ingest) (Stored, error) {
 	}
 }
 
+func (g *Ingester) flusherLimit() int {
+	if g.Flushers <= 0 {
+		return maxIngressFlushers
+	}
+	return g.Flushers
+}
+
+// flush writes batches until nothing is pending. While another flusher
+// runs it leaves a short queue to that one (minConcurrentBatch): the
+// checks are made under g.mu, so the last flusher to look always takes
+// what is pending, and a pending request always has a flusher.
 func (g *Ingester) flush() {
 	for {
 		g.mu.Lock()
 		n := min(len(g.pending), maxIngressBatch)
-		if n == 0 {
+		if n == 0 || (g.flushers > 1 && n < minConcurrentBatch) {
 			g.flushers--
 			g.mu.Unlock()
 			return
@@ -104,6 +130,7 @@ func (g *Ingester) flush() {
 		rest := copy(g.pending, g.pending[n:])
 		clear(g.pending[rest:])
 		g.pending = g.pending[:rest]
+		g.batches++
 		g.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(context.Background(), ingressBatchTimeout)

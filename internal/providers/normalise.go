@@ -93,6 +93,11 @@ func ProcessPayload(ctx context.Context, tx pgx.Tx, payloadID uuid.UUID, now tim
 	}
 	prov, err := q.ProviderGetForIngress(ctx, tx, pl.ProviderID)
 	if dbutil.IsNotFound(err) {
+		// Stored while the provider was being deleted (provider_payloads
+		// has no foreign key, 0017): it belongs to nobody now.
+		if err := q.ProviderPayloadDeleteOrphan(ctx, tx, pl.ID); err != nil {
+			return Processed{}, fmt.Errorf("error deleting an orphaned payload: %w", err)
+		}
 		return Processed{Gone: true}, nil
 	}
 	if err != nil {
