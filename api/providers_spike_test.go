@@ -95,8 +95,13 @@ func TestBounceSpikeFromRealisticStream(t *testing.T) {
 		require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM domains WHERE name = $1`, name).Scan(&id))
 		return id
 	}
-	// The scheduler asks for one spike check per active domain.
-	n, err := jobs.ScheduleSpikeChecks(ctx, tx, client, time.Now().Add(-time.Minute))
+	// The scheduler asks for one spike check per active domain. The rows'
+	// received_at is the test transaction's now(), which was taken when the
+	// test began (over a minute ago on a loaded machine), so "the last
+	// minute" is counted on that clock.
+	var txNow time.Time
+	require.NoError(t, tx.QueryRow(ctx, `SELECT now()`).Scan(&txNow))
+	n, err := jobs.ScheduleSpikeChecks(ctx, tx, client, txNow.Add(-time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	require.Equal(t, 3, b.count(t, `SELECT count(DISTINCT args->>'domain_id') FROM river_job WHERE kind = 'message_spike_check'`))
