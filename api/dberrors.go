@@ -131,35 +131,46 @@ func (l *OutageLog) Observe(err error) bool {
 // 503 (logged by the outage, not per request); anything else passes on.
 func (o *outageLog) handler(next fiber.ErrorHandler) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
-		var apiErr *Error
-		if errors.As(err, &apiErr) && apiErr.Status < 500 {
-			return next(c, err)
+		if e := o.unavailable(c, err); e != nil {
+			return next(c, e)
 		}
-		if slowDatabase(err) {
-			// Frozen, or this statement that slow: either way the request
-			// may succeed later. A frozen server fails the ping too and is
-			// an outage; a slow statement alone is logged (throttled) by the
-			// caller's logger.
-			if o.confirm(err) {
-				o.failed(err)
-			} else {
-				o.logger.Warn("database statement cut by DB_STATEMENT_TIMEOUT", slog.String("path", c.Path()), slog.Any("error", err))
-			}
-			return next(c, &Error{
-				Status:  http.StatusServiceUnavailable,
-				Detail:  "the database did not answer in time; try again shortly",
-				Headers: map[string]string{fiber.HeaderRetryAfter: databaseRetryAfter},
-			})
+		return next(c, err)
+	}
+}
+
+// unavailable returns the 503 (with Retry-After) that err calls for when it
+// means the database is unreachable or did not answer in time, recording
+// the outage; nil for any other error. The API's error handler and the
+// dashboard's error pages both answer with it.
+func (o *outageLog) unavailable(c *fiber.Ctx, err error) *Error {
+	var apiErr *Error
+	if err == nil || errors.As(err, &apiErr) && apiErr.Status < 500 {
+		return nil
+	}
+	if slowDatabase(err) {
+		// Frozen, or this statement that slow: either way the request may
+		// succeed later. A frozen server fails the ping too and is an
+		// outage; a slow statement alone is logged (throttled) by the
+		// caller's logger.
+		if o.confirm(err) {
+			o.failed(err)
+		} else {
+			o.logger.Warn("database statement cut by DB_STATEMENT_TIMEOUT", slog.String("path", c.Path()), slog.Any("error", err))
 		}
-		if !DatabaseUnavailable(err) || !o.confirm(err) {
-			return next(c, err)
-		}
-		o.failed(err)
-		return next(c, &Error{
+		return &Error{
 			Status:  http.StatusServiceUnavailable,
-			Detail:  "the database is unavailable; try again shortly",
+			Detail:  "the database did not answer in time; try again shortly",
 			Headers: map[string]string{fiber.HeaderRetryAfter: databaseRetryAfter},
-		})
+		}
+	}
+	if !DatabaseUnavailable(err) || !o.confirm(err) {
+		return nil
+	}
+	o.failed(err)
+	return &Error{
+		Status:  http.StatusServiceUnavailable,
+		Detail:  "the database is unavailable; try again shortly",
+		Headers: map[string]string{fiber.HeaderRetryAfter: databaseRetryAfter},
 	}
 }
 

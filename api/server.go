@@ -133,6 +133,7 @@ type Server struct {
 	q        *dbsqlc.Queries
 	logger   *slog.Logger
 	metrics  *httpMetrics
+	outage   *outageLog // dberrors.go: database outages as 503s, logged once
 	now      func() time.Time
 	inflight atomic.Int64
 	// ingester batches provider webhook payloads into transactions.
@@ -195,13 +196,14 @@ func New(deps Deps) *Server {
 		now:    deps.Now,
 	}
 	s.accountStates = accounts.NewCache(deps.Now)
+	s.outage = newOutageLog(deps.Logger, s.databasePing())
 	s.metrics = newHTTPMetrics(deps.Registry, deps.Pool)
 	if deps.EventPages != nil {
 		registerPageCache(deps.Registry, deps.EventPages)
 	}
 	s.app = fiber.New(fiber.Config{
 		AppName:      "mailwatch",
-		ErrorHandler: newOutageLog(deps.Logger, s.databasePing()).handler(errorHandler(deps.Logger)), // dberrors.go
+		ErrorHandler: s.outage.handler(errorHandler(deps.Logger)), // dberrors.go
 		JSONEncoder:  encodeJSON,
 		BodyLimit:    deps.BodyLimit,
 		// Bodies are read by the handlers that want them; fasthttp would

@@ -304,6 +304,9 @@ func (s *Server) webRequireSession(isPage bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ws, err := s.session(c)
 		if err != nil {
+			if isPage {
+				return s.pageError(c, err)
+			}
 			return err
 		}
 		if ws == nil {
@@ -461,6 +464,14 @@ func (s *Server) problemText(c *fiber.Ctx, err error) (int, string) {
 		return e.Status, msg
 	}
 	if errors.As(err, &e) && e.Status == http.StatusServiceUnavailable {
+		return e.Status, e.Detail
+	}
+	if e := s.outage.unavailable(c, err); e != nil {
+		// The database is down or frozen: a 503 the browser may retry,
+		// logged once by the outage, not per page.
+		for k, v := range e.Headers {
+			c.Set(k, v)
+		}
 		return e.Status, e.Detail
 	}
 	s.logger.ErrorContext(c.UserContext(), "dashboard action failed", slog.String("request_id", requestID(c)), slog.Any("error", err))

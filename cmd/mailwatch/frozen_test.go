@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +49,33 @@ func TestAPIAnswers503WhenPostgresFreezes(t *testing.T) {
 	for range 5 { // the key is cached, the pool warm
 		c.json("GET", base+"/api/accounts/me", key, nil, 200, nil)
 	}
+	// A dashboard session, signed in through the form as a browser would.
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	browser := &http.Client{Jar: jar, Timeout: 5 * time.Minute}
+	page := func(method, path string, form url.Values) (*http.Response, string) {
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, err := http.NewRequest(method, base+path, body)
+		require.NoError(t, err)
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", base)
+		}
+		resp, err := browser.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	_, signin := page("GET", "/signin", nil)
+	csrf := regexp.MustCompile(`data-csrf="([^"]+)"`).FindStringSubmatch(signin)
+	require.NotNil(t, csrf, signin)
+	resp, overview := page("POST", "/signin", url.Values{"csrf": {csrf[1]}, "email": {"frozen@example.com"}, "password": {"a long frozen password"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, overview)
+	require.Contains(t, overview, "frozen@example.com", "signed in")
 
 	proxy.freeze()
 	t.Log("postgres frozen")
@@ -67,6 +96,14 @@ func TestAPIAnswers503WhenPostgresFreezes(t *testing.T) {
 		require.NoError(t, json.Unmarshal(body, &eb), "%s", body)
 		require.Contains(t, eb.Detail, "database", "the detail names the database, not the request deadline")
 	}
+	// The dashboard answers the same outage with its error page: 503 with
+	// Retry-After and the database named, not "something went wrong".
+	resp, body := page("GET", "/domains", nil)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+	require.Equal(t, "5", resp.Header.Get("Retry-After"))
+	require.Contains(t, resp.Header.Get("Content-Type"), "text/html")
+	require.Contains(t, body, "the database")
+	require.NotContains(t, body, "something went wrong")
 	require.Equal(t, 1, strings.Count(p.log(), "database unavailable"), "the frozen database is one outage:\n%s", p.log())
 
 	proxy.thaw()
