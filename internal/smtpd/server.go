@@ -157,6 +157,11 @@ type Server struct {
 
 	mu    sync.Mutex
 	conns map[*smtp.Conn]struct{}
+	// stopped and listeners close the window in which go-smtp would miss a
+	// listener: its Close only closes listeners Serve has already
+	// registered, so a Serve that starts after Close would accept forever.
+	stopped   bool
+	listeners []net.Listener
 }
 
 // NewServer validates cfg and builds a server that accepts mail for
@@ -238,9 +243,23 @@ func (s *Server) ListenAndServe() error {
 // Serve accepts SMTP sessions on l until Shutdown or Close, after which it
 // returns nil. It closes l.
 func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		_ = l.Close()
+		return nil
+	}
+	s.listeners = append(s.listeners, l)
+	s.mu.Unlock()
 	s.logger.Info("SMTP listener started", "addr", l.Addr().String(), "domain", s.cfg.Domain,
 		"starttls", s.cfg.TLSConfig != nil, "max_message_bytes", s.cfg.MaxMessageBytes)
 	if err := s.smtp.Serve(l); err != nil {
+		s.mu.Lock()
+		stopped := s.stopped
+		s.mu.Unlock()
+		if stopped && errors.Is(err, net.ErrClosed) {
+			return nil // stop closed l before go-smtp marked itself done
+		}
 		return fmt.Errorf("error serving SMTP: %w", err)
 	}
 	return nil
@@ -250,13 +269,11 @@ func (s *Server) Serve(l net.Listener) error {
 // (clients QUIT or time out). If ctx ends first, it cancels the sessions'
 // Store calls, closes their connections and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stop()
 	err := s.smtp.Shutdown(ctx)
 	if ctx.Err() == nil {
 		s.cancel()
-		if errors.Is(err, smtp.ErrServerClosed) {
-			return nil
-		}
-		return err
+		return stopError(err)
 	}
 	s.closeSessions()
 	return ctx.Err()
@@ -264,12 +281,32 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Close stops the server at once, dropping open sessions.
 func (s *Server) Close() error {
+	s.stop()
 	err := s.smtp.Close()
 	s.closeSessions()
-	if errors.Is(err, smtp.ErrServerClosed) {
+	return stopError(err)
+}
+
+// stopError drops what go-smtp reports of a server already stopped or a
+// listener stop has already closed.
+func stopError(err error) error {
+	if errors.Is(err, smtp.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
 		return nil
 	}
 	return err
+}
+
+// stop refuses later Serve calls and closes the listeners of earlier ones,
+// so that each of them returns whether or not go-smtp has seen it yet.
+func (s *Server) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	listeners := s.listeners
+	s.listeners = nil
+	s.mu.Unlock()
+	for _, l := range listeners {
+		_ = l.Close()
+	}
 }
 
 // closeSessions cancels every Store call and closes every connection. go-smtp

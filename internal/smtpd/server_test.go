@@ -561,6 +561,26 @@ func TestShutdown(t *testing.T) {
 		// The idle session was dropped.
 		require.Error(t, c.Noop())
 	})
+
+	// A server stopped before its Serve call runs (a signal at start-up, a
+	// test that ends at once) must not leave Serve accepting forever:
+	// go-smtp only closes listeners it has already registered.
+	for name, stop := range map[string]func(*Server) error{
+		"CloseBeforeServe":    func(s *Server) error { return s.Close() },
+		"ShutdownBeforeServe": func(s *Server) error { return s.Shutdown(context.Background()) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv, err := NewServer(Config{Domain: testDomain}, newMemStore(), nil)
+			require.NoError(t, err)
+			require.NoError(t, stop(srv))
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			require.NoError(t, srv.Serve(l))
+			_, err = net.Dial("tcp", l.Addr().String())
+			require.Error(t, err, "the listener is closed")
+		})
+	}
 }
 
 func TestNewServer(t *testing.T) {
