@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/billing"
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 )
@@ -20,6 +21,13 @@ const stripeLinkWait = time.Hour
 
 // stripeLinkRetry is how soon such an event is tried again.
 const stripeLinkRetry = 30 * time.Second
+
+// stripeEventRetention is how long an applied Stripe event is kept as the
+// replay key: Stripe stops retrying an event after three days.
+const stripeEventRetention = 30 * 24 * time.Hour
+
+// stripeEventPruneBatch bounds one delete statement of the prune.
+const stripeEventPruneBatch = 5000
 
 // graceSweepBatch bounds how many accounts one grace run downgrades in one
 // transaction; the next run takes the rest.
@@ -119,18 +127,53 @@ func (w *BillingGraceWorker) Work(ctx context.Context, job *river.Job[BillingGra
 	}
 }
 
+// StripeEventPruneArgs deletes applied Stripe events older than
+// stripeEventRetention. Events never applied (no account yet, or a job
+// still to run) are kept for an operator to look at.
+type StripeEventPruneArgs struct{}
+
+// Kind implements river.JobArgs.
+func (StripeEventPruneArgs) Kind() string { return "stripe_event_prune" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (StripeEventPruneArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+}
+
+// StripeEventPruneWorker works StripeEventPruneArgs.
+type StripeEventPruneWorker struct {
+	river.WorkerDefaults[StripeEventPruneArgs]
+	deps Deps
+}
+
+// Work deletes, in batches, applied events received before the cut-off.
+func (w *StripeEventPruneWorker) Work(ctx context.Context, _ *river.Job[StripeEventPruneArgs]) error {
+	before := w.deps.domainNow().Add(-stripeEventRetention)
+	for {
+		n, err := dbsqlc.New().StripeEventDeleteAppliedBefore(ctx, w.deps.Pool, dbsqlc.StripeEventDeleteAppliedBeforeParams{Before: before, Max: stripeEventPruneBatch})
+		if err != nil || n < stripeEventPruneBatch {
+			return err
+		}
+	}
+}
+
 // addBillingWorkers registers this feature's workers.
 func addBillingWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &StripeEventWorker{deps: deps})
 	river.AddWorker(w, &BillingGraceWorker{deps: deps})
+	river.AddWorker(w, &StripeEventPruneWorker{deps: deps})
 }
 
 // billingPeriodicJobs returns this feature's schedules: the grace sweep
-// every five minutes, so a downgrade lands within minutes of the deadline.
+// every five minutes, so a downgrade lands within minutes of the deadline,
+// and the Stripe event prune daily.
 func billingPeriodicJobs(Deps) []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(5*time.Minute), func() (river.JobArgs, *river.InsertOpts) {
 			return BillingGraceArgs{}, nil
 		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "billing_grace"}),
+		river.NewPeriodicJob(river.PeriodicInterval(24*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+			return StripeEventPruneArgs{}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "stripe_event_prune"}),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
@@ -93,4 +94,40 @@ func TestBillingJobsOnRiver(t *testing.T) {
 	require.Equal(t, plans.Free, plan)
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE account_id = $1 AND event_type = 'plan_changed'`, account).Scan(&changed))
 	require.Equal(t, 2, changed)
+}
+
+// TestStripeEventPrune keeps a replay key for as long as Stripe can retry:
+// applied events past the retention go, recent ones and events never
+// applied stay.
+func TestStripeEventPrune(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDB(t)
+	ctx := context.Background()
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	insert := func(id string, received time.Time, applied bool) {
+		var appliedAt *time.Time
+		if applied {
+			appliedAt = &received
+		}
+		_, err := pool.Exec(ctx, `INSERT INTO stripe_events (id, type, created, payload, received_at, applied_at, outcome)
+			VALUES ($1, 'invoice.paid', $2, '{}', $2, $3, CASE WHEN $3::timestamptz IS NULL THEN NULL ELSE 'applied' END)`, id, received, appliedAt)
+		require.NoError(t, err)
+	}
+	old := now.Add(-stripeEventRetention - time.Hour)
+	insert("evt_old_applied", old, true)
+	insert("evt_old_pending", old, false)
+	insert("evt_recent_applied", now.Add(-stripeEventRetention+time.Hour), true)
+	_, err := pool.Exec(ctx, `INSERT INTO stripe_events (id, type, created, payload, received_at, applied_at, outcome)
+		SELECT 'evt_bulk_' || i, 'invoice.paid', $1, '{}', $1, $1, 'applied' FROM generate_series(1, $2::int) i`,
+		old, stripeEventPruneBatch+3) // more than one batch
+	require.NoError(t, err)
+
+	w := &StripeEventPruneWorker{deps: Deps{Pool: pool, Now: func() time.Time { return now }}}
+	require.NoError(t, w.Work(ctx, &river.Job[StripeEventPruneArgs]{}))
+
+	rows, err := pool.Query(ctx, `SELECT id FROM stripe_events ORDER BY id`)
+	require.NoError(t, err)
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"evt_old_pending", "evt_recent_applied"}, left)
 }

@@ -11,3 +11,10 @@ SELECT * FROM stripe_events WHERE id = @id::text FOR UPDATE;
 UPDATE stripe_events
 SET applied_at = @applied_at::timestamptz, outcome = @outcome::text, account_id = sqlc.narg('account_id')::uuid
 WHERE id = @id::text;
+
+-- name: StripeEventDeleteAppliedBefore :execrows
+-- Applied events received before the cut-off, at most max of them. Stripe
+-- retries an event for three days and signs each attempt afresh, so the
+-- key only has to outlive that.
+DELETE FROM stripe_events WHERE id IN (
+    SELECT id FROM stripe_events WHERE received_at < @before::timestamptz AND applied_at IS NOT NULL LIMIT @max::int);

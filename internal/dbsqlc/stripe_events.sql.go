@@ -12,6 +12,27 @@ import (
 	"github.com/google/uuid"
 )
 
+const stripeEventDeleteAppliedBefore = `-- name: StripeEventDeleteAppliedBefore :execrows
+DELETE FROM stripe_events WHERE id IN (
+    SELECT id FROM stripe_events WHERE received_at < $1::timestamptz AND applied_at IS NOT NULL LIMIT $2::int)
+`
+
+type StripeEventDeleteAppliedBeforeParams struct {
+	Before time.Time
+	Max    int32
+}
+
+// Applied events received before the cut-off, at most max of them. Stripe
+// retries an event for three days and signs each attempt afresh, so the
+// key only has to outlive that.
+func (q *Queries) StripeEventDeleteAppliedBefore(ctx context.Context, db DBTX, arg StripeEventDeleteAppliedBeforeParams) (int64, error) {
+	result, err := db.Exec(ctx, stripeEventDeleteAppliedBefore, arg.Before, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const stripeEventGetForUpdate = `-- name: StripeEventGetForUpdate :one
 SELECT id, type, created, payload, received_at, applied_at, outcome, account_id FROM stripe_events WHERE id = $1::text FOR UPDATE
 `
