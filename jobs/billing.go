@@ -149,9 +149,17 @@ type StripeEventPruneWorker struct {
 // Work deletes, in batches, applied events received before the cut-off.
 func (w *StripeEventPruneWorker) Work(ctx context.Context, _ *river.Job[StripeEventPruneArgs]) error {
 	before := w.deps.domainNow().Add(-stripeEventRetention)
+	return deleteInBatches(stripeEventPruneBatch, func(limit int32) (int64, error) {
+		return dbsqlc.New().StripeEventDeleteAppliedBefore(ctx, w.deps.Pool, dbsqlc.StripeEventDeleteAppliedBeforeParams{Before: before, Max: limit})
+	})
+}
+
+// deleteInBatches runs del, a DELETE of at most limit rows, until a run
+// deletes fewer: each statement holds its locks only for its own batch.
+func deleteInBatches(limit int32, del func(limit int32) (int64, error)) error {
 	for {
-		n, err := dbsqlc.New().StripeEventDeleteAppliedBefore(ctx, w.deps.Pool, dbsqlc.StripeEventDeleteAppliedBeforeParams{Before: before, Max: stripeEventPruneBatch})
-		if err != nil || n < stripeEventPruneBatch {
+		n, err := del(limit)
+		if err != nil || n < int64(limit) {
 			return err
 		}
 	}

@@ -287,10 +287,7 @@ type ProviderPayloadPruneWorker struct {
 // Work deletes processed payloads older than a week, in batches.
 func (w *ProviderPayloadPruneWorker) Work(ctx context.Context, _ *river.Job[ProviderPayloadPruneArgs]) error {
 	before := w.deps.domainNow().Add(-providerPayloadRetention)
-	for {
-		n, err := dbsqlc.New().ProviderPayloadDeleteProcessedBefore(ctx, w.deps.Pool, dbsqlc.ProviderPayloadDeleteProcessedBeforeParams{BeforeID: dbutil.UUIDv7Floor(before), Max: 5000})
-		if err != nil || n < 5000 {
-			return err
-		}
-	}
+	return deleteInBatches(5000, func(limit int32) (int64, error) {
+		return dbsqlc.New().ProviderPayloadDeleteProcessedBefore(ctx, w.deps.Pool, dbsqlc.ProviderPayloadDeleteProcessedBeforeParams{BeforeID: dbutil.UUIDv7Floor(before), Max: limit})
+	})
 }
