@@ -323,6 +323,18 @@ func TestDashboardInBrowser(t *testing.T) {
 	br.open("/settings")
 	br.screenshots("settings")
 
+	// A sending provider connected through the form: the answer leads with
+	// its ingress URL and setup steps; the signing key is not in the page.
+	br.open("/providers")
+	const mgKey = "key-browser-0123456789abcdef"
+	br.do(chromedp.SetValue(chromedp.CSS("#kind"), "mailgun"), chromedp.SendKeys(chromedp.CSS("#provider-label"), "Mailgun EU"),
+		chromedp.SendKeys(chromedp.CSS("#signing_key"), mgKey), chromedp.Click(chromedp.CSS("#create-provider button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#created-provider")))
+	require.Contains(t, br.eval(`document.querySelector("#ingress-url").value`), "/api/webhooks/providers/")
+	require.Contains(t, br.text("#setup-steps"), "Mailgun")
+	require.NotContains(t, br.eval(`document.documentElement.outerHTML`), mgKey)
+	br.screenshots("providers")
+
 	// The verification mail's link: the page verifies only on its button.
 	br.do(chromedp.Click(chromedp.CSS(".signout button")), chromedp.WaitVisible(chromedp.CSS("#password")))
 	var addrID string
