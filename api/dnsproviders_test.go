@@ -14,9 +14,10 @@ import (
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
-func TestDNSProviders(t *testing.T) {
-	t.Parallel()
-	bind := bindtest.Start(t, "conn.test", `conn.test. IN TXT "v=spf1 -all"`)
+// setupDNSFix starts BIND serving zone with records and a bundle whose
+// server can reach it through DNS connections.
+func setupDNSFix(t *testing.T, zone, records string) (*bindtest.Server, *testBundle) {
+	bind := bindtest.Start(t, zone, records)
 	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)
 	b := setup(t, func(o *setupOpts) {
@@ -24,6 +25,12 @@ func TestDNSProviders(t *testing.T) {
 			d.DNSFix = &jobs.DNSFixDeps{Env: &dnsfix.Env{Keyring: keyring, Guard: testGuard(t)}}
 		}
 	})
+	return bind, b
+}
+
+func TestDNSProviders(t *testing.T) {
+	t.Parallel()
+	bind, b := setupDNSFix(t, "conn.test", `conn.test. IN TXT "v=spf1 -all"`)
 	acct := b.createAccount(t)
 	const base = "/api/accounts/me/dns-providers"
 	cfg := func(secret string) map[string]any {

@@ -334,6 +334,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, br.text("#setup-steps"), "Mailgun")
 	require.NotContains(t, br.eval(`document.documentElement.outerHTML`), mgKey)
 	br.screenshots("providers")
+	br.open("/dns-connections")
+	require.Contains(t, br.text("#create-connection"), "Connect a DNS provider")
+	br.screenshots("dns-connections")
 
 	// The verification mail's link: the page verifies only on its button.
 	br.do(chromedp.Click(chromedp.CSS(".signout button")), chromedp.WaitVisible(chromedp.CSS("#password")))
