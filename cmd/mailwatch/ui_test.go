@@ -189,7 +189,9 @@ func TestRiverUIOperatorActions(t *testing.T) {
 		require.Contains(t, string(body), "River")
 	})
 
-	emit := func(t *testing.T) uuid.UUID {
+	// emit stores an event whose delivery the receiver answers with status
+	// (0: 204), set before the commit: the worker may push at once.
+	emit := func(t *testing.T, status int) uuid.UUID {
 		t.Helper()
 		var id uuid.UUID
 		require.NoError(t, dbutil.WithTx(ctx, f.pool, func(ctx context.Context, tx pgx.Tx) error {
@@ -200,7 +202,13 @@ func TestRiverUIOperatorActions(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			return tx.QueryRow(ctx, "SELECT id FROM webhook_deliveries WHERE event_id = $1", ev.ID).Scan(&id)
+			if err := tx.QueryRow(ctx, "SELECT id FROM webhook_deliveries WHERE event_id = $1", ev.ID).Scan(&id); err != nil {
+				return err
+			}
+			if status != 0 {
+				rc.set(id, status)
+			}
+			return nil
 		}))
 		return id
 	}
@@ -227,12 +235,14 @@ func TestRiverUIOperatorActions(t *testing.T) {
 		}
 		return d
 	}
+	var seen string // what the last condition saw, for a failure message
 	waitFor := func(t *testing.T, what string, cond func() bool) {
 		t.Helper()
+		seen = ""
 		for i := 0; !cond(); i++ {
 			// Generous: under the whole race-enabled suite the worker can
 			// be starved of CPU for a while.
-			require.Less(t, i, 3600, "%s never happened:\n%s", what, worker.log())
+			require.Less(t, i, 3600, "%s never happened (last seen: %s):\n%s", what, seen, worker.log())
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
@@ -257,15 +267,18 @@ func TestRiverUIOperatorActions(t *testing.T) {
 	// an hour: its job waits, scheduled, with the delivery pending.
 	snoozed := func(t *testing.T) uuid.UUID {
 		t.Helper()
-		id := emit(t)
-		rc.set(id, http.StatusServiceUnavailable)
-		waitFor(t, "the 503", func() bool { return rc.count(id) == 1 && read(t, id).jobState == "scheduled" })
+		id := emit(t, http.StatusServiceUnavailable)
+		waitFor(t, "the 503", func() bool {
+			d := read(t, id)
+			seen = fmt.Sprintf("%d pushes, delivery %+v", rc.count(id), d)
+			return rc.count(id) == 1 && d.jobState == "scheduled"
+		})
 		return id
 	}
 
 	var delivered uuid.UUID
 	t.Run("RetryOfADeliveredDeliverysCompletedJobSendsAgain", func(t *testing.T) {
-		delivered = emit(t)
+		delivered = emit(t, 0)
 		waitFor(t, "the first push", func() bool { d := read(t, delivered); return d.status == "delivered" && d.jobState == "completed" })
 		job := read(t, delivered).jobID
 		action(t, "retry", job)

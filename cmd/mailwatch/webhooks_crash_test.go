@@ -84,11 +84,13 @@ func (f *hookFixture) count(t *testing.T, sql string, args ...any) int {
 	return n
 }
 
+// workerEnv is a worker's environment, with River's default rescue delay: a
+// test that counts pushes would see a second one whenever a loaded machine
+// slowed a push past a short delay and the rescuer ran it again.
 func (f *hookFixture) workerEnv(t *testing.T) []string {
 	return append(baseEnv(f.url),
 		"METRICS_ADDR="+freeAddr(t),
 		"WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32,::1/128",
-		"JOB_RESCUE_AFTER=3s",
 		"LOG_LEVEL=warn",
 	)
 }
@@ -134,7 +136,8 @@ func TestWorkerCrashLosesNoDelivery(t *testing.T) {
 	f.emit(t, total)
 	require.Equal(t, total, f.count(t, "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'"))
 
-	first := startProcess(t, f.workerEnv(t), "worker", "--queues=webhooks")
+	// The killed worker's jobs are rescued 3 s after they started, not 90.
+	first := startProcess(t, append(f.workerEnv(t), "JOB_RESCUE_AFTER=3s"), "worker", "--queues=webhooks")
 	require.Eventually(t, func() bool { return received() >= total/4 }, 30*time.Second, 5*time.Millisecond, "the first worker never got going:\n%s", first.log())
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	err := <-first.done
@@ -145,7 +148,7 @@ func TestWorkerCrashLosesNoDelivery(t *testing.T) {
 	require.Positive(t, inFlight, "the kill must catch pushes in flight")
 	require.Less(t, receivedAtKill, total, "the kill must come before the end")
 
-	second := startProcess(t, f.workerEnv(t), "worker", "--queues=webhooks")
+	second := startProcess(t, append(f.workerEnv(t), "JOB_RESCUE_AFTER=3s"), "worker", "--queues=webhooks")
 	require.Eventually(t, func() bool {
 		return f.count(t, "SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'") == total
 	}, 50*time.Second, 100*time.Millisecond, "not every delivery ended delivered:\n%s", second.log())
