@@ -20,7 +20,7 @@ type dnsConnectionsData struct {
 	Kinds       []string
 	Algorithms  []string
 	// Form keeps what a refused create posted, except the secrets.
-	Form providerForm
+	Form createForm
 	// Created is the connection the form just made.
 	Created *DNSProvider
 }
@@ -78,7 +78,7 @@ func (s *Server) webCreateDNSConnection(c *fiber.Ctx) error {
 	p, err := call[CreateDNSProviderRequest, DNSProvider](c, s, "createDNSProvider", req)
 	if err != nil {
 		status, msg := s.problemText(c, err)
-		return s.dnsConnectionsPage(c, status, dnsConnectionsData{Form: providerForm{Kind: kind, Label: req.Label}}, msg)
+		return s.dnsConnectionsPage(c, status, dnsConnectionsData{Form: createForm{Kind: kind, Label: req.Label}}, msg)
 	}
 	return s.dnsConnectionsPage(c, http.StatusCreated, dnsConnectionsData{Created: p}, "")
 }

@@ -20,7 +20,7 @@ type providersData struct {
 	// setup steps lead the page.
 	Created *SendingProvider
 	// Form keeps what a refused create posted, except the secrets.
-	Form    providerForm
+	Form    createForm
 	Kinds   []string
 	Domains []string
 	// Last24h counts the account's message events of the last day.
@@ -30,7 +30,9 @@ type providersData struct {
 	CheckEmail string
 }
 
-type providerForm struct {
+// createForm is what a refused create form is shown again with: the
+// kind and label, never the secrets.
+type createForm struct {
 	Kind, Label string
 }
 
@@ -107,7 +109,7 @@ func (s *Server) webCreateProvider(c *fiber.Ctx) error {
 	if err != nil {
 		status, msg := s.problemText(c, err)
 		// The secrets are not echoed into the page: they are typed again.
-		return s.providersPage(c, status, providersData{Form: providerForm{Kind: req.Kind, Label: req.Label}}, msg)
+		return s.providersPage(c, status, providersData{Form: createForm{Kind: req.Kind, Label: req.Label}}, msg)
 	}
 	return s.providersPage(c, http.StatusCreated, providersData{Created: p}, "")
 }

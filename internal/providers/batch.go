@@ -66,7 +66,7 @@ type Ingester struct {
 	mu       sync.Mutex
 	pending  []*ingestCall
 	flushers int
-	batches  int // transactions started, for tests and benchmarks
+	batches  int // transactions started, for tests
 }
 
 // Batches returns how many transactions the Ingester has started.
