@@ -28,7 +28,7 @@ func TestAuth(t *testing.T) {
 			{"EmptyToken", "Bearer "},
 			{"Malformed", "Bearer not-a-key"},
 			{"UnknownKey", "Bearer " + apikey.Generate().Plain},
-			{"TamperedKey", "Bearer " + a.Key[:42] + string("AB"[strings.IndexByte("AB", a.Key[42])+1&1])},
+			{"TamperedKey", "Bearer " + a.Key[:42] + string("AB"[(strings.IndexByte("AB", a.Key[42])+1)&1])},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				req := httptest.NewRequest("GET", "/api/accounts/me/dashboard-summary", nil)
