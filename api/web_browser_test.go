@@ -71,17 +71,22 @@ func newBrowser(t *testing.T, base string) *browser {
 	return &browser{t: t, ctx: ctx, base: base, shot: dir}
 }
 
+// browserStepBound only keeps a hung browser from hanging the suite: a step
+// waits for the page state it needs, and under the race-enabled suite on a
+// busy two-core machine that can take far longer than it does alone.
+const browserStepBound = 3 * time.Minute
+
 // do runs steps with a bound on how long the browser may take.
 func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, browserStepBound)
 	defer cancel()
 	require.NoError(b.t, chromedp.Do(ctx, steps...))
 }
 
 func (b *browser) text(sel string) string {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, browserStepBound)
 	defer cancel()
 	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
 	require.NoError(b.t, err, sel)
@@ -90,7 +95,7 @@ func (b *browser) text(sel string) string {
 
 func (b *browser) eval(js string) string {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, browserStepBound)
 	defer cancel()
 	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
 	require.NoError(b.t, err, js)
@@ -109,7 +114,7 @@ func (b *browser) screenshots(name string) {
 		label string
 		w, h  int64
 	}{{"desktop", 1280, 800}, {"phone", 390, 844}} {
-		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		ctx, cancel := context.WithTimeout(b.ctx, browserStepBound)
 		require.NoError(b.t, chromedp.Do(ctx, chromedp.EmulateViewport(v.w, v.h)))
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		cancel()

@@ -404,7 +404,12 @@ func TestRiverUIOperatorActions(t *testing.T) {
 		require.NoError(t, err)
 
 		action(t, "retry", job)
-		waitFor(t, "the disabled run", func() bool { s, _ := jobOf(t, job); return s == "cancelled" && read(t, id).status == "failed" })
+		// The run's own end: cancelled with its output (the operator's first
+		// cancel left the job cancelled too, without one).
+		waitFor(t, "the disabled run", func() bool {
+			s, out := jobOf(t, job)
+			return s == "cancelled" && out["reason"] != nil && read(t, id).status == "failed"
+		})
 		_, out := jobOf(t, job)
 		require.Equal(t, jobs.SkipSubscriptionDisabled, out["reason"])
 		require.Contains(t, out["detail"], "enable it")
@@ -416,7 +421,7 @@ func TestRiverUIOperatorActions(t *testing.T) {
 		// A delivered delivery stays delivered; its job says why it sent nothing.
 		djob := read(t, delivered).jobID
 		action(t, "retry", djob)
-		waitFor(t, "the delivered job's run", func() bool { s, _ := jobOf(t, djob); return s == "cancelled" })
+		waitFor(t, "the delivered job's run", func() bool { s, out := jobOf(t, djob); return s == "cancelled" && out["reason"] != nil })
 		_, out = jobOf(t, djob)
 		require.Equal(t, jobs.SkipSubscriptionDisabled, out["reason"])
 		require.Equal(t, "delivered", read(t, delivered).status)
