@@ -49,6 +49,50 @@ type DateRange struct {
 	End   time.Time `json:"end-datetime"`
 }
 
+// UnmarshalJSON reads the date-range's RFC 3339 date-times, and also the
+// forms real reporters send instead: Microsoft's without a zone offset
+// ("2023-01-10T00:00:00"), read as UTC, and a space in place of the "T".
+func (d *DateRange) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Start string `json:"start-datetime"`
+		End   string `json:"end-datetime"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	var err error
+	if d.Start, err = parseDateTime(raw.Start); err != nil {
+		return fmt.Errorf("start-datetime: %w", err)
+	}
+	if d.End, err = parseDateTime(raw.End); err != nil {
+		return fmt.Errorf("end-datetime: %w", err)
+	}
+	return nil
+}
+
+// dateTimeLayouts are tried in order; the ones without a zone are UTC.
+var dateTimeLayouts = [...]string{
+	time.RFC3339Nano,
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02 15:04:05.999999999",
+}
+
+// parseDateTime parses one date-time of a report; an absent one is the zero
+// time, which Parse refuses as a missing date-range.
+func parseDateTime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range dateTimeLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 date-time", s)
+}
+
 // Policy is one evaluated policy with its session counts.
 type Policy struct {
 	Policy         PolicyDetails   `json:"policy"`
