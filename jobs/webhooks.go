@@ -100,6 +100,10 @@ type DeliveryWorker struct {
 	// one statement per batch.
 	starts     *coalescer[startIn, startOut]
 	deliveries *coalescer[deliveredIn, struct{}]
+	// gate bounds the pushes in flight per account and per destination
+	// host (webhook.Gate): a push over a bound waits, snoozed, and the
+	// worker takes another account's push.
+	gate *webhook.Gate
 }
 
 // Coalescing limits. One batch in flight per kind of statement holds one
@@ -117,7 +121,11 @@ type retryKey struct {
 
 // NewDeliveryWorker returns the push worker.
 func NewDeliveryWorker(deps Deps) *DeliveryWorker {
-	w := &DeliveryWorker{deps: deps, metrics: newWebhookMetrics(deps)}
+	var limits webhook.Limits
+	if deps.Config != nil {
+		limits = deps.Config.WebhookLimits
+	}
+	w := &DeliveryWorker{deps: deps, metrics: newWebhookMetrics(deps), gate: webhook.NewGate(limits)}
 	w.starts = &coalescer[startIn, startOut]{
 		maxBatch: coalesceMaxBatch, maxFlushers: coalesceMaxFlushers, timeout: finishTimeout, run: w.startMany,
 	}
@@ -160,8 +168,17 @@ type started struct {
 	attemptID uuid.UUID
 }
 
-// Work performs one attempt of the delivery.
+// Work performs one attempt of the delivery, unless the push is over its
+// account's or its host's bound (webhook.Gate): then it waits.
 func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.DeliveryArgs]) error {
+	// An account whose pushes already fill its bound (a slow endpoint)
+	// waits before any work is done for it, so that its queue costs the
+	// others a fetch and a snooze per job, not a transaction.
+	if account, ok := events.DeliveryTagAccount(job.Tags); ok {
+		if busy := w.gate.AccountBusy(account); busy != nil {
+			return w.wait(ctx, job, nil, busy)
+		}
+	}
 	st, err := w.start(ctx, job)
 	if err != nil || st == nil {
 		return err
@@ -179,11 +196,63 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.Deliver
 			// follows redirects.
 			return errors.New("webhook worker has no WebhookClient configured")
 		}
+		// Admitted only now, so that the bounds count requests in flight,
+		// not the bookkeeping around them.
+		release, busy := w.gate.Admit(st.delivery.AccountID, st.sub.URL)
+		if busy != nil {
+			return w.wait(ctx, job, st, busy)
+		}
 		a = webhook.Send(ctx, client, webhook.Request{
 			URL: st.sub.URL, MsgID: st.delivery.ID.String(), Body: st.delivery.Body, Secret: string(secret),
 		})
+		release()
 	}
 	return w.finish(ctx, job, st, a)
+}
+
+// metadataFairWaits is the job metadata key counting the times a job
+// waited for its turn (wait). River's own "snoozes" counts those too.
+const metadataFairWaits = "fair_waits"
+
+// wait puts back a push that is over its account's or host's bound: its
+// job is snoozed (River runs it again after webhook.FairWait, without using
+// an attempt) and the worker is free for another push at once. An attempt
+// already started (st) is retracted, so that waiting leaves no attempt.
+func (w *DeliveryWorker) wait(ctx context.Context, job *river.Job[events.DeliveryArgs], st *started, busy error) error {
+	waits := fairWaits(job.Metadata)
+	d := webhook.FairWait(waits, nil)
+	if st != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		if _, err := dbsqlc.New().DeliveryRetractAttempt(ctx, w.deps.Pool, dbsqlc.DeliveryRetractAttemptParams{
+			ID: st.delivery.ID, AttemptID: st.attemptID, NextRetryAt: w.now().UTC().Add(d),
+		}); err != nil {
+			return fmt.Errorf("error retracting an attempt over a concurrency bound: %w", err)
+		}
+	}
+	reason := SkipAccountBusy
+	var be *webhook.BusyError
+	if errors.As(busy, &be) && be.Scope == webhook.ScopeHost {
+		reason = SkipHostBusy
+	}
+	if err := river.MetadataSet(ctx, metadataFairWaits, waits+1); err != nil {
+		return fmt.Errorf("error counting a wait: %w", err)
+	}
+	if err := river.RecordOutput(ctx, &SkipOutput{Reason: reason, Detail: fmt.Sprintf(
+		"%s; this push waits %s for its turn, without using an attempt", busy, d)}); err != nil {
+		return fmt.Errorf("error recording job output: %w", err)
+	}
+	w.metrics.observe("waiting", 0)
+	return river.JobSnooze(d)
+}
+
+// fairWaits reads how often a job waited for its turn (wait).
+func fairWaits(metadata []byte) int {
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(metadata, &m) // absent or malformed: none
+	var n int
+	_ = json.Unmarshal(m[metadataFairWaits], &n)
+	return n
 }
 
 // start locks the delivery, decides whether this run owns it, and records
@@ -316,6 +385,10 @@ const (
 	SkipAlreadyDelivered     = "already_delivered"
 	SkipSubscriptionDisabled = "subscription_disabled"
 	SkipAccountSuspended     = "account_suspended"
+	// SkipAccountBusy and SkipHostBusy: the push waits for its turn, its
+	// account's or its host's pushes in flight being at their bound.
+	SkipAccountBusy = "account_busy"
+	SkipHostBusy    = "host_busy"
 )
 
 // SuspendedSnooze is how long a push of a suspended account waits before
@@ -568,7 +641,9 @@ func (w *DeliveryWorker) decide(ctx context.Context, job *river.Job[events.Deliv
 		// attempt.
 		return outcome{status: statusWhileQueued(st.delivery, true), uncount: true, nextRetry: &now, label: "interrupted"}
 	case (a.StatusCode == http.StatusTooManyRequests || a.StatusCode == http.StatusServiceUnavailable) && a.RetryAfter > 0 &&
-		jobSnoozes(job.Metadata) < MaxSnoozes:
+		jobSnoozes(job.Metadata)-fairWaits(job.Metadata) < MaxSnoozes:
+		// Waits for a turn (fairness) are snoozes too, but say nothing of
+		// the endpoint: they do not count against MaxSnoozes.
 		d := min(a.RetryAfter, MaxSnooze)
 		at := now.Add(d)
 		return outcome{status: statusWhileQueued(st.delivery, true), uncount: true, snooze: d, nextRetry: &at, label: "snoozed"}

@@ -19,7 +19,7 @@ func newWebhookMetrics(deps Deps) *webhookMetrics {
 	m := &webhookMetrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailwatch_webhook_deliveries_total",
-			Help: "Webhook delivery runs by outcome: delivered, retrying, failed, snoozed (429/503 Retry-After), cancelled, interrupted.",
+			Help: "Webhook delivery runs by outcome: delivered, retrying, failed, snoozed (429/503 Retry-After), cancelled, interrupted, waiting (over WEBHOOK_ACCOUNT_CONCURRENCY or WEBHOOK_HOST_CONCURRENCY; nothing sent).",
 		}, []string{"outcome"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "mailwatch_webhook_attempt_duration_seconds",
@@ -54,7 +54,7 @@ func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
 
 func (m *webhookMetrics) observe(outcome string, d time.Duration) {
 	m.deliveries.WithLabelValues(outcome).Inc()
-	if outcome != "interrupted" {
+	if outcome != "interrupted" && outcome != "waiting" {
 		m.latency.Observe(d.Seconds())
 	}
 }

@@ -38,6 +38,12 @@ func TestSnoozesAreBounded(t *testing.T) {
 	require.Equal(t, "retrying", oc.label, "past the bound the answer is a failed attempt")
 	require.False(t, oc.uncount)
 
+	// Waits for a turn (fairness) are River snoozes too, but do not count.
+	oc = w.decide(context.Background(), job(`{"snoozes": 70, "fair_waits": 30}`), st, busy, now)
+	require.Equal(t, "snoozed", oc.label)
+	oc = w.decide(context.Background(), job(`{"snoozes": 80, "fair_waits": 30}`), st, busy, now)
+	require.Equal(t, "retrying", oc.label)
+
 	last := &river.Job[events.DeliveryArgs]{JobRow: &rivertype.JobRow{Attempt: 10, MaxAttempts: 10, Metadata: []byte(`{"snoozes": 80}`)}}
 	require.Equal(t, DeliveryFailed, w.decide(context.Background(), last, st, busy, now).status)
 }

@@ -46,6 +46,12 @@ func loopbackGuard(t *testing.T) *netguard.Guard {
 
 func newWHEnv(t *testing.T, adjust func(*Deps)) *whEnv {
 	t.Helper()
+	return newWHEnvWith(t, adjust, Options{Concurrency: 10, Queues: []string{QueueWebhooks}})
+}
+
+// newWHEnvWith is newWHEnv with the River client's options.
+func newWHEnvWith(t *testing.T, adjust func(*Deps), opts Options) *whEnv {
+	t.Helper()
 	pool, _ := dbtest.NewDB(t)
 	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{9}, 32))
 	require.NoError(t, err)
@@ -58,7 +64,7 @@ func newWHEnv(t *testing.T, adjust func(*Deps)) *whEnv {
 	if adjust != nil {
 		adjust(&deps)
 	}
-	client, err := NewClient(deps, Options{Concurrency: 10, Queues: []string{QueueWebhooks}})
+	client, err := NewClient(deps, opts)
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, client.Start(ctx))

@@ -121,6 +121,22 @@ SET status           = @status::text,
 WHERE id = @id::uuid
 RETURNING *;
 
+-- name: DeliveryRetractAttempt :execrows
+-- Undoes the start of an attempt that sent nothing because its push was
+-- over a fairness bound (webhook.Gate): the attempt row goes, and the
+-- delivery's count with it, so that waiting for a turn uses no attempt and
+-- leaves no trace in the attempt history; the delivery waits until
+-- next_retry_at, when its snoozed job runs again.
+WITH gone AS (
+    DELETE FROM webhook_delivery_attempts
+    WHERE id = @attempt_id::uuid AND delivery_id = @id::uuid AND finished_at IS NULL
+    RETURNING delivery_id
+)
+UPDATE webhook_deliveries d
+SET attempts = d.attempts - 1, next_retry_at = @next_retry_at::timestamptz, updated_at = now()
+FROM gone
+WHERE d.id = gone.delivery_id;
+
 -- name: DeliveryStartOwnedMany :many
 -- The worker's fast path, for many runs at once (the push worker coalesces
 -- the runs that start while a statement is in flight): when a run's job

@@ -4,6 +4,7 @@
 //	mwbench auth       authenticated GET vs a bare one-query Fiber handler
 //	mwbench events     event and alert listing over 1,000,000 events
 //	mwbench webhooks   10,000 events pushed to one local receiver
+//	mwbench fairness   another tenant's push latency beside a tenant whose endpoint never answers
 //	mwbench wait       5,000 long-poll waiters woken by SMTP deliveries
 //	mwbench dns        1,000 domains checked against a local DNS server
 //	mwbench providers  signed ESP webhooks in, normalised by a worker; suppression checks at 1,000,000 entries
@@ -31,6 +32,7 @@ var benchmarks = map[string]benchmark{
 	"auth":      benchAuth,      // auth.go
 	"events":    benchEvents,    // events.go
 	"webhooks":  benchWebhooks,  // webhooks.go
+	"fairness":  benchFairness,  // fairness.go
 	"wait":      benchWait,      // wait.go
 	"dns":       benchDNS,       // dns.go
 	"providers": benchProviders, // providers.go

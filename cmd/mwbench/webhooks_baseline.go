@@ -147,15 +147,7 @@ func benchWorkerProcesses(ctx context.Context, env *benchEnv, rc *benchReceiver,
 	}()
 	return rc.runDrain(ctx, n, emit, func() error {
 		for range k {
-			cmd := exec.CommandContext(ctx, bin, "worker", "--queues=webhooks")
-			cmd.Env = append(os.Environ(),
-				"DATABASE_URL="+env.URL,
-				"MAILWATCH_SECRET_KEY="+base64.StdEncoding.EncodeToString(make([]byte, 32)), // the bench keyring's
-				"WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32,::1/128",
-				"WEBHOOK_CONCURRENCY="+strconv.Itoa(benchWebhookWorkers),
-				"DB_MAX_CONNS="+strconv.Itoa(benchWorkerConns()),
-				"METRICS_ADDR=127.0.0.1:0", "REDIS_URL=", "LOG_LEVEL=warn", "LOG_FORMAT=text",
-			)
+			cmd := benchWorkerCmd(ctx, env, bin)
 			var buf bytes.Buffer
 			cmd.Stderr = &buf
 			if err := cmd.Start(); err != nil {
@@ -166,4 +158,21 @@ func benchWorkerProcesses(ctx context.Context, env *benchEnv, rc *benchReceiver,
 		}
 		return nil
 	})
+}
+
+// benchWorkerCmd is one `mailwatch worker --queues=webhooks` process of the
+// built binary bin, configured for the bench's database, keyring and
+// loopback receivers (WEBHOOK_CONCURRENCY 200; other settings, such as the
+// fairness bounds, from the bench's own environment or their defaults).
+func benchWorkerCmd(ctx context.Context, env *benchEnv, bin string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, bin, "worker", "--queues=webhooks")
+	cmd.Env = append(os.Environ(),
+		"DATABASE_URL="+env.URL,
+		"MAILWATCH_SECRET_KEY="+base64.StdEncoding.EncodeToString(make([]byte, 32)), // the bench keyring's
+		"WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32,::1/128",
+		"WEBHOOK_CONCURRENCY="+strconv.Itoa(benchWebhookWorkers),
+		"DB_MAX_CONNS="+strconv.Itoa(benchWorkerConns()),
+		"METRICS_ADDR=127.0.0.1:0", "REDIS_URL=", "LOG_LEVEL=warn", "LOG_FORMAT=text",
+	)
+	return cmd
 }

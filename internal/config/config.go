@@ -19,6 +19,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/esp"
 	"github.com/mailwatch/mailwatch/internal/plans"
+	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
 // fmtHours writes a whole number of hours as "84h".
@@ -66,6 +67,8 @@ var Vars = []Var{
 	{Name: "DB_STATEMENT_TIMEOUT", Default: "5s", Meaning: "Bound on each database statement of an API request or an SMTP session, the wait for a pooled connection included: the server's statement_timeout of the `api`/`data-api` pools, and a client-side deadline one second later that also ends a statement on a frozen server (which still acknowledges TCP). Such a request answers 503 with Retry-After. Below REQUEST_TIMEOUT; a /rest/v1 query is cut at the shorter of this and DATA_API_STATEMENT_TIMEOUT. Workers are bounded by each job kind's timeout instead; long-poll waits and LISTEN are not statements."},
 	{Name: "TRUSTED_PROXIES", Default: "", Meaning: "Comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted for the client IP (per-IP rate limits)."},
 	{Name: "WEBHOOK_CONCURRENCY", Default: "200", Meaning: "Concurrent webhook pushes per worker process (the `webhooks` queue's MaxWorkers); pushes are I/O-bound."},
+	{Name: "WEBHOOK_ACCOUNT_CONCURRENCY", Default: strconv.Itoa(webhook.DefaultAccountConcurrency), Meaning: "Webhook pushes of one account in flight at once, per worker process. A push over it waits (its job is snoozed for a short, growing, jittered delay, without using an attempt or holding a worker), so one account's slow endpoints cost only that account. Set it below WEBHOOK_CONCURRENCY."},
+	{Name: "WEBHOOK_HOST_CONCURRENCY", Default: strconv.Itoa(webhook.DefaultHostConcurrency), Meaning: "Webhook pushes to one destination host name (any port, any account) in flight at once, per worker process; a push over it waits as over WEBHOOK_ACCOUNT_CONCURRENCY. Bounds what several accounts pointing at one slow host can take."},
 	{Name: "JOB_RESCUE_AFTER", Default: "90s", Meaning: "How long a River job may stay running before the rescuer (on the leader worker) treats its process as dead and retries it; a dead worker's jobs wait this plus up to 30 s. Every job kind ends within 1m (its timeout), so 90s never rescues a healthy job; shorter values also cut jobs off at this duration and may run a job that is still finishing twice."},
 	{Name: "WORKER_CONCURRENCY", Default: "100", Meaning: "River workers per queue in a `worker` process."},
 	{Name: "UI_ADDR", Default: "127.0.0.1:8081", Meaning: "Address where `mailwatch ui` (and `dev`) serve River UI, behind authentication: an admin API key (Bearer, or as the basic-auth password) or UI_BASIC_AUTH_USER/UI_BASIC_AUTH_PASSWORD."},
@@ -122,6 +125,7 @@ type Config struct {
 	TrustedProxies          []string
 	WorkerConcurrency       int
 	WebhookConcurrency      int
+	WebhookLimits           webhook.Limits
 	JobRescueAfter          time.Duration
 	UIAddr                  string
 	UIBasicAuthUser         string
@@ -221,6 +225,10 @@ func Parse(lookup Lookup) (*Config, error) {
 		DataAPIStatementTimeout: duration("DATA_API_STATEMENT_TIMEOUT"),
 		StripeWebhookSecret:     get("STRIPE_WEBHOOK_SECRET"),
 		BillingGracePeriod:      duration("BILLING_GRACE_PERIOD"),
+	}
+	cfg.WebhookLimits = webhook.Limits{
+		PerAccount: atoi("WEBHOOK_ACCOUNT_CONCURRENCY", 1, 10_000),
+		PerHost:    atoi("WEBHOOK_HOST_CONCURRENCY", 1, 10_000),
 	}
 	if m, err := plans.ParsePriceMap(get("STRIPE_PRICE_PLANS")); err != nil {
 		errs = append(errs, fmt.Errorf("STRIPE_PRICE_PLANS: %w", err))

@@ -606,6 +606,37 @@ func (q *Queries) DeliveryRequeue(ctx context.Context, db DBTX, arg DeliveryRequ
 	return i, err
 }
 
+const deliveryRetractAttempt = `-- name: DeliveryRetractAttempt :execrows
+WITH gone AS (
+    DELETE FROM webhook_delivery_attempts
+    WHERE id = $2::uuid AND delivery_id = $3::uuid AND finished_at IS NULL
+    RETURNING delivery_id
+)
+UPDATE webhook_deliveries d
+SET attempts = d.attempts - 1, next_retry_at = $1::timestamptz, updated_at = now()
+FROM gone
+WHERE d.id = gone.delivery_id
+`
+
+type DeliveryRetractAttemptParams struct {
+	NextRetryAt time.Time
+	AttemptID   uuid.UUID
+	ID          uuid.UUID
+}
+
+// Undoes the start of an attempt that sent nothing because its push was
+// over a fairness bound (webhook.Gate): the attempt row goes, and the
+// delivery's count with it, so that waiting for a turn uses no attempt and
+// leaves no trace in the attempt history; the delivery waits until
+// next_retry_at, when its snoozed job runs again.
+func (q *Queries) DeliveryRetractAttempt(ctx context.Context, db DBTX, arg DeliveryRetractAttemptParams) (int64, error) {
+	result, err := db.Exec(ctx, deliveryRetractAttempt, arg.NextRetryAt, arg.AttemptID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deliverySetNextRetry = `-- name: DeliverySetNextRetry :exec
 UPDATE webhook_deliveries SET next_retry_at = $1::timestamptz, updated_at = now()
 WHERE id = $2::uuid

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,7 +43,23 @@ func (DeliveryArgs) InsertOpts() river.InsertOpts {
 // tags of word characters and hyphens, up to 255 characters; event type
 // names are lower-case words joined by underscores.
 func DeliveryTags(accountID uuid.UUID, eventType string, subscriptionID uuid.UUID) []string {
-	return []string{"account-" + accountID.String(), "event-" + eventType, "subscription-" + subscriptionID.String()}
+	return []string{deliveryTagAccount + accountID.String(), "event-" + eventType, "subscription-" + subscriptionID.String()}
+}
+
+// deliveryTagAccount prefixes the account's id in a delivery job's tags.
+const deliveryTagAccount = "account-"
+
+// DeliveryTagAccount returns the account named by a delivery job's tags
+// (DeliveryTags), if they name one.
+func DeliveryTagAccount(tags []string) (uuid.UUID, bool) {
+	for _, tag := range tags {
+		if rest, ok := strings.CutPrefix(tag, deliveryTagAccount); ok {
+			if id, err := uuid.Parse(rest); err == nil {
+				return id, true
+			}
+		}
+	}
+	return uuid.Nil, false
 }
 
 // PushedEvent is the "data" of a pushed event: the event as the API shows it.
