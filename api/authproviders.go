@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -113,8 +114,8 @@ type AuthIngressResult struct {
 // providerTokens makes the data API accept linked providers' tokens.
 func (s *Server) providerTokens() {
 	verifier := &authproviders.Verifier{DB: s.db, Client: s.deps.WebhookClient}
-	s.verifyProviderToken = func(ctx context.Context, token, ourIssuer string) (*verifiedToken, bool, error) {
-		v, handled, err := verifier.Verify(ctx, token, ourIssuer)
+	s.verifyProviderToken = func(ctx context.Context, token, ourIssuer, account string) (*verifiedToken, bool, error) {
+		v, handled, err := verifier.Verify(ctx, token, ourIssuer, account)
 		if !handled {
 			return nil, false, nil
 		}
@@ -130,10 +131,12 @@ func (s *Server) authProviderRoutes() {
 	base := "/api/accounts/me/auth-providers"
 	Handle(s.router, Endpoint[CreateAuthProviderRequest, AuthProvider]{
 		Method: "POST", Path: base, Status: 201, OperationID: "createAuthProvider", Tag: "identity",
-		Summary:     "Trust an external identity provider",
-		Description: "Its tokens read the data API for this account once their user is linked (POST .../links or the provider's user webhooks). An issuer already configured on the account is 409.",
-		Errors:      []int{409},
-		Call:        s.createAuthProvider,
+		Summary: "Trust an external identity provider",
+		Description: "Its tokens read the data API for this account once their user is linked (POST .../links or the provider's user webhooks), " +
+			"on requests that name the account in the " + authproviders.AccountHeader + " header. An issuer already configured on the account " +
+			"is 409, and so is a provider beyond the cap of " + strconv.Itoa(authproviders.MaxPerAccount) + " per account.",
+		Errors: []int{409},
+		Call:   s.createAuthProvider,
 	})
 	Handle(s.router, Endpoint[emptyRequest, []AuthProvider]{
 		Method: "GET", Path: base, OperationID: "listAuthProviders", Tag: "identity", Summary: "List the account's identity providers",
@@ -295,10 +298,13 @@ func (s *Server) createAuthProvider(ctx context.Context, req *CreateAuthProvider
 		params.WebhookSecretCiphertext, params.WebhookSecretKeyID = sealed, keyID
 	}
 	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.AuthProvider, error) {
-		return s.q.AuthProviderInsert(ctx, tx, params)
+		return authproviders.Create(ctx, tx, params)
 	})
 	if dbutil.IsUniqueViolation(err, "auth_providers_account_issuer_key") {
 		return nil, Conflict("a provider with issuer %q already exists", req.Issuer)
+	}
+	if errors.Is(err, authproviders.ErrTooMany) {
+		return nil, Conflict("%s; delete one first", err.Error())
 	}
 	if err != nil {
 		return nil, err

@@ -183,7 +183,7 @@ func TestAuthProviderWebhooksLinkUsers(t *testing.T) {
 	supaID := b.createAuthProvider(t, acct.Key, "supabase", supa, testProviderSecret)["id"].(string)
 
 	clerkToken := clerk.token(t, "user_2abc", "", "app")
-	resp := b.do(t, "GET", "/rest/v1/events", clerkToken, nil)
+	resp := b.dataAPI(t, "/rest/v1/events", clerkToken, acct.ID)
 	require.Equal(t, http.StatusUnauthorized, resp.Status, "not linked yet: %s", resp.Body)
 
 	// Clerk: Svix header names; the svix-id is stable across retries.
@@ -196,7 +196,7 @@ func TestAuthProviderWebhooksLinkUsers(t *testing.T) {
 	resp = b.rcvRawDo(t, signedAuthEvent(t, clerkID, "svix-", "msg_clerk_1", clerkEvent))
 	require.JSONEq(t, `{"type":"user.created","applied":false,"duplicate":true}`, string(resp.Body))
 
-	resp = b.do(t, "GET", "/rest/v1/events?select=account_id", clerkToken, nil)
+	resp = b.dataAPI(t, "/rest/v1/events?select=account_id", clerkToken, acct.ID)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.JSONEq(t, fmt.Sprintf(`[{"account_id":%q}]`, acct.ID), string(resp.Body))
 
@@ -209,15 +209,15 @@ func TestAuthProviderWebhooksLinkUsers(t *testing.T) {
 	resp = b.rcvRawDo(t, signedAuthEvent(t, supaID, "webhook-", "msg_b", supaEvent))
 	require.JSONEq(t, `{"type":"user.created","applied":false,"duplicate":true}`, string(resp.Body))
 	supaToken := supa.token(t, "8d0c2b1e-1111-4222-8333-944455556666", "bo@example.com", "app")
-	resp = b.do(t, "GET", "/rest/v1/events?select=account_id", supaToken, nil)
+	resp = b.dataAPI(t, "/rest/v1/events?select=account_id", supaToken, acct.ID)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.JSONEq(t, fmt.Sprintf(`[{"account_id":%q}]`, acct.ID), string(resp.Body))
 
 	// Wrong audience, or a token signed by another key, is refused.
-	require.Equal(t, http.StatusUnauthorized, b.do(t, "GET", "/rest/v1/events", clerk.token(t, "user_2abc", "", "other-app"), nil).Status)
+	require.Equal(t, http.StatusUnauthorized, b.dataAPI(t, "/rest/v1/events", clerk.token(t, "user_2abc", "", "other-app"), acct.ID).Status)
 	impostor := newTestIdP(t)
 	impostor.issuer, impostor.kid = clerk.issuer, clerk.kid
-	require.Equal(t, http.StatusUnauthorized, b.do(t, "GET", "/rest/v1/events", impostor.token(t, "user_2abc", "", "app"), nil).Status)
+	require.Equal(t, http.StatusUnauthorized, b.dataAPI(t, "/rest/v1/events", impostor.token(t, "user_2abc", "", "app"), acct.ID).Status)
 
 	// A bad signature is 401 and changes nothing.
 	bad := signedAuthEvent(t, clerkID, "svix-", "msg_clerk_2", []byte(`{"type":"user.deleted","data":{"id":"user_2abc"}}`))
@@ -227,7 +227,7 @@ func TestAuthProviderWebhooksLinkUsers(t *testing.T) {
 	// user.deleted removes the link: the token reads nothing more.
 	resp = b.rcvRawDo(t, signedAuthEvent(t, clerkID, "svix-", "msg_clerk_3", []byte(`{"type":"user.deleted","data":{"id":"user_2abc","deleted":true}}`)))
 	require.JSONEq(t, `{"type":"user.deleted","applied":true,"duplicate":false}`, string(resp.Body))
-	require.Equal(t, http.StatusUnauthorized, b.do(t, "GET", "/rest/v1/events", clerkToken, nil).Status)
+	require.Equal(t, http.StatusUnauthorized, b.dataAPI(t, "/rest/v1/events", clerkToken, acct.ID).Status)
 	require.LessOrEqual(t, clerk.fetches.Load(), int64(3), "the JWKS is cached")
 }
 
@@ -309,8 +309,8 @@ func TestAuthProviderLinkFindByEmail(t *testing.T) {
 }
 
 // TestAuthProviderIssuerNotCrowdedOut: other accounts' providers of the
-// same issuer (20 of them, created first, so lower ids) do not push a
-// linked user's provider out of the per-issuer bound.
+// same issuer (21 of them, created first, so lower ids) play no part in
+// judging a token for the account its request names.
 func TestAuthProviderIssuerNotCrowdedOut(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -331,7 +331,7 @@ func TestAuthProviderIssuerNotCrowdedOut(t *testing.T) {
 	_, err := b.db.Exec(ctx, `INSERT INTO events (id, account_id, event_type, severity, payload, rendered)
 		VALUES ($1, $2, 'bounce_spike', 'info', '{}', '{}')`, uuid.Must(uuid.NewV7()), victim.ID)
 	require.NoError(t, err)
-	resp = b.do(t, "GET", "/rest/v1/events?select=account_id", idp.token(t, "user-v", "", "app"), nil)
+	resp = b.dataAPI(t, "/rest/v1/events?select=account_id", idp.token(t, "user-v", "", "app"), victim.ID)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	require.JSONEq(t, fmt.Sprintf(`[{"account_id":%q}]`, victim.ID), string(resp.Body))
 }

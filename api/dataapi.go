@@ -39,6 +39,8 @@ type DataAPIRequest struct {
 	Order  string `query:"order" description:"column[.asc|.desc][.nullsfirst|.nullslast], comma-separated."`
 	Limit  int    `query:"limit" minimum:"0" description:"At most DATA_API_MAX_ROWS (default 1000), which also applies when absent."`
 	Offset int    `query:"offset" minimum:"0"`
+	// Account is read by serveDataAPI itself; the field documents it.
+	Account string `header:"X-Mailwatch-Account" format:"uuid" description:"With a linked identity provider's token: the account it is for. Required for such tokens (401 without it); ignored for mailwatch's own tokens."`
 }
 
 // DataAPIRows documents the response: a JSON array of rows, or one object
@@ -68,7 +70,8 @@ func (s *Server) dataAPIRoutes() {
 		Description: "PostgREST's read grammar: select=, filters column=[not.]eq|neq|gt|gte|lt|lte|in|is.value, order=, limit=, offset=; " +
 			"`Prefer: count=exact` adds the total to Content-Range (206 for a partial page, 416 past the end); " +
 			"`Accept: application/vnd.pgrst.object+json` answers one object (406 PGRST116 unless exactly one row). " +
-			"Authorization is a JWT from POST /api/auth/token or a linked identity provider. Errors have PostgREST's " +
+			"Authorization is a JWT from POST /api/auth/token or a linked identity provider (whose requests name their account " +
+			"in X-Mailwatch-Account). Errors have PostgREST's " +
 			"shape {code, message, details, hint}. Every query runs as database role `authenticated` under row-level " +
 			"security on the token's claims. Limited per token subject like API keys.",
 		Errors: []int{403, 406, 416},
@@ -91,7 +94,7 @@ func (s *Server) serveDataAPI(c *fiber.Ctx, runner *dataapi.Runner) error {
 	var verified *verifiedToken
 	if problem == "" {
 		var err error
-		verified, err = s.verifyDataToken(ctx, token)
+		verified, err = s.verifyDataToken(ctx, token, string(c.Request().Header.Peek(authproviders.AccountHeader)))
 		if err != nil {
 			var apiErr *Error
 			if errors.As(err, &apiErr) {
@@ -107,6 +110,9 @@ func (s *Server) serveDataAPI(c *fiber.Ctx, runner *dataapi.Runner) error {
 			// JWKS URL): it goes to the log, not to the caller.
 			s.logger.Debug("data API token refused", slog.Any("error", err))
 			problem = "invalid JWT"
+			if errors.Is(err, authproviders.ErrAccountNotNamed) {
+				problem = err.Error()
+			}
 		}
 	}
 	limitKey := "ip:" + c.IP()
@@ -249,8 +255,8 @@ func (c *verifiedCache) put(key [32]byte, v *verifiedToken, exp time.Time) {
 }
 
 // verifyDataToken accepts mailwatch's own tokens (and, in authproviders.go,
-// linked providers' tokens).
-func (s *Server) verifyDataToken(ctx context.Context, token string) (*verifiedToken, error) {
+// linked providers' tokens for the account the request names).
+func (s *Server) verifyDataToken(ctx context.Context, token, account string) (*verifiedToken, error) {
 	is, err := s.requireIdentity()
 	if err != nil {
 		return nil, err
@@ -260,7 +266,7 @@ func (s *Server) verifyDataToken(ctx context.Context, token string) (*verifiedTo
 		return v, s.checkTokenAccount(ctx, v)
 	}
 	if s.verifyProviderToken != nil {
-		if v, handled, err := s.verifyProviderToken(ctx, token, is.Issuer()); handled {
+		if v, handled, err := s.verifyProviderToken(ctx, token, is.Issuer(), account); handled {
 			if err != nil {
 				return v, err
 			}

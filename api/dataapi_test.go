@@ -84,12 +84,16 @@ func TestDataAPIValueOverLimitIs400(t *testing.T) {
 // database outage would.
 type failingProviders struct{ dbutil.Executor }
 
-func (f failingProviders) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if strings.Contains(sql, "name: AuthProviderListByIssuer") {
-		return nil, errors.New("connection refused")
+func (f failingProviders) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if strings.Contains(sql, "name: AuthProviderGetByAccountIssuer") {
+		return errRow{errors.New("connection refused")}
 	}
-	return f.Executor.Query(ctx, sql, args...)
+	return f.Executor.QueryRow(ctx, sql, args...)
 }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
 
 // TestDataAPIProviderLookupFailureIs503: when the providers cannot be read
 // the token was not judged; the answer is 503 (try again), not 401.
@@ -100,7 +104,7 @@ func TestDataAPIProviderLookupFailureIs503(t *testing.T) {
 		"iss": "https://idp.example.com", "sub": "user_1", "exp": time.Now().Add(time.Minute).Unix(),
 	}).SignedString([]byte("x"))
 	require.NoError(t, err)
-	resp := b.do(t, "GET", "/rest/v1/events", tok, nil)
+	resp := b.dataAPI(t, "/rest/v1/events", tok, uuid.NewString())
 	require.Equal(t, http.StatusServiceUnavailable, resp.Status, "%s", resp.Body)
 	var e api.PostgRESTErrorBody
 	resp.JSON(t, &e)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -120,14 +121,15 @@ func (s *Server) dnsProviderRoutes() {
 		Summary: "Connect a DNS provider",
 		Description: "Checks the configuration, then verifies the credentials with the provider by a read (rfc2136: a TSIG-signed " +
 			"query the server must verify; cloudflare: the token verification endpoint; route53: a hosted-zone read). A refusal is " +
-			"422 naming what failed (e.g. a TSIG key the server refuses: BADKEY/BADSIG). Credentials are stored encrypted and never shown again.",
+			"422 naming what failed (e.g. a TSIG key the server refuses: BADKEY/BADSIG). Credentials are stored encrypted and never shown again. " +
+			"A duplicate label is 409, and so is a connection beyond the cap of " + strconv.Itoa(dnsfix.MaxConnectionsPerAccount) + " per account.",
 		Call: s.createDNSProvider,
 	})
 	Handle(s.router, Endpoint[emptyRequest, []DNSProvider]{
 		Method: "GET", Path: base, OperationID: "listDNSProviders", Tag: tag,
 		Summary: "List DNS connections",
 		Call: func(ctx context.Context, _ *emptyRequest) (*[]DNSProvider, error) {
-			rows, err := s.q.DNSConnectionListByAccount(ctx, s.db, dbsqlc.DNSConnectionListByAccountParams{AccountID: mustCaller(ctx).AccountID, Max: dnsfix.MaxConnectionsPerAccount})
+			rows, err := s.q.DNSConnectionListByAccount(ctx, s.db, dbsqlc.DNSConnectionListByAccountParams{AccountID: mustCaller(ctx).AccountID, Max: dnsfix.MaxConnectionsListed})
 			if err != nil {
 				return nil, err
 			}

@@ -141,9 +141,9 @@ type Server struct {
 	// providerCache keeps providers' rows and opened configs for ingress.
 	providerCache *providers.Cache
 	// verifyProviderToken accepts linked identity providers' tokens on the
-	// data API (authproviders.go); handled is false for tokens of no
-	// configured provider.
-	verifyProviderToken func(ctx context.Context, token, ourIssuer string) (v *verifiedToken, handled bool, err error)
+	// data API (authproviders.go) for the account the request names;
+	// handled is false for tokens of our own issuer or none.
+	verifyProviderToken func(ctx context.Context, token, ourIssuer, account string) (v *verifiedToken, handled bool, err error)
 	// tokens caches verified data-API tokens (dataapi.go).
 	tokens verifiedCache
 	// accountStates caches accounts' suspension, deletion and credentials

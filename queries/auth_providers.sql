@@ -15,22 +15,6 @@ SELECT * FROM auth_providers WHERE id = @id::uuid AND account_id = @account_id::
 -- The ingress webhook finds its provider by the id in its path.
 SELECT * FROM auth_providers WHERE id = @id::uuid;
 
--- name: AuthProviderListByIssuer :many
--- The providers of an issuer that link the token's user, read from its
--- unverified claims under each provider's own claim names (the signature
--- is checked afterwards, per provider). Only providers with a link for
--- this user are candidates, so other accounts' providers of a popular
--- issuer cannot crowd a user's provider out of the bound.
-SELECT p.* FROM auth_providers p
-WHERE p.issuer = @issuer::text
-  AND EXISTS (
-    SELECT 1 FROM auth_provider_links l
-    WHERE l.provider_id = p.id
-      AND (l.subject = (@claims::jsonb ->> p.subject_claim)
-        OR (l.subject IS NULL AND l.email = lower(btrim(@claims::jsonb ->> p.email_claim)))))
-ORDER BY p.id
-LIMIT 20;
-
 -- name: AuthProviderUpdate :one
 UPDATE auth_providers SET
     name = coalesce(sqlc.narg('name')::text, name),
@@ -85,3 +69,11 @@ LIMIT 1;
 INSERT INTO auth_provider_webhook_events (provider_id, event_id, event_type)
 VALUES (@provider_id::uuid, @event_id::text, @event_type::text)
 ON CONFLICT DO NOTHING;
+
+-- name: AuthProviderGetByAccountIssuer :one
+-- The provider a data-API request's named account has for a token's
+-- issuer (at most one: auth_providers_account_issuer_key).
+SELECT * FROM auth_providers WHERE account_id = @account_id::uuid AND issuer = @issuer::text;
+
+-- name: AuthProviderCountByAccount :one
+SELECT count(*) FROM auth_providers WHERE account_id = @account_id::uuid;

@@ -15,9 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
-	"golang.org/x/time/rate"
+	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -36,71 +35,76 @@ var ErrNoLink = errors.New("the token's user is not linked to an account")
 // token was not judged, so the caller answers 503, not 401.
 var ErrUnavailable = errors.New("identity provider lookup unavailable")
 
-// Verifier checks provider tokens. One per process; it caches each JWKS.
+// AccountHeader names, on a data-API request, the account a provider
+// token is for. A token is judged only by that account's provider of its
+// issuer and that provider's links: the token of another account's
+// identity provider, or of a user only another account linked, is refused
+// whatever other accounts registered the same issuer, keys and users, and
+// in whatever order. A token never selects an account by itself.
+const AccountHeader = "X-Mailwatch-Account"
+
+// ErrAccountNotNamed is a provider token on a request that does not name
+// its account (AccountHeader), or names it with something else than an
+// account id.
+var ErrAccountNotNamed = errors.New("a token of an external identity provider must name the account it is for: send " +
+	AccountHeader + ": <account id>")
+
+// ErrNoProvider is a token whose issuer the named account has not
+// configured.
+var ErrNoProvider = errors.New("the named account has no identity provider with the token's issuer")
+
+// ClockSkew is how far a provider's clock may be from ours: exp, nbf and
+// iat are checked with this leeway, so a token issued (iat) further in the
+// future is refused.
+const ClockSkew = 30 * time.Second
+
+// MaxPerAccount bounds an account's identity providers (and its cached
+// JWK Sets).
+const MaxPerAccount = 10
+
+// ErrTooMany is a create beyond MaxPerAccount.
+var ErrTooMany = fmt.Errorf("an account may have at most %d identity providers", MaxPerAccount)
+
+// Verifier checks provider tokens. One per process; it caches the JWK
+// Sets (see jwksCache): at most MaxSets in all and MaxPerAccount per
+// account, each fetched through Client at most once at a time, within the
+// waiting requests' contexts, FetchTimeout and MaxJWKSBytes.
 type Verifier struct {
 	DB dbutil.Executor
 	// Client fetches JWK Sets; it must be the SSRF-guarded client.
 	Client *http.Client
-	// RefreshEvery refreshes each cached JWKS; 1h when zero.
+	// RefreshEvery refreshes each cached set in the background (the cached
+	// set serving meanwhile); 1h when zero.
 	RefreshEvery time.Duration
-	// UnknownKIDEvery limits refreshes on an unknown kid per JWKS URL; 1m
+	// UnknownKIDEvery limits refetches on an unknown kid per cached set; 1m
 	// when zero.
 	UnknownKIDEvery time.Duration
+	// FetchTimeout bounds one JWKS fetch; 10s when zero.
+	FetchTimeout time.Duration
+	// MaxSets bounds the process's cached sets; 1,000 when zero.
+	MaxSets int
 
-	mu   sync.Mutex
-	sets map[string]keyfunc.Keyfunc
-	ctx  context.Context
-	stop context.CancelFunc
+	once  sync.Once
+	cache *jwksCache
 }
 
-// Close stops the JWKS refresh goroutines.
-func (v *Verifier) Close() {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.stop != nil {
-		v.stop()
-	}
-}
-
-const maxCachedSets = 1000
-
-func (v *Verifier) keyfunc(url string) (keyfunc.Keyfunc, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.sets == nil {
-		v.sets = map[string]keyfunc.Keyfunc{}
-		v.ctx, v.stop = context.WithCancel(context.Background())
-	}
-	if kf, ok := v.sets[url]; ok {
-		return kf, nil
-	}
-	if len(v.sets) >= maxCachedSets {
-		v.stop()
-		v.sets = map[string]keyfunc.Keyfunc{}
-		v.ctx, v.stop = context.WithCancel(context.Background())
-	}
-	refresh, unknown := v.RefreshEvery, v.UnknownKIDEvery
-	if refresh <= 0 {
-		refresh = time.Hour
-	}
-	if unknown <= 0 {
-		unknown = time.Minute
-	}
-	kf, err := keyfunc.NewDefaultOverrideCtx(v.ctx, []string{url}, keyfunc.Override{
-		Client:            v.Client,
-		HTTPTimeout:       10 * time.Second,
-		RefreshInterval:   refresh,
-		RefreshUnknownKID: rate.NewLimiter(rate.Every(unknown), 1),
-		RateLimitWaitMax:  time.Second,
-		// Errors are the provider's; a refused token says so.
-		RefreshErrorHandlerFunc: func(string) func(context.Context, error) { return func(context.Context, error) {} },
+func (v *Verifier) jwks() *jwksCache {
+	v.once.Do(func() {
+		v.cache = newJWKSCache(v.Client, orDefault(v.FetchTimeout, 10*time.Second), orDefault(v.RefreshEvery, time.Hour),
+			orDefault(v.UnknownKIDEvery, time.Minute), orDefault(v.MaxSets, 1000), MaxPerAccount)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("error preparing JWKS %s: %w", url, err)
-	}
-	v.sets[url] = kf
-	return kf, nil
+	return v.cache
 }
+
+func orDefault[T time.Duration | int](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// Close cancels the JWKS fetches in progress.
+func (v *Verifier) Close() { v.jwks().close() }
 
 // Verified is an accepted provider token.
 type Verified struct {
@@ -111,43 +115,39 @@ type Verified struct {
 	RateKey string
 }
 
-// Verify accepts token when its issuer is a configured provider's; handled
-// is false when no provider has that issuer (the caller tries its own), and
-// at once, without a query, for tokens of issuer skip (mailwatch's own).
-func (v *Verifier) Verify(ctx context.Context, token, skip string) (*Verified, bool, error) {
+// Verify judges token for the account its request names (account: the
+// AccountHeader's value) by that account's provider of the token's issuer
+// and its links. handled is false, at once and without a query, for a
+// token without an issuer or of issuer skip (mailwatch's own): the caller
+// verifies those itself.
+func (v *Verifier) Verify(ctx context.Context, token, skip, account string) (*Verified, bool, error) {
 	unverified, _, err := jwt.NewParser().ParseUnverified(token, jwt.MapClaims{})
 	if err != nil {
 		return nil, false, nil
 	}
-	mc := unverified.Claims.(jwt.MapClaims)
-	iss, _ := mc["iss"].(string)
+	iss, _ := unverified.Claims.(jwt.MapClaims)["iss"].(string)
 	if iss == "" || iss == skip {
 		return nil, false, nil
 	}
-	claims, err := json.Marshal(mc)
+	if account == "" {
+		return nil, true, ErrAccountNotNamed
+	}
+	accountID, err := uuid.Parse(account)
 	if err != nil {
-		return nil, false, nil
+		return nil, true, ErrAccountNotNamed
 	}
-	q := dbsqlc.New()
-	providers, err := q.AuthProviderListByIssuer(ctx, v.DB, dbsqlc.AuthProviderListByIssuerParams{Issuer: iss, Claims: claims})
+	p, err := dbsqlc.New().AuthProviderGetByAccountIssuer(ctx, v.DB, dbsqlc.AuthProviderGetByAccountIssuerParams{AccountID: accountID, Issuer: iss})
+	if dbutil.IsNotFound(err) {
+		return nil, true, ErrNoProvider
+	}
 	if err != nil {
-		return nil, true, fmt.Errorf("%w: error listing the providers of %s: %w", ErrUnavailable, iss, err)
+		return nil, true, fmt.Errorf("%w: error reading the provider of %s: %w", ErrUnavailable, iss, err)
 	}
-	if len(providers) == 0 {
-		return nil, false, nil
+	acct, claims, err := v.verifyWith(ctx, p, token)
+	if err != nil {
+		return nil, true, err
 	}
-	var lastErr error = ErrNoLink
-	for _, p := range providers {
-		acct, claims, err := v.verifyWith(ctx, p, token)
-		if err != nil {
-			if !errors.Is(lastErr, ErrUnavailable) {
-				lastErr = err // an unavailable lookup is reported over a refusal
-			}
-			continue
-		}
-		return &Verified{AccountID: acct, Claims: claims, RateKey: "provider:" + p.ID.String() + ":" + claimsSubject(claims)}, true, nil
-	}
-	return nil, true, lastErr
+	return &Verified{AccountID: acct, Claims: claims, RateKey: "provider:" + p.ID.String() + ":" + claimsSubject(claims)}, true, nil
 }
 
 func claimsSubject(raw []byte) string {
@@ -159,20 +159,22 @@ func claimsSubject(raw []byte) string {
 }
 
 func (v *Verifier) verifyWith(ctx context.Context, p dbsqlc.AuthProvider, token string) (string, []byte, error) {
-	kf, err := v.keyfunc(p.JwksUrl)
-	if err != nil {
-		return "", nil, err
-	}
 	opts := []jwt.ParserOption{
-		jwt.WithValidMethods(Algorithms), jwt.WithIssuer(p.Issuer), jwt.WithExpirationRequired(), jwt.WithLeeway(30 * time.Second),
+		jwt.WithValidMethods(Algorithms), jwt.WithIssuer(p.Issuer), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
+		jwt.WithLeeway(ClockSkew),
 	}
 	if p.Audience != nil && *p.Audience != "" {
 		opts = append(opts, jwt.WithAudience(*p.Audience))
 	}
 	claims := jwt.MapClaims{}
 	if _, err := jwt.NewParser(opts...).ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
-		if kid, _ := t.Header["kid"].(string); kid == "" {
+		kid, _ := t.Header["kid"].(string)
+		if kid == "" {
 			return nil, errors.New("token has no kid")
+		}
+		kf, err := v.jwks().keys(ctx, p.AccountID, p.JwksUrl, kid)
+		if err != nil {
+			return nil, err
 		}
 		return kf.KeyfuncCtx(ctx)(t)
 	}); err != nil {
@@ -195,6 +197,9 @@ func (v *Verifier) verifyWith(ctx context.Context, p dbsqlc.AuthProvider, token 
 	}
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: error finding the link: %w", ErrUnavailable, err)
+	}
+	if row != p.AccountID {
+		return "", nil, ErrNoLink // a link is its provider's account's; never another's
 	}
 	out, err := json.Marshal(map[string]any{
 		"sub": row.String(), "role": "authenticated", "iss": p.Issuer, "aud": claims["aud"], "exp": claims["exp"],

@@ -7,10 +7,20 @@ package dbsqlc
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/google/uuid"
 )
+
+const authProviderCountByAccount = `-- name: AuthProviderCountByAccount :one
+SELECT count(*) FROM auth_providers WHERE account_id = $1::uuid
+`
+
+func (q *Queries) AuthProviderCountByAccount(ctx context.Context, db DBTX, accountID uuid.UUID) (int64, error) {
+	row := db.QueryRow(ctx, authProviderCountByAccount, accountID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
 
 const authProviderDelete = `-- name: AuthProviderDelete :execrows
 DELETE FROM auth_providers WHERE id = $1::uuid AND account_id = $2::uuid
@@ -40,6 +50,38 @@ type AuthProviderGetParams struct {
 
 func (q *Queries) AuthProviderGet(ctx context.Context, db DBTX, arg AuthProviderGetParams) (AuthProvider, error) {
 	row := db.QueryRow(ctx, authProviderGet, arg.ID, arg.AccountID)
+	var i AuthProvider
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.Kind,
+		&i.Name,
+		&i.Issuer,
+		&i.JwksUrl,
+		&i.Audience,
+		&i.SubjectClaim,
+		&i.EmailClaim,
+		&i.WebhookSecretCiphertext,
+		&i.WebhookSecretKeyID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const authProviderGetByAccountIssuer = `-- name: AuthProviderGetByAccountIssuer :one
+SELECT id, account_id, kind, name, issuer, jwks_url, audience, subject_claim, email_claim, webhook_secret_ciphertext, webhook_secret_key_id, created_at, updated_at FROM auth_providers WHERE account_id = $1::uuid AND issuer = $2::text
+`
+
+type AuthProviderGetByAccountIssuerParams struct {
+	AccountID uuid.UUID
+	Issuer    string
+}
+
+// The provider a data-API request's named account has for a token's
+// issuer (at most one: auth_providers_account_issuer_key).
+func (q *Queries) AuthProviderGetByAccountIssuer(ctx context.Context, db DBTX, arg AuthProviderGetByAccountIssuerParams) (AuthProvider, error) {
+	row := db.QueryRow(ctx, authProviderGetByAccountIssuer, arg.AccountID, arg.Issuer)
 	var i AuthProvider
 	err := row.Scan(
 		&i.ID,
@@ -320,62 +362,6 @@ SELECT id, account_id, kind, name, issuer, jwks_url, audience, subject_claim, em
 
 func (q *Queries) AuthProviderListByAccount(ctx context.Context, db DBTX, accountID uuid.UUID) ([]AuthProvider, error) {
 	rows, err := db.Query(ctx, authProviderListByAccount, accountID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []AuthProvider
-	for rows.Next() {
-		var i AuthProvider
-		if err := rows.Scan(
-			&i.ID,
-			&i.AccountID,
-			&i.Kind,
-			&i.Name,
-			&i.Issuer,
-			&i.JwksUrl,
-			&i.Audience,
-			&i.SubjectClaim,
-			&i.EmailClaim,
-			&i.WebhookSecretCiphertext,
-			&i.WebhookSecretKeyID,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const authProviderListByIssuer = `-- name: AuthProviderListByIssuer :many
-SELECT p.id, p.account_id, p.kind, p.name, p.issuer, p.jwks_url, p.audience, p.subject_claim, p.email_claim, p.webhook_secret_ciphertext, p.webhook_secret_key_id, p.created_at, p.updated_at FROM auth_providers p
-WHERE p.issuer = $1::text
-  AND EXISTS (
-    SELECT 1 FROM auth_provider_links l
-    WHERE l.provider_id = p.id
-      AND (l.subject = ($2::jsonb ->> p.subject_claim)
-        OR (l.subject IS NULL AND l.email = lower(btrim($2::jsonb ->> p.email_claim)))))
-ORDER BY p.id
-LIMIT 20
-`
-
-type AuthProviderListByIssuerParams struct {
-	Issuer string
-	Claims json.RawMessage
-}
-
-// The providers of an issuer that link the token's user, read from its
-// unverified claims under each provider's own claim names (the signature
-// is checked afterwards, per provider). Only providers with a link for
-// this user are candidates, so other accounts' providers of a popular
-// issuer cannot crowd a user's provider out of the bound.
-func (q *Queries) AuthProviderListByIssuer(ctx context.Context, db DBTX, arg AuthProviderListByIssuerParams) ([]AuthProvider, error) {
-	rows, err := db.Query(ctx, authProviderListByIssuer, arg.Issuer, arg.Claims)
 	if err != nil {
 		return nil, err
 	}

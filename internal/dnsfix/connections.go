@@ -24,8 +24,14 @@ import (
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 )
 
-// MaxConnectionsPerAccount bounds an account's DNS connections.
-const MaxConnectionsPerAccount = 50
+// MaxConnectionsPerAccount bounds an account's DNS connections: one
+// connection serves every zone its credentials reach.
+const MaxConnectionsPerAccount = 10
+
+// MaxConnectionsListed bounds a listing above MaxConnectionsPerAccount:
+// accounts keep the connections made under the earlier cap of 50, which
+// parallel creates could pass.
+const MaxConnectionsListed = 100
 
 // Env is what talking to DNS providers needs.
 type Env struct {
@@ -62,7 +68,7 @@ func (e *Env) guard() *netguard.Guard {
 var (
 	ErrNotFound     = errors.New("not found")
 	ErrLabelTaken   = errors.New("a DNS connection with this label already exists")
-	ErrTooMany      = fmt.Errorf("an account may have at most %d DNS connections", MaxConnectionsPerAccount)
+	ErrTooMany      = fmt.Errorf("an account may have at most %d DNS connections; delete one first", MaxConnectionsPerAccount)
 	ErrNoConnection = errors.New("no DNS connection is linked to the domain")
 	ErrManual       = errors.New("this recommendation is instructions only")
 	ErrState        = errors.New("the recommendation is not in a state that allows this")
@@ -259,6 +265,13 @@ func CreateConnection(ctx context.Context, db dbutil.Executor, env *Env, account
 	if err != nil {
 		return dbsqlc.DnsConnection{}, configField(err)
 	}
+	// A full account is told so before its credentials cost a call to the
+	// provider; the count that decides is the locked one below.
+	if n, err := dbsqlc.New().DNSConnectionCountByAccount(ctx, db, accountID); err != nil {
+		return dbsqlc.DnsConnection{}, err
+	} else if n >= MaxConnectionsPerAccount {
+		return dbsqlc.DnsConnection{}, ErrTooMany
+	}
 	if err := env.verify(ctx, p); err != nil {
 		return dbsqlc.DnsConnection{}, err
 	}
@@ -270,6 +283,11 @@ func CreateConnection(ctx context.Context, db dbutil.Executor, env *Env, account
 	pub, _ := json.Marshal(public)
 	return dbutil.WithTxV(ctx, db, func(ctx context.Context, tx pgx.Tx) (dbsqlc.DnsConnection, error) {
 		q := dbsqlc.New()
+		// The account row's lock (the one plan limits take) makes
+		// concurrent creates count one after the other.
+		if _, err := q.AccountPlanLock(ctx, tx, accountID); err != nil {
+			return dbsqlc.DnsConnection{}, fmt.Errorf("error locking the account: %w", err)
+		}
 		n, err := q.DNSConnectionCountByAccount(ctx, tx, accountID)
 		if err != nil {
 			return dbsqlc.DnsConnection{}, err
