@@ -65,7 +65,7 @@ type SuspendAccountRequest struct {
 
 // MaintenanceRequest is POST /api/admin/maintenance/{task}.
 type MaintenanceRequest struct {
-	Task string `path:"task" validate:"oneof=prune-events recheck-domains reconcile-deliveries vacuum-queues rotate-signing-keys" enum:"prune-events,recheck-domains,reconcile-deliveries,vacuum-queues,rotate-signing-keys"`
+	Task string `path:"task" validate:"oneof=prune-events recheck-domains reconcile-deliveries vacuum-queues rotate-signing-keys reparse-reports" enum:"prune-events,recheck-domains,reconcile-deliveries,vacuum-queues,rotate-signing-keys,reparse-reports"`
 }
 
 // MaintenanceRun is the answer to a maintenance task: the River job that
@@ -99,6 +99,7 @@ var maintenanceTasks = map[string]func() river.JobArgs{
 	"reconcile-deliveries": func() river.JobArgs { return jobs.DeliveryReconcileArgs{} },
 	"vacuum-queues":        func() river.JobArgs { return jobs.QueueVacuumArgs{} },
 	"rotate-signing-keys":  func() river.JobArgs { return jobs.SigningKeyRotateArgs{Force: true} },
+	"reparse-reports":      func() river.JobArgs { return jobs.ReportReparseArgs{} },
 }
 
 func (s *Server) adminRoutes() {
@@ -135,6 +136,8 @@ func (s *Server) adminRoutes() {
 			"domain). reconcile-deliveries: repair delivery rows whose job changed outside mailwatch (webhook_reconcile). " +
 			"vacuum-queues: delete finished River jobs older than an hour (queue_vacuum; rows only, autovacuum reclaims " +
 			"the space). rotate-signing-keys: rotate the data-API signing keys now (signing_key_rotate with force). " +
+			"reparse-reports: parse again every failed report whose raw bytes are kept, e.g. after an upgrade (report_reparse, " +
+			"one report_parse job each). " +
 			"A task already queued or running is not queued twice: its job is answered with already_queued. Emits " +
 			"maintenance_task_run on the calling admin's own account.",
 		Call: s.runMaintenance,

@@ -78,7 +78,8 @@ type ReceivedReport struct {
 	Source     string          `json:"source" validate:"required" enum:"smtp,upload,https"`
 	SizeBytes  int             `json:"size_bytes" validate:"required"`
 	Status     string          `json:"status" validate:"required" enum:"pending,accepted,duplicate,refused,failed" description:"pending until parsed; refused (acceptance rules) and failed (unparseable) carry a reason."`
-	Reason     *string         `json:"reason" validate:"required"`
+	Reason     *string         `json:"reason" validate:"required" description:"Why it was refused or failed; on an accepted aggregate report too wide to spread over its days, the note that it was counted on its midpoint day."`
+	RawKept    bool            `json:"raw_kept" validate:"required" description:"Whether a failed report's raw bytes are kept (bounded per domain and by age) for the reparse-reports maintenance task to parse again."`
 	ReportType *string         `json:"report_type" validate:"required" description:"What parsing found: aggregate, failure or tls; null until parsed or when unparseable."`
 	Failure    json.RawMessage `json:"failure,omitempty" description:"A failure report's identity fields (never the message body)."`
 	ReceivedAt time.Time       `json:"received_at" validate:"required"`
@@ -282,9 +283,10 @@ func (s *Server) reportRoutes() {
 	})
 	Handle(s.router, Endpoint[ReceivedReportPath, ReceivedReport]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reports/{id}", OperationID: "getReceivedReport", Tag: tag,
-		Summary:     "A received report and its parse outcome",
-		Description: "Status pending until parsed, then accepted, duplicate (acknowledged and ignored), refused or failed with the reason.",
-		Errors:      []int{404},
+		Summary: "A received report and its parse outcome",
+		Description: "Status pending until parsed, then accepted, duplicate (acknowledged and ignored), refused or failed with the reason. " +
+			"A failed report keeps its raw bytes (raw_kept) for the reparse-reports maintenance task.",
+		Errors: []int{404},
 		Call: func(ctx context.Context, req *ReceivedReportPath) (*ReceivedReport, error) {
 			d, err := s.getDomain(ctx, s.db, req.Name)
 			if err != nil {
@@ -299,7 +301,7 @@ func (s *Server) reportRoutes() {
 			}
 			return &ReceivedReport{
 				ID: r.ID, Kind: r.Kind, Source: r.Source, SizeBytes: int(r.RawSize), Status: r.Status, Reason: r.Reason,
-				ReportType: r.ReportType, Failure: r.Failure, ReceivedAt: r.ReceivedAt.UTC(), ParsedAt: utcPtr(r.ParsedAt),
+				RawKept: r.RawKept, ReportType: r.ReportType, Failure: r.Failure, ReceivedAt: r.ReceivedAt.UTC(), ParsedAt: utcPtr(r.ParsedAt),
 			}, nil
 		},
 	})

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
@@ -21,9 +22,10 @@ type SourcesRequest struct {
 
 // Sources is the sources listing.
 type Sources struct {
-	Since   time.Time        `json:"since" validate:"required"`
-	Until   time.Time        `json:"until" validate:"required"`
-	Sources []reports.Source `json:"sources" validate:"required"`
+	Since     time.Time        `json:"since" validate:"required" description:"Start of the period read: as asked, or later when truncated."`
+	Until     time.Time        `json:"until" validate:"required"`
+	Truncated bool             `json:"truncated" validate:"required" description:"The period held more daily source rows (one per day and source IP) than one read sums: only its newest days that fit were read, from since (a single day holding more is read in part)."`
+	Sources   []reports.Source `json:"sources" validate:"required"`
 }
 
 func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
@@ -34,6 +36,9 @@ func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
 		Description: "Each source (a known sender grouping its IPs by reverse DNS and the sender map, or an unknown IP) with its volume, " +
 			"DMARC pass and aligned DKIM/SPF rates, category (compliant, forwarded, non_compliant, threat_unknown), IPs with their " +
 			"PTR names and the DKIM selectors seen. Days are UTC; reports spanning more than a day are spread over their days. " +
+			fmt.Sprintf("At most %d source IPs (most volume first), summed from at most %d daily rows: a period holding more is "+
+				"read from its newest day back and answered with truncated and the since it starts at. ",
+				reports.MaxSourceGroups, reports.MaxSourceRowsRead) +
 			"422 when until is before since or the period exceeds 400 days.",
 		Errors: []int{404},
 		Call: func(ctx context.Context, req *SourcesRequest) (*Sources, error) {
@@ -59,7 +64,7 @@ func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
 			if err != nil {
 				return nil, err
 			}
-			return &Sources{Since: since, Until: until, Sources: nonNilSlice(list)}, nil
+			return &Sources{Since: list.Since, Until: until, Truncated: list.Truncated, Sources: nonNilSlice(list.Sources)}, nil
 		},
 	})
 	Handle(s.router, Endpoint[DomainPath, reports.Guidance]{

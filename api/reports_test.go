@@ -199,6 +199,20 @@ func TestReportUploadAndLists(t *testing.T) {
 	require.Equal(t, int64(2), dash.Reports.Unusable30d, "ikea (another domain) and the Google TLS report (another domain)")
 	require.NotNil(t, dash.Reports.DMARCPassRate30d)
 
+	// A report the parser fails on keeps its raw bytes, for reparse-reports;
+	// a refused one does not.
+	require.False(t, rec.RawKept)
+	resp = b.rptRawDo(t, "POST", base+"/reports", acct.Key, "application/octet-stream", []byte("<feedback><oops"))
+	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+	var broken api.ReceivedReport
+	resp.JSON(t, &broken)
+	b.rptParse(t, broken.ID)
+	resp = b.do(t, "GET", base+"/reports/"+broken.ID.String(), acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	resp.JSON(t, &broken)
+	require.Equal(t, "failed", broken.Status)
+	require.True(t, broken.RawKept, "%s", resp.Body)
+
 	// Bad input: an unknown kind, an empty body, another account.
 	require.Equal(t, http.StatusUnprocessableEntity, b.rptRawDo(t, "POST", base+"/reports?kind=spf", acct.Key, "", []byte("x")).Status)
 	resp = b.rptRawDo(t, "POST", base+"/reports", acct.Key, "", nil)

@@ -144,6 +144,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, signingKeyPeriodicJobs(deps)...)
 	out = append(out, notifyPeriodicJobs(deps)...)
 	out = append(out, billingPeriodicJobs(deps)...)
+	out = append(out, reportPeriodicJobs(deps)...)
 	return out
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
@@ -17,6 +18,18 @@ import (
 // addReportWorkers registers this feature's workers.
 func addReportWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &ReportParseWorker{deps: deps})
+	river.AddWorker(w, &ReportReparseWorker{deps: deps})
+	river.AddWorker(w, &ReportRawPruneWorker{deps: deps})
+}
+
+// reportPeriodicJobs returns this feature's schedules: the kept raw bytes
+// of failed reports are pruned daily.
+func reportPeriodicJobs(Deps) []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(24*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+			return ReportRawPruneArgs{}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "report_raw_prune"}),
+	}
 }
 
 // ReportParseWorker parses one received DMARC or TLS report
@@ -48,8 +61,89 @@ func (w *ReportParseWorker) Work(ctx context.Context, job *river.Job[reports.Par
 	}
 	w.deps.Logger.InfoContext(ctx, "report parsed", slog.String("message_id", job.Args.MessageID.String()),
 		slog.String("status", out.Status), slog.String("type", out.ReportType), slog.String("reason", out.Reason),
-		slog.Bool("already", out.Already))
+		slog.Bool("already", out.Already), slog.Bool("raw_kept", out.RawKept))
 	return nil
+}
+
+// ReportReparseArgs parses again every failed report whose raw bytes are
+// kept (the maintenance task reparse-reports, after an upgrade whose parser
+// reads more): each goes back to pending with a report_parse job of its
+// own, reports.RequeueBatch per transaction.
+type ReportReparseArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ReportReparseArgs) Kind() string { return "report_reparse" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (ReportReparseArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance}
+}
+
+// ReportReparseWorker works ReportReparseArgs.
+type ReportReparseWorker struct {
+	river.WorkerDefaults[ReportReparseArgs]
+	deps Deps
+}
+
+// Work walks the failed reports once, in (domain, id) order. It is
+// idempotent: a report it moved is pending (its parse queued) or parsed,
+// so a second run, or a rescued one, queues only reports still failed.
+func (w *ReportReparseWorker) Work(ctx context.Context, _ *river.Job[ReportReparseArgs]) error {
+	svc := ReportService(w.deps)
+	var cursor reports.RequeueCursor
+	queued := 0
+	for {
+		var n int
+		var next reports.RequeueCursor
+		err := dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
+			var err error
+			n, next, err = svc.Requeue(ctx, tx, cursor, reports.RequeueBatch)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		queued += n
+		cursor = next
+	}
+	w.deps.Logger.InfoContext(ctx, "failed reports queued for parsing again", slog.Int("reports", queued))
+	return river.RecordOutput(ctx, map[string]int{"queued": queued})
+}
+
+// ReportRawPruneArgs drops the kept raw bytes of failed reports older than
+// reports.FailedRawRetention.
+type ReportRawPruneArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ReportRawPruneArgs) Kind() string { return "report_raw_prune" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (ReportRawPruneArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+}
+
+// ReportRawPruneWorker works ReportRawPruneArgs.
+type ReportRawPruneWorker struct {
+	river.WorkerDefaults[ReportRawPruneArgs]
+	deps Deps
+}
+
+// Work drops the bytes in batches of 100 rows (each up to 15 MB).
+func (w *ReportRawPruneWorker) Work(ctx context.Context, _ *river.Job[ReportRawPruneArgs]) error {
+	now := time.Now
+	if w.deps.Now != nil {
+		now = w.deps.Now
+	}
+	cutoff := now().Add(-reports.FailedRawRetention)
+	n, err := reports.PruneFailedRaw(ctx, w.deps.Pool, cutoff, 100)
+	if err != nil {
+		return err
+	}
+	w.deps.Logger.InfoContext(ctx, "pruned failed reports' raw bytes", slog.Int64("reports", n), slog.Time("before", cutoff))
+	return river.RecordOutput(ctx, map[string]int64{"pruned": n})
 }
 
 // ReportService is the reports capability over the workers' dependencies.

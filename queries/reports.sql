@@ -27,14 +27,46 @@ JOIN domains d ON d.id = rm.domain_id
 WHERE rm.id = @id::uuid
 FOR NO KEY UPDATE OF rm;
 
--- name: ReportMessageFinish :exec
-UPDATE report_messages
+-- name: ReportMessageFinish :one
+-- Ends a parse. The raw bytes are dropped, except those of a report that
+-- failed to parse while the domain's other kept ones and its own stay
+-- within @max_kept_bytes (the reparse-reports task parses them again).
+UPDATE report_messages rm
 SET status = @status::text, reason = sqlc.narg('reason')::text, report_type = sqlc.narg('report_type')::text,
-    failure = sqlc.narg('failure')::jsonb, raw = NULL, parsed_at = now()
-WHERE id = @id::uuid;
+    failure = sqlc.narg('failure')::jsonb, parsed_at = now(),
+    raw = CASE WHEN @status::text = 'failed' AND rm.raw_size + (
+            SELECT coalesce(sum(o.raw_size), 0) FROM report_messages o
+            WHERE o.domain_id = rm.domain_id AND o.status = 'failed' AND o.raw IS NOT NULL AND o.id <> rm.id
+        ) <= @max_kept_bytes::bigint THEN rm.raw END
+WHERE rm.id = @id::uuid
+RETURNING (rm.raw IS NOT NULL)::boolean AS raw_kept;
+
+-- name: ReportMessageRequeueFailed :many
+-- Moves the next failed reports whose raw bytes are kept, in (domain, id)
+-- order after a cursor, back to pending; the caller queues their parse in
+-- the same transaction.
+UPDATE report_messages
+SET status = 'pending', reason = NULL, report_type = NULL, parsed_at = NULL
+WHERE id = ANY(ARRAY(
+    SELECT f.id FROM report_messages f
+    WHERE f.status = 'failed' AND f.raw IS NOT NULL
+        AND (f.domain_id, f.id) > (@after_domain_id::uuid, @after_id::uuid)
+    ORDER BY f.domain_id, f.id
+    LIMIT @max_rows::int))
+RETURNING id, domain_id;
+
+-- name: ReportMessagePruneFailedRaw :execrows
+-- Drops the kept raw bytes of failed reports received before a time, at
+-- most @max_rows of them per statement.
+UPDATE report_messages SET raw = NULL
+WHERE id = ANY(ARRAY(
+    SELECT f.id FROM report_messages f
+    WHERE f.status = 'failed' AND f.raw IS NOT NULL AND f.received_at < @before::timestamptz
+    LIMIT @max_rows::int));
 
 -- name: ReportMessageGet :one
-SELECT id, account_id, domain_id, kind, source, raw_size, status, reason, report_type, failure, received_at, parsed_at
+SELECT id, account_id, domain_id, kind, source, raw_size, status, reason, report_type, failure, received_at, parsed_at,
+    (status = 'failed' AND raw IS NOT NULL)::boolean AS raw_kept
 FROM report_messages
 WHERE id = @id::uuid AND domain_id = @domain_id::uuid;
 
@@ -63,55 +95,109 @@ SELECT * FROM dmarc_reports WHERE id = @id::uuid AND domain_id = @domain_id::uui
 -- name: DMARCRecordList :many
 SELECT * FROM dmarc_records WHERE report_id = @report_id::uuid ORDER BY ordinal LIMIT @max_rows::int;
 
--- name: DMARCSourceDayAdd :batchexec
--- Adds one report's share of a (day, source IP); sent as one batch per
--- report, each key once.
-INSERT INTO dmarc_source_days (domain_id, day, source_ip, messages, dkim_aligned, spf_aligned, compliant, forwarded, failing, dkim_selectors)
-VALUES (@domain_id::uuid, @day::date, @source_ip::text, @messages::bigint, @dkim_aligned::bigint, @spf_aligned::bigint,
-    @compliant::bigint, @forwarded::bigint, @failing::bigint, @dkim_selectors::text[])
+-- name: DMARCSourceDayAddMany :exec
+-- Adds one report's share of many (day, source IP) keys, each key once,
+-- written in the order given: every writer sends its keys sorted by day,
+-- then source IP, so two reports of a domain lock shared rows in one order.
+-- dkim_selectors are JSON arrays of strings, one per key.
+INSERT INTO dmarc_source_days AS t (domain_id, day, source_ip, messages, dkim_aligned, spf_aligned, compliant, forwarded,
+    failing, dkim_selectors)
+SELECT @domain_id::uuid, r.day, r.source_ip, r.messages, r.dkim_aligned, r.spf_aligned, r.compliant, r.forwarded, r.failing,
+    ARRAY(SELECT jsonb_array_elements_text(r.selectors::jsonb))
+FROM (
+    -- Set-returning functions in one select list advance in step.
+    SELECT unnest(@days::date[]) AS day, unnest(@source_ips::text[]) AS source_ip, unnest(@messages::bigint[]) AS messages,
+        unnest(@dkim_aligned::bigint[]) AS dkim_aligned, unnest(@spf_aligned::bigint[]) AS spf_aligned,
+        unnest(@compliant::bigint[]) AS compliant, unnest(@forwarded::bigint[]) AS forwarded,
+        unnest(@failing::bigint[]) AS failing, unnest(@dkim_selectors::text[]) AS selectors
+) r
 ON CONFLICT (domain_id, day, source_ip) DO UPDATE
-SET messages = dmarc_source_days.messages + EXCLUDED.messages,
-    dkim_aligned = dmarc_source_days.dkim_aligned + EXCLUDED.dkim_aligned,
-    spf_aligned = dmarc_source_days.spf_aligned + EXCLUDED.spf_aligned,
-    compliant = dmarc_source_days.compliant + EXCLUDED.compliant,
-    forwarded = dmarc_source_days.forwarded + EXCLUDED.forwarded,
-    failing = dmarc_source_days.failing + EXCLUDED.failing,
-    dkim_selectors = ARRAY(SELECT DISTINCT s FROM unnest(dmarc_source_days.dkim_selectors || EXCLUDED.dkim_selectors) AS s ORDER BY s);
+SET messages = t.messages + EXCLUDED.messages,
+    dkim_aligned = t.dkim_aligned + EXCLUDED.dkim_aligned,
+    spf_aligned = t.spf_aligned + EXCLUDED.spf_aligned,
+    compliant = t.compliant + EXCLUDED.compliant,
+    forwarded = t.forwarded + EXCLUDED.forwarded,
+    failing = t.failing + EXCLUDED.failing,
+    dkim_selectors = ARRAY(SELECT DISTINCT s FROM unnest(t.dkim_selectors || EXCLUDED.dkim_selectors) AS s ORDER BY s);
+
+-- name: DMARCSourceDayCutoff :one
+-- When a period holds more than @max_rows daily rows: the day of the row
+-- that follows its first @max_rows, newest day first, and its newest day.
+-- No row when the whole period fits.
+SELECT c.day AS cut_day, n.day::date AS newest_day
+FROM (
+    SELECT day FROM dmarc_source_days
+    WHERE domain_id = @domain_id::uuid AND day >= @since::date AND day <= @until::date
+    ORDER BY day DESC, source_ip DESC
+    OFFSET @max_rows::int
+    LIMIT 1
+) c, (
+    SELECT max(day) AS day FROM dmarc_source_days
+    WHERE domain_id = @domain_id::uuid AND day >= @since::date AND day <= @until::date
+) n;
 
 -- name: DMARCSourceDaySum :many
--- Per source IP over a period.
+-- Per source IP over a period, from at most @max_rows daily rows (newest day
+-- first), the @max_groups largest.
 SELECT source_ip,
        sum(messages)::bigint AS messages,
        sum(dkim_aligned)::bigint AS dkim_aligned,
        sum(spf_aligned)::bigint AS spf_aligned,
        sum(compliant)::bigint AS compliant,
        sum(forwarded)::bigint AS forwarded,
-       sum(failing)::bigint AS failing,
-       min(day)::date AS first_day
-FROM dmarc_source_days
-WHERE domain_id = @domain_id::uuid AND day >= @since::date AND day <= @until::date
+       sum(failing)::bigint AS failing
+FROM (
+    SELECT * FROM dmarc_source_days
+    WHERE domain_id = @domain_id::uuid AND day >= @since::date AND day <= @until::date
+    ORDER BY day DESC, source_ip DESC
+    LIMIT @max_rows::int
+) d
 GROUP BY source_ip
 ORDER BY sum(messages) DESC, source_ip
-LIMIT 5000;
+LIMIT @max_groups::int;
+
+-- name: DMARCSourceDayTotals :one
+-- All volume and passing volume over a period, from at most @max_rows daily
+-- rows (newest day first).
+SELECT coalesce(sum(messages), 0)::bigint AS messages,
+       coalesce(sum(compliant + forwarded), 0)::bigint AS passing
+FROM (
+    SELECT messages, compliant, forwarded FROM dmarc_source_days
+    WHERE domain_id = @domain_id::uuid AND day >= @since::date AND day <= @until::date
+    ORDER BY day DESC, source_ip DESC
+    LIMIT @max_rows::int
+) d;
 
 -- name: DMARCSourceSelectors :many
--- The DKIM selectors seen per source IP over a period.
+-- The DKIM selectors seen per source IP over a period, from at most
+-- @max_rows daily rows (newest day first), for the given source IPs.
 SELECT d.source_ip, array_agg(DISTINCT s ORDER BY s)::text[] AS dkim_selectors
-FROM dmarc_source_days d, unnest(d.dkim_selectors) AS s
-WHERE d.domain_id = @domain_id::uuid AND d.day >= @since::date AND d.day <= @until::date
+FROM (
+    SELECT source_ip, dkim_selectors FROM dmarc_source_days
+    WHERE domain_id = @domain_id::uuid AND day >= @since::date AND day <= @until::date
+    ORDER BY day DESC, source_ip DESC
+    LIMIT @max_rows::int
+) d, unnest(d.dkim_selectors) AS s
+WHERE d.source_ip = ANY(@source_ips::text[])
 GROUP BY d.source_ip;
 
 -- name: DMARCSelectorsSeen :many
--- Every DKIM selector that passed for the domain in its reports since a day:
--- the domain's DKIM check probes them.
+-- Every DKIM selector that passed for the domain in its reports since a day
+-- (from at most @max_rows daily rows, newest day first): the domain's DKIM
+-- check probes them.
 SELECT DISTINCT s::text AS selector
-FROM dmarc_source_days d, unnest(d.dkim_selectors) AS s
-WHERE d.domain_id = @domain_id::uuid AND d.day >= @since::date
+FROM (
+    SELECT dkim_selectors FROM dmarc_source_days
+    WHERE domain_id = @domain_id::uuid AND day >= @since::date
+    ORDER BY day DESC, source_ip DESC
+    LIMIT @max_rows::int
+) d, unnest(d.dkim_selectors) AS s
 ORDER BY 1
 LIMIT 50;
 
 -- name: DMARCSourcesSeen :many
--- Which of some source IPs the domain's reports named before.
+-- Which of some source IPs the domain's reports named before
+-- (dmarc_source_days_source_idx).
 SELECT DISTINCT source_ip FROM dmarc_source_days
 WHERE domain_id = @domain_id::uuid AND source_ip = ANY(@source_ips::text[]);
 

@@ -202,8 +202,12 @@ func (q *Queries) DMARCReportList(ctx context.Context, db DBTX, arg DMARCReportL
 
 const dMARCSelectorsSeen = `-- name: DMARCSelectorsSeen :many
 SELECT DISTINCT s::text AS selector
-FROM dmarc_source_days d, unnest(d.dkim_selectors) AS s
-WHERE d.domain_id = $1::uuid AND d.day >= $2::date
+FROM (
+    SELECT dkim_selectors FROM dmarc_source_days
+    WHERE domain_id = $1::uuid AND day >= $2::date
+    ORDER BY day DESC, source_ip DESC
+    LIMIT $3::int
+) d, unnest(d.dkim_selectors) AS s
 ORDER BY 1
 LIMIT 50
 `
@@ -211,12 +215,14 @@ LIMIT 50
 type DMARCSelectorsSeenParams struct {
 	DomainID uuid.UUID
 	Since    time.Time
+	MaxRows  int32
 }
 
-// Every DKIM selector that passed for the domain in its reports since a day:
-// the domain's DKIM check probes them.
+// Every DKIM selector that passed for the domain in its reports since a day
+// (from at most @max_rows daily rows, newest day first): the domain's DKIM
+// check probes them.
 func (q *Queries) DMARCSelectorsSeen(ctx context.Context, db DBTX, arg DMARCSelectorsSeenParams) ([]string, error) {
-	rows, err := db.Query(ctx, dMARCSelectorsSeen, arg.DomainID, arg.Since)
+	rows, err := db.Query(ctx, dMARCSelectorsSeen, arg.DomainID, arg.Since, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +241,102 @@ func (q *Queries) DMARCSelectorsSeen(ctx context.Context, db DBTX, arg DMARCSele
 	return items, nil
 }
 
+const dMARCSourceDayAddMany = `-- name: DMARCSourceDayAddMany :exec
+INSERT INTO dmarc_source_days AS t (domain_id, day, source_ip, messages, dkim_aligned, spf_aligned, compliant, forwarded,
+    failing, dkim_selectors)
+SELECT $1::uuid, r.day, r.source_ip, r.messages, r.dkim_aligned, r.spf_aligned, r.compliant, r.forwarded, r.failing,
+    ARRAY(SELECT jsonb_array_elements_text(r.selectors::jsonb))
+FROM (
+    -- Set-returning functions in one select list advance in step.
+    SELECT unnest($2::date[]) AS day, unnest($3::text[]) AS source_ip, unnest($4::bigint[]) AS messages,
+        unnest($5::bigint[]) AS dkim_aligned, unnest($6::bigint[]) AS spf_aligned,
+        unnest($7::bigint[]) AS compliant, unnest($8::bigint[]) AS forwarded,
+        unnest($9::bigint[]) AS failing, unnest($10::text[]) AS selectors
+) r
+ON CONFLICT (domain_id, day, source_ip) DO UPDATE
+SET messages = t.messages + EXCLUDED.messages,
+    dkim_aligned = t.dkim_aligned + EXCLUDED.dkim_aligned,
+    spf_aligned = t.spf_aligned + EXCLUDED.spf_aligned,
+    compliant = t.compliant + EXCLUDED.compliant,
+    forwarded = t.forwarded + EXCLUDED.forwarded,
+    failing = t.failing + EXCLUDED.failing,
+    dkim_selectors = ARRAY(SELECT DISTINCT s FROM unnest(t.dkim_selectors || EXCLUDED.dkim_selectors) AS s ORDER BY s)
+`
+
+type DMARCSourceDayAddManyParams struct {
+	DomainID      uuid.UUID
+	Days          []time.Time
+	SourceIps     []string
+	Messages      []int64
+	DkimAligned   []int64
+	SpfAligned    []int64
+	Compliant     []int64
+	Forwarded     []int64
+	Failing       []int64
+	DkimSelectors []string
+}
+
+// Adds one report's share of many (day, source IP) keys, each key once,
+// written in the order given: every writer sends its keys sorted by day,
+// then source IP, so two reports of a domain lock shared rows in one order.
+// dkim_selectors are JSON arrays of strings, one per key.
+func (q *Queries) DMARCSourceDayAddMany(ctx context.Context, db DBTX, arg DMARCSourceDayAddManyParams) error {
+	_, err := db.Exec(ctx, dMARCSourceDayAddMany,
+		arg.DomainID,
+		arg.Days,
+		arg.SourceIps,
+		arg.Messages,
+		arg.DkimAligned,
+		arg.SpfAligned,
+		arg.Compliant,
+		arg.Forwarded,
+		arg.Failing,
+		arg.DkimSelectors,
+	)
+	return err
+}
+
+const dMARCSourceDayCutoff = `-- name: DMARCSourceDayCutoff :one
+SELECT c.day AS cut_day, n.day::date AS newest_day
+FROM (
+    SELECT day FROM dmarc_source_days
+    WHERE domain_id = $1::uuid AND day >= $2::date AND day <= $3::date
+    ORDER BY day DESC, source_ip DESC
+    OFFSET $4::int
+    LIMIT 1
+) c, (
+    SELECT max(day) AS day FROM dmarc_source_days
+    WHERE domain_id = $1::uuid AND day >= $2::date AND day <= $3::date
+) n
+`
+
+type DMARCSourceDayCutoffParams struct {
+	DomainID uuid.UUID
+	Since    time.Time
+	Until    time.Time
+	MaxRows  int32
+}
+
+type DMARCSourceDayCutoffRow struct {
+	CutDay    time.Time
+	NewestDay time.Time
+}
+
+// When a period holds more than @max_rows daily rows: the day of the row
+// that follows its first @max_rows, newest day first, and its newest day.
+// No row when the whole period fits.
+func (q *Queries) DMARCSourceDayCutoff(ctx context.Context, db DBTX, arg DMARCSourceDayCutoffParams) (DMARCSourceDayCutoffRow, error) {
+	row := db.QueryRow(ctx, dMARCSourceDayCutoff,
+		arg.DomainID,
+		arg.Since,
+		arg.Until,
+		arg.MaxRows,
+	)
+	var i DMARCSourceDayCutoffRow
+	err := row.Scan(&i.CutDay, &i.NewestDay)
+	return i, err
+}
+
 const dMARCSourceDaySum = `-- name: DMARCSourceDaySum :many
 SELECT source_ip,
        sum(messages)::bigint AS messages,
@@ -242,19 +344,24 @@ SELECT source_ip,
        sum(spf_aligned)::bigint AS spf_aligned,
        sum(compliant)::bigint AS compliant,
        sum(forwarded)::bigint AS forwarded,
-       sum(failing)::bigint AS failing,
-       min(day)::date AS first_day
-FROM dmarc_source_days
-WHERE domain_id = $1::uuid AND day >= $2::date AND day <= $3::date
+       sum(failing)::bigint AS failing
+FROM (
+    SELECT domain_id, day, source_ip, messages, dkim_aligned, spf_aligned, compliant, forwarded, failing, dkim_selectors FROM dmarc_source_days
+    WHERE domain_id = $1::uuid AND day >= $2::date AND day <= $3::date
+    ORDER BY day DESC, source_ip DESC
+    LIMIT $4::int
+) d
 GROUP BY source_ip
 ORDER BY sum(messages) DESC, source_ip
-LIMIT 5000
+LIMIT $5::int
 `
 
 type DMARCSourceDaySumParams struct {
-	DomainID uuid.UUID
-	Since    time.Time
-	Until    time.Time
+	DomainID  uuid.UUID
+	Since     time.Time
+	Until     time.Time
+	MaxRows   int32
+	MaxGroups int32
 }
 
 type DMARCSourceDaySumRow struct {
@@ -265,12 +372,18 @@ type DMARCSourceDaySumRow struct {
 	Compliant   int64
 	Forwarded   int64
 	Failing     int64
-	FirstDay    time.Time
 }
 
-// Per source IP over a period.
+// Per source IP over a period, from at most @max_rows daily rows (newest day
+// first), the @max_groups largest.
 func (q *Queries) DMARCSourceDaySum(ctx context.Context, db DBTX, arg DMARCSourceDaySumParams) ([]DMARCSourceDaySumRow, error) {
-	rows, err := db.Query(ctx, dMARCSourceDaySum, arg.DomainID, arg.Since, arg.Until)
+	rows, err := db.Query(ctx, dMARCSourceDaySum,
+		arg.DomainID,
+		arg.Since,
+		arg.Until,
+		arg.MaxRows,
+		arg.MaxGroups,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +399,6 @@ func (q *Queries) DMARCSourceDaySum(ctx context.Context, db DBTX, arg DMARCSourc
 			&i.Compliant,
 			&i.Forwarded,
 			&i.Failing,
-			&i.FirstDay,
 		); err != nil {
 			return nil, err
 		}
@@ -298,17 +410,61 @@ func (q *Queries) DMARCSourceDaySum(ctx context.Context, db DBTX, arg DMARCSourc
 	return items, nil
 }
 
+const dMARCSourceDayTotals = `-- name: DMARCSourceDayTotals :one
+SELECT coalesce(sum(messages), 0)::bigint AS messages,
+       coalesce(sum(compliant + forwarded), 0)::bigint AS passing
+FROM (
+    SELECT messages, compliant, forwarded FROM dmarc_source_days
+    WHERE domain_id = $1::uuid AND day >= $2::date AND day <= $3::date
+    ORDER BY day DESC, source_ip DESC
+    LIMIT $4::int
+) d
+`
+
+type DMARCSourceDayTotalsParams struct {
+	DomainID uuid.UUID
+	Since    time.Time
+	Until    time.Time
+	MaxRows  int32
+}
+
+type DMARCSourceDayTotalsRow struct {
+	Messages int64
+	Passing  int64
+}
+
+// All volume and passing volume over a period, from at most @max_rows daily
+// rows (newest day first).
+func (q *Queries) DMARCSourceDayTotals(ctx context.Context, db DBTX, arg DMARCSourceDayTotalsParams) (DMARCSourceDayTotalsRow, error) {
+	row := db.QueryRow(ctx, dMARCSourceDayTotals,
+		arg.DomainID,
+		arg.Since,
+		arg.Until,
+		arg.MaxRows,
+	)
+	var i DMARCSourceDayTotalsRow
+	err := row.Scan(&i.Messages, &i.Passing)
+	return i, err
+}
+
 const dMARCSourceSelectors = `-- name: DMARCSourceSelectors :many
 SELECT d.source_ip, array_agg(DISTINCT s ORDER BY s)::text[] AS dkim_selectors
-FROM dmarc_source_days d, unnest(d.dkim_selectors) AS s
-WHERE d.domain_id = $1::uuid AND d.day >= $2::date AND d.day <= $3::date
+FROM (
+    SELECT source_ip, dkim_selectors FROM dmarc_source_days
+    WHERE domain_id = $1::uuid AND day >= $2::date AND day <= $3::date
+    ORDER BY day DESC, source_ip DESC
+    LIMIT $4::int
+) d, unnest(d.dkim_selectors) AS s
+WHERE d.source_ip = ANY($5::text[])
 GROUP BY d.source_ip
 `
 
 type DMARCSourceSelectorsParams struct {
-	DomainID uuid.UUID
-	Since    time.Time
-	Until    time.Time
+	DomainID  uuid.UUID
+	Since     time.Time
+	Until     time.Time
+	MaxRows   int32
+	SourceIps []string
 }
 
 type DMARCSourceSelectorsRow struct {
@@ -316,9 +472,16 @@ type DMARCSourceSelectorsRow struct {
 	DkimSelectors []string
 }
 
-// The DKIM selectors seen per source IP over a period.
+// The DKIM selectors seen per source IP over a period, from at most
+// @max_rows daily rows (newest day first), for the given source IPs.
 func (q *Queries) DMARCSourceSelectors(ctx context.Context, db DBTX, arg DMARCSourceSelectorsParams) ([]DMARCSourceSelectorsRow, error) {
-	rows, err := db.Query(ctx, dMARCSourceSelectors, arg.DomainID, arg.Since, arg.Until)
+	rows, err := db.Query(ctx, dMARCSourceSelectors,
+		arg.DomainID,
+		arg.Since,
+		arg.Until,
+		arg.MaxRows,
+		arg.SourceIps,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +510,8 @@ type DMARCSourcesSeenParams struct {
 	SourceIps []string
 }
 
-// Which of some source IPs the domain's reports named before.
+// Which of some source IPs the domain's reports named before
+// (dmarc_source_days_source_idx).
 func (q *Queries) DMARCSourcesSeen(ctx context.Context, db DBTX, arg DMARCSourcesSeenParams) ([]string, error) {
 	rows, err := db.Query(ctx, dMARCSourcesSeen, arg.DomainID, arg.SourceIps)
 	if err != nil {
@@ -458,34 +622,47 @@ func (q *Queries) ReportFailureList(ctx context.Context, db DBTX, arg ReportFail
 	return items, nil
 }
 
-const reportMessageFinish = `-- name: ReportMessageFinish :exec
-UPDATE report_messages
+const reportMessageFinish = `-- name: ReportMessageFinish :one
+UPDATE report_messages rm
 SET status = $1::text, reason = $2::text, report_type = $3::text,
-    failure = $4::jsonb, raw = NULL, parsed_at = now()
-WHERE id = $5::uuid
+    failure = $4::jsonb, parsed_at = now(),
+    raw = CASE WHEN $1::text = 'failed' AND rm.raw_size + (
+            SELECT coalesce(sum(o.raw_size), 0) FROM report_messages o
+            WHERE o.domain_id = rm.domain_id AND o.status = 'failed' AND o.raw IS NOT NULL AND o.id <> rm.id
+        ) <= $5::bigint THEN rm.raw END
+WHERE rm.id = $6::uuid
+RETURNING (rm.raw IS NOT NULL)::boolean AS raw_kept
 `
 
 type ReportMessageFinishParams struct {
-	Status     string
-	Reason     *string
-	ReportType *string
-	Failure    json.RawMessage
-	ID         uuid.UUID
+	Status       string
+	Reason       *string
+	ReportType   *string
+	Failure      json.RawMessage
+	MaxKeptBytes int64
+	ID           uuid.UUID
 }
 
-func (q *Queries) ReportMessageFinish(ctx context.Context, db DBTX, arg ReportMessageFinishParams) error {
-	_, err := db.Exec(ctx, reportMessageFinish,
+// Ends a parse. The raw bytes are dropped, except those of a report that
+// failed to parse while the domain's other kept ones and its own stay
+// within @max_kept_bytes (the reparse-reports task parses them again).
+func (q *Queries) ReportMessageFinish(ctx context.Context, db DBTX, arg ReportMessageFinishParams) (bool, error) {
+	row := db.QueryRow(ctx, reportMessageFinish,
 		arg.Status,
 		arg.Reason,
 		arg.ReportType,
 		arg.Failure,
+		arg.MaxKeptBytes,
 		arg.ID,
 	)
-	return err
+	var raw_kept bool
+	err := row.Scan(&raw_kept)
+	return raw_kept, err
 }
 
 const reportMessageGet = `-- name: ReportMessageGet :one
-SELECT id, account_id, domain_id, kind, source, raw_size, status, reason, report_type, failure, received_at, parsed_at
+SELECT id, account_id, domain_id, kind, source, raw_size, status, reason, report_type, failure, received_at, parsed_at,
+    (status = 'failed' AND raw IS NOT NULL)::boolean AS raw_kept
 FROM report_messages
 WHERE id = $1::uuid AND domain_id = $2::uuid
 `
@@ -508,6 +685,7 @@ type ReportMessageGetRow struct {
 	Failure    json.RawMessage
 	ReceivedAt time.Time
 	ParsedAt   *time.Time
+	RawKept    bool
 }
 
 func (q *Queries) ReportMessageGet(ctx context.Context, db DBTX, arg ReportMessageGetParams) (ReportMessageGetRow, error) {
@@ -526,6 +704,7 @@ func (q *Queries) ReportMessageGet(ctx context.Context, db DBTX, arg ReportMessa
 		&i.Failure,
 		&i.ReceivedAt,
 		&i.ParsedAt,
+		&i.RawKept,
 	)
 	return i, err
 }
@@ -616,6 +795,75 @@ func (q *Queries) ReportMessageInsert(ctx context.Context, db DBTX, arg ReportMe
 	var i ReportMessageInsertRow
 	err := row.Scan(&i.ID, &i.Status, &i.ReceivedAt)
 	return i, err
+}
+
+const reportMessagePruneFailedRaw = `-- name: ReportMessagePruneFailedRaw :execrows
+UPDATE report_messages SET raw = NULL
+WHERE id = ANY(ARRAY(
+    SELECT f.id FROM report_messages f
+    WHERE f.status = 'failed' AND f.raw IS NOT NULL AND f.received_at < $1::timestamptz
+    LIMIT $2::int))
+`
+
+type ReportMessagePruneFailedRawParams struct {
+	Before  time.Time
+	MaxRows int32
+}
+
+// Drops the kept raw bytes of failed reports received before a time, at
+// most @max_rows of them per statement.
+func (q *Queries) ReportMessagePruneFailedRaw(ctx context.Context, db DBTX, arg ReportMessagePruneFailedRawParams) (int64, error) {
+	result, err := db.Exec(ctx, reportMessagePruneFailedRaw, arg.Before, arg.MaxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const reportMessageRequeueFailed = `-- name: ReportMessageRequeueFailed :many
+UPDATE report_messages
+SET status = 'pending', reason = NULL, report_type = NULL, parsed_at = NULL
+WHERE id = ANY(ARRAY(
+    SELECT f.id FROM report_messages f
+    WHERE f.status = 'failed' AND f.raw IS NOT NULL
+        AND (f.domain_id, f.id) > ($1::uuid, $2::uuid)
+    ORDER BY f.domain_id, f.id
+    LIMIT $3::int))
+RETURNING id, domain_id
+`
+
+type ReportMessageRequeueFailedParams struct {
+	AfterDomainID uuid.UUID
+	AfterID       uuid.UUID
+	MaxRows       int32
+}
+
+type ReportMessageRequeueFailedRow struct {
+	ID       uuid.UUID
+	DomainID uuid.UUID
+}
+
+// Moves the next failed reports whose raw bytes are kept, in (domain, id)
+// order after a cursor, back to pending; the caller queues their parse in
+// the same transaction.
+func (q *Queries) ReportMessageRequeueFailed(ctx context.Context, db DBTX, arg ReportMessageRequeueFailedParams) ([]ReportMessageRequeueFailedRow, error) {
+	rows, err := db.Query(ctx, reportMessageRequeueFailed, arg.AfterDomainID, arg.AfterID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReportMessageRequeueFailedRow
+	for rows.Next() {
+		var i ReportMessageRequeueFailedRow
+		if err := rows.Scan(&i.ID, &i.DomainID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const reportingAddressGet = `-- name: ReportingAddressGet :one

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -53,19 +54,24 @@ const (
 type group struct {
 	messages, dkimAligned, spfAligned int64
 	compliant, forwarded, failing     int64
-	selectors                         map[string]bool
+	// selectors is nil until the group has one.
+	selectors map[string]bool
 }
+
+// maxGroupSelectors bounds the DKIM selectors kept per source IP and report.
+const maxGroupSelectors = 20
 
 // classify sums a report's records per source IP. Selectors kept are those
 // of DKIM results for the domain itself (d= the domain): the ones its DKIM
 // check can probe.
 func classify(f *dmarcrpt.Feedback, domain string) map[string]*group {
 	groups := map[string]*group{}
-	for _, r := range f.Records {
+	for i := range f.Records {
+		r := &f.Records[i]
 		ip := normaliseIP(r.SourceIP)
 		g := groups[ip]
 		if g == nil {
-			g = &group{selectors: map[string]bool{}}
+			g = &group{}
 			groups[ip] = g
 		}
 		n := r.Count
@@ -86,7 +92,10 @@ func classify(f *dmarcrpt.Feedback, domain string) map[string]*group {
 			g.failing += n
 		}
 		for _, d := range r.DKIMResults {
-			if d.Domain == domain && d.Selector != "" && len(g.selectors) < 20 {
+			if d.Domain == domain && d.Selector != "" && len(g.selectors) < maxGroupSelectors {
+				if g.selectors == nil {
+					g.selectors = map[string]bool{}
+				}
 				g.selectors[strings.ToLower(d.Selector)] = true
 			}
 		}
@@ -94,7 +103,7 @@ func classify(f *dmarcrpt.Feedback, domain string) map[string]*group {
 	return groups
 }
 
-func spfPassed(r dmarcrpt.Record) bool {
+func spfPassed(r *dmarcrpt.Record) bool {
 	for _, s := range r.SPFResults {
 		if s.Result == "pass" {
 			return true
@@ -110,20 +119,45 @@ func normaliseIP(s string) string {
 	return strings.TrimSpace(s)
 }
 
+// MaxSpreadRows bounds the daily rows (source IPs x days) one report is
+// spread over. A report over it counts on the day of its midpoint, one row
+// per source IP, as a report of at most 24 h does, and says so in its
+// reason: the rows a report adds, and the memory its parse takes, then
+// follow its own size (its XML is at most dmarcrpt.MaxReportBytes), never
+// that size times its days.
+const MaxSpreadRows = 100_000
+
+// sourceDayBatch is the number of daily rows written per statement.
+const sourceDayBatch = 2_000
+
+func utcDay(t time.Time) time.Time { return t.UTC().Truncate(24 * time.Hour) }
+
 // reportDays returns the UTC days a report's counts are spread over: the
 // day of its midpoint for a range of at most 24 h, otherwise every day the
 // range touches.
 func reportDays(begin, end time.Time) []time.Time {
-	day := func(t time.Time) time.Time { return t.UTC().Truncate(24 * time.Hour) }
 	if end.Sub(begin) <= 24*time.Hour {
-		return []time.Time{day(begin.Add(end.Sub(begin) / 2))}
+		return []time.Time{utcDay(begin.Add(end.Sub(begin) / 2))}
 	}
 	var out []time.Time
 	last := end.Add(-time.Second)
-	for d := day(begin); !d.After(last); d = d.AddDate(0, 0, 1) {
+	for d := utcDay(begin); !d.After(last); d = d.AddDate(0, 0, 1) {
 		out = append(out, d)
 	}
 	return out
+}
+
+// spreadDays returns the days a report of sources source IPs is spread
+// over, and for a report too wide to spread (MaxSpreadRows) the note that
+// says it was counted on its midpoint day instead.
+func spreadDays(begin, end time.Time, sources int) ([]time.Time, string) {
+	days := reportDays(begin, end)
+	if len(days) <= 1 || sources*len(days) <= MaxSpreadRows {
+		return days, ""
+	}
+	mid := utcDay(begin.Add(end.Sub(begin) / 2))
+	return []time.Time{mid}, fmt.Sprintf("counted on %s, the middle of its range, instead of spread over its %d days: "+
+		"%d source IPs x %d days exceed %d daily rows", mid.Format(time.DateOnly), len(days), sources, len(days), MaxSpreadRows)
 }
 
 // share is day i's share of n spread over k days: equal parts, the
@@ -136,52 +170,72 @@ func share(n int64, i, k int) int64 {
 	return s
 }
 
-// addDays adds a report's groups to the daily per-source aggregates, in
-// one batch.
-func addDays(ctx context.Context, tx pgx.Tx, domainID uuid.UUID, begin, end time.Time, groups map[string]*group) error {
-	days := reportDays(begin, end)
+// addDays adds a report's groups to the daily per-source aggregates of
+// days, sourceDayBatch rows per statement, so the memory it takes is one
+// batch beside the groups. Every writer sends its rows in one order (day,
+// then source IP): reports of one domain upsert the same rows, and
+// differing orders would deadlock.
+func addDays(ctx context.Context, tx pgx.Tx, domainID uuid.UUID, days []time.Time, groups map[string]*group) error {
+	ips := make([]string, 0, len(groups))
+	for ip := range groups {
+		ips = append(ips, ip)
+	}
+	sort.Strings(ips)
+	selectors := make([]string, len(ips))
+	for i, ip := range ips {
+		selectors[i] = selectorsJSON(groups[ip].selectors)
+	}
 	k := len(days)
-	params := make([]dbsqlc.DMARCSourceDayAddParams, 0, len(groups)*k)
-	for ip, g := range groups {
-		selectors := make([]string, 0, len(g.selectors))
-		for s := range g.selectors {
-			selectors = append(selectors, s)
+	n := min(sourceDayBatch, len(ips)*k)
+	b := dbsqlc.DMARCSourceDayAddManyParams{
+		DomainID: domainID, Days: make([]time.Time, 0, n), SourceIps: make([]string, 0, n), Messages: make([]int64, 0, n),
+		DkimAligned: make([]int64, 0, n), SpfAligned: make([]int64, 0, n), Compliant: make([]int64, 0, n),
+		Forwarded: make([]int64, 0, n), Failing: make([]int64, 0, n), DkimSelectors: make([]string, 0, n),
+	}
+	flush := func() error {
+		if len(b.Days) == 0 {
+			return nil
 		}
-		sort.Strings(selectors)
-		for i, d := range days {
+		if err := q.DMARCSourceDayAddMany(ctx, tx, b); err != nil {
+			return fmt.Errorf("error adding daily source aggregates: %w", err)
+		}
+		b.Days, b.SourceIps, b.Messages, b.DkimAligned, b.SpfAligned = b.Days[:0], b.SourceIps[:0], b.Messages[:0], b.DkimAligned[:0], b.SpfAligned[:0]
+		b.Compliant, b.Forwarded, b.Failing, b.DkimSelectors = b.Compliant[:0], b.Forwarded[:0], b.Failing[:0], b.DkimSelectors[:0]
+		return nil
+	}
+	for i, d := range days {
+		for j, ip := range ips {
+			g := groups[ip]
 			c, fw, fl := share(g.compliant, i, k), share(g.forwarded, i, k), share(g.failing, i, k)
-			params = append(params, dbsqlc.DMARCSourceDayAddParams{
-				DomainID: domainID, Day: d, SourceIp: ip, Messages: c + fw + fl,
-				DkimAligned: share(g.dkimAligned, i, k), SpfAligned: share(g.spfAligned, i, k),
-				Compliant: c, Forwarded: fw, Failing: fl, DkimSelectors: selectors,
-			})
+			b.Days = append(b.Days, d)
+			b.SourceIps = append(b.SourceIps, ip)
+			b.Messages = append(b.Messages, c+fw+fl)
+			b.DkimAligned = append(b.DkimAligned, share(g.dkimAligned, i, k))
+			b.SpfAligned = append(b.SpfAligned, share(g.spfAligned, i, k))
+			b.Compliant = append(b.Compliant, c)
+			b.Forwarded = append(b.Forwarded, fw)
+			b.Failing = append(b.Failing, fl)
+			b.DkimSelectors = append(b.DkimSelectors, selectors[j])
+			if len(b.Days) == sourceDayBatch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
 		}
 	}
-	// One order for every transaction: reports of one domain upsert the
-	// same rows, and differing orders would deadlock.
-	sort.Slice(params, func(i, j int) bool {
-		if !params[i].Day.Equal(params[j].Day) {
-			return params[i].Day.Before(params[j].Day)
-		}
-		return params[i].SourceIp < params[j].SourceIp
-	})
-	var firstErr error
-	q.DMARCSourceDayAdd(ctx, tx, params).Exec(func(_ int, err error) {
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-	})
-	if firstErr != nil {
-		return fmt.Errorf("error adding daily source aggregates: %w", firstErr)
-	}
-	return nil
+	return flush()
 }
 
-// reportSources lists the source IPs of a report, most failing volume
-// first, then most volume: the order their reverse DNS is resolved in
-// (bounded by maxPTRLookups), so the sources that matter most are named.
-func reportSources(f *dmarcrpt.Feedback) []string {
-	return sortedByFailing(classify(f, f.PolicyPublished.Domain))
+// selectorsJSON is a group's selectors as the JSON array of strings
+// DMARCSourceDayAddMany takes, sorted.
+func selectorsJSON(set map[string]bool) string {
+	list := make([]string, 0, len(set))
+	for s := range set {
+		list = append(list, s)
+	}
+	sort.Strings(list)
+	out, _ := json.Marshal(list) // []string always encodes
+	return string(out)
 }
 
 func sortedByFailing(groups map[string]*group) []string {

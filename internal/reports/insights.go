@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
 )
 
 // Enforcement readiness rules (documented in the README).
@@ -53,31 +54,90 @@ type SourceIP struct {
 	Messages int64  `json:"messages" validate:"required"`
 }
 
+// Bounds of a read of a domain's daily source aggregates (the sources
+// listing, guidance, the health score's pass rate), so that it answers in
+// bounded time whatever the domain's reports stored.
+const (
+	// MaxSourceRowsRead is the most daily rows (one per day and source IP)
+	// one read sums. A period holding more is read from its newest day
+	// back, whole days only, and the answer says where it starts; a single
+	// day holding more is read in part.
+	MaxSourceRowsRead = 100_000
+	// MaxSourceGroups is the most source IPs a listing returns, most
+	// volume first.
+	MaxSourceGroups = 5_000
+)
+
+// Period is the part of a requested period that a bounded read covered.
+type Period struct {
+	Since time.Time
+	Until time.Time
+	// Truncated is true when the requested period held more than
+	// MaxSourceRowsRead daily rows: Since is then the first day read.
+	Truncated bool
+}
+
+// boundedPeriod returns the part of [since, until] that a read of at most
+// MaxSourceRowsRead daily rows covers.
+func boundedPeriod(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, since, until time.Time) (Period, error) {
+	p := Period{Since: since, Until: until}
+	cut, err := q.DMARCSourceDayCutoff(ctx, db, dbsqlc.DMARCSourceDayCutoffParams{
+		DomainID: domainID, Since: since, Until: until, MaxRows: MaxSourceRowsRead,
+	})
+	if dbutil.IsNotFound(err) {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("error bounding the period read: %w", err)
+	}
+	p.Truncated = true
+	p.Since = cut.CutDay.AddDate(0, 0, 1)
+	if !cut.CutDay.Before(cut.NewestDay) {
+		p.Since = cut.NewestDay // the newest day alone holds more: read in part
+	}
+	return p, nil
+}
+
+// SourceList is a domain's sources over the period read.
+type SourceList struct {
+	Period
+	Sources []Source
+}
+
 // Sources lists a domain's sending sources between two days (inclusive),
-// most volume first. Reverse DNS comes from the cache the parse job fills;
-// a source whose IPs were never resolved is unknown.
-func (s *Service) Sources(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, since, until time.Time) ([]Source, error) {
-	rows, err := q.DMARCSourceDaySum(ctx, db, dbsqlc.DMARCSourceDaySumParams{DomainID: domainID, Since: since, Until: until})
+// most volume first, at most MaxSourceGroups source IPs read from at most
+// MaxSourceRowsRead daily rows. Reverse DNS comes from the cache the parse
+// job fills; a source whose IPs were never resolved is unknown.
+func (s *Service) Sources(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, since, until time.Time) (SourceList, error) {
+	period, err := boundedPeriod(ctx, db, domainID, since, until)
 	if err != nil {
-		return nil, fmt.Errorf("error summing sources: %w", err)
+		return SourceList{}, err
 	}
-	selRows, err := q.DMARCSourceSelectors(ctx, db, dbsqlc.DMARCSourceSelectorsParams{DomainID: domainID, Since: since, Until: until})
+	rows, err := q.DMARCSourceDaySum(ctx, db, dbsqlc.DMARCSourceDaySumParams{
+		DomainID: domainID, Since: period.Since, Until: until, MaxRows: MaxSourceRowsRead, MaxGroups: MaxSourceGroups,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("error reading selectors: %w", err)
-	}
-	selectors := make(map[string][]string, len(selRows))
-	for _, r := range selRows {
-		selectors[r.SourceIp] = r.DkimSelectors
+		return SourceList{}, fmt.Errorf("error summing sources: %w", err)
 	}
 	ips := make([]string, len(rows))
 	for i, r := range rows {
 		ips[i] = r.SourceIp
 	}
+	selRows, err := q.DMARCSourceSelectors(ctx, db, dbsqlc.DMARCSourceSelectorsParams{
+		DomainID: domainID, Since: period.Since, Until: until, MaxRows: MaxSourceRowsRead, SourceIps: ips,
+	})
+	if err != nil {
+		return SourceList{}, fmt.Errorf("error reading selectors: %w", err)
+	}
+	selectors := make(map[string][]string, len(selRows))
+	for _, r := range selRows {
+		selectors[r.SourceIp] = r.DkimSelectors
+	}
 	ptrs := map[string]string{}
 	if len(ips) > 0 {
 		cached, err := q.SourcePTRGetMany(ctx, db, ips)
 		if err != nil {
-			return nil, fmt.Errorf("error reading PTRs: %w", err)
+			return SourceList{}, fmt.Errorf("error reading PTRs: %w", err)
 		}
 		for _, c := range cached {
 			ptrs[c.Ip] = c.Ptr
@@ -123,7 +183,7 @@ func (s *Service) Sources(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUI
 		out = append(out, *src)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Messages > out[j].Messages })
-	return out, nil
+	return SourceList{Period: period, Sources: out}, nil
 }
 
 // category is the category holding most of a source's volume; a tie goes
@@ -174,8 +234,9 @@ type Policy struct {
 
 // Guidance is the advice built from a domain's sources.
 type Guidance struct {
-	Since     time.Time `json:"since" validate:"required"`
+	Since     time.Time `json:"since" validate:"required" description:"Start of the period read: 30 days before until, or later when truncated."`
 	Until     time.Time `json:"until" validate:"required"`
+	Truncated bool      `json:"truncated" validate:"required" description:"The 30 days held more daily source rows than one read sums: only the newest days that fit were read, from since."`
 	Readiness Readiness `json:"readiness" validate:"required"`
 	Fixes     []Fix     `json:"fixes" validate:"required" description:"One per known sender failing DMARC, most failing volume first."`
 }
@@ -233,11 +294,12 @@ var senderSetups = []senderSetup{
 // over the readiness window ending at until.
 func (s *Service) Guidance(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, domain string, policy Policy, until time.Time) (*Guidance, error) {
 	since := until.Add(-ReadinessWindow)
-	sources, err := s.Sources(ctx, db, domainID, since, until)
+	list, err := s.Sources(ctx, db, domainID, since, until)
 	if err != nil {
 		return nil, err
 	}
-	g := &Guidance{Since: since.UTC(), Until: until.UTC(), Fixes: []Fix{}}
+	sources := list.Sources
+	g := &Guidance{Since: list.Since.UTC(), Until: until.UTC(), Truncated: list.Truncated, Fixes: []Fix{}}
 	r := Readiness{CurrentPolicy: policy.P, MinimumMessages: ReadinessMinMessages, RequiredShare: ReadinessShare, Blockers: []string{}}
 	var passing int64
 	var failingKnown []Source
@@ -320,28 +382,33 @@ func fixSteps(src Source, domain string, policy Policy) []string {
 }
 
 // PassRate is the domain's DMARC pass rate and volume over the readiness
-// window ending at until: the input of the health score's DMARC cap.
+// window ending at until (at most MaxSourceRowsRead daily rows, newest
+// first): the input of the health score's DMARC cap.
 func PassRate(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, until time.Time) (rate float64, messages int64, err error) {
-	rows, err := q.DMARCSourceDaySum(ctx, db, dbsqlc.DMARCSourceDaySumParams{DomainID: domainID, Since: until.Add(-ReadinessWindow), Until: until})
+	period, err := boundedPeriod(ctx, db, domainID, until.Add(-ReadinessWindow), until)
+	if err != nil {
+		return 0, 0, err
+	}
+	t, err := q.DMARCSourceDayTotals(ctx, db, dbsqlc.DMARCSourceDayTotalsParams{
+		DomainID: domainID, Since: period.Since, Until: until, MaxRows: MaxSourceRowsRead,
+	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("error summing DMARC volume: %w", err)
 	}
-	var pass int64
-	for _, r := range rows {
-		messages += r.Messages
-		pass += r.Compliant + r.Forwarded
+	if t.Messages > 0 {
+		rate = float64(t.Passing) / float64(t.Messages)
 	}
-	if messages > 0 {
-		rate = float64(pass) / float64(messages)
-	}
-	return rate, messages, nil
+	return rate, t.Messages, nil
 }
 
 // SelectorsSeen lists the DKIM selectors seen with d= the domain in its
-// reports over the readiness window ending at until: the domain's DKIM
-// check probes them.
+// reports over the readiness window ending at until (at most
+// MaxSourceRowsRead daily rows, newest first): the domain's DKIM check
+// probes them.
 func SelectorsSeen(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, until time.Time) ([]string, error) {
-	sel, err := q.DMARCSelectorsSeen(ctx, db, dbsqlc.DMARCSelectorsSeenParams{DomainID: domainID, Since: until.Add(-ReadinessWindow)})
+	sel, err := q.DMARCSelectorsSeen(ctx, db, dbsqlc.DMARCSelectorsSeenParams{
+		DomainID: domainID, Since: until.Add(-ReadinessWindow), MaxRows: MaxSourceRowsRead,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("error reading DKIM selectors seen: %w", err)
 	}

@@ -59,7 +59,8 @@ func TestSourcesAndGuidance(t *testing.T) {
 	sources, err := b.svc.Sources(ctx, b.tx, d, now.Add(-30*24*time.Hour), now)
 	require.NoError(t, err)
 	got := map[string]reports.Source{}
-	for _, s := range sources {
+	require.False(t, sources.Truncated)
+	for _, s := range sources.Sources {
 		got[s.Name] = s
 	}
 	require.Len(t, got, 5)

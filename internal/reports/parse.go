@@ -63,6 +63,9 @@ type Outcome struct {
 	ReportID uuid.UUID
 	// Already is true when the message had been parsed by an earlier run.
 	Already bool
+	// RawKept is true when the raw bytes were kept: a failed report within
+	// MaxFailedRawBytesPerDomain, for the reparse-reports task.
+	RawKept bool
 }
 
 // refusal is a permanent, user-visible reason a report is not kept.
@@ -113,7 +116,12 @@ func (s *Service) Parse(ctx context.Context, messageID uuid.UUID) (Outcome, erro
 		parsed = s.parseDMARC(raw, msg.DomainName)
 	}
 	if parsed.agg != nil && parsed.err == nil {
-		parsed.ptrs = s.resolvePTRs(ctx, reportSources(parsed.agg))
+		parsed.groups = classify(parsed.agg, msg.DomainName)
+		parsed.bySeverity = sortedByFailing(parsed.groups)
+		// Most failing volume first, then most volume: reverse DNS is
+		// resolved in this order (bounded by maxPTRLookups), so the
+		// sources that matter most are named.
+		parsed.ptrs = s.resolvePTRs(ctx, parsed.bySeverity)
 	}
 
 	return dbutil.WithTxV(ctx, s.DB, func(ctx context.Context, tx pgx.Tx) (Outcome, error) {
@@ -138,10 +146,11 @@ func (s *Service) Parse(ctx context.Context, messageID uuid.UUID) (Outcome, erro
 		if parsed.failure != nil && out.Status == StatusAccepted {
 			failure, _ = json.Marshal(parsed.failure)
 		}
-		if err := q.ReportMessageFinish(ctx, tx, dbsqlc.ReportMessageFinishParams{
+		out.RawKept, err = q.ReportMessageFinish(ctx, tx, dbsqlc.ReportMessageFinishParams{
 			ID: messageID, Status: out.Status, Reason: nilIfEmpty(clipReason(out.Reason)),
-			ReportType: nilIfEmpty(out.ReportType), Failure: failure,
-		}); err != nil {
+			ReportType: nilIfEmpty(out.ReportType), Failure: failure, MaxKeptBytes: MaxFailedRawBytesPerDomain,
+		})
+		if err != nil {
 			return Outcome{}, fmt.Errorf("error finishing report message: %w", err)
 		}
 		return out, nil
@@ -154,6 +163,10 @@ type parsedReport struct {
 	failure    *arf.Report
 	tls        *tlsrpt.Report
 	err        error // a refusal
+	// An aggregate report's records summed per source IP, and its source
+	// IPs most failing first.
+	groups     map[string]*group
+	bySeverity []string
 	ptrs       map[string]string
 }
 
@@ -232,7 +245,7 @@ func (s *Service) store(ctx context.Context, tx pgx.Tx, msg *dbsqlc.ReportMessag
 
 func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.ReportMessageGetForUpdateRow, p *parsedReport) (Outcome, error) {
 	f := p.agg
-	groups := classify(f, msg.DomainName)
+	groups := p.groups
 	var pass int64
 	for _, g := range groups {
 		pass += g.compliant + g.forwarded
@@ -260,19 +273,27 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 
 	// Sources never seen for the domain before this report, for
 	// dmarc_new_source; asked before the aggregates include this report.
-	ips := make([]string, 0, len(groups))
-	for ip := range groups {
-		ips = append(ips, ip)
+	// Only sources failing enough to be announced are asked about, the
+	// most failing first and at most as many as have their PTR resolved.
+	var candidates []string
+	for _, ip := range p.bySeverity {
+		if groups[ip].failing < newSourceFloor || len(candidates) == maxPTRLookups {
+			break
+		}
+		candidates = append(candidates, ip)
 	}
-	seenList, err := q.DMARCSourcesSeen(ctx, tx, dbsqlc.DMARCSourcesSeenParams{DomainID: msg.DomainID, SourceIps: ips})
-	if err != nil {
-		return Outcome{}, fmt.Errorf("error reading known sources: %w", err)
+	seen := map[string]bool{}
+	if len(candidates) > 0 {
+		seenList, err := q.DMARCSourcesSeen(ctx, tx, dbsqlc.DMARCSourcesSeenParams{DomainID: msg.DomainID, SourceIps: candidates})
+		if err != nil {
+			return Outcome{}, fmt.Errorf("error reading known sources: %w", err)
+		}
+		for _, ip := range seenList {
+			seen[ip] = true
+		}
 	}
-	seen := make(map[string]bool, len(seenList))
-	for _, ip := range seenList {
-		seen[ip] = true
-	}
-	if err := addDays(ctx, tx, msg.DomainID, f.ReportMetadata.Begin, f.ReportMetadata.End, groups); err != nil {
+	days, note := spreadDays(f.ReportMetadata.Begin, f.ReportMetadata.End, len(groups))
+	if err := addDays(ctx, tx, msg.DomainID, days, groups); err != nil {
 		return Outcome{}, err
 	}
 
@@ -300,9 +321,12 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 		return Outcome{}, err
 	}
 	emitted := 0
-	for _, ip := range sortedByFailing(groups) {
+	for _, ip := range candidates {
 		g := groups[ip]
-		if seen[ip] || g.failing < newSourceFloor || emitted >= maxNewSourceEvents {
+		if emitted >= maxNewSourceEvents {
+			break
+		}
+		if seen[ip] {
 			continue
 		}
 		src := identify(ip, p.ptrs)
@@ -321,7 +345,7 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 			return Outcome{}, err
 		}
 	}
-	return Outcome{Status: StatusAccepted, ReportType: TypeAggregate, ReportID: id}, nil
+	return Outcome{Status: StatusAccepted, ReportType: TypeAggregate, ReportID: id, Reason: note}, nil
 }
 
 // Event type names this package emits (registered in internal/events).
@@ -332,20 +356,26 @@ const (
 )
 
 // copyRecords writes a report's records with COPY: one round trip for the
-// 2,286 records of a large report.
+// 2,286 records of a large report. Rows are made as COPY reads them, so
+// only the records themselves are held.
 func copyRecords(ctx context.Context, tx pgx.Tx, reportID uuid.UUID, records []dmarcrpt.Record) error {
-	rows := make([][]any, len(records))
-	for i, r := range records {
+	i := 0
+	next := func() ([]any, error) {
+		if i == len(records) {
+			return nil, nil
+		}
+		r := &records[i]
+		i++
 		reasons, _ := json.Marshal(nonNil(r.Reasons))
 		dkim, _ := json.Marshal(nonNil(r.DKIMResults))
 		spf, _ := json.Marshal(nonNil(r.SPFResults))
-		rows[i] = []any{reportID, int32(i + 1), r.SourceIP, r.Count, r.Disposition, r.DKIM, r.SPF,
-			r.HeaderFrom, r.EnvelopeFrom, r.EnvelopeTo, string(reasons), string(dkim), string(spf)}
+		return []any{reportID, int32(i), r.SourceIP, r.Count, r.Disposition, r.DKIM, r.SPF,
+			r.HeaderFrom, r.EnvelopeFrom, r.EnvelopeTo, string(reasons), string(dkim), string(spf)}, nil
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"dmarc_records"},
 		[]string{"report_id", "ordinal", "source_ip", "count", "disposition", "dkim", "spf",
 			"header_from", "envelope_from", "envelope_to", "reasons", "dkim_results", "spf_results"},
-		pgx.CopyFromRows(rows))
+		pgx.CopyFromFunc(next))
 	if err != nil {
 		return fmt.Errorf("error copying DMARC records: %w", err)
 	}
