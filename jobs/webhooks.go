@@ -171,9 +171,10 @@ type started struct {
 // Work performs one attempt of the delivery, unless the push is over its
 // account's or its host's bound (webhook.Gate): then it waits.
 func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.DeliveryArgs]) error {
-	// An account whose pushes already fill its bound (a slow endpoint)
-	// waits before any work is done for it, so that its queue costs the
-	// others a fetch and a snooze per job, not a transaction.
+	// An account whose pushes already fill its bound, with as many more
+	// waiting for a slot (slow endpoints), is put back before any work is
+	// done for it, so that its queue costs the others a fetch and a snooze
+	// per job, not a transaction.
 	if account, ok := events.DeliveryTagAccount(job.Tags); ok {
 		if busy := w.gate.AccountBusy(account); busy != nil {
 			return w.wait(ctx, job, nil, busy)
@@ -197,8 +198,9 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.Deliver
 			return errors.New("webhook worker has no WebhookClient configured")
 		}
 		// Admitted only now, so that the bounds count requests in flight,
-		// not the bookkeeping around them.
-		release, busy := w.gate.Admit(st.delivery.AccountID, st.sub.URL)
+		// not the bookkeeping around them. A push over a bound waits a
+		// moment for a slot, then is put back.
+		release, busy := w.gate.Acquire(ctx, st.delivery.AccountID, st.sub.URL, webhook.AdmitWait)
 		if busy != nil {
 			return w.wait(ctx, job, st, busy)
 		}

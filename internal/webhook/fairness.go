@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"container/list"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -27,12 +29,22 @@ import (
 // reaches its bound, and only slow ones are held back.
 const (
 	// DefaultAccountConcurrency is WEBHOOK_ACCOUNT_CONCURRENCY's default:
-	// a tenth of WEBHOOK_CONCURRENCY's.
-	DefaultAccountConcurrency = 20
-	// DefaultHostConcurrency is WEBHOOK_HOST_CONCURRENCY's default: a
-	// quarter of WEBHOOK_CONCURRENCY's, since unrelated accounts may share
-	// a popular receiving service.
-	DefaultHostConcurrency = 50
+	// a quarter of WEBHOOK_CONCURRENCY's. On a loaded 2-core machine a
+	// push to a local receiver is in flight for tens of milliseconds, and
+	// one account draining a backlog kept about two thirds of its unbounded
+	// rate at 50 and a third at 20.
+	DefaultAccountConcurrency = 50
+	// DefaultHostConcurrency is WEBHOOK_HOST_CONCURRENCY's default: half
+	// of WEBHOOK_CONCURRENCY's, since unrelated accounts may share a
+	// popular receiving service.
+	DefaultHostConcurrency = 100
+
+	// AdmitWait is how long a push over a bound may wait for a slot,
+	// holding its worker, before it is put back: long enough that an
+	// account at its bound with fast endpoints hands its slots from one
+	// push to the next without leaving workers idle, short enough that a
+	// slow account's line costs others little.
+	AdmitWait = 250 * time.Millisecond
 
 	// FairWaitBase is how long a push over a bound first waits before its
 	// job looks again; each further wait of the same job doubles it, up to
@@ -82,13 +94,28 @@ func (e *BusyError) Error() string {
 
 // Gate counts the pushes in flight in this process per account and per
 // destination host, and admits a push only while both counts are under
-// their bounds. Its memory is bounded by the pushes in flight: a key whose
-// count falls to zero is dropped. It is safe for concurrent use.
+// their bounds. A push over a bound may wait a moment for a slot of its key
+// to free (Acquire's wait), in a line at most as long as the bound, so that
+// an account at its bound with fast endpoints keeps its pushes going
+// without leaving workers idle; past the wait or the line it is refused.
+// Its memory is bounded by the pushes in flight and waiting: a key with
+// neither is dropped. It is safe for concurrent use.
 type Gate struct {
 	limits   Limits
 	mu       sync.Mutex
-	accounts map[uuid.UUID]int
-	hosts    map[string]int
+	accounts map[uuid.UUID]*slots
+	hosts    map[string]*slots
+}
+
+// slots is one key's pushes in flight and its line of waiting pushes.
+type slots struct {
+	inFlight int
+	waiting  list.List // of *waiter, first come first woken
+}
+
+type waiter struct {
+	wake  chan struct{} // a value when a slot of the key freed
+	woken bool          // set, under the gate's lock, with the value
 }
 
 // NewGate returns a gate with these bounds (zero fields take the defaults).
@@ -99,53 +126,141 @@ func NewGate(l Limits) *Gate {
 	if l.PerHost <= 0 {
 		l.PerHost = DefaultHostConcurrency
 	}
-	return &Gate{limits: l, accounts: map[uuid.UUID]int{}, hosts: map[string]int{}}
+	return &Gate{limits: l, accounts: map[uuid.UUID]*slots{}, hosts: map[string]*slots{}}
 }
 
 // Limits returns the gate's bounds, defaults applied.
 func (g *Gate) Limits() Limits { return g.limits }
 
 // AccountBusy returns a *BusyError when the account's pushes in flight
-// already reach its bound, and nil otherwise. It takes nothing: it lets a
-// worker put a push back before doing any work for it, and Admit decides.
+// fill its bound and as many more already wait for a slot, and nil
+// otherwise. It takes nothing: it lets a worker put a push back before
+// doing any work for it; Acquire decides.
 func (g *Gate) AccountBusy(account uuid.UUID) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.accounts[account] >= g.limits.PerAccount {
+	if s := g.accounts[account]; s != nil && s.inFlight >= g.limits.PerAccount && s.waiting.Len() >= g.limits.PerAccount {
 		return &BusyError{Scope: ScopeAccount, Limit: g.limits.PerAccount}
 	}
 	return nil
 }
 
-// Admit counts a push of account to rawURL in flight, or returns a
-// *BusyError and counts nothing when the account's or the host's bound is
-// reached. The returned release ends the push's count; calling it more
-// than once is harmless.
+// Admit is Acquire without a wait.
 func (g *Gate) Admit(account uuid.UUID, rawURL string) (release func(), err error) {
+	return g.Acquire(context.Background(), account, rawURL, 0)
+}
+
+// Acquire counts a push of account to rawURL in flight. When the account's
+// or the host's bound is reached, it waits up to wait (or until ctx ends)
+// for a slot, in a line no longer than that bound; it returns a *BusyError,
+// having counted nothing, when no slot came. The returned release ends the
+// push's count; calling it more than once is harmless.
+func (g *Gate) Acquire(ctx context.Context, account uuid.UUID, rawURL string, wait time.Duration) (release func(), err error) {
 	host := Host(rawURL)
+	deadline := time.Now().Add(wait)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.accounts[account] >= g.limits.PerAccount {
-		return nil, &BusyError{Scope: ScopeAccount, Limit: g.limits.PerAccount}
+	wokenBy := "" // the scope of the line this push was woken from
+	for {
+		a, h := g.slotsOf(account, host)
+		var (
+			line *slots
+			busy *BusyError
+		)
+		switch {
+		case a.inFlight >= g.limits.PerAccount:
+			line, busy = a, &BusyError{Scope: ScopeAccount, Limit: g.limits.PerAccount}
+		case h.inFlight >= g.limits.PerHost:
+			line, busy = h, &BusyError{Scope: ScopeHost, Host: host, Limit: g.limits.PerHost}
+		default:
+			a.inFlight++
+			h.inFlight++
+			var once sync.Once
+			return func() { once.Do(func() { g.release(account, host) }) }, nil
+		}
+		// Woken for a slot this push cannot use (the other key is full, or
+		// another push took it first): the next in that line may.
+		switch wokenBy {
+		case ScopeAccount:
+			if a.inFlight < g.limits.PerAccount {
+				wakeOne(a)
+			}
+		case ScopeHost:
+			if h.inFlight < g.limits.PerHost {
+				wakeOne(h)
+			}
+		}
+		limit := busy.Limit
+		left := time.Until(deadline)
+		if left <= 0 || line.waiting.Len() >= limit || ctx.Err() != nil {
+			g.drop(account, host)
+			return nil, busy
+		}
+		w := &waiter{wake: make(chan struct{}, 1)}
+		el := line.waiting.PushBack(w)
+		g.mu.Unlock()
+		timer := time.NewTimer(left)
+		select {
+		case <-w.wake:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+		g.mu.Lock()
+		wokenBy = ""
+		if w.woken {
+			wokenBy = busy.Scope
+		} else {
+			line.waiting.Remove(el)
+		}
 	}
-	if g.hosts[host] >= g.limits.PerHost {
-		return nil, &BusyError{Scope: ScopeHost, Host: host, Limit: g.limits.PerHost}
+}
+
+// slotsOf returns the entries of an account and a host, creating them.
+func (g *Gate) slotsOf(account uuid.UUID, host string) (*slots, *slots) {
+	a := g.accounts[account]
+	if a == nil {
+		a = &slots{}
+		g.accounts[account] = a
 	}
-	g.accounts[account]++
-	g.hosts[host]++
-	var once sync.Once
-	return func() { once.Do(func() { g.release(account, host) }) }, nil
+	h := g.hosts[host]
+	if h == nil {
+		h = &slots{}
+		g.hosts[host] = h
+	}
+	return a, h
+}
+
+// drop removes the entries of an account and a host that hold nothing.
+// The caller holds g.mu.
+func (g *Gate) drop(account uuid.UUID, host string) {
+	if a := g.accounts[account]; a != nil && a.inFlight <= 0 && a.waiting.Len() == 0 {
+		delete(g.accounts, account)
+	}
+	if h := g.hosts[host]; h != nil && h.inFlight <= 0 && h.waiting.Len() == 0 {
+		delete(g.hosts, host)
+	}
+}
+
+// wakeOne wakes the first push waiting for a slot of s, if any. The caller
+// holds g.mu.
+func wakeOne(s *slots) {
+	if el := s.waiting.Front(); el != nil {
+		w := s.waiting.Remove(el).(*waiter)
+		w.woken = true
+		w.wake <- struct{}{}
+	}
 }
 
 func (g *Gate) release(account uuid.UUID, host string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.accounts[account]--; g.accounts[account] <= 0 {
-		delete(g.accounts, account)
-	}
-	if g.hosts[host]--; g.hosts[host] <= 0 {
-		delete(g.hosts, host)
-	}
+	a, h := g.slotsOf(account, host)
+	a.inFlight--
+	h.inFlight--
+	wakeOne(a)
+	wakeOne(h)
+	g.drop(account, host)
 }
 
 // InFlight returns the pushes the gate counts for an account and for the
@@ -153,7 +268,13 @@ func (g *Gate) release(account uuid.UUID, host string) {
 func (g *Gate) InFlight(account uuid.UUID, rawURL string) (ofAccount, toHost int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.accounts[account], g.hosts[Host(rawURL)]
+	if a := g.accounts[account]; a != nil {
+		ofAccount = a.inFlight
+	}
+	if h := g.hosts[Host(rawURL)]; h != nil {
+		toHost = h.inFlight
+	}
+	return ofAccount, toHost
 }
 
 // Host returns the name pushes to rawURL are counted under: the URL's host

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ func TestGate(t *testing.T) {
 		require.NoError(t, err)
 		_, err = g.Admit(a, "https://two.example/hook")
 		require.NoError(t, err)
-		require.Error(t, g.AccountBusy(a))
+		// Busy before any work only once a line waits too (LineIsBounded).
+		require.NoError(t, g.AccountBusy(a))
 		_, err = g.Admit(a, "https://three.example/hook")
 		var busy *BusyError
 		require.ErrorAs(t, err, &busy)
@@ -90,6 +92,134 @@ func TestGate(t *testing.T) {
 		require.Empty(t, g.hosts)
 	})
 
+	t.Run("WaitsForASlot", func(t *testing.T) {
+		t.Parallel()
+		g := NewGate(Limits{PerAccount: 1, PerHost: 10})
+		a := uuid.New()
+		release, err := g.Admit(a, "https://h.example/")
+		require.NoError(t, err)
+		got := make(chan error, 1)
+		go func() {
+			r, err := g.Acquire(context.Background(), a, "https://h.example/", time.Hour)
+			if err == nil {
+				r()
+			}
+			got <- err
+		}()
+		// Once the second push waits in line, freeing the slot hands it on.
+		require.Eventually(t, func() bool { return g.waiting(a) == 1 }, time.Minute, time.Millisecond)
+		release()
+		require.NoError(t, <-got)
+		require.Empty(t, g.accounts)
+		require.Empty(t, g.hosts)
+	})
+
+	t.Run("LineIsBounded", func(t *testing.T) {
+		t.Parallel()
+		g := NewGate(Limits{PerAccount: 1, PerHost: 10})
+		a := uuid.New()
+		release, err := g.Admit(a, "https://h.example/")
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		got := make(chan error, 1)
+		go func() {
+			_, err := g.Acquire(ctx, a, "https://h.example/", time.Hour)
+			got <- err
+		}()
+		require.Eventually(t, func() bool { return g.waiting(a) == 1 }, time.Minute, time.Millisecond)
+		// The line (as long as the bound) is full: refused at once, and the
+		// account counts as busy before any work.
+		_, err = g.Acquire(context.Background(), a, "https://h.example/", time.Hour)
+		require.Error(t, err)
+		require.Error(t, g.AccountBusy(a))
+		// A waiter whose context ends leaves the line, having counted nothing.
+		cancel()
+		var busy *BusyError
+		require.ErrorAs(t, <-got, &busy)
+		require.NoError(t, g.AccountBusy(a))
+		n, _ := g.InFlight(a, "https://h.example/")
+		require.Equal(t, 1, n)
+		release()
+		require.Empty(t, g.accounts)
+	})
+
+	t.Run("WakeForAnUnusableSlotIsHandedOn", func(t *testing.T) {
+		t.Parallel()
+		// B waits for a slot of the host; C, of another account, too. When
+		// the host frees, B is woken but its own account is full: C must
+		// get the slot.
+		g := NewGate(Limits{PerAccount: 1, PerHost: 2})
+		x, b, c := uuid.New(), uuid.New(), uuid.New()
+		releaseX, err := g.Admit(x, "https://slow.example/")
+		require.NoError(t, err)
+		releaseY, err := g.Admit(uuid.New(), "https://slow.example/")
+		require.NoError(t, err)
+		defer releaseY()
+		releaseB, err := g.Admit(b, "https://other.example/")
+		require.NoError(t, err)
+		bGot, cGot := make(chan error, 1), make(chan error, 1)
+		go func() {
+			_, err := g.Acquire(context.Background(), b, "https://slow.example/", time.Hour)
+			bGot <- err
+		}()
+		// B first waits for its account's slot; free it, so B lines up for
+		// the host instead.
+		require.Eventually(t, func() bool { return g.waiting(b) == 1 }, time.Minute, time.Millisecond)
+		releaseB()
+		require.Eventually(t, func() bool { return g.waitingHost("slow.example") == 1 }, time.Minute, time.Millisecond)
+		go func() {
+			r, err := g.Acquire(context.Background(), c, "https://slow.example/", time.Hour)
+			if err == nil {
+				r()
+			}
+			cGot <- err
+		}()
+		require.Eventually(t, func() bool { return g.waitingHost("slow.example") == 2 }, time.Minute, time.Millisecond)
+		// B's account fills again before the host frees.
+		releaseB2, err := g.Admit(b, "https://other.example/")
+		require.NoError(t, err)
+		releaseX()
+		require.NoError(t, <-cGot, "the wake-up B could not use went to C")
+		releaseB2()
+		// B, woken when its account freed, gets the host too.
+		require.NoError(t, <-bGot)
+	})
+
+	t.Run("NeverOverBounds", func(t *testing.T) {
+		t.Parallel()
+		g := NewGate(Limits{PerAccount: 3, PerHost: 4})
+		accounts := []uuid.UUID{uuid.New(), uuid.New(), uuid.New()}
+		hosts := []string{"https://a.example/", "https://b.example/"}
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			over []string
+		)
+		for i := range 300 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				acct, host := accounts[i%3], hosts[i%2]
+				release, err := g.Acquire(context.Background(), acct, host, 50*time.Millisecond)
+				if err != nil {
+					return
+				}
+				n, h := g.InFlight(acct, host)
+				if n > 3 || h > 4 {
+					mu.Lock()
+					over = append(over, host)
+					mu.Unlock()
+				}
+				time.Sleep(time.Millisecond) // hold the slot as a push does
+				release()
+			}()
+		}
+		wg.Wait()
+		require.Empty(t, over)
+		require.Empty(t, g.accounts)
+		require.Empty(t, g.hosts)
+	})
+
 	t.Run("Defaults", func(t *testing.T) {
 		t.Parallel()
 		require.Equal(t, Limits{PerAccount: DefaultAccountConcurrency, PerHost: DefaultHostConcurrency}, NewGate(Limits{}).Limits())
@@ -123,4 +253,23 @@ func TestFairWait(t *testing.T) {
 		require.GreaterOrEqual(t, d, 1500*time.Millisecond)
 		require.LessOrEqual(t, d, 2500*time.Millisecond)
 	}
+}
+
+// waiting and waitingHost return the length of a key's line.
+func (g *Gate) waiting(account uuid.UUID) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if a := g.accounts[account]; a != nil {
+		return a.waiting.Len()
+	}
+	return 0
+}
+
+func (g *Gate) waitingHost(host string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if h := g.hosts[host]; h != nil {
+		return h.waiting.Len()
+	}
+	return 0
 }
