@@ -441,6 +441,9 @@ func (s *Server) authIngress(c *fiber.Ctx) error {
 		if errors.Is(err, authproviders.ErrNoEventID) {
 			return InvalidField("body", "the event has no id (neither in the payload nor in the webhook-id header)")
 		}
+		if errors.Is(err, authproviders.ErrBadEventID) {
+			return InvalidField("webhook-id", err.Error())
+		}
 		if dbutil.IsUniqueViolation(err, "auth_provider_links_email_key") {
 			return Conflict("another link of this provider has this email")
 		}

@@ -157,7 +157,7 @@ func (s *Server) ingestStripe(c *fiber.Ctx) error {
 	}
 	body := c.Body()
 	header := string(c.Request().Header.Peek("Stripe-Signature"))
-	if err := billing.VerifyStripe(body, header, secret); err != nil {
+	if err := billing.VerifyStripe(body, header, secret, s.now()); err != nil {
 		return unauthorized(err.Error())
 	}
 	ev, err := billing.ParseEvent(body)

@@ -264,6 +264,10 @@ func providerConfigError(err error) error {
 
 func (s *Server) createProvider(ctx context.Context, req *CreateProviderRequest) (*SendingProvider, error) {
 	caller := mustCaller(ctx)
+	label, err := providers.NormalizeLabel(req.Label)
+	if err != nil {
+		return nil, providerConfigError(err)
+	}
 	cfg := req.Config.toCapability()
 	if _, err := providers.Validate(req.Kind, cfg); err != nil {
 		return nil, providerConfigError(err)
@@ -285,11 +289,11 @@ func (s *Server) createProvider(ctx context.Context, req *CreateProviderRequest)
 			return nil, Conflict("%s", providers.ErrLimit.Error())
 		}
 		row, err := s.q.ProviderInsert(ctx, tx, dbsqlc.ProviderInsertParams{
-			ID: id, AccountID: caller.AccountID, Kind: req.Kind, Label: strings.TrimSpace(req.Label), Config: public,
+			ID: id, AccountID: caller.AccountID, Kind: req.Kind, Label: label, Config: public,
 			SecretCiphertext: ct, SecretKeyID: keyID,
 		})
 		if dbutil.IsUniqueViolation(err, "sending_providers_account_label_key") {
-			return nil, Conflict("a sending provider labelled %q already exists", req.Label)
+			return nil, Conflict("a sending provider labelled %q already exists", label)
 		}
 		if err != nil {
 			return nil, err
@@ -304,6 +308,13 @@ func (s *Server) updateProvider(ctx context.Context, req *UpdateProviderRequest)
 	if req.Label == nil && req.Config == nil {
 		return nil, InvalidField("label", "give label or config")
 	}
+	var label string
+	if req.Label != nil {
+		var err error
+		if label, err = providers.NormalizeLabel(*req.Label); err != nil {
+			return nil, providerConfigError(err)
+		}
+	}
 	return dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (*SendingProvider, error) {
 		cur, err := s.q.ProviderGetByID(ctx, tx, dbsqlc.ProviderGetByIDParams{ID: req.ID, AccountID: caller.AccountID})
 		if dbutil.IsNotFound(err) {
@@ -317,7 +328,7 @@ func (s *Server) updateProvider(ctx context.Context, req *UpdateProviderRequest)
 			SecretCiphertext: cur.SecretCiphertext, SecretKeyID: cur.SecretKeyID,
 		}
 		if req.Label != nil {
-			p.Label = strings.TrimSpace(*req.Label)
+			p.Label = label
 		}
 		if req.Config != nil {
 			cfg := req.Config.toCapability()
@@ -424,7 +435,7 @@ func (s *Server) ingestProvider(c *fiber.Ctx) error {
 		return NotFound("sending provider")
 	}
 	if errors.Is(err, providers.ErrReplayMismatch) {
-		return unauthorized("this Mailgun token was already used with another body")
+		return unauthorized(err.Error())
 	}
 	if err != nil {
 		return err
