@@ -228,7 +228,8 @@ func (s *Server) authProviderRoutes() {
 			"(svix-id, svix-timestamp, svix-signature: Clerk), or WorkOS-Signature (t=<ms>, v1=<hex HMAC-SHA256 of t.body>), under the " +
 			"provider's webhook_secret, verified on the raw body. user.created and user.updated create or update the user's link, " +
 			"user.deleted removes it (also Supabase database webhooks on auth.users: INSERT, UPDATE, DELETE). Each provider event id " +
-			"applies once (for Supabase, whose retries carry new webhook ids, the payload itself identifies the change).",
+			"applies once (for Supabase, whose retries carry new webhook ids, the payload itself identifies the change). An event " +
+			"whose id, type, user id or email holds a NUL character (which cannot be stored) is 422.",
 		Errors: []int{401, 404},
 	}, s.authIngress)
 }

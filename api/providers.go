@@ -144,8 +144,9 @@ func (s *Server) providerRoutes() {
 	})
 	Handle(s.router, Endpoint[UpdateProviderRequest, SendingProvider]{
 		Method: "PATCH", Path: base + "/{id}", OperationID: "updateSendingProvider", Tag: tag, Errors: []int{404, 409},
-		Summary: "Rename a provider or replace its verification material",
-		Call:    s.updateProvider,
+		Summary:     "Rename a provider or replace its verification material",
+		Description: "label is trimmed and must keep 1 to 100 characters, as on create (422).",
+		Call:        s.updateProvider,
 	})
 	Handle(s.router, Endpoint[ProviderPath, NoContent]{
 		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteSendingProvider", Tag: tag, Errors: []int{404},
@@ -194,8 +195,10 @@ func (s *Server) providerRoutes() {
 			"is single-use), Resend's svix-id/svix-timestamp/svix-signature, Postmark basic auth (+ optional IP allow-list), " +
 			"SES through SNS (signature versions 1 and 2, certificate from sns.<region>.amazonaws.com only, TopicArn in the " +
 			"allow-list). Timestamps are checked against PROVIDER_WEBHOOK_MAX_AGE when it is set. The verified payload is " +
-			"stored and normalised by a job; a repeat of the same request is acknowledged (duplicate: true) and ignored. 401 " +
-			"bad signature, 400 unreadable payload, 404 unknown provider, 503 when the SNS certificate cannot be fetched (SNS retries).",
+			"stored as received and normalised by a job (a NUL character or invalid UTF-8 in an event's strings becomes U+FFFD); " +
+			"a repeat of the same request is acknowledged (duplicate: true) and ignored. 401 bad signature, or a replay key " +
+			"(Mailgun token, svix-id, SNS MessageId) reused with another body; 400 unreadable payload, 404 unknown provider, 503 " +
+			"when the SNS certificate cannot be fetched (SNS retries).",
 		Errors: []int{401, 404, 413, 503},
 	}, s.ingestProvider)
 }

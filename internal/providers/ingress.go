@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/esp/resend"
 	"github.com/mailwatch/mailwatch/internal/esp/sendgrid"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
+	"github.com/mailwatch/mailwatch/internal/pgtext"
 )
 
 // Request is one webhook request as the ingress route saw it.
@@ -161,7 +160,7 @@ type Stored struct {
 // storableKey returns s when Postgres text can hold it and it is short,
 // else a hash of it: a key is compared, never shown.
 func storableKey(s string) string {
-	if len(s) <= 512 && utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+	if len(s) <= 512 && pgtext.Check(s) == nil {
 		return s
 	}
 	h := sha256.Sum256([]byte(s))
