@@ -169,7 +169,9 @@ func TestProviderIngressTenantIsolation(t *testing.T) {
 			mixed++
 		}
 	}
-	require.Positive(t, mixed, "the ingress batched both tenants' payloads into one job (%d jobs)", len(all))
+	// How requests share batches depends on timing, so it is reported, not
+	// asserted; TestProviderPayloadJobIsolatesPayloads (jobs) pins a mixed
+	// batch deterministically.
 	t.Logf("%d requests, %d normalising jobs, %d of them with both tenants' payloads", len(reqs), len(all), mixed)
 	for len(waiting) > 0 {
 		ev := <-finished
