@@ -231,7 +231,8 @@ func (s *Server) authProviderRoutes() {
 			"(svix-id, svix-timestamp, svix-signature: Clerk), or WorkOS-Signature (t=<ms>, v1=<hex HMAC-SHA256 of t.body>), under the " +
 			"provider's webhook_secret, verified on the raw body. user.created and user.updated create or update the user's link, " +
 			"user.deleted removes it (also Supabase database webhooks on auth.users: INSERT, UPDATE, DELETE). Each provider event id " +
-			"applies once (for Supabase, whose retries carry new webhook ids, the payload itself identifies the change).",
+			"applies once (for Supabase, whose retries carry new webhook ids, the payload itself identifies the change). An event " +
+			"whose id, type, user id or email holds a NUL character (which cannot be stored) is 422.",
 		Errors: []int{401, 404},
 	}, s.authIngress)
 }
@@ -446,6 +447,9 @@ func (s *Server) authIngress(c *fiber.Ctx) error {
 		})
 		if errors.Is(err, authproviders.ErrNoEventID) {
 			return InvalidField("body", "the event has no id (neither in the payload nor in the webhook-id header)")
+		}
+		if errors.Is(err, authproviders.ErrBadEventID) {
+			return InvalidField("webhook-id", err.Error())
 		}
 		if dbutil.IsUniqueViolation(err, "auth_provider_links_email_key") {
 			return Conflict("another link of this provider has this email")

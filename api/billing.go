@@ -98,13 +98,15 @@ func (s *Server) billingRoutes() {
 		Method: "POST", Path: "/api/webhooks/payments/stripe", OperationID: "ingestStripeEvent", Tag: "webhook ingress", Auth: AuthIngress,
 		Summary: "Stripe webhook (plans and payments)",
 		Description: "Point a Stripe webhook endpoint here. Stripe-Signature is verified under STRIPE_WEBHOOK_SECRET " +
-			"(timestamp at most 300 s old; any of several v1 signatures may match, as while a secret rolls). The verified event " +
+			"(timestamp at most 300 s old and at most 300 s ahead of the server's clock; any of several v1 signatures may match, " +
+			"as while a secret rolls). The verified event " +
 			"is stored with the job that applies it in one transaction, once per event id: a replay answers 200 with " +
 			"duplicate: true and changes nothing. Applied types: checkout.session.completed (links the customer to the account " +
 			"named by client_reference_id), customer.subscription.created/updated/deleted (price -> plan by STRIPE_PRICE_PLANS; " +
 			"an event older than the subscription state already applied changes nothing), invoice.paid, invoice.payment_failed " +
 			"(BILLING_GRACE_PERIOD, then free). Other types are stored and acknowledged. 401 bad or missing signature (the " +
-			"detail says which part failed), 400 a body that is not a Stripe event, 503 when no secret is configured.",
+			"detail says which part failed), 400 a body that is not a Stripe event (or whose id or type holds a NUL character), 503 " +
+			"when no secret is configured.",
 		Errors: []int{400, 401, 503},
 	}, s.ingestStripe)
 }
@@ -157,7 +159,7 @@ func (s *Server) ingestStripe(c *fiber.Ctx) error {
 	}
 	body := c.Body()
 	header := string(c.Request().Header.Peek("Stripe-Signature"))
-	if err := billing.VerifyStripe(body, header, secret); err != nil {
+	if err := billing.VerifyStripe(body, header, secret, s.now()); err != nil {
 		return unauthorized(err.Error())
 	}
 	ev, err := billing.ParseEvent(body)

@@ -144,8 +144,9 @@ func (s *Server) providerRoutes() {
 	})
 	Handle(s.router, Endpoint[UpdateProviderRequest, SendingProvider]{
 		Method: "PATCH", Path: base + "/{id}", OperationID: "updateSendingProvider", Tag: tag, Errors: []int{404, 409},
-		Summary: "Rename a provider or replace its verification material",
-		Call:    s.updateProvider,
+		Summary:     "Rename a provider or replace its verification material",
+		Description: "label is trimmed and must keep 1 to 100 characters, as on create (422).",
+		Call:        s.updateProvider,
 	})
 	Handle(s.router, Endpoint[ProviderPath, NoContent]{
 		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteSendingProvider", Tag: tag, Errors: []int{404},
@@ -194,8 +195,10 @@ func (s *Server) providerRoutes() {
 			"is single-use), Resend's svix-id/svix-timestamp/svix-signature, Postmark basic auth (+ optional IP allow-list), " +
 			"SES through SNS (signature versions 1 and 2, certificate from sns.<region>.amazonaws.com only, TopicArn in the " +
 			"allow-list). Timestamps are checked against PROVIDER_WEBHOOK_MAX_AGE when it is set. The verified payload is " +
-			"stored and normalised by a job; a repeat of the same request is acknowledged (duplicate: true) and ignored. 401 " +
-			"bad signature, 400 unreadable payload, 404 unknown provider, 503 when the SNS certificate cannot be fetched (SNS retries).",
+			"stored as received and normalised by a job (a NUL character or invalid UTF-8 in an event's strings becomes U+FFFD); " +
+			"a repeat of the same request is acknowledged (duplicate: true) and ignored. 401 bad signature, or a replay key " +
+			"(Mailgun token, svix-id, SNS MessageId) reused with another body; 400 unreadable payload, 404 unknown provider, 503 " +
+			"when the SNS certificate cannot be fetched (SNS retries).",
 		Errors: []int{401, 404, 413, 503},
 	}, s.ingestProvider)
 }
@@ -264,6 +267,10 @@ func providerConfigError(err error) error {
 
 func (s *Server) createProvider(ctx context.Context, req *CreateProviderRequest) (*SendingProvider, error) {
 	caller := mustCaller(ctx)
+	label, err := providers.NormalizeLabel(req.Label)
+	if err != nil {
+		return nil, providerConfigError(err)
+	}
 	cfg := req.Config.toCapability()
 	if _, err := providers.Validate(req.Kind, cfg); err != nil {
 		return nil, providerConfigError(err)
@@ -285,11 +292,11 @@ func (s *Server) createProvider(ctx context.Context, req *CreateProviderRequest)
 			return nil, Conflict("%s", providers.ErrLimit.Error())
 		}
 		row, err := s.q.ProviderInsert(ctx, tx, dbsqlc.ProviderInsertParams{
-			ID: id, AccountID: caller.AccountID, Kind: req.Kind, Label: strings.TrimSpace(req.Label), Config: public,
+			ID: id, AccountID: caller.AccountID, Kind: req.Kind, Label: label, Config: public,
 			SecretCiphertext: ct, SecretKeyID: keyID,
 		})
 		if dbutil.IsUniqueViolation(err, "sending_providers_account_label_key") {
-			return nil, Conflict("a sending provider labelled %q already exists", req.Label)
+			return nil, Conflict("a sending provider labelled %q already exists", label)
 		}
 		if err != nil {
 			return nil, err
@@ -304,6 +311,13 @@ func (s *Server) updateProvider(ctx context.Context, req *UpdateProviderRequest)
 	if req.Label == nil && req.Config == nil {
 		return nil, InvalidField("label", "give label or config")
 	}
+	var label string
+	if req.Label != nil {
+		var err error
+		if label, err = providers.NormalizeLabel(*req.Label); err != nil {
+			return nil, providerConfigError(err)
+		}
+	}
 	return dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (*SendingProvider, error) {
 		cur, err := s.q.ProviderGetByID(ctx, tx, dbsqlc.ProviderGetByIDParams{ID: req.ID, AccountID: caller.AccountID})
 		if dbutil.IsNotFound(err) {
@@ -317,7 +331,7 @@ func (s *Server) updateProvider(ctx context.Context, req *UpdateProviderRequest)
 			SecretCiphertext: cur.SecretCiphertext, SecretKeyID: cur.SecretKeyID,
 		}
 		if req.Label != nil {
-			p.Label = strings.TrimSpace(*req.Label)
+			p.Label = label
 		}
 		if req.Config != nil {
 			cfg := req.Config.toCapability()
@@ -424,7 +438,7 @@ func (s *Server) ingestProvider(c *fiber.Ctx) error {
 		return NotFound("sending provider")
 	}
 	if errors.Is(err, providers.ErrReplayMismatch) {
-		return unauthorized("this Mailgun token was already used with another body")
+		return unauthorized(err.Error())
 	}
 	if err != nil {
 		return err

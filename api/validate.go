@@ -1,15 +1,15 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/go-playground/validator/v10"
+
+	"github.com/mailwatch/mailwatch/internal/pgtext"
 )
 
 // newValidator returns a validator that names fields as clients spell them.
@@ -102,19 +102,19 @@ func clientPath(ns string) string {
 
 var rawJSONType = reflect.TypeFor[json.RawMessage]()
 
-// checkText refuses text Postgres cannot store: NUL characters anywhere in
-// a request (a string, or a \u0000 escape inside raw JSON such as an event
-// payload) and invalid UTF-8 (query and path values are not checked by the
+// checkText refuses text Postgres cannot store (pgtext): NUL characters
+// anywhere in a request (a string, or a \u0000 escape inside raw JSON such
+// as an event payload), lone surrogate escapes in raw JSON (jsonb refuses
+// them) and invalid UTF-8 (query and path values are not checked by the
 // JSON decoder). Without it such input reached the database and failed
 // there, as a 500.
 func checkText(v reflect.Value, path string) error {
 	switch v.Kind() {
 	case reflect.String:
-		s := v.String()
-		if strings.IndexByte(s, 0) >= 0 {
+		switch pgtext.Check(v.String()) {
+		case pgtext.ErrNUL:
 			return InvalidField(path, "must not contain NUL characters")
-		}
-		if !utf8.ValidString(s) {
+		case pgtext.ErrUTF8:
 			return InvalidField(path, "must be valid UTF-8")
 		}
 	case reflect.Pointer, reflect.Interface:
@@ -124,8 +124,15 @@ func checkText(v reflect.Value, path string) error {
 	case reflect.Slice, reflect.Array:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
 			// Raw JSON kept as bytes (json.RawMessage and types like it).
-			if v.Kind() == reflect.Slice && v.Type().ConvertibleTo(rawJSONType) && hasNULEscape(v.Bytes()) {
-				return InvalidField(path, "must not contain NUL characters (\\u0000)")
+			if v.Kind() == reflect.Slice && v.Type().ConvertibleTo(rawJSONType) {
+				switch pgtext.CheckJSON(v.Bytes()) {
+				case pgtext.ErrNUL:
+					return InvalidField(path, "must not contain NUL characters (\\u0000)")
+				case pgtext.ErrSurrogate:
+					return InvalidField(path, "must not contain a \\u escape of a lone UTF-16 surrogate")
+				case pgtext.ErrUTF8:
+					return InvalidField(path, "must be valid UTF-8")
+				}
 			}
 			return nil
 		}
@@ -162,26 +169,6 @@ func checkText(v reflect.Value, path string) error {
 		}
 	}
 	return nil
-}
-
-// hasNULEscape reports whether raw JSON holds a \u0000 escape (one not
-// itself escaped as \\u0000).
-func hasNULEscape(raw []byte) bool {
-	for i := 0; ; {
-		j := bytes.Index(raw[i:], []byte(`\u0000`))
-		if j < 0 {
-			return false
-		}
-		at := i + j
-		backslashes := 0
-		for k := at; k >= 0 && raw[k] == '\\'; k-- {
-			backslashes++
-		}
-		if backslashes%2 == 1 {
-			return true
-		}
-		i = at + 1
-	}
 }
 
 func joinPath(path, name string) string {

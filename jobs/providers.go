@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -133,19 +134,34 @@ type ProviderPayloadWorker struct {
 }
 
 // Work normalises the payloads in one transaction with the job's
-// completion. Normalising is idempotent (message events are deduplicated by
-// provider event id) and a payload that cannot be read is recorded as such,
-// so only a database error fails the job, and a retry of the whole batch
-// changes nothing twice.
+// completion. The payloads may belong to several accounts, so each one's
+// failure is isolated (providers.ProcessPayloads): the others are
+// normalised and committed, and the failed ones are queued again in a job
+// of their own, later, until they are given up. Only a failure of the
+// transaction itself fails the job, and a retry of the whole job changes
+// nothing twice (normalising is idempotent).
 func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[ProviderPayloadArgs]) error {
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return err
+	}
 	return dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		now := w.deps.domainNow()
-		for _, id := range job.Args.ids() {
-			if _, err := providers.ProcessPayload(ctx, tx, id, now); err != nil {
-				return err
+		res, err := providers.ProcessPayloads(ctx, tx, job.Args.ids(), w.deps.domainNow())
+		if err != nil {
+			return err
+		}
+		for _, f := range res.Failures {
+			w.deps.domainLogger().WarnContext(ctx, "provider payload failed to normalise", slog.String("payload_id", f.PayloadID.String()),
+				slog.Int("attempts", f.Attempts), slog.Bool("given_up", f.GivenUp), slog.Any("error", f.Err))
+		}
+		if retry := res.Retry(); len(retry) > 0 {
+			// ScheduledAt is compared with the database's clock, not Deps.Now.
+			opts := &river.InsertOpts{ScheduledAt: time.Now().Add(res.RetryDelay())}
+			if _, err := client.InsertTx(ctx, tx, ProviderPayloadArgs{PayloadIDs: retry}, opts); err != nil {
+				return fmt.Errorf("error queueing failed payloads again: %w", err)
 			}
 		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
 }

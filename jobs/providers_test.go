@@ -1,7 +1,9 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"testing"
@@ -160,4 +162,101 @@ func TestProviderPayloadPruneByID(t *testing.T) {
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM provider_payloads WHERE id = $1`, orphan).Scan(&n))
 	require.Zero(t, n)
+}
+
+// TestProviderPayloadJobIsolatesPayloads works one normalising job over a
+// batch of three tenants' payloads, as the ingress queues them: an
+// attacker's signed payload whose strings hold \u0000, a payload that
+// fails for another reason (a trigger refuses its event), and a victim's
+// ordinary payloads around them. The job completes: the victim's payloads
+// are normalised and its hard bounce suppressed, the attacker's NULs are
+// replaced, and the failing payload alone is rolled back, its attempt and
+// reason recorded, and queued again in a later job of its own.
+func TestProviderPayloadJobIsolatesPayloads(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDB(t)
+	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	client, err := NewClient(deps, Options{Concurrency: 2, Queues: []string{QueueDefault}})
+	require.NoError(t, err)
+	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
+	t.Cleanup(cancel)
+	ctx := context.Background()
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = client.Stop(stopCtx)
+	})
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	tenant := func(name string) (account, provider uuid.UUID) {
+		account, provider = uuid.New(), uuid.New()
+		exec(`INSERT INTO accounts (id, email, password_hash) VALUES ($1, $2, 'x')`, account, name+"@isolation.example")
+		exec(`INSERT INTO sending_providers (id, account_id, kind, label, secret_ciphertext, secret_key_id) VALUES ($1, $2, 'mailgun', 'mg', '\x00', 'k')`, provider, account)
+		return account, provider
+	}
+	payload := func(account, provider uuid.UUID, key string, body []byte) uuid.UUID {
+		id := uuid.Must(uuid.NewV7())
+		exec(`INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body) VALUES ($1, $2, $3, $4, '\x00', $5)`,
+			id, provider, account, key, body)
+		return id
+	}
+	bounce := corpus.Read(t, "esp/mailgun-permanent_failure.json")
+	withRecipient := func(to string) []byte {
+		b, err := json.Marshal(to)
+		require.NoError(t, err)
+		return bytes.Replace(bounce, []byte(`"recipient": "alice@example.com"`), append([]byte(`"recipient": `), b...), 1)
+	}
+	victim, victimProvider := tenant("victim")
+	attacker, attackerProvider := tenant("attacker")
+	other, otherProvider := tenant("other")
+	exec(`CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF NEW.recipient = 'poison@other.example' THEN RAISE EXCEPTION 'poisoned event refused'; END IF; RETURN NEW; END $$`)
+	exec(`CREATE TRIGGER refuse_poison BEFORE INSERT ON message_events FOR EACH ROW EXECUTE FUNCTION refuse_poison()`)
+
+	nul := withRecipient("x\x00@attacker.example")
+	require.Contains(t, string(nul), `\u0000`)
+	ids := []uuid.UUID{
+		payload(victim, victimProvider, "token:v1", bounce),
+		payload(attacker, attackerProvider, "token:a1", bytes.Replace(nul, []byte(`"G9Bn5sl1TC6nu79C8C0bwg"`), []byte(`"G9Bn\u0000"`), 1)),
+		payload(other, otherProvider, "token:o1", withRecipient("poison@other.example")),
+		payload(victim, victimProvider, "token:v2", corpus.Read(t, "esp/mailgun-delivered.json")),
+		payload(victim, victimProvider, "token:v3", corpus.Read(t, "esp/mailgun-complained.json")),
+	}
+	job, err := client.Insert(ctx, ProviderPayloadArgs{PayloadIDs: ids}, nil)
+	require.NoError(t, err)
+	for ev := range done {
+		if ev.Job.ID == job.Job.ID {
+			require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "errors: %v", ev.Job.Errors)
+			break
+		}
+	}
+
+	count := func(sql string, args ...any) int {
+		t.Helper()
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, sql, args...).Scan(&n))
+		return n
+	}
+	require.Equal(t, 3, count(`SELECT count(*) FROM provider_payloads WHERE account_id = $1 AND processed_at IS NOT NULL AND error IS NULL`, victim))
+	require.Equal(t, 3, count(`SELECT count(*) FROM message_events WHERE account_id = $1`, victim))
+	require.Equal(t, 1, count(`SELECT count(*) FROM suppressions WHERE account_id = $1 AND reason = 'hard_bounce' AND email = 'alice@example.com'`, victim))
+	require.Equal(t, 1, count(`SELECT count(*) FROM message_events WHERE account_id = $1 AND recipient = 'x' || chr(65533) || '@attacker.example'
+		AND event_id = 'G9Bn' || chr(65533)`, attacker), "the attacker's NULs are replaced, its event kept")
+
+	var attempts int
+	var processed bool
+	var reason string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT attempts, processed_at IS NOT NULL, error FROM provider_payloads WHERE id = $1`, ids[2]).
+		Scan(&attempts, &processed, &reason))
+	require.Equal(t, 1, attempts)
+	require.False(t, processed, "a failed payload is tried again")
+	require.Contains(t, reason, "poisoned event refused")
+	require.Zero(t, count(`SELECT count(*) FROM message_events WHERE account_id = $1`, other))
+	require.Equal(t, 1, count(`SELECT count(*) FROM river_job WHERE kind = 'provider_payload' AND state = 'scheduled'
+		AND scheduled_at > now() AND args->'payload_ids' = to_jsonb(ARRAY[$1::text])`, ids[2].String()),
+		"the failed payload is queued again alone, later")
 }

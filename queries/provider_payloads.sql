@@ -38,3 +38,13 @@ FROM batch b
 WHERE EXISTS (SELECT 1 FROM sending_providers p WHERE p.id = b.provider_id)
 ON CONFLICT (provider_id, replay_key) DO NOTHING
 RETURNING id;
+
+-- name: ProviderPayloadMarkFailed :one
+-- Counts a failed normalisation of an unprocessed payload and keeps its
+-- reason; at max_attempts the payload is given up (processed, with the
+-- error). Returns the attempts made and whether it was given up.
+UPDATE provider_payloads
+SET attempts = attempts + 1, error = @error::text,
+    processed_at = CASE WHEN attempts + 1 >= @max_attempts::int THEN @now::timestamptz END
+WHERE id = @id::uuid AND processed_at IS NULL
+RETURNING attempts::int AS attempts, (processed_at IS NOT NULL)::boolean AS given_up;

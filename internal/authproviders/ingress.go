@@ -19,6 +19,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/pgtext"
 )
 
 // ErrSignature is a webhook whose signature does not verify.
@@ -27,6 +28,10 @@ var ErrSignature = errors.New("webhook signature does not verify")
 // ErrNoEventID is returned by Apply for a verified event that carries no
 // id to deduplicate it by (neither in its payload nor in its headers).
 var ErrNoEventID = errors.New("the event has no id")
+
+// ErrBadEventID is returned by Apply for a webhook-id header that Postgres
+// cannot store (ParseEvent checks the payload's own strings).
+var ErrBadEventID = errors.New("the webhook-id header holds a NUL character or invalid UTF-8, which cannot be stored")
 
 // Tolerance is how far a webhook's timestamp may be from now.
 const Tolerance = 5 * time.Minute
@@ -112,7 +117,8 @@ const MaxBodyBytes = 256 << 10
 // ({type, data: {id, email_addresses, primary_email_address_id}}), WorkOS
 // ({id, event, data: {id, email}}), Supabase database webhooks on
 // auth.users ({type: INSERT|UPDATE|DELETE, table: users, record,
-// old_record}) and the generic {id, type, data: {id, email}}.
+// old_record}) and the generic {id, type, data: {id, email}}. A user
+// event whose strings Postgres cannot store (a NUL character) is refused.
 func ParseEvent(body []byte) (Event, error) {
 	if len(body) > MaxBodyBytes {
 		return Event{}, fmt.Errorf("body larger than %d bytes", MaxBodyBytes)
@@ -186,6 +192,11 @@ func ParseEvent(body []byte) (Event, error) {
 		// itself names the change.
 		ev.ID = ev.Type + ":" + ev.Subject + ":" + u.UpdatedAt
 	}
+	for _, f := range []struct{ name, v string }{{"id", ev.ID}, {"type", ev.Type}, {"user id", ev.Subject}, {"email", ev.Email}} {
+		if err := pgtext.Check(f.v); err != nil {
+			return ev, fmt.Errorf("the event's %s %w", f.name, err)
+		}
+	}
 	return ev, nil
 }
 
@@ -200,6 +211,9 @@ func Apply(ctx context.Context, tx dbutil.Tx, p dbsqlc.AuthProvider, ev Event, h
 	}
 	if id == "" {
 		return false, ErrNoEventID
+	}
+	if pgtext.Check(id) != nil {
+		return false, ErrBadEventID
 	}
 	n, err := q.AuthProviderWebhookEventInsert(ctx, tx, dbsqlc.AuthProviderWebhookEventInsertParams{ProviderID: p.ID, EventID: id, EventType: ev.Type})
 	if err != nil {

@@ -44,7 +44,7 @@ const (
 	OutcomeIgnored  = "ignored"    // a type mailwatch does not act on
 	OutcomeNoAcct   = "no_account" // no account linked to the customer
 	OutcomeConflict = "conflict"   // the customer is linked to another account
-	OutcomeInvalid  = "invalid"    // data.object unreadable
+	OutcomeInvalid  = "invalid"    // data.object unreadable, or holding text Postgres cannot store
 )
 
 // ErrNoAccount means the event's customer is not linked to an account
@@ -123,7 +123,7 @@ func (a *Applier) record(ctx context.Context, tx dbutil.Tx, id, outcome string, 
 
 func (a *Applier) checkoutCompleted(ctx context.Context, tx dbutil.Tx, raw json.RawMessage) (string, *uuid.UUID, error) {
 	var cs checkoutSession
-	if err := json.Unmarshal(raw, &cs); err != nil {
+	if err := json.Unmarshal(raw, &cs); err != nil || !storable(string(cs.Customer)) {
 		return OutcomeInvalid, nil, nil
 	}
 	accountID, err := uuid.Parse(cs.ClientReferenceID)
@@ -192,7 +192,7 @@ func (a *Applier) accountOf(ctx context.Context, tx dbutil.Tx, customer string, 
 
 func (a *Applier) subscriptionChanged(ctx context.Context, tx dbutil.Tx, ev *Event, created, now time.Time) (string, *uuid.UUID, error) {
 	var sub subscription
-	if err := json.Unmarshal(ev.Data.Object, &sub); err != nil || sub.ID == "" {
+	if err := json.Unmarshal(ev.Data.Object, &sub); err != nil || sub.ID == "" || !storable(sub.ID, string(sub.Customer), sub.Status, sub.priceID()) {
 		return OutcomeInvalid, nil, nil
 	}
 	accountID, err := a.accountOf(ctx, tx, string(sub.Customer), sub.Metadata)
@@ -317,7 +317,7 @@ func emitPlanChanged(ctx context.Context, tx dbutil.Tx, em *events.Emitter, acco
 
 func (a *Applier) invoiceEvent(ctx context.Context, tx dbutil.Tx, ev *Event, created, now time.Time) (string, *uuid.UUID, error) {
 	var inv invoice
-	if err := json.Unmarshal(ev.Data.Object, &inv); err != nil || inv.ID == "" {
+	if err := json.Unmarshal(ev.Data.Object, &inv); err != nil || inv.ID == "" || !storable(inv.ID, string(inv.Customer)) {
 		return OutcomeInvalid, nil, nil
 	}
 	accountID, err := a.accountOf(ctx, tx, string(inv.Customer), nil)

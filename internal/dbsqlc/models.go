@@ -675,6 +675,7 @@ type ProviderPayload struct {
 	ProcessedAt   *time.Time
 	Events        *int32
 	Error         *string
+	Attempts      int16
 }
 
 type Receiver struct {

@@ -52,7 +52,7 @@ func (q *Queries) ProviderPayloadDeleteProcessedBefore(ctx context.Context, db D
 }
 
 const providerPayloadGetByID = `-- name: ProviderPayloadGetByID :one
-SELECT id, provider_id, account_id, replay_key, body_sha256, body, header_event_id, received_at, processed_at, events, error FROM provider_payloads WHERE id = $1::uuid
+SELECT id, provider_id, account_id, replay_key, body_sha256, body, header_event_id, received_at, processed_at, events, error, attempts FROM provider_payloads WHERE id = $1::uuid
 `
 
 func (q *Queries) ProviderPayloadGetByID(ctx context.Context, db DBTX, id uuid.UUID) (ProviderPayload, error) {
@@ -70,6 +70,7 @@ func (q *Queries) ProviderPayloadGetByID(ctx context.Context, db DBTX, id uuid.U
 		&i.ProcessedAt,
 		&i.Events,
 		&i.Error,
+		&i.Attempts,
 	)
 	return i, err
 }
@@ -150,6 +151,41 @@ func (q *Queries) ProviderPayloadInsertMany(ctx context.Context, db DBTX, arg Pr
 		return nil, err
 	}
 	return items, nil
+}
+
+const providerPayloadMarkFailed = `-- name: ProviderPayloadMarkFailed :one
+UPDATE provider_payloads
+SET attempts = attempts + 1, error = $1::text,
+    processed_at = CASE WHEN attempts + 1 >= $2::int THEN $3::timestamptz END
+WHERE id = $4::uuid AND processed_at IS NULL
+RETURNING attempts::int AS attempts, (processed_at IS NOT NULL)::boolean AS given_up
+`
+
+type ProviderPayloadMarkFailedParams struct {
+	Error       string
+	MaxAttempts int32
+	Now         time.Time
+	ID          uuid.UUID
+}
+
+type ProviderPayloadMarkFailedRow struct {
+	Attempts int32
+	GivenUp  bool
+}
+
+// Counts a failed normalisation of an unprocessed payload and keeps its
+// reason; at max_attempts the payload is given up (processed, with the
+// error). Returns the attempts made and whether it was given up.
+func (q *Queries) ProviderPayloadMarkFailed(ctx context.Context, db DBTX, arg ProviderPayloadMarkFailedParams) (ProviderPayloadMarkFailedRow, error) {
+	row := db.QueryRow(ctx, providerPayloadMarkFailed,
+		arg.Error,
+		arg.MaxAttempts,
+		arg.Now,
+		arg.ID,
+	)
+	var i ProviderPayloadMarkFailedRow
+	err := row.Scan(&i.Attempts, &i.GivenUp)
+	return i, err
 }
 
 const providerPayloadMarkProcessed = `-- name: ProviderPayloadMarkProcessed :exec

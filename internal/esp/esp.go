@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mailwatch/mailwatch/internal/pgtext"
 )
 
 // ReplayRetention is how long a stored provider payload, and with it the
@@ -155,8 +157,10 @@ func validTail(s string) bool {
 }
 
 // Finish checks and trims the events a parser produced: each must have an
-// id, a recipient and a type; strings are clipped. It returns ErrPayload
-// when there are more than MaxEventsPerPayload.
+// id, a recipient and a type; strings are cleaned for Postgres (a NUL
+// character or invalid UTF-8 becomes U+FFFD: a signed payload may carry
+// them, and refusing would lose the real events beside them) and clipped.
+// It returns ErrPayload when there are more than MaxEventsPerPayload.
 func Finish(evs []Event) ([]Event, error) {
 	if len(evs) > MaxEventsPerPayload {
 		return nil, Errorf(ErrPayload, "too many events in one payload")
@@ -167,12 +171,12 @@ func Finish(evs []Event) ([]Event, error) {
 		if e.ID == "" || e.Recipient == "" || e.Type == "" {
 			continue
 		}
-		e.ID = Clip(e.ID, MaxIDLength)
-		e.MessageID = Clip(e.MessageID, MaxIDLength)
-		e.Recipient = Clip(e.Recipient, MaxRecipientLength)
-		e.Sender = Clip(strings.TrimSpace(e.Sender), MaxRecipientLength)
-		e.Classification = Clip(e.Classification, MaxDetailLength)
-		e.Detail = Clip(e.Detail, MaxDetailLength)
+		e.ID = Clip(pgtext.Clean(e.ID), MaxIDLength)
+		e.MessageID = Clip(pgtext.Clean(e.MessageID), MaxIDLength)
+		e.Recipient = Clip(pgtext.Clean(e.Recipient), MaxRecipientLength)
+		e.Sender = Clip(pgtext.Clean(strings.TrimSpace(e.Sender)), MaxRecipientLength)
+		e.Classification = Clip(pgtext.Clean(e.Classification), MaxDetailLength)
+		e.Detail = Clip(pgtext.Clean(e.Detail), MaxDetailLength)
 		if e.Timestamp.IsZero() {
 			e.Timestamp = time.Unix(0, 0).UTC()
 		}

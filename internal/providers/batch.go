@@ -84,8 +84,9 @@ type ingestCall struct {
 }
 
 // Store writes in (with whatever else is pending) and returns its result.
-// A replayed request is Stored.Duplicate; a reused Mailgun token with
-// another body is ErrReplayMismatch.
+// A replayed request is Stored.Duplicate; a replay key (a Mailgun token, a
+// Svix id) reused with another body is a *ReplayMismatchError. A request
+// whose payload cannot be stored fails alone, never the rest of its batch.
 func (g *Ingester) Store(ctx context.Context, in Ingest) (Stored, error) {
 	c := &ingestCall{in: in, done: make(chan struct{})}
 	g.mu.Lock()
@@ -147,8 +148,10 @@ func (g *Ingester) flush() {
 
 // write stores a batch in one transaction: one multi-row insert, a
 // lookup only for the requests that were replays, one touch per provider,
-// one InsertMany. Per-request outcomes (duplicate, replay mismatch) are set
-// on the calls; an error fails the whole batch.
+// one InsertMany. The batch holds several accounts' requests, so a request
+// whose insert fails fails alone (insert); per-request outcomes (stored,
+// duplicate, replay mismatch, failure) are set on the calls. An error
+// returned (the transaction, the job insert) fails the whole batch.
 func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 	q := dbsqlc.New()
 	n := len(batch)
@@ -166,19 +169,20 @@ func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 		}
 	}
 	return dbutil.WithTx(ctx, g.DB, func(ctx context.Context, tx pgx.Tx) error {
-		stored, err := q.ProviderPayloadInsertMany(ctx, tx, p)
+		for _, c := range batch {
+			c.out, c.err = Stored{}, nil
+		}
+		isNew, err := insertPayloads(ctx, tx, p, batch)
 		if err != nil {
-			return fmt.Errorf("error storing provider payloads: %w", err)
+			return err
 		}
-		isNew := make(map[uuid.UUID]bool, len(stored))
-		for _, id := range stored {
-			isNew[id] = true
-		}
-		jobs := make([]river.InsertManyParams, 0, len(stored))
+		jobs := make([]river.InsertManyParams, 0, len(isNew))
 		touched := map[uuid.UUID]bool{}
 		var batched []uuid.UUID
 		for i, c := range batch {
-			c.out, c.err = Stored{}, nil
+			if c.err != nil {
+				continue // its insert failed
+			}
 			if !isNew[p.Ids[i]] {
 				prev, err := q.ProviderPayloadGetByReplayKey(ctx, tx, dbsqlc.ProviderPayloadGetByReplayKeyParams{ProviderID: p.ProviderIds[i], ReplayKey: p.ReplayKeys[i]})
 				if dbutil.IsNotFound(err) {
@@ -189,7 +193,7 @@ func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 					return fmt.Errorf("error reading replayed payload: %w", err)
 				}
 				if string(prev.BodySha256) != string(p.BodySha256s[i]) {
-					c.err = ErrReplayMismatch
+					c.err = &ReplayMismatchError{Kind: c.in.Provider.Kind}
 					continue
 				}
 				c.out = Stored{PayloadID: prev.ID, Duplicate: true}
@@ -198,13 +202,8 @@ func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 			c.out = Stored{PayloadID: p.Ids[i]}
 			if !touched[p.ProviderIds[i]] {
 				touched[p.ProviderIds[i]] = true
-				now := c.in.Now
-				// Skipped when the (cached) row says it was touched within
-				// the minute: the UPDATE would change nothing.
-				if last := c.in.Provider.LastPayloadAt; last == nil || !last.After(now.Add(-time.Minute)) {
-					if err := q.ProviderTouch(ctx, tx, dbsqlc.ProviderTouchParams{ID: p.ProviderIds[i], Now: now, StaleBefore: now.Add(-time.Minute)}); err != nil {
-						return fmt.Errorf("error touching provider: %w", err)
-					}
+				if err := touchProvider(ctx, tx, c.in); err != nil {
+					return err
 				}
 			}
 			var args river.JobArgs
@@ -228,4 +227,59 @@ func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 		}
 		return nil
 	})
+}
+
+// insertPayloads inserts the batch p (one element per call) in tx and
+// returns the ids stored. The batch is one statement in a savepoint; if it
+// fails, each payload is inserted in a savepoint of its own, so a payload
+// that cannot be stored fails its own call (c.err) and no other. The error
+// returned is a failure of the transaction itself.
+func insertPayloads(ctx context.Context, tx pgx.Tx, p dbsqlc.ProviderPayloadInsertManyParams, batch []*ingestCall) (map[uuid.UUID]bool, error) {
+	q := dbsqlc.New()
+	isNew := make(map[uuid.UUID]bool, len(batch))
+	insert := func(sp pgx.Tx, p dbsqlc.ProviderPayloadInsertManyParams) error {
+		stored, err := q.ProviderPayloadInsertMany(ctx, sp, p)
+		if err != nil {
+			return fmt.Errorf("error storing provider payloads: %w", err)
+		}
+		for _, id := range stored {
+			isNew[id] = true
+		}
+		return nil
+	}
+	failed, err := inSavepoint(ctx, tx, func(sp pgx.Tx) error { return insert(sp, p) })
+	if err != nil || failed == nil || len(batch) == 1 {
+		if failed != nil {
+			batch[0].err = failed
+		}
+		return isNew, err
+	}
+	clear(isNew)
+	for i, c := range batch {
+		one := dbsqlc.ProviderPayloadInsertManyParams{
+			Ids: p.Ids[i : i+1], ProviderIds: p.ProviderIds[i : i+1], AccountIds: p.AccountIds[i : i+1], ReplayKeys: p.ReplayKeys[i : i+1],
+			BodySha256s: p.BodySha256s[i : i+1], Bodies: p.Bodies[i : i+1], HeaderEventIds: p.HeaderEventIds[i : i+1],
+		}
+		failed, err := inSavepoint(ctx, tx, func(sp pgx.Tx) error { return insert(sp, one) })
+		if err != nil {
+			return nil, err
+		}
+		c.err = failed
+	}
+	return isNew, nil
+}
+
+// touchProvider records that in's provider got a payload, unless the
+// (cached) row says it was touched within the minute: the UPDATE would
+// change nothing. last_payload_at is a hint for the user, so a touch that
+// fails is rolled back alone and costs no request its payload.
+func touchProvider(ctx context.Context, tx pgx.Tx, in Ingest) error {
+	now := in.Now
+	if last := in.Provider.LastPayloadAt; last != nil && last.After(now.Add(-time.Minute)) {
+		return nil
+	}
+	_, err := inSavepoint(ctx, tx, func(sp pgx.Tx) error {
+		return dbsqlc.New().ProviderTouch(ctx, sp, dbsqlc.ProviderTouchParams{ID: in.Provider.ID, Now: now, StaleBefore: now.Add(-time.Minute)})
+	})
+	return err
 }

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/esp/resend"
 	"github.com/mailwatch/mailwatch/internal/esp/sendgrid"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
+	"github.com/mailwatch/mailwatch/internal/pgtext"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 )
 
@@ -45,7 +47,30 @@ const (
 	maxTopicARNs  = 20
 	maxAllowedIPs = 50
 	maxSecretLen  = 1024
+	// MinSigningKeyLength is the shortest Mailgun signing key accepted
+	// (Mailgun's are 32 hex characters or longer, with a key- prefix).
+	MinSigningKeyLength = 16
+	// MaxLabelLength bounds a label (sending_providers_label_length).
+	MaxLabelLength = 100
 )
+
+// NormalizeLabel returns label as it is stored, trimmed of surrounding
+// white space, or a *FieldError when what is left is empty, longer than
+// MaxLabelLength characters, or text Postgres cannot store. Create and
+// rename both use it.
+func NormalizeLabel(label string) (string, error) {
+	if err := pgtext.Check(label); err != nil {
+		return "", fieldErr("label", "%s", err)
+	}
+	label = strings.TrimSpace(label)
+	switch n := utf8.RuneCountInString(label); {
+	case n == 0:
+		return "", fieldErr("label", "must not be empty or only white space")
+	case n > MaxLabelLength:
+		return "", fieldErr("label", "must be at most %d characters", MaxLabelLength)
+	}
+	return label, nil
+}
 
 // Config is a provider's verification material as given at creation. Every
 // field is sealed at rest; none is shown again.
@@ -167,8 +192,11 @@ func Validate(kind string, cfg Config) ([]string, error) {
 			return nil, fieldErr("config.allowed_ips", "%s", strings.TrimPrefix(err.Error(), "malformed provider payload: "))
 		}
 	case KindMailgun:
-		if len(cfg.SigningKey) < 16 {
+		switch n := len(cfg.SigningKey); {
+		case n == 0:
 			return nil, fieldErr("config.signing_key", "is required: Mailgun's HTTP webhook signing key")
+		case n < MinSigningKeyLength:
+			return nil, fieldErr("config.signing_key", "is too short (%d characters): Mailgun's HTTP webhook signing key has at least %d", n, MinSigningKeyLength)
 		}
 	case KindResend:
 		if err := resend.ValidateSecret(cfg.SigningSecret); err != nil {

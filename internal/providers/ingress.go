@@ -8,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/esp/resend"
 	"github.com/mailwatch/mailwatch/internal/esp/sendgrid"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
+	"github.com/mailwatch/mailwatch/internal/pgtext"
 )
 
 // Request is one webhook request as the ingress route saw it.
@@ -47,9 +46,37 @@ type Verified struct {
 	Ignore bool
 }
 
-// ErrReplayMismatch means a replay key (a Mailgun token) came back with
-// another body: a forgery, refused like a bad signature.
-var ErrReplayMismatch = fmt.Errorf("%w: token already used with another body", esp.ErrSignature)
+// ErrReplayMismatch means a replay key (a Mailgun token, a Svix message id,
+// an SNS MessageId) came back with another body: a forgery, refused like a
+// bad signature. The error returned is a *ReplayMismatchError naming the
+// key as the provider calls it.
+var ErrReplayMismatch = fmt.Errorf("%w: replay key already used with another body", esp.ErrSignature)
+
+// ReplayMismatchError is ErrReplayMismatch for a provider kind.
+type ReplayMismatchError struct {
+	Kind string
+}
+
+func (e *ReplayMismatchError) Error() string {
+	return "this " + replayKeyName(e.Kind) + " was already used with another body"
+}
+
+// Unwrap makes the error ErrReplayMismatch (and so esp.ErrSignature).
+func (e *ReplayMismatchError) Unwrap() error { return ErrReplayMismatch }
+
+// replayKeyName names what makes a request of kind unique, as the
+// provider's documentation calls it (Verify sets the replay keys).
+func replayKeyName(kind string) string {
+	switch kind {
+	case KindMailgun:
+		return "Mailgun token (signature.token)"
+	case KindResend:
+		return "Resend message id (svix-id)"
+	case KindSES:
+		return "SNS MessageId"
+	}
+	return "request" // keyed by the body's hash: a mismatch cannot happen
+}
 
 // Verify checks a request's signature (or credentials) for provider row p
 // whose config is cfg. Errors wrap esp.ErrSignature (401), esp.ErrPayload
@@ -133,7 +160,7 @@ type Stored struct {
 // storableKey returns s when Postgres text can hold it and it is short,
 // else a hash of it: a key is compared, never shown.
 func storableKey(s string) string {
-	if len(s) <= 512 && utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+	if len(s) <= 512 && pgtext.Check(s) == nil {
 		return s
 	}
 	h := sha256.Sum256([]byte(s))

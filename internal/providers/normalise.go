@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/esp/resend"
 	"github.com/mailwatch/mailwatch/internal/esp/sendgrid"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
+	"github.com/mailwatch/mailwatch/internal/pgtext"
 )
 
 // ParsePayload normalises a stored payload of kind into events.
@@ -46,6 +47,9 @@ type Processed struct {
 	Suppressed int
 	// Gone is true when the payload or its provider no longer exists.
 	Gone bool
+	// Done is true when the payload had been processed before: nothing
+	// was done.
+	Done bool
 }
 
 type linkedDomain struct {
@@ -81,7 +85,10 @@ func resolveDomain(links []linkedDomain, sender string) (name string, id *uuid.U
 // ProcessPayload normalises one stored payload in tx: one message event per
 // recipient event (deduplicated by the provider's event id), a suppression
 // entry for each new hard bounce and complaint, and the payload marked
-// processed. Re-running it converges: everything it writes is keyed.
+// processed. A payload processed before is left alone; re-running one
+// whose processed_at was cleared converges: everything it writes is keyed.
+// A batch of payloads is normalised with ProcessPayloads, which isolates
+// each payload's failure.
 func ProcessPayload(ctx context.Context, tx pgx.Tx, payloadID uuid.UUID, now time.Time) (Processed, error) {
 	q := dbsqlc.New()
 	pl, err := q.ProviderPayloadGetByID(ctx, tx, payloadID)
@@ -90,6 +97,9 @@ func ProcessPayload(ctx context.Context, tx pgx.Tx, payloadID uuid.UUID, now tim
 	}
 	if err != nil {
 		return Processed{}, fmt.Errorf("error reading payload: %w", err)
+	}
+	if pl.ProcessedAt != nil {
+		return Processed{Done: true}, nil
 	}
 	prov, err := q.ProviderGetForIngress(ctx, tx, pl.ProviderID)
 	if dbutil.IsNotFound(err) {
@@ -111,7 +121,7 @@ func ProcessPayload(ctx context.Context, tx pgx.Tx, payloadID uuid.UUID, now tim
 	if perr != nil {
 		// A verified body we cannot read is kept with its error for an
 		// operator; retrying will not help.
-		msg := esp.Clip(perr.Error(), 500)
+		msg := esp.Clip(pgtext.Clean(perr.Error()), maxPayloadError)
 		return Processed{}, q.ProviderPayloadMarkProcessed(ctx, tx, dbsqlc.ProviderPayloadMarkProcessedParams{ID: pl.ID, Now: now, Events: 0, Error: &msg})
 	}
 	rows, err := q.ProviderLinkListDomains(ctx, tx, prov.ID)
