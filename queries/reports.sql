@@ -178,7 +178,9 @@ FROM (
     ORDER BY day DESC, source_ip DESC
     LIMIT @max_rows::int
 ) d, unnest(d.dkim_selectors) AS s
-WHERE d.source_ip = ANY(@source_ips::text[])
+-- A semi-join (hashed) rather than = ANY, which compares every row with
+-- every element of the array.
+WHERE d.source_ip IN (SELECT unnest(@source_ips::text[]))
 GROUP BY d.source_ip;
 
 -- name: DMARCSelectorsSeen :many

@@ -455,7 +455,7 @@ FROM (
     ORDER BY day DESC, source_ip DESC
     LIMIT $4::int
 ) d, unnest(d.dkim_selectors) AS s
-WHERE d.source_ip = ANY($5::text[])
+WHERE d.source_ip IN (SELECT unnest($5::text[]))
 GROUP BY d.source_ip
 `
 
@@ -474,6 +474,8 @@ type DMARCSourceSelectorsRow struct {
 
 // The DKIM selectors seen per source IP over a period, from at most
 // @max_rows daily rows (newest day first), for the given source IPs.
+// A semi-join (hashed) rather than = ANY, which compares every row with
+// every element of the array.
 func (q *Queries) DMARCSourceSelectors(ctx context.Context, db DBTX, arg DMARCSourceSelectorsParams) ([]DMARCSourceSelectorsRow, error) {
 	rows, err := db.Query(ctx, dMARCSourceSelectors,
 		arg.DomainID,
