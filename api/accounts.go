@@ -146,7 +146,7 @@ func (s *Server) createAccount(ctx context.Context, req *CreateAccountRequest) (
 			return nil, err
 		}
 		// The sign-in address gets notification mail once verified.
-		if _, err := notify.ReplaceLogin(ctx, tx, s.deps.River, acct.ID, email); err != nil {
+		if _, err := notify.ReplaceLogin(ctx, tx, s.deps.River, acct.ID, email, s.now()); err != nil {
 			return nil, err
 		}
 		return &CreateAccountResponse{Account: accountFromRow(acct), APIKey: NewAPIKey{APIKey: apiKeyFromRow(row), Key: key.Plain}}, nil
@@ -192,7 +192,7 @@ func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (
 		if row.Email != prev.Email {
 			// A new sign-in address replaces the old one among the
 			// notification addresses and must be verified again.
-			if _, err := notify.ReplaceLogin(ctx, tx, s.deps.River, row.ID, row.Email); err != nil {
+			if _, err := notify.ReplaceLogin(ctx, tx, s.deps.River, row.ID, row.Email, s.now()); err != nil {
 				return row, err
 			}
 		}

@@ -3,7 +3,11 @@ package api
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strconv"
+	"time"
 
+	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -63,11 +67,15 @@ func preferenceError(err error) error {
 		return InvalidField("email", "set email, webhook or both to true or false (DELETE removes the override)")
 	case errors.Is(err, notify.ErrAddressNotFound):
 		return NotFound("notification address")
-	case errors.Is(err, notify.ErrAddressExists), errors.Is(err, notify.ErrTooManyAddresses),
-		errors.Is(err, notify.ErrResendTooSoon):
+	case errors.Is(err, notify.ErrAddressExists), errors.Is(err, notify.ErrTooManyAddresses):
 		return Conflict("%s", err.Error())
 	case errors.Is(err, notify.ErrBadToken):
 		return NotFound("verification token")
+	}
+	var busy *notify.RecipientBusyError
+	if errors.As(err, &busy) {
+		return &Error{Status: http.StatusTooManyRequests, Detail: busy.Error(),
+			Headers: map[string]string{fiber.HeaderRetryAfter: strconv.Itoa(int(busy.RetryAfter / time.Second))}}
 	}
 	return err
 }
@@ -160,15 +168,17 @@ func (s *Server) preferenceRoutes() {
 	})
 	Handle(s.router, Endpoint[AddNotificationAddressRequest, notify.Address]{
 		Method: "POST", Path: addrs, Status: 201, OperationID: "addNotificationAddress", Tag: tag, Errors: []int{409},
-		Summary:     "Add a notification address",
-		Description: "Added unverified; a verification mail with a single-use token (valid 48 h) is queued. An address the account already has is 409, and so is an 11th address (at most 10, the sign-in address included: each new one is mailed).",
+		Summary: "Add a notification address",
+		Description: "Added unverified; a verification mail with a single-use token (valid 48 h) is queued. An address the account already has is 409, and so is an 11th address (at most 10, the sign-in address included: each new one is mailed). " +
+			"One address gets at most one verification mail a minute and " + strconv.Itoa(notify.RecipientMailsPerDay) + " per UTC day, whichever account asks and however often it is removed and added: " +
+			"beyond, 429 with Retry-After and nothing is added.",
 		Call: func(ctx context.Context, req *AddNotificationAddressRequest) (*notify.Address, error) {
 			email, err := normalizeEmail("email", req.Email)
 			if err != nil {
 				return nil, err
 			}
 			a, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (notify.Address, error) {
-				return notify.AddAddress(ctx, tx, s.deps.River, mustCaller(ctx).AccountID, email)
+				return notify.AddAddress(ctx, tx, s.deps.River, mustCaller(ctx).AccountID, email, s.now())
 			})
 			if err != nil {
 				return nil, preferenceError(err)
@@ -177,12 +187,13 @@ func (s *Server) preferenceRoutes() {
 		},
 	})
 	Handle(s.router, Endpoint[NotificationAddressPath, notify.Address]{
-		Method: "POST", Path: addrs + "/{id}/resend", Status: 202, OperationID: "resendNotificationAddressVerification", Tag: tag, Errors: []int{404, 409},
-		Summary:     "Send the verification mail again",
-		Description: "Queues a new token (the previous one stops working); nothing for a verified address. 409 within a minute of the last verification mail.",
+		Method: "POST", Path: addrs + "/{id}/resend", Status: 202, OperationID: "resendNotificationAddressVerification", Tag: tag, Errors: []int{404},
+		Summary: "Send the verification mail again",
+		Description: "Queues a new token (the previous one stops working); nothing for a verified address. " +
+			"429 with Retry-After within a minute of the last verification mail to the address, or past its " + strconv.Itoa(notify.RecipientMailsPerDay) + " a UTC day (from any account).",
 		Call: func(ctx context.Context, req *NotificationAddressPath) (*notify.Address, error) {
 			a, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (notify.Address, error) {
-				return notify.ResendVerification(ctx, tx, s.deps.River, mustCaller(ctx).AccountID, req.ID)
+				return notify.ResendVerification(ctx, tx, s.deps.River, mustCaller(ctx).AccountID, req.ID, s.now())
 			})
 			if err != nil {
 				return nil, preferenceError(err)

@@ -9,12 +9,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/notify"
 )
 
 // webClient drives the dashboard through app.Test, keeping cookies like a
@@ -284,7 +286,8 @@ func TestDashboardAccountState(t *testing.T) {
 // preference and plan endpoints (the API sees the same state).
 func TestDashboardSettings(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	clock := &testClock{now: time.Now().UTC()}
+	b := setup(t, func(o *setupOpts) { o.now = clock.Now })
 	acct := b.createAccount(t)
 	w := newWebClient(t, b)
 	w.signIn(acct.Email, "correct horse battery")
@@ -358,7 +361,8 @@ func TestDashboardSettings(t *testing.T) {
 	})
 
 	t.Run("Addresses", func(t *testing.T) {
-		resp, _ := w.req("POST", "/settings/notification-addresses", url.Values{"csrf": {tok}, "email": {"Ops@Example.com"}})
+		opsEmail := "ops-" + acct.Email
+		resp, _ := w.req("POST", "/settings/notification-addresses", url.Values{"csrf": {tok}, "email": {strings.ToUpper(opsEmail)}})
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		var list []struct {
 			ID       string `json:"id"`
@@ -368,25 +372,30 @@ func TestDashboardSettings(t *testing.T) {
 		b.do(t, "GET", "/api/accounts/me/notification-addresses", acct.Key, nil).JSON(t, &list)
 		var ops string
 		for _, a := range list {
-			if a.Email == "ops@example.com" {
+			if a.Email == opsEmail {
 				ops = a.ID
 			}
 		}
 		require.NotEmpty(t, ops, "%v", list)
 		require.Equal(t, 1, b.verifyJobs(t, ops))
 		_, page := w.req("GET", "/settings", nil)
-		require.Contains(t, page, "ops@example.com added")
-		w.req("POST", "/settings/notification-addresses", url.Values{"csrf": {tok}, "email": {"ops@example.com"}})
+		require.Contains(t, page, opsEmail+" added")
+		w.req("POST", "/settings/notification-addresses", url.Values{"csrf": {tok}, "email": {opsEmail}})
 		_, page = w.req("GET", "/settings", nil)
 		require.Contains(t, page, `class="problem"`, "the API's 409")
 		w.req("POST", "/settings/notification-addresses/"+ops+"/resend", url.Values{"csrf": {tok}})
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, "less than a minute ago", "the API's 429")
+		require.Equal(t, 1, b.verifyJobs(t, ops))
+		clock.Add(notify.RecipientCooldown)
+		w.req("POST", "/settings/notification-addresses/"+ops+"/resend", url.Values{"csrf": {tok}})
 		require.Equal(t, 2, b.verifyJobs(t, ops))
 		_, page = w.req("GET", "/settings", nil)
-		require.Contains(t, page, "a new verification mail is on its way to ops@example.com")
+		require.Contains(t, page, "a new verification mail is on its way to "+opsEmail)
 		w.req("POST", "/settings/notification-addresses/"+ops+"/remove", url.Values{"csrf": {tok}})
 		_, page = w.req("GET", "/settings", nil)
 		require.Contains(t, page, "address removed")
-		require.NotContains(t, page, "ops@example.com</td>")
+		require.NotContains(t, page, opsEmail+"</td>")
 		// Another account's address is 404 here as in the API.
 		other := b.createAccount(t)
 		var theirs []struct {

@@ -295,7 +295,7 @@ func TestVerifyEmail(t *testing.T) {
 	_, err := e.pool.Exec(ctx, `DELETE FROM notification_addresses WHERE account_id = $1`, e.account)
 	require.NoError(t, err)
 	addr, err := dbutil.WithTxV(ctx, e.pool, func(ctx context.Context, tx pgx.Tx) (notify.Address, error) {
-		return notify.AddAddress(ctx, tx, e.client, e.account, "new@example.com")
+		return notify.AddAddress(ctx, tx, e.client, e.account, "new@example.com", time.Now())
 	})
 	require.NoError(t, err)
 	require.False(t, addr.Verified)

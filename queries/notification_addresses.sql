@@ -71,3 +71,42 @@ ON CONFLICT DO NOTHING;
 
 -- name: EventGetForNotification :one
 SELECT * FROM events WHERE id = @id::uuid;
+
+-- name: NotificationAddressLockAccount :exec
+-- Serialises additions of one account's addresses (FOR NO KEY UPDATE:
+-- foreign keys of child rows still insert), so that the cap on addresses
+-- holds under concurrent requests.
+SELECT id FROM accounts WHERE id = @account_id::uuid FOR NO KEY UPDATE;
+
+-- name: NotificationAddressCount :one
+SELECT count(*)::int FROM notification_addresses WHERE account_id = @account_id::uuid;
+
+-- name: VerificationRecipientClaim :one
+-- Records one verification mail to a recipient unless its cooldown or its
+-- daily bound forbids it; no row when refused. A conflicting row is locked
+-- even when not updated, so concurrent claims take turns and each sees the
+-- previous one's effect.
+INSERT INTO verification_recipients AS r (recipient_hash, last_queued_at, day, day_count)
+VALUES (@recipient_hash::bytea, @now::timestamptz, @day::date, 1)
+ON CONFLICT (recipient_hash) DO UPDATE
+SET last_queued_at = excluded.last_queued_at,
+    day = excluded.day,
+    day_count = CASE WHEN r.day = excluded.day THEN r.day_count + 1 ELSE 1 END
+WHERE r.last_queued_at <= @cooldown_start::timestamptz
+  AND (r.day <> excluded.day OR r.day_count < @per_day::int)
+RETURNING *;
+
+-- name: VerificationRecipientGet :one
+SELECT * FROM verification_recipients WHERE recipient_hash = @recipient_hash::bytea;
+
+-- name: VerificationRecipientPrune :execrows
+-- Deletes a few rows that no window reads any more, skipping rows another
+-- transaction holds.
+DELETE FROM verification_recipients
+WHERE recipient_hash IN (
+    SELECT recipient_hash FROM verification_recipients
+    WHERE last_queued_at < @before::timestamptz
+    ORDER BY last_queued_at
+    LIMIT @max::int
+    FOR UPDATE SKIP LOCKED
+);

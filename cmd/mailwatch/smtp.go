@@ -88,8 +88,11 @@ func newSMTPServer(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, 
 		AcceptDomain: func(ctx context.Context, domain string) (bool, error) {
 			return dnsfix.IsVerifiedInbound(ctx, boundedDB(cfg, pool), domain)
 		},
-		MaxMessageBytes: cfg.SMTPMaxMessageBytes,
-		TLSConfig:       tlsConfig,
+		MaxMessageBytes:     cfg.SMTPMaxMessageBytes,
+		TLSConfig:           tlsConfig,
+		MaxConnections:      cfg.SMTPMaxConnections,
+		MaxConnectionsPerIP: cfg.SMTPMaxConnectionsPerIP,
+		SessionTimeout:      cfg.SMTPSessionTimeout,
 	}, store, logthrottle.Logger(logger, 30*time.Second))
 }
 

@@ -44,6 +44,9 @@ var Vars = []Var{
 	{Name: "SMTP_MAX_MESSAGE_BYTES", Default: "10485760", Meaning: "Largest inbound message (SMTP: 552 beyond, advertised with SIZE; email ingress webhook: 413 beyond, also capped by BODY_LIMIT_BYTES). At most 26214400."},
 	{Name: "SMTP_TLS_CERT", Default: "", Meaning: "PEM certificate file (chain) for STARTTLS on the SMTP listener; with SMTP_TLS_KEY. Unset: no STARTTLS."},
 	{Name: "SMTP_TLS_KEY", Default: "", Secret: true, Meaning: "PEM private key file for SMTP_TLS_CERT (the value is a path; the file is the secret)."},
+	{Name: "SMTP_MAX_CONNECTIONS", Default: "1000", Meaning: "Open inbound SMTP sessions per `smtp` process; a connection beyond is answered `421 4.7.0` and closed. Each idle session holds about 90 KiB."},
+	{Name: "SMTP_MAX_CONNECTIONS_PER_IP", Default: "20", Meaning: "Open inbound SMTP sessions per client address (an IPv6 client's /64); a connection beyond is answered `421 4.7.0` and closed while other addresses are still served. At most SMTP_MAX_CONNECTIONS."},
+	{Name: "SMTP_SESSION_TIMEOUT", Default: "10m", Meaning: "Longest inbound SMTP session, whatever the client sends (trickled bytes and keep-alive commands do not extend it). Separately, a session that makes no progress (an accepted MAIL or RCPT, message data) for 2 minutes is closed: NOOP, RSET and HELO do not count. From 1m to 1h."},
 	{Name: "PUBLIC_BASE_URL", Default: "", Meaning: "scheme://host[:port] under which clients reach the API (e.g. https://api.example.com), used to rebuild the URL Twilio signed behind a proxy; empty means the request's own scheme and Host."},
 	{Name: "MAILWATCH_SECRET_KEY", Default: "", Secret: true, Meaning: "32 bytes, standard base64. Encrypts signing secrets at rest (AES-256-GCM). `dev` and `scripts/run` generate one for local use when it is unset."},
 	{Name: "MAILWATCH_SECRET_KEY_PREVIOUS", Default: "", Secret: true, Meaning: "Comma-separated older keys (base64), still accepted for decryption during a key rotation."},
@@ -100,6 +103,9 @@ type Config struct {
 	SMTPMaxMessageBytes     int64
 	SMTPTLSCert             string
 	SMTPTLSKey              string
+	SMTPMaxConnections      int
+	SMTPMaxConnectionsPerIP int
+	SMTPSessionTimeout      time.Duration
 	PublicBaseURL           string
 	SMTPRelayURL            string
 	NotifyFrom              string
@@ -191,6 +197,9 @@ func Parse(lookup Lookup) (*Config, error) {
 		SMTPMaxMessageBytes:     int64(atoi("SMTP_MAX_MESSAGE_BYTES", 1024, 25<<20)),
 		SMTPTLSCert:             get("SMTP_TLS_CERT"),
 		SMTPTLSKey:              get("SMTP_TLS_KEY"),
+		SMTPMaxConnections:      atoi("SMTP_MAX_CONNECTIONS", 1, 1_000_000),
+		SMTPMaxConnectionsPerIP: atoi("SMTP_MAX_CONNECTIONS_PER_IP", 1, 1_000_000),
+		SMTPSessionTimeout:      duration("SMTP_SESSION_TIMEOUT"),
 		PublicBaseURL:           strings.TrimSuffix(get("PUBLIC_BASE_URL"), "/"),
 		SMTPRelayURL:            get("SMTP_RELAY_URL"),
 		NotifyFrom:              get("NOTIFY_FROM"),
@@ -283,6 +292,12 @@ func Parse(lookup Lookup) (*Config, error) {
 		if u, err := url.Parse(s); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Hostname() == "" {
 			errs = append(errs, errors.New("SMTP_RELAY_URL must be smtp://[user:pass@]host[:port] (STARTTLS) or smtps://[user:pass@]host[:port] (implicit TLS)"))
 		}
+	}
+	if cfg.SMTPMaxConnectionsPerIP > cfg.SMTPMaxConnections {
+		errs = append(errs, errors.New("SMTP_MAX_CONNECTIONS_PER_IP must be at most SMTP_MAX_CONNECTIONS"))
+	}
+	if d := cfg.SMTPSessionTimeout; d > 0 && (d < time.Minute || d > time.Hour) {
+		errs = append(errs, errors.New("SMTP_SESSION_TIMEOUT must be a duration from 1m to 1h"))
 	}
 	if (cfg.SMTPTLSCert == "") != (cfg.SMTPTLSKey == "") {
 		errs = append(errs, errors.New("SMTP_TLS_CERT and SMTP_TLS_KEY must be set together"))

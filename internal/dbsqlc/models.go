@@ -827,6 +827,13 @@ type TlsReport struct {
 	CreatedAt       time.Time
 }
 
+type VerificationRecipient struct {
+	RecipientHash []byte
+	LastQueuedAt  time.Time
+	Day           time.Time
+	DayCount      int32
+}
+
 type WebSession struct {
 	ID         uuid.UUID
 	AccountID  uuid.UUID

@@ -37,6 +37,17 @@ func (q *Queries) EventGetForNotification(ctx context.Context, db DBTX, id uuid.
 	return i, err
 }
 
+const notificationAddressCount = `-- name: NotificationAddressCount :one
+SELECT count(*)::int FROM notification_addresses WHERE account_id = $1::uuid
+`
+
+func (q *Queries) NotificationAddressCount(ctx context.Context, db DBTX, accountID uuid.UUID) (int32, error) {
+	row := db.QueryRow(ctx, notificationAddressCount, accountID)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const notificationAddressDelete = `-- name: NotificationAddressDelete :execrows
 DELETE FROM notification_addresses WHERE id = $1::uuid AND account_id = $2::uuid
 `
@@ -180,6 +191,18 @@ func (q *Queries) NotificationAddressListVerified(ctx context.Context, db DBTX, 
 		return nil, err
 	}
 	return items, nil
+}
+
+const notificationAddressLockAccount = `-- name: NotificationAddressLockAccount :exec
+SELECT id FROM accounts WHERE id = $1::uuid FOR NO KEY UPDATE
+`
+
+// Serialises additions of one account's addresses (FOR NO KEY UPDATE:
+// foreign keys of child rows still insert), so that the cap on addresses
+// holds under concurrent requests.
+func (q *Queries) NotificationAddressLockAccount(ctx context.Context, db DBTX, accountID uuid.UUID) error {
+	_, err := db.Exec(ctx, notificationAddressLockAccount, accountID)
+	return err
 }
 
 const notificationAddressSetToken = `-- name: NotificationAddressSetToken :one
@@ -410,4 +433,88 @@ type NotificationDigestInsertParams struct {
 func (q *Queries) NotificationDigestInsert(ctx context.Context, db DBTX, arg NotificationDigestInsertParams) error {
 	_, err := db.Exec(ctx, notificationDigestInsert, arg.AccountID, arg.Day, arg.Events)
 	return err
+}
+
+const verificationRecipientClaim = `-- name: VerificationRecipientClaim :one
+INSERT INTO verification_recipients AS r (recipient_hash, last_queued_at, day, day_count)
+VALUES ($1::bytea, $2::timestamptz, $3::date, 1)
+ON CONFLICT (recipient_hash) DO UPDATE
+SET last_queued_at = excluded.last_queued_at,
+    day = excluded.day,
+    day_count = CASE WHEN r.day = excluded.day THEN r.day_count + 1 ELSE 1 END
+WHERE r.last_queued_at <= $4::timestamptz
+  AND (r.day <> excluded.day OR r.day_count < $5::int)
+RETURNING recipient_hash, last_queued_at, day, day_count
+`
+
+type VerificationRecipientClaimParams struct {
+	RecipientHash []byte
+	Now           time.Time
+	Day           time.Time
+	CooldownStart time.Time
+	PerDay        int32
+}
+
+// Records one verification mail to a recipient unless its cooldown or its
+// daily bound forbids it; no row when refused. A conflicting row is locked
+// even when not updated, so concurrent claims take turns and each sees the
+// previous one's effect.
+func (q *Queries) VerificationRecipientClaim(ctx context.Context, db DBTX, arg VerificationRecipientClaimParams) (VerificationRecipient, error) {
+	row := db.QueryRow(ctx, verificationRecipientClaim,
+		arg.RecipientHash,
+		arg.Now,
+		arg.Day,
+		arg.CooldownStart,
+		arg.PerDay,
+	)
+	var i VerificationRecipient
+	err := row.Scan(
+		&i.RecipientHash,
+		&i.LastQueuedAt,
+		&i.Day,
+		&i.DayCount,
+	)
+	return i, err
+}
+
+const verificationRecipientGet = `-- name: VerificationRecipientGet :one
+SELECT recipient_hash, last_queued_at, day, day_count FROM verification_recipients WHERE recipient_hash = $1::bytea
+`
+
+func (q *Queries) VerificationRecipientGet(ctx context.Context, db DBTX, recipientHash []byte) (VerificationRecipient, error) {
+	row := db.QueryRow(ctx, verificationRecipientGet, recipientHash)
+	var i VerificationRecipient
+	err := row.Scan(
+		&i.RecipientHash,
+		&i.LastQueuedAt,
+		&i.Day,
+		&i.DayCount,
+	)
+	return i, err
+}
+
+const verificationRecipientPrune = `-- name: VerificationRecipientPrune :execrows
+DELETE FROM verification_recipients
+WHERE recipient_hash IN (
+    SELECT recipient_hash FROM verification_recipients
+    WHERE last_queued_at < $1::timestamptz
+    ORDER BY last_queued_at
+    LIMIT $2::int
+    FOR UPDATE SKIP LOCKED
+)
+`
+
+type VerificationRecipientPruneParams struct {
+	Before time.Time
+	Max    int32
+}
+
+// Deletes a few rows that no window reads any more, skipping rows another
+// transaction holds.
+func (q *Queries) VerificationRecipientPrune(ctx context.Context, db DBTX, arg VerificationRecipientPruneParams) (int64, error) {
+	result, err := db.Exec(ctx, verificationRecipientPrune, arg.Before, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

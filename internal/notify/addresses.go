@@ -83,18 +83,26 @@ func enqueueVerify(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx],
 }
 
 // AddAddress adds an unverified address and queues its verification mail,
-// in tx. email must already be normalised (lower-case addr-spec).
-func AddAddress(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], account uuid.UUID, email string) (Address, error) {
+// in tx, at now. email must already be normalised (lower-case addr-spec).
+// It returns ErrTooManyAddresses past MaxAddresses, ErrAddressExists for an
+// address the account has, and a *RecipientBusyError when the address may
+// not be mailed yet (nothing is added then).
+func AddAddress(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], account uuid.UUID, email string, now time.Time) (Address, error) {
+	q := dbsqlc.New()
 	// Every new address is mailed a verification: the cap keeps a key from
-	// turning the service into a mailer to strangers.
-	have, err := dbsqlc.New().NotificationAddressList(ctx, tx, account)
+	// turning the service into a mailer to strangers. Adds of one account
+	// take turns on its row, so concurrent ones count what the others added.
+	if err := q.NotificationAddressLockAccount(ctx, tx, account); err != nil {
+		return Address{}, fmt.Errorf("error locking account for a notification address: %w", err)
+	}
+	have, err := q.NotificationAddressCount(ctx, tx, account)
 	if err != nil {
 		return Address{}, fmt.Errorf("error counting notification addresses: %w", err)
 	}
-	if len(have) >= MaxAddresses {
+	if have >= MaxAddresses {
 		return Address{}, ErrTooManyAddresses
 	}
-	row, err := dbsqlc.New().NotificationAddressInsert(ctx, tx, dbsqlc.NotificationAddressInsertParams{
+	row, err := q.NotificationAddressInsert(ctx, tx, dbsqlc.NotificationAddressInsertParams{
 		ID: uuid.Must(uuid.NewV7()), AccountID: account, Email: email,
 	})
 	if dbutil.IsUniqueViolation(err, "notification_addresses_account_email_key") {
@@ -103,6 +111,9 @@ func AddAddress(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ac
 	if err != nil {
 		return Address{}, fmt.Errorf("error inserting notification address: %w", err)
 	}
+	if err := claimRecipient(ctx, tx, row.Email, now); err != nil {
+		return Address{}, err
+	}
 	if err := enqueueVerify(ctx, tx, client, row.AccountID, row.ID); err != nil {
 		return Address{}, err
 	}
@@ -110,8 +121,9 @@ func AddAddress(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ac
 }
 
 // ResendVerification queues a new verification mail for an unverified
-// address of the account.
-func ResendVerification(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], account, id uuid.UUID) (Address, error) {
+// address of the account, in tx, at now; a *RecipientBusyError when the
+// address may not be mailed yet.
+func ResendVerification(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], account, id uuid.UUID, now time.Time) (Address, error) {
 	row, err := dbsqlc.New().NotificationAddressGetByID(ctx, tx, id)
 	if dbutil.IsNotFound(err) || (err == nil && row.AccountID != account) {
 		return Address{}, ErrAddressNotFound
@@ -120,8 +132,8 @@ func ResendVerification(ctx context.Context, tx pgx.Tx, client *river.Client[pgx
 		return Address{}, fmt.Errorf("error reading notification address: %w", err)
 	}
 	if row.VerifiedAt == nil {
-		if row.VerificationSentAt != nil && time.Since(*row.VerificationSentAt) < ResendCooldown {
-			return Address{}, ErrResendTooSoon
+		if err := claimRecipient(ctx, tx, row.Email, now); err != nil {
+			return Address{}, err
 		}
 		if err := enqueueVerify(ctx, tx, client, row.AccountID, row.ID); err != nil {
 			return Address{}, err
@@ -132,8 +144,11 @@ func ResendVerification(ctx context.Context, tx pgx.Tx, client *river.Client[pgx
 
 // ReplaceLogin makes email the account's login notification address after
 // sign-up or an email change: the previous login address is removed and
-// the new one must be verified (a verification mail is queued), in tx.
-func ReplaceLogin(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], account uuid.UUID, email string) (Address, error) {
+// the new one must be verified, in tx, at now. Its verification mail is
+// queued unless the address's budget (RecipientCooldown,
+// RecipientMailsPerDay) forbids it: the sign-up or change goes through
+// anyway, and a resend asks again later.
+func ReplaceLogin(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], account uuid.UUID, email string, now time.Time) (Address, error) {
 	q := dbsqlc.New()
 	if _, err := q.NotificationAddressDeleteLogin(ctx, tx, account); err != nil {
 		return Address{}, fmt.Errorf("error removing login notification address: %w", err)
@@ -143,6 +158,13 @@ func ReplaceLogin(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], 
 	})
 	if err != nil {
 		return Address{}, fmt.Errorf("error storing login notification address: %w", err)
+	}
+	var busy *RecipientBusyError
+	switch err := claimRecipient(ctx, tx, row.Email, now); {
+	case errors.As(err, &busy):
+		return AddressFromRow(row), nil
+	case err != nil:
+		return Address{}, err
 	}
 	if err := enqueueVerify(ctx, tx, client, row.AccountID, row.ID); err != nil {
 		return Address{}, err
@@ -222,7 +244,3 @@ func hashToken(token string) []byte {
 // MaxAddresses bounds an account's notification addresses (the sign-in
 // address included).
 const MaxAddresses = 10
-
-// ResendCooldown is how soon after a verification mail another may be
-// asked for: each one lands in somebody's inbox.
-const ResendCooldown = time.Minute

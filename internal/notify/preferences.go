@@ -27,7 +27,6 @@ var (
 	ErrEmptyOverride    = errors.New("an override sets email, webhook or both")
 	ErrAddressNotFound  = errors.New("notification address not found")
 	ErrAddressExists    = errors.New("this address is already a notification address of the account")
-	ErrResendTooSoon    = errors.New("a verification mail was sent to this address less than a minute ago; wait before asking for another")
 	ErrTooManyAddresses = fmt.Errorf("an account has at most %d notification addresses; remove one first", MaxAddresses)
 	ErrBadToken         = errors.New("the verification token is unknown, used or expired")
 )

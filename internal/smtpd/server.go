@@ -134,11 +134,22 @@ type Config struct {
 	MaxMessageBytes int64
 	// MaxRecipients caps RCPT TO commands per message; more get 452.
 	MaxRecipients int
-	// ReadTimeout and WriteTimeout bound each wait on the client.
+	// ReadTimeout bounds each wait on the client, counted from the
+	// session's last progress (an accepted MAIL or RCPT, message data):
+	// commands that move nothing forward (NOOP, RSET, HELO, refused ones)
+	// do not restart it. WriteTimeout bounds each reply.
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	// TLSConfig, when set, enables STARTTLS (RFC 3207).
 	TLSConfig *tls.Config
+	// MaxConnections caps open sessions, and MaxConnectionsPerIP those of
+	// one client address (an IPv6 /64); a connection over either cap is
+	// answered 421 4.7.0 and closed.
+	MaxConnections      int
+	MaxConnectionsPerIP int
+	// SessionTimeout bounds a whole session: reads and writes past it fail
+	// whatever the client sends, and the session ends.
+	SessionTimeout time.Duration
 }
 
 // Server is the inbound SMTP listener.
@@ -149,6 +160,8 @@ type Server struct {
 	smtp   *smtp.Server
 	// domains caches Config.AcceptDomain.
 	domains *domainCache
+	// limits counts open sessions against the connection caps.
+	limits *connLimits
 
 	// ctx bounds the Store calls of every session; it is cancelled when
 	// Close or an expired Shutdown gives up on sessions.
@@ -195,12 +208,22 @@ func NewServer(cfg Config, store Store, logger *slog.Logger) (*Server, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.MaxConnectionsPerIP <= 0 {
+		cfg.MaxConnectionsPerIP = DefaultMaxConnectionsPerIP
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
 
 	s := &Server{
 		cfg:    cfg,
 		store:  store,
 		logger: logger.With("component", "smtpd"),
 		conns:  make(map[*smtp.Conn]struct{}),
+		limits: newConnLimits(cfg.MaxConnections, cfg.MaxConnectionsPerIP),
 	}
 	if cfg.AcceptDomain != nil {
 		s.domains = newDomainCache(cfg.AcceptDomain)
@@ -252,8 +275,10 @@ func (s *Server) Serve(l net.Listener) error {
 	s.listeners = append(s.listeners, l)
 	s.mu.Unlock()
 	s.logger.Info("SMTP listener started", "addr", l.Addr().String(), "domain", s.cfg.Domain,
-		"starttls", s.cfg.TLSConfig != nil, "max_message_bytes", s.cfg.MaxMessageBytes)
-	if err := s.smtp.Serve(l); err != nil {
+		"starttls", s.cfg.TLSConfig != nil, "max_message_bytes", s.cfg.MaxMessageBytes,
+		"max_connections", s.cfg.MaxConnections, "max_connections_per_ip", s.cfg.MaxConnectionsPerIP,
+		"session_timeout", s.cfg.SessionTimeout.String())
+	if err := s.smtp.Serve(&limitListener{Listener: l, srv: s}); err != nil {
 		s.mu.Lock()
 		stopped := s.stopped
 		s.mu.Unlock()

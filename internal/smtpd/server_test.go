@@ -87,6 +87,11 @@ type setupOpts struct {
 	tls             bool
 	maxMessageBytes int64
 	acceptDomain    func(ctx context.Context, domain string) (bool, error)
+	// Connection caps and deadlines (Config's defaults when zero).
+	maxConnections      int
+	maxConnectionsPerIP int
+	readTimeout         time.Duration
+	sessionTimeout      time.Duration
 }
 
 func setup(t *testing.T, opts setupOpts) *testBundle {
@@ -99,6 +104,11 @@ func setup(t *testing.T, opts setupOpts) *testBundle {
 		MaxMessageBytes: opts.maxMessageBytes,
 		MaxRecipients:   5,
 		AcceptDomain:    opts.acceptDomain,
+
+		MaxConnections:      opts.maxConnections,
+		MaxConnectionsPerIP: opts.maxConnectionsPerIP,
+		ReadTimeout:         opts.readTimeout,
+		SessionTimeout:      opts.sessionTimeout,
 	}
 	var rootCAs *x509.CertPool
 	if opts.tls {

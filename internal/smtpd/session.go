@@ -71,6 +71,7 @@ func (s *session) Mail(from string, opts *smtp.MailOptions) error {
 	}
 	s.from = from
 	s.to = nil
+	madeProgress(s.conn.Conn())
 	return nil
 }
 
@@ -104,6 +105,7 @@ func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	}
 
 	s.to = append(s.to, address)
+	madeProgress(s.conn.Conn())
 	return nil
 }
 
@@ -140,6 +142,9 @@ func (s *Server) recipientAddress(ctx context.Context, to string) (string, error
 // 552 5.3.4; go-smtp then discards the rest of the data or chunk, and the
 // session goes on. go-smtp only calls Data once a recipient was accepted.
 func (s *session) Data(r io.Reader) error {
+	// The client waits on the answer (the Store's work included): its idle
+	// bound starts again from it.
+	defer madeProgress(s.conn.Conn())
 	var buf bytes.Buffer
 	limited := &io.LimitedReader{R: &deadlineReader{r: r, conn: s.conn.Conn(), timeout: s.srv.cfg.ReadTimeout}, N: s.srv.cfg.MaxMessageBytes + 1}
 	_, err := buf.ReadFrom(limited)
@@ -249,7 +254,8 @@ func (s *session) Logout() error {
 
 // deadlineReader pushes the read deadline forward before each read of DATA:
 // go-smtp sets it once per command line, which would bound the whole upload
-// of a large message by ReadTimeout.
+// of a large message by ReadTimeout. Message bytes are progress; the
+// session deadline still bounds the whole upload.
 type deadlineReader struct {
 	r       io.Reader
 	conn    net.Conn
@@ -260,5 +266,9 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 	if err := d.conn.SetReadDeadline(time.Now().Add(d.timeout)); err != nil {
 		return 0, fmt.Errorf("error setting read deadline: %w", err)
 	}
-	return d.r.Read(p)
+	n, err := d.r.Read(p)
+	if n > 0 {
+		madeProgress(d.conn)
+	}
+	return n, err
 }
