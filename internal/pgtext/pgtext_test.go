@@ -30,37 +30,32 @@ func TestCheckJSONMatchesPostgres(t *testing.T) {
 	tx := dbtest.Tx(t)
 	ctx := context.Background()
 	for raw, want := range map[string]error{
-		`{"a":"b"}`:                       nil,
-		`{"a":"\\u0000"}`:                 nil, // an escaped backslash, then text
-		`{"a":"\u00e9\ud83d\ude00"}`:      nil,
-		`{"a":"x\u0000y"}`:                pgtext.ErrNUL,
-		`{"a":"\\\u0000"}`:                pgtext.ErrNUL,
-		`{"\u0000":1}`:                    pgtext.ErrNUL,
-		`{"a":"\ud800"}`:                  pgtext.ErrSurrogate,
-		`{"a":"\ud800x"}`:                 pgtext.ErrSurrogate,
-		`{"a":"\ud800\u0041"}`:            pgtext.ErrSurrogate,
-		`{"a":"\udc00"}`:                  pgtext.ErrSurrogate,
-		`{"a":"\uD83D\uDE00", "b":"\u0"}`: nil, // left to the JSON parser
+		`{"a":"b"}`:                  nil,
+		`{"a":"\\u0000"}`:            nil, // an escaped backslash, then text
+		`{"a":"\u00e9\ud83d\ude00"}`: nil,
+		`{"a":"x\u0000y"}`:           pgtext.ErrNUL,
+		`{"a":"\\\u0000"}`:           pgtext.ErrNUL,
+		`{"\u0000":1}`:               pgtext.ErrNUL,
+		`{"a":"\ud800"}`:             pgtext.ErrSurrogate,
+		`{"a":"\ud800x"}`:            pgtext.ErrSurrogate,
+		`{"a":"\ud800\u0041"}`:       pgtext.ErrSurrogate,
+		`{"a":"\udc00"}`:             pgtext.ErrSurrogate,
 	} {
 		got := pgtext.CheckJSON([]byte(raw))
+		_, err := tx.Exec(ctx, `SAVEPOINT s`)
+		require.NoError(t, err)
+		_, stored := tx.Exec(ctx, `SELECT $1::text::jsonb`, raw)
+		_, err = tx.Exec(ctx, `ROLLBACK TO SAVEPOINT s`)
+		require.NoError(t, err)
 		if want == nil {
 			require.NoError(t, got, raw)
+			require.NoError(t, stored, raw)
 		} else {
 			require.ErrorIs(t, got, want, raw)
-		}
-		if want == nil && raw != `{"a":"\uD83D\uDE00", "b":"\u0"}` {
-			_, err := tx.Exec(ctx, `SELECT $1::text::jsonb`, raw)
-			require.NoError(t, err, raw)
-			continue
-		}
-		if want != nil {
-			_, err := tx.Exec(ctx, `SAVEPOINT s`)
-			require.NoError(t, err)
-			_, err = tx.Exec(ctx, `SELECT $1::text::jsonb`, raw)
-			require.Error(t, err, raw)
-			_, err = tx.Exec(ctx, `ROLLBACK TO SAVEPOINT s`)
-			require.NoError(t, err)
+			require.Error(t, stored, raw)
 		}
 	}
+	// A malformed escape is left to the JSON parser.
+	require.NoError(t, pgtext.CheckJSON([]byte(`{"b":"\u0"}`)))
 	require.ErrorIs(t, pgtext.CheckJSON([]byte("{\"a\":\"\xff\"}")), pgtext.ErrUTF8)
 }
