@@ -204,6 +204,7 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.Deliver
 		if busy != nil {
 			return w.wait(ctx, job, st, busy)
 		}
+		defer release() // should Send panic; releasing twice is harmless
 		a = webhook.Send(ctx, client, webhook.Request{
 			URL: st.sub.URL, MsgID: st.delivery.ID.String(), Body: st.delivery.Body, Secret: string(secret),
 		})

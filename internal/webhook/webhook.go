@@ -4,7 +4,9 @@
 // It is the transport half of delivery and knows nothing of the database or
 // the job queue: the River push worker stores the body built once by Payload,
 // calls Send for each attempt with a client from NewClient, records the
-// returned Attempt, and schedules the next attempt with NextDelay.
+// returned Attempt, and schedules the next attempt with NextDelay. A Gate
+// bounds the pushes in flight per account and per destination host, so
+// that one tenant's slow endpoints cost only that tenant (fairness.go).
 //
 // Every request carries:
 //
