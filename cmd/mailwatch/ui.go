@@ -27,13 +27,15 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/edge"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
-// uiJobActionLimit bounds the body of a River UI job action we read to
-// learn its job ids (River UI accepts at most 1,000 ids).
-const uiJobActionLimit = 1 << 20
+// uiBodyLimit bounds every request body River UI reads (its actions take
+// at most 1,000 job ids), including the job actions whose ids mailwatch reads
+// to reconcile their deliveries.
+const uiBodyLimit = 1 << 20
 
 // runUI serves River UI for the database on UI_ADDR, behind
 // authentication. It refuses to start when nobody could get in: no basic
@@ -119,7 +121,41 @@ func newUIHandler(ctx context.Context, o uiOptions) (http.Handler, error) {
 		a.basic = true
 	}
 	conv := &uiConverge{next: ui, pool: o.Pool, emitter: &events.Emitter{River: o.Client}, logger: o.Logger}
-	return a.wrap(conv), nil
+	return uiEdge(a.wrap(conv)), nil
+}
+
+// uiEdge applies internal/edge's rules to River UI, before authentication:
+// a browser holding River UI's basic-auth credentials sends them with any
+// page's requests, so a state-changing request (any method but GET, HEAD
+// and OPTIONS) must come from River UI's own pages (403) and carry JSON
+// (415); no body may have a content coding (415) or pass uiBodyLimit (413);
+// and no other page may frame River UI to make its buttons be clicked.
+func uiEdge(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+		hasBody := r.ContentLength != 0
+		if err := edge.CheckContentEncoding(hasBody, r.Header.Values("Content-Encoding")...); err != nil {
+			w.Header().Set("Accept-Encoding", edge.AcceptEncoding)
+			writeUIError(w, http.StatusUnsupportedMediaType, err.Error())
+			return
+		}
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			site := r.Header.Get("Sec-Fetch-Site")
+			if err := edge.SameOrigin(site, r.Header.Get("Origin"), r.Host); err != nil {
+				writeUIError(w, http.StatusForbidden, err.Error())
+				return
+			}
+			if err := edge.CheckJSONBody(hasBody, r.Header.Get("Content-Type"), site); err != nil {
+				writeUIError(w, http.StatusUnsupportedMediaType, err.Error())
+				return
+			}
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, uiBodyLimit)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // uiAuth lets in a request carrying an admin account's API key (as a
@@ -256,8 +292,8 @@ func (c *uiConverge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.next.ServeHTTP(w, r)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, uiJobActionLimit+1))
-	if err != nil || len(body) > uiJobActionLimit {
+	body, err := io.ReadAll(r.Body) // bounded by uiBodyLimit (uiEdge)
+	if err != nil {
 		writeUIError(w, http.StatusRequestEntityTooLarge, "request body too large or unreadable")
 		return
 	}
