@@ -137,7 +137,10 @@ func TestWorkerCrashLosesNoDelivery(t *testing.T) {
 	require.Equal(t, total, f.count(t, "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'"))
 
 	// The killed worker's jobs are rescued 3 s after they started, not 90.
-	first := startProcess(t, append(f.workerEnv(t), "JOB_RESCUE_AFTER=3s"), "worker", "--queues=webhooks")
+	// One account and one host here: their bounds are lifted to the pool's
+	// size, so that all 200 workers push at the kill.
+	env := append(f.workerEnv(t), "JOB_RESCUE_AFTER=3s", "WEBHOOK_ACCOUNT_CONCURRENCY=200", "WEBHOOK_HOST_CONCURRENCY=200")
+	first := startProcess(t, env, "worker", "--queues=webhooks")
 	require.Eventually(t, func() bool { return received() >= total/4 }, 30*time.Second, 5*time.Millisecond, "the first worker never got going:\n%s", first.log())
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	err := <-first.done
@@ -148,7 +151,7 @@ func TestWorkerCrashLosesNoDelivery(t *testing.T) {
 	require.Positive(t, inFlight, "the kill must catch pushes in flight")
 	require.Less(t, receivedAtKill, total, "the kill must come before the end")
 
-	second := startProcess(t, append(f.workerEnv(t), "JOB_RESCUE_AFTER=3s"), "worker", "--queues=webhooks")
+	second := startProcess(t, env, "worker", "--queues=webhooks")
 	require.Eventually(t, func() bool {
 		return f.count(t, "SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'") == total
 	}, 50*time.Second, 100*time.Millisecond, "not every delivery ended delivered:\n%s", second.log())

@@ -95,9 +95,10 @@ func (e *BusyError) Error() string {
 // Gate counts the pushes in flight in this process per account and per
 // destination host, and admits a push only while both counts are under
 // their bounds. A push over a bound may wait a moment for a slot of its key
-// to free (Acquire's wait), in a line at most as long as the bound, so that
-// an account at its bound with fast endpoints keeps its pushes going
-// without leaving workers idle; past the wait or the line it is refused.
+// to free (Acquire's wait), in a line at most as long as the bound and only
+// behind pushes that are moving, so that an account at its bound with fast
+// endpoints keeps its pushes going without leaving workers idle, while one
+// whose pushes are held by a slow endpoint is refused at once.
 // Its memory is bounded by the pushes in flight and waiting: a key with
 // neither is dropped. It is safe for concurrent use.
 type Gate struct {
@@ -105,12 +106,17 @@ type Gate struct {
 	mu       sync.Mutex
 	accounts map[uuid.UUID]*slots
 	hosts    map[string]*slots
+	now      func() time.Time // tests set it
 }
 
 // slots is one key's pushes in flight and its line of waiting pushes.
 type slots struct {
 	inFlight int
 	waiting  list.List // of *waiter, first come first woken
+	// lastEnd is when a push of the key last ended. A line forms only
+	// behind pushes that are moving (one ended within AdmitWait): behind
+	// pushes held by a slow endpoint, waiting would only hold workers.
+	lastEnd time.Time
 }
 
 type waiter struct {
@@ -126,23 +132,31 @@ func NewGate(l Limits) *Gate {
 	if l.PerHost <= 0 {
 		l.PerHost = DefaultHostConcurrency
 	}
-	return &Gate{limits: l, accounts: map[uuid.UUID]*slots{}, hosts: map[string]*slots{}}
+	return &Gate{limits: l, accounts: map[uuid.UUID]*slots{}, hosts: map[string]*slots{}, now: time.Now}
 }
 
 // Limits returns the gate's bounds, defaults applied.
 func (g *Gate) Limits() Limits { return g.limits }
 
 // AccountBusy returns a *BusyError when the account's pushes in flight
-// fill its bound and as many more already wait for a slot, and nil
-// otherwise. It takes nothing: it lets a worker put a push back before
-// doing any work for it; Acquire decides.
+// fill its bound and a push of it could not wait in line (the line is full,
+// or its pushes are not moving), and nil otherwise. It takes nothing: it
+// lets a worker put a push back before doing any work for it; Acquire
+// decides.
 func (g *Gate) AccountBusy(account uuid.UUID) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if s := g.accounts[account]; s != nil && s.inFlight >= g.limits.PerAccount && s.waiting.Len() >= g.limits.PerAccount {
+	if s := g.accounts[account]; s != nil && s.inFlight >= g.limits.PerAccount && !g.canWait(s, g.limits.PerAccount) {
 		return &BusyError{Scope: ScopeAccount, Limit: g.limits.PerAccount}
 	}
 	return nil
+}
+
+// canWait reports whether a push may join the line of s: it is shorter
+// than the bound, and a push of the key ended within AdmitWait. The caller
+// holds g.mu.
+func (g *Gate) canWait(s *slots, limit int) bool {
+	return s.waiting.Len() < limit && g.now().Sub(s.lastEnd) < AdmitWait
 }
 
 // Admit is Acquire without a wait.
@@ -152,7 +166,8 @@ func (g *Gate) Admit(account uuid.UUID, rawURL string) (release func(), err erro
 
 // Acquire counts a push of account to rawURL in flight. When the account's
 // or the host's bound is reached, it waits up to wait (or until ctx ends)
-// for a slot, in a line no longer than that bound; it returns a *BusyError,
+// for a slot, in a line no longer than that bound and only while the key's
+// pushes are moving (one ended within AdmitWait); it returns a *BusyError,
 // having counted nothing, when no slot came. The returned release ends the
 // push's count; calling it more than once is harmless.
 func (g *Gate) Acquire(ctx context.Context, account uuid.UUID, rawURL string, wait time.Duration) (release func(), err error) {
@@ -192,7 +207,7 @@ func (g *Gate) Acquire(ctx context.Context, account uuid.UUID, rawURL string, wa
 		}
 		limit := busy.Limit
 		left := time.Until(deadline)
-		if left <= 0 || line.waiting.Len() >= limit || ctx.Err() != nil {
+		if left <= 0 || !g.canWait(line, limit) || ctx.Err() != nil {
 			g.drop(account, host)
 			return nil, busy
 		}
@@ -258,6 +273,7 @@ func (g *Gate) release(account uuid.UUID, host string) {
 	a, h := g.slotsOf(account, host)
 	a.inFlight--
 	h.inFlight--
+	a.lastEnd, h.lastEnd = g.now(), g.now()
 	wakeOne(a)
 	wakeOne(h)
 	g.drop(account, host)

@@ -21,8 +21,8 @@ func TestGate(t *testing.T) {
 		require.NoError(t, err)
 		_, err = g.Admit(a, "https://two.example/hook")
 		require.NoError(t, err)
-		// Busy before any work only once a line waits too (LineIsBounded).
-		require.NoError(t, g.AccountBusy(a))
+		// Full, and none of its pushes ended yet: busy before any work.
+		require.Error(t, g.AccountBusy(a))
 		_, err = g.Admit(a, "https://three.example/hook")
 		var busy *BusyError
 		require.ErrorAs(t, err, &busy)
@@ -94,10 +94,12 @@ func TestGate(t *testing.T) {
 
 	t.Run("WaitsForASlot", func(t *testing.T) {
 		t.Parallel()
-		g := NewGate(Limits{PerAccount: 1, PerHost: 10})
+		g := stoppedClock(NewGate(Limits{PerAccount: 2, PerHost: 10}))
 		a := uuid.New()
+		keep := moving(t, g, a, "https://h.example/")
 		release, err := g.Admit(a, "https://h.example/")
 		require.NoError(t, err)
+		require.NoError(t, g.AccountBusy(a), "full, but its pushes are moving: a push may wait in line")
 		got := make(chan error, 1)
 		go func() {
 			r, err := g.Acquire(context.Background(), a, "https://h.example/", time.Hour)
@@ -106,83 +108,122 @@ func TestGate(t *testing.T) {
 			}
 			got <- err
 		}()
-		// Once the second push waits in line, freeing the slot hands it on.
+		// Once the push waits in line, freeing a slot hands it on.
 		require.Eventually(t, func() bool { return g.waiting(a) == 1 }, time.Minute, time.Millisecond)
 		release()
 		require.NoError(t, <-got)
+		keep()
 		require.Empty(t, g.accounts)
 		require.Empty(t, g.hosts)
 	})
 
 	t.Run("LineIsBounded", func(t *testing.T) {
 		t.Parallel()
-		g := NewGate(Limits{PerAccount: 1, PerHost: 10})
+		g := stoppedClock(NewGate(Limits{PerAccount: 2, PerHost: 10}))
 		a := uuid.New()
+		keep := moving(t, g, a, "https://h.example/")
 		release, err := g.Admit(a, "https://h.example/")
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
-		got := make(chan error, 1)
-		go func() {
-			_, err := g.Acquire(ctx, a, "https://h.example/", time.Hour)
-			got <- err
-		}()
-		require.Eventually(t, func() bool { return g.waiting(a) == 1 }, time.Minute, time.Millisecond)
+		got := make(chan error, 2)
+		for range 2 {
+			go func() {
+				_, err := g.Acquire(ctx, a, "https://h.example/", time.Hour)
+				got <- err
+			}()
+		}
+		require.Eventually(t, func() bool { return g.waiting(a) == 2 }, time.Minute, time.Millisecond)
 		// The line (as long as the bound) is full: refused at once, and the
 		// account counts as busy before any work.
 		_, err = g.Acquire(context.Background(), a, "https://h.example/", time.Hour)
 		require.Error(t, err)
 		require.Error(t, g.AccountBusy(a))
-		// A waiter whose context ends leaves the line, having counted nothing.
+		// Waiters whose context ends leave the line, having counted nothing.
 		cancel()
 		var busy *BusyError
 		require.ErrorAs(t, <-got, &busy)
+		require.ErrorAs(t, <-got, &busy)
 		require.NoError(t, g.AccountBusy(a))
 		n, _ := g.InFlight(a, "https://h.example/")
-		require.Equal(t, 1, n)
+		require.Equal(t, 2, n)
 		release()
+		keep()
 		require.Empty(t, g.accounts)
 	})
 
 	t.Run("WakeForAnUnusableSlotIsHandedOn", func(t *testing.T) {
 		t.Parallel()
-		// B waits for a slot of the host; C, of another account, too. When
-		// the host frees, B is woken but its own account is full: C must
-		// get the slot.
-		g := NewGate(Limits{PerAccount: 1, PerHost: 2})
-		x, b, c := uuid.New(), uuid.New(), uuid.New()
-		releaseX, err := g.Admit(x, "https://slow.example/")
+		// B and C wait for a slot of the host. When one frees, B (first in
+		// line) is woken but its own account is full by then: C must get
+		// the slot.
+		g := stoppedClock(NewGate(Limits{PerAccount: 2, PerHost: 3}))
+		b, c := uuid.New(), uuid.New()
+		const slow = "https://slow.example/"
+		keepX := moving(t, g, uuid.New(), slow)
+		releaseY, err := g.Admit(uuid.New(), slow)
 		require.NoError(t, err)
-		releaseY, err := g.Admit(uuid.New(), "https://slow.example/")
+		releaseZ, err := g.Admit(uuid.New(), slow)
 		require.NoError(t, err)
-		defer releaseY()
-		releaseB, err := g.Admit(b, "https://other.example/")
-		require.NoError(t, err)
+		keepB := moving(t, g, b, "https://other.example/")
 		bGot, cGot := make(chan error, 1), make(chan error, 1)
 		go func() {
-			_, err := g.Acquire(context.Background(), b, "https://slow.example/", time.Hour)
+			r, err := g.Acquire(context.Background(), b, slow, time.Hour)
+			if err == nil {
+				r()
+			}
 			bGot <- err
 		}()
-		// B first waits for its account's slot; free it, so B lines up for
-		// the host instead.
-		require.Eventually(t, func() bool { return g.waiting(b) == 1 }, time.Minute, time.Millisecond)
-		releaseB()
 		require.Eventually(t, func() bool { return g.waitingHost("slow.example") == 1 }, time.Minute, time.Millisecond)
 		go func() {
-			r, err := g.Acquire(context.Background(), c, "https://slow.example/", time.Hour)
+			r, err := g.Acquire(context.Background(), c, slow, time.Hour)
 			if err == nil {
 				r()
 			}
 			cGot <- err
 		}()
 		require.Eventually(t, func() bool { return g.waitingHost("slow.example") == 2 }, time.Minute, time.Millisecond)
-		// B's account fills again before the host frees.
-		releaseB2, err := g.Admit(b, "https://other.example/")
+		// B's account fills before the host frees.
+		releaseB, err := g.Admit(b, "https://other.example/")
 		require.NoError(t, err)
-		releaseX()
+		releaseY()
 		require.NoError(t, <-cGot, "the wake-up B could not use went to C")
-		releaseB2()
-		// B, woken when its account freed, gets the host too.
+		// B now waits for its account; when that frees, it gets both.
+		require.Eventually(t, func() bool { return g.waiting(b) == 1 }, time.Minute, time.Millisecond)
+		releaseB()
 		require.NoError(t, <-bGot)
+		keepX()
+		releaseZ()
+		keepB()
+		require.Empty(t, g.accounts)
+		require.Empty(t, g.hosts)
+	})
+
+	t.Run("NoLineBehindHeldPushes", func(t *testing.T) {
+		t.Parallel()
+		// Pushes none of which ended (or none within AdmitWait) are held
+		// by a slow endpoint, and waiting behind them would only hold
+		// workers: refused at once, and busy before any work.
+		g := stoppedClock(NewGate(Limits{PerAccount: 2, PerHost: 10}))
+		a := uuid.New()
+		for range 2 {
+			_, err := g.Admit(a, "https://slow.example/")
+			require.NoError(t, err)
+		}
+		_, err := g.Acquire(context.Background(), a, "https://slow.example/", time.Hour)
+		require.Error(t, err)
+		require.Error(t, g.AccountBusy(a))
+
+		now := time.Now()
+		g.now = func() time.Time { return now }
+		b := uuid.New()
+		moving(t, g, b, "https://h.example/")
+		_, err = g.Admit(b, "https://h.example/")
+		require.NoError(t, err)
+		require.NoError(t, g.AccountBusy(b))
+		now = now.Add(AdmitWait)
+		require.Error(t, g.AccountBusy(b))
+		_, err = g.Acquire(context.Background(), b, "https://h.example/", time.Hour)
+		require.Error(t, err)
 	})
 
 	t.Run("NeverOverBounds", func(t *testing.T) {
@@ -272,4 +313,25 @@ func (g *Gate) waitingHost(host string) int {
 		return h.waiting.Len()
 	}
 	return 0
+}
+
+// stoppedClock makes g's clock stand still, so that whether a key's pushes
+// are moving does not depend on how fast the test runs.
+func stoppedClock(g *Gate) *Gate {
+	now := time.Now()
+	g.now = func() time.Time { return now }
+	return g
+}
+
+// moving admits two pushes of account to rawURL and ends one now, so that
+// the account's and the host's pushes count as moving; it returns the
+// release of the other.
+func moving(t *testing.T, g *Gate, account uuid.UUID, rawURL string) (release func()) {
+	t.Helper()
+	ended, err := g.Admit(account, rawURL)
+	require.NoError(t, err)
+	release, err = g.Admit(account, rawURL)
+	require.NoError(t, err)
+	ended()
+	return release
 }
