@@ -27,6 +27,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
@@ -501,10 +503,7 @@ func (s *Server) done(c *fiber.Ctx, to string, err error, notice string) error {
 		v = v[:1500]
 	}
 	s.setCookie(c, flashCookie, v, time.Time{})
-	if !strings.HasPrefix(to, "/") || strings.HasPrefix(to, "//") {
-		to = "/"
-	}
-	return c.Redirect(to, http.StatusSeeOther)
+	return c.Redirect(localRedirect(to), http.StatusSeeOther)
 }
 
 // pageError renders a page that could not be built (a 404 domain, ...).
@@ -520,18 +519,44 @@ type signInData struct {
 	Next  string
 }
 
-func safeNext(n string) string {
-	if !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") || strings.HasPrefix(n, "/\\") {
+// maxRedirectLen bounds a redirect target; a longer one becomes "/".
+const maxRedirectLen = 2048
+
+// localRedirect is the only gate of the dashboard's redirect targets (the
+// sign-in's next, an action's way back): raw is kept when it is a path on
+// this site, else "/". Browsers drop tabs and newlines from a URL, read a
+// backslash as a slash and "//host" as another site, so only printable
+// ASCII other than space and backslash is accepted (anything else must come
+// percent-encoded), the target must parse as a URL with neither scheme nor
+// host, and its path, decoded, must start with exactly one slash and hold
+// no control character, whitespace or backslash either.
+func localRedirect(raw string) string {
+	if raw == "" || len(raw) > maxRedirectLen || raw[0] != '/' {
 		return "/"
 	}
-	return n
+	for i := 0; i < len(raw); i++ {
+		if b := raw[i]; b <= ' ' || b >= 0x7f || b == '\\' {
+			return "/"
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return "/"
+	}
+	for _, r := range u.Path {
+		if r <= ' ' || r == 0x7f || r == '\\' || r == utf8.RuneError || unicode.IsControl(r) || unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) {
+			return "/"
+		}
+	}
+	return raw
 }
 
 func (s *Server) webSignInPage(c *fiber.Ctx) error {
 	if ws, err := s.session(c); err == nil && ws != nil && ws.Suspended == "" {
-		return c.Redirect(safeNext(c.Query("next")), http.StatusSeeOther)
+		return c.Redirect(localRedirect(c.Query("next")), http.StatusSeeOther)
 	}
-	return s.render(c, http.StatusOK, "signin", "Sign in", signInData{Next: safeNext(c.Query("next"))}, "")
+	return s.render(c, http.StatusOK, "signin", "Sign in", signInData{Next: localRedirect(c.Query("next"))}, "")
 }
 
 func (s *Server) webSignUpPage(c *fiber.Ctx) error {
@@ -568,7 +593,7 @@ func (s *Server) webSignIn(c *fiber.Ctx) error {
 	}
 	ctx := c.UserContext()
 	email := strings.ToLower(strings.TrimSpace(c.FormValue("email")))
-	form := signInData{Email: email, Next: safeNext(c.FormValue("next"))}
+	form := signInData{Email: email, Next: localRedirect(c.FormValue("next"))}
 	ipKey, acctKey := "signin-ip:"+c.IP(), "signin-account:"+email
 	for _, l := range []struct {
 		lim *limiter.Limiter
