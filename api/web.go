@@ -39,6 +39,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/signin"
 	"github.com/mailwatch/mailwatch/web"
 )
 
@@ -56,9 +57,14 @@ const (
 	// signed-in person, not from a key.
 	DashboardKeyIdentifier = "dashboard"
 
-	signInFailuresPerIP      = 20
-	signInFailuresPerAccount = 10
-	signInFailureWindow      = 15 * time.Minute
+	// deviceCookie names a browser that gave an account's right password
+	// recently (internal/signin): its failures have a budget of their own,
+	// so guessing from elsewhere never holds the owner out.
+	deviceCookie = "mw_device"
+
+	// Failed sign-ins per client IP; per account, internal/signin.
+	signInFailuresPerIP = 20
+	signInFailureWindow = 15 * time.Minute
 )
 
 // webSession is the signed-in person of a request.
@@ -80,9 +86,8 @@ const webSessionKey webLocalKey = iota
 
 // webState is the dashboard's part of the server.
 type webState struct {
-	pages     map[string]*template.Template
-	ipFails   *limiter.Limiter
-	acctFails *limiter.Limiter
+	pages   map[string]*template.Template
+	ipFails *limiter.Limiter
 	// requests bounds a signed-in account's dashboard requests, as the
 	// per-key limit bounds the API's (WebRequestsPerMinute).
 	requests *limiter.Limiter
@@ -111,7 +116,6 @@ func (s *Server) webRoutes() {
 	}
 	rate := limiter.Rate{Period: signInFailureWindow, Limit: signInFailuresPerIP}
 	s.web.ipFails = limiter.New(store, rate)
-	s.web.acctFails = limiter.New(store, limiter.Rate{Period: signInFailureWindow, Limit: signInFailuresPerAccount})
 	s.web.requests = limiter.New(store, limiter.Rate{Period: time.Minute, Limit: WebRequestsPerMinute})
 
 	dl := deadline(s.deps.RequestTimeout)
@@ -594,29 +598,32 @@ func (s *Server) webSignIn(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	email := strings.ToLower(strings.TrimSpace(c.FormValue("email")))
 	form := signInData{Email: email, Next: localRedirect(c.FormValue("next"))}
-	ipKey, acctKey := "signin-ip:"+c.IP(), "signin-account:"+email
-	for _, l := range []struct {
-		lim *limiter.Limiter
-		key string
-	}{{s.web.ipFails, ipKey}, {s.web.acctFails, acctKey}} {
-		if limited, wait := throttled(ctx, l.lim, l.key); limited {
-			c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(wait, 10))
-			return s.render(c, http.StatusTooManyRequests, "signin", "Sign in", form,
-				"too many failed sign-ins; try again in "+strconv.FormatInt((wait+59)/60, 10)+" minutes")
-		}
+	ipKey := "signin-ip:" + c.IP()
+	if limited, wait := throttled(ctx, s.web.ipFails, ipKey); limited {
+		c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(wait, 10))
+		return s.render(c, http.StatusTooManyRequests, "signin", "Sign in", form,
+			"too many failed sign-ins; try again in "+strconv.FormatInt((wait+59)/60, 10)+" minutes")
 	}
-	account, email, err := s.checkPassword(ctx, email, c.FormValue("password")) // token.go: the data API's sign-in
+	// The account's own budget (internal/signin) is checked inside, with
+	// this browser's device cookie: token.go's checkPassword.
+	in, err := s.checkPassword(ctx, email, c.FormValue("password"), strings.Clone(c.Cookies(deviceCookie)), true)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Status == http.StatusUnauthorized {
 			_, _ = s.web.ipFails.Get(ctx, ipKey)
-			_, _ = s.web.acctFails.Get(ctx, acctKey)
+		}
+		if errors.As(err, &e) && e.Status == http.StatusTooManyRequests {
+			for k, v := range e.Headers {
+				c.Set(k, v)
+			}
 		}
 		status, msg := s.problemText(c, err)
 		return s.render(c, status, "signin", "Sign in", form, msg)
 	}
-	_, _ = s.web.acctFails.Reset(ctx, acctKey)
-	if err := s.startSession(c, account, email, false); err != nil {
+	if in.Device != "" {
+		s.setCookie(c, deviceCookie, in.Device, s.now().Add(signin.DeviceTTL))
+	}
+	if err := s.startSession(c, in.Account, in.Email, false); err != nil {
 		return err
 	}
 	return c.Redirect(form.Next, http.StatusSeeOther)

@@ -1,16 +1,23 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/api"
 )
 
 // loopbackBrowser is a client of a server on a real loopback socket that
@@ -119,4 +126,151 @@ func TestSignInRedirectStaysOnSite(t *testing.T) {
 		"password": {"correct horse battery"}, "next": {"/domains?x=1"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/domains?x=1", resp.Header.Get("Location"))
+}
+
+// trustedAppTest makes the server take X-Forwarded-For from app.Test's
+// connection (address 0.0.0.0) as the client IP, as it would from a proxy
+// named in TRUSTED_PROXIES.
+func trustedAppTest(o *setupOpts) {
+	o.deps = func(d *api.Deps) { d.TrustedProxies = []string{"0.0.0.0"} }
+}
+
+// tokenFrom asks POST /api/auth/token for a token by password, as the
+// client at ip, with the given cookies; the answer is checked against the
+// OpenAPI document.
+func (b *testBundle) tokenFrom(t *testing.T, ip, email, password string, cookies ...*http.Cookie) response {
+	t.Helper()
+	raw, err := json.Marshal(map[string]string{"email": email, "password": password})
+	require.NoError(t, err)
+	req := httptest.NewRequest("POST", "/api/auth/token", bytes.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Forwarded-For", ip)
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	resp, err := b.srv.App().Test(req, -1)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := response{Status: resp.StatusCode, Header: resp.Header, Body: got}
+	checkConformance(t, b.srv, "POST", "/api/auth/token", "", raw, out)
+	return out
+}
+
+// requireLimited checks a 429 of the per-account budget.
+func requireLimited(t *testing.T, status int, header http.Header, body string) {
+	t.Helper()
+	require.Equal(t, http.StatusTooManyRequests, status, "%s", body)
+	secs, err := strconv.Atoi(header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After %q", header.Get("Retry-After"))
+	require.Positive(t, secs)
+	require.LessOrEqual(t, secs, 60, "the first delay is a minute")
+	require.Contains(t, body, "too many failed sign-ins for this account")
+}
+
+// TestPasswordGuessingIsLimitedPerAccount: wrong passwords spread over
+// many client IPs and over both routes that check a password (the token
+// route's password grant and the dashboard's sign-in) spend one budget per
+// account; once spent, the right password from a fresh IP is refused on
+// both routes, while the owner's browser that signed in before (its
+// mw_device cookie) still signs in, the account's API key still gets a
+// token, and other accounts are untouched.
+func TestPasswordGuessingIsLimitedPerAccount(t *testing.T) {
+	t.Parallel()
+	b := setup(t, trustedAppTest)
+	const right = "correct horse battery"
+
+	t.Run("TokenRouteAlone", func(t *testing.T) {
+		acct := b.createAccount(t)
+		for i := range 10 {
+			resp := b.tokenFrom(t, fmt.Sprintf("203.0.113.%d", i+1), acct.Email, "wrong password!")
+			require.Equal(t, http.StatusUnauthorized, resp.Status, "guess %d: %s", i+1, resp.Body)
+		}
+		resp := b.tokenFrom(t, "192.0.2.200", acct.Email, right)
+		requireLimited(t, resp.Status, resp.Header, resp.Detail(t))
+		// Guesses refused meanwhile are not compared: still refused.
+		resp = b.tokenFrom(t, "192.0.2.201", acct.Email, "another guess!")
+		requireLimited(t, resp.Status, resp.Header, resp.Detail(t))
+		// The API-key grant is no password check.
+		require.Equal(t, http.StatusOK, b.do(t, "POST", "/api/auth/token", acct.Key, nil).Status)
+	})
+
+	t.Run("SharedByDashboardAndTokenRoute", func(t *testing.T) {
+		acct, other := b.createAccount(t), b.createAccount(t)
+
+		// The owner signed in from their browser before the attack.
+		owner := newWebClient(t, b)
+		owner.ip = "198.51.100.7"
+		resp, page := owner.signIn(acct.Email, right)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "%s", page)
+		device := owner.cookies["mw_device"]
+		require.NotNil(t, device, "a right password makes the browser a known device")
+		require.True(t, device.HttpOnly)
+		require.Equal(t, http.SameSiteLaxMode, device.SameSite)
+		delete(owner.cookies, "mw_session")
+
+		// Ten guesses from ten IPs, half on each route.
+		for i := range 10 {
+			ip := fmt.Sprintf("203.0.113.%d", 100+i)
+			if i%2 == 0 {
+				r := b.tokenFrom(t, ip, acct.Email, "wrong password!")
+				require.Equal(t, http.StatusUnauthorized, r.Status, "guess %d: %s", i+1, r.Body)
+				continue
+			}
+			w := newWebClient(t, b)
+			w.ip = ip
+			resp, page := w.signIn(acct.Email, "wrong password!")
+			require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "guess %d: %s", i+1, page)
+		}
+
+		// The right password from fresh IPs: refused on both routes.
+		r := b.tokenFrom(t, "192.0.2.10", acct.Email, right)
+		requireLimited(t, r.Status, r.Header, r.Detail(t))
+		fresh := newWebClient(t, b)
+		fresh.ip = "192.0.2.11"
+		resp, page = fresh.signIn(acct.Email, right)
+		requireLimited(t, resp.StatusCode, resp.Header, page)
+		require.NotContains(t, fresh.cookies, "mw_session")
+
+		// The owner's browser still signs in, from wherever it is now.
+		owner.ip = "192.0.2.12"
+		resp, page = owner.signIn(acct.Email, right)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "%s", page)
+		resp, page = owner.req("GET", "/", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, page, acct.Email)
+		// Its cookie also passes the token route (a browser sends it).
+		r = b.tokenFrom(t, "192.0.2.12", acct.Email, right, owner.cookies["mw_device"])
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		// A forged device cookie is one more unknown client.
+		forged := &http.Cookie{Name: "mw_device", Value: strings.Repeat("A", 43)}
+		r = b.tokenFrom(t, "192.0.2.13", acct.Email, right, forged)
+		requireLimited(t, r.Status, r.Header, r.Detail(t))
+		// The owner's success did not reopen the budget for others.
+		r = b.tokenFrom(t, "192.0.2.14", acct.Email, right)
+		requireLimited(t, r.Status, r.Header, r.Detail(t))
+
+		// Another account is untouched, from the attacker's IPs too.
+		r = b.tokenFrom(t, "203.0.113.100", other.Email, right)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	})
+
+	t.Run("PasswordChangeForgetsDevices", func(t *testing.T) {
+		acct := b.createAccount(t)
+		owner := newWebClient(t, b)
+		owner.ip = "198.51.100.8"
+		resp, _ := owner.signIn(acct.Email, right)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		device := owner.cookies["mw_device"]
+		require.NotNil(t, device)
+		const next = "a new long password"
+		require.Equal(t, http.StatusOK, b.do(t, "PATCH", "/api/accounts/me", acct.Key, map[string]string{"password": next}).Status)
+		for i := range 10 {
+			r := b.tokenFrom(t, fmt.Sprintf("203.0.113.%d", 200+i), acct.Email, "wrong password!")
+			require.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Body)
+		}
+		r := b.tokenFrom(t, "198.51.100.8", acct.Email, next, device)
+		requireLimited(t, r.Status, r.Header, r.Detail(t))
+	})
 }
