@@ -18,6 +18,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/password"
+	"github.com/mailwatch/mailwatch/internal/signin"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -104,7 +105,7 @@ func (s *Server) accountRoutes() {
 		Description: "Only the fields present change. A new email must be free (409); it replaces the old sign-in address " +
 			"among the notification addresses and must be verified (a verification mail is queued). A password change revokes every " +
 			"data-API token (POST /api/auth/token) issued before it (401 from then on, on every replica within 4 s), " +
-			"ends every dashboard session of the account (the one that made the change too) and emits password_changed; API keys are not sessions and stay valid (revoke them " +
+			"ends every dashboard session of the account (the one that made the change too), forgets the browsers known for sign-in and emits password_changed; API keys are not sessions and stay valid (revoke them " +
 			"with DELETE .../api-keys/{id}).",
 		Errors: []int{409},
 		Call:   s.updateAccount,
@@ -208,6 +209,10 @@ func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (
 		// Every dashboard session ends with the change, the session that
 		// made it included (it signs in again with the new password).
 		if _, err := s.EndWebSessions(ctx, tx, caller.AccountID); err != nil {
+			return row, err
+		}
+		// Known devices earned their trust with the old password.
+		if err := signin.ForgetDevices(ctx, tx, caller.AccountID); err != nil {
 			return row, err
 		}
 		_, err = s.deps.Emitter.Emit(ctx, tx, events.Event{AccountID: caller.AccountID, Type: events.TypePasswordChanged,

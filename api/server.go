@@ -110,9 +110,9 @@ type Deps struct {
 	// DataAPIOnly serves only the data API (`mailwatch data-api`): /rest/v1,
 	// token issuance, the JWKS and the operational routes.
 	DataAPIOnly bool
-	// SignInStore keeps the dashboard's failed sign-in counts (per IP and
-	// per account); the limiter's Redis store when REDIS_URL is set, else
-	// this process's memory.
+	// SignInStore keeps the dashboard's failed sign-in counts per client
+	// IP (per account they are in Postgres: internal/signin); the limiter's
+	// Redis store when REDIS_URL is set, else this process's memory.
 	SignInStore limiter.Store
 	// Registry receives the API's metrics; a new one when nil.
 	Registry *prometheus.Registry

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/gofiber/fiber/v2"
@@ -15,6 +18,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/identity"
 	"github.com/mailwatch/mailwatch/internal/password"
+	"github.com/mailwatch/mailwatch/internal/signin"
 )
 
 // TokenRequest is the optional body of POST /api/auth/token: an email and
@@ -43,8 +47,12 @@ func (s *Server) tokenRoutes() {
 		Description: "Send `Authorization: Bearer <api key>` with no body, or no Authorization header and a JSON body " +
 			"{email, password}. The answer's access_token is a JWT of at most 15 minutes for the data API (`/rest/v1`), " +
 			"verifiable with the keys at /.well-known/jwks.json. A wrong key or password is 401; a suspended account is 403. " +
-			"Tokens issued before the account's last password change are refused by the data API. Limited per client IP.",
-		Errors: []int{401, 403},
+			"Tokens issued before the account's last password change are refused by the data API. Limited per client IP; " +
+			"wrong passwords are also limited per account, together with the dashboard's sign-in: after 10 in a row, each further one " +
+			"closes the password grant of that account for twice as long as the last (1 minute, 2, 4, ... at most 1 hour), and " +
+			"meanwhile every password, the right one too, is 429 with Retry-After. A browser that signed in to the dashboard " +
+			"recently and sends its mw_device cookie has a budget of its own; the API-key grant is never limited this way.",
+		Errors: []int{401, 403, 429},
 	}, s.issueToken)
 	s.router.rawTypes["GET /.well-known/jwks.json"] = "application/json"
 	HandleRaw(s.router, Endpoint[emptyRequest, JWKSet]{
@@ -103,10 +111,13 @@ func (s *Server) issueToken(c *fiber.Ctx) error {
 		if err := s.router.validate(req); err != nil {
 			return err
 		}
-		accountID, email, err = s.checkPassword(ctx, req.Email, req.Password)
+		// A browser that signed in to the dashboard sends its device
+		// cookie here too; the route never sets one.
+		in, err := s.checkPassword(ctx, req.Email, req.Password, strings.Clone(c.Cookies(deviceCookie)), false)
 		if err != nil {
 			return err
 		}
+		accountID, email = in.Account, in.Email
 	}
 	// A token signed in the second of a password change would be refused
 	// (iat has whole seconds): wait for the next second.
@@ -132,34 +143,76 @@ var dummyHash = sync.OnceValue(func() string {
 	return h
 })
 
-func (s *Server) checkPassword(ctx context.Context, rawEmail, plain string) (uuid.UUID, string, error) {
+// signedIn is the outcome of a right password.
+type signedIn struct {
+	Account uuid.UUID
+	Email   string
+	// Device is the token the client keeps as a known device of the
+	// account (its mw_device cookie); "" unless asked for.
+	Device string
+}
+
+// checkPassword is every password check (the dashboard's sign-in and the
+// token route's password grant): the account's failure budget
+// (internal/signin) is charged before the password is compared, so both
+// routes share it. device is the client's mw_device cookie ("" for none);
+// remember asks for a device token to keep.
+func (s *Server) checkPassword(ctx context.Context, rawEmail, plain, device string, remember bool) (signedIn, error) {
 	const wrong = "wrong email or password"
 	email, err := normalizeEmail("email", rawEmail)
 	if err != nil {
-		return uuid.Nil, "", unauthorized(wrong)
+		return signedIn{}, unauthorized(wrong)
 	}
 	acct, err := s.q.AccountGetByEmail(ctx, s.db, email)
 	if dbutil.IsNotFound(err) {
 		_ = s.verifyPassword(ctx, plain, dummyHash())
-		return uuid.Nil, "", unauthorized(wrong)
+		return signedIn{}, unauthorized(wrong)
 	}
 	if err != nil {
-		return uuid.Nil, "", err
+		return signedIn{}, err
+	}
+	attempt, err := signin.Begin(ctx, s.db, acct.ID, device, s.now())
+	if err != nil {
+		return signedIn{}, signInError(err)
 	}
 	if err := s.verifyPassword(ctx, plain, acct.PasswordHash); err != nil {
 		if errors.Is(err, password.ErrMismatch) {
-			return uuid.Nil, "", unauthorized(wrong)
+			return signedIn{}, unauthorized(wrong) // charged already
 		}
-		return uuid.Nil, "", err
+		// Never compared: the check does not count.
+		if aerr := attempt.Abandon(context.WithoutCancel(ctx), s.db); aerr != nil {
+			s.logger.WarnContext(ctx, "error taking back a sign-in charge", slog.Any("error", aerr))
+		}
+		return signedIn{}, err
 	}
 	if acct.DeletedAt != nil {
-		return uuid.Nil, "", unauthorized(wrong)
+		return signedIn{}, unauthorized(wrong)
+	}
+	out := signedIn{Account: acct.ID, Email: acct.Email}
+	out.Device, err = attempt.Succeeded(ctx, s.db, s.now(), remember && acct.SuspendedAt == nil)
+	if err != nil {
+		return signedIn{}, err
 	}
 	if acct.SuspendedAt != nil {
-		return uuid.Nil, "", &Error{Status: http.StatusForbidden,
+		return signedIn{}, &Error{Status: http.StatusForbidden,
 			Detail: accounts.State{SuspendedAt: acct.SuspendedAt, SuspendedReason: derefOr(acct.SuspendedReason)}.SuspendedDetail()}
 	}
-	return acct.ID, acct.Email, nil
+	return out, nil
+}
+
+// signInError maps the sign-in budget's refusals: a closed budget is 429
+// with Retry-After, an account deleted meanwhile is a wrong password.
+func signInError(err error) error {
+	var limited *signin.LimitedError
+	if errors.As(err, &limited) {
+		secs := strconv.FormatInt(limited.Seconds(), 10)
+		return &Error{Status: http.StatusTooManyRequests, Detail: limited.Error(),
+			Headers: map[string]string{fiber.HeaderRetryAfter: secs}}
+	}
+	if errors.Is(err, signin.ErrNoAccount) {
+		return unauthorized("wrong email or password")
+	}
+	return err
 }
 
 func (s *Server) jwks(c *fiber.Ctx) error {

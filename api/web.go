@@ -27,6 +27,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
@@ -37,6 +39,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/signin"
 	"github.com/mailwatch/mailwatch/web"
 )
 
@@ -54,9 +57,14 @@ const (
 	// signed-in person, not from a key.
 	DashboardKeyIdentifier = "dashboard"
 
-	signInFailuresPerIP      = 20
-	signInFailuresPerAccount = 10
-	signInFailureWindow      = 15 * time.Minute
+	// deviceCookie names a browser that gave an account's right password
+	// recently (internal/signin): its failures have a budget of their own,
+	// so guessing from elsewhere never holds the owner out.
+	deviceCookie = "mw_device"
+
+	// Failed sign-ins per client IP; per account, internal/signin.
+	signInFailuresPerIP = 20
+	signInFailureWindow = 15 * time.Minute
 )
 
 // webSession is the signed-in person of a request.
@@ -78,9 +86,8 @@ const webSessionKey webLocalKey = iota
 
 // webState is the dashboard's part of the server.
 type webState struct {
-	pages     map[string]*template.Template
-	ipFails   *limiter.Limiter
-	acctFails *limiter.Limiter
+	pages   map[string]*template.Template
+	ipFails *limiter.Limiter
 	// requests bounds a signed-in account's dashboard requests, as the
 	// per-key limit bounds the API's (WebRequestsPerMinute).
 	requests *limiter.Limiter
@@ -109,7 +116,6 @@ func (s *Server) webRoutes() {
 	}
 	rate := limiter.Rate{Period: signInFailureWindow, Limit: signInFailuresPerIP}
 	s.web.ipFails = limiter.New(store, rate)
-	s.web.acctFails = limiter.New(store, limiter.Rate{Period: signInFailureWindow, Limit: signInFailuresPerAccount})
 	s.web.requests = limiter.New(store, limiter.Rate{Period: time.Minute, Limit: WebRequestsPerMinute})
 
 	dl := deadline(s.deps.RequestTimeout)
@@ -501,10 +507,7 @@ func (s *Server) done(c *fiber.Ctx, to string, err error, notice string) error {
 		v = v[:1500]
 	}
 	s.setCookie(c, flashCookie, v, time.Time{})
-	if !strings.HasPrefix(to, "/") || strings.HasPrefix(to, "//") {
-		to = "/"
-	}
-	return c.Redirect(to, http.StatusSeeOther)
+	return c.Redirect(localRedirect(to), http.StatusSeeOther)
 }
 
 // pageError renders a page that could not be built (a 404 domain, ...).
@@ -520,18 +523,44 @@ type signInData struct {
 	Next  string
 }
 
-func safeNext(n string) string {
-	if !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") || strings.HasPrefix(n, "/\\") {
+// maxRedirectLen bounds a redirect target; a longer one becomes "/".
+const maxRedirectLen = 2048
+
+// localRedirect is the only gate of the dashboard's redirect targets (the
+// sign-in's next, an action's way back): raw is kept when it is a path on
+// this site, else "/". Browsers drop tabs and newlines from a URL, read a
+// backslash as a slash and "//host" as another site, so only printable
+// ASCII other than space and backslash is accepted (anything else must come
+// percent-encoded), the target must parse as a URL with neither scheme nor
+// host, and its path, decoded, must start with exactly one slash and hold
+// no control character, whitespace or backslash either.
+func localRedirect(raw string) string {
+	if raw == "" || len(raw) > maxRedirectLen || raw[0] != '/' {
 		return "/"
 	}
-	return n
+	for i := 0; i < len(raw); i++ {
+		if b := raw[i]; b <= ' ' || b >= 0x7f || b == '\\' {
+			return "/"
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return "/"
+	}
+	for _, r := range u.Path {
+		if r <= ' ' || r == 0x7f || r == '\\' || r == utf8.RuneError || unicode.IsControl(r) || unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) {
+			return "/"
+		}
+	}
+	return raw
 }
 
 func (s *Server) webSignInPage(c *fiber.Ctx) error {
 	if ws, err := s.session(c); err == nil && ws != nil && ws.Suspended == "" {
-		return c.Redirect(safeNext(c.Query("next")), http.StatusSeeOther)
+		return c.Redirect(localRedirect(c.Query("next")), http.StatusSeeOther)
 	}
-	return s.render(c, http.StatusOK, "signin", "Sign in", signInData{Next: safeNext(c.Query("next"))}, "")
+	return s.render(c, http.StatusOK, "signin", "Sign in", signInData{Next: localRedirect(c.Query("next"))}, "")
 }
 
 func (s *Server) webSignUpPage(c *fiber.Ctx) error {
@@ -568,30 +597,33 @@ func (s *Server) webSignIn(c *fiber.Ctx) error {
 	}
 	ctx := c.UserContext()
 	email := strings.ToLower(strings.TrimSpace(c.FormValue("email")))
-	form := signInData{Email: email, Next: safeNext(c.FormValue("next"))}
-	ipKey, acctKey := "signin-ip:"+c.IP(), "signin-account:"+email
-	for _, l := range []struct {
-		lim *limiter.Limiter
-		key string
-	}{{s.web.ipFails, ipKey}, {s.web.acctFails, acctKey}} {
-		if limited, wait := throttled(ctx, l.lim, l.key); limited {
-			c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(wait, 10))
-			return s.render(c, http.StatusTooManyRequests, "signin", "Sign in", form,
-				"too many failed sign-ins; try again in "+strconv.FormatInt((wait+59)/60, 10)+" minutes")
-		}
+	form := signInData{Email: email, Next: localRedirect(c.FormValue("next"))}
+	ipKey := "signin-ip:" + c.IP()
+	if limited, wait := throttled(ctx, s.web.ipFails, ipKey); limited {
+		c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(wait, 10))
+		return s.render(c, http.StatusTooManyRequests, "signin", "Sign in", form,
+			"too many failed sign-ins; try again in "+strconv.FormatInt((wait+59)/60, 10)+" minutes")
 	}
-	account, email, err := s.checkPassword(ctx, email, c.FormValue("password")) // token.go: the data API's sign-in
+	// The account's own budget (internal/signin) is checked inside, with
+	// this browser's device cookie: token.go's checkPassword.
+	in, err := s.checkPassword(ctx, email, c.FormValue("password"), strings.Clone(c.Cookies(deviceCookie)), true)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Status == http.StatusUnauthorized {
 			_, _ = s.web.ipFails.Get(ctx, ipKey)
-			_, _ = s.web.acctFails.Get(ctx, acctKey)
+		}
+		if errors.As(err, &e) && e.Status == http.StatusTooManyRequests {
+			for k, v := range e.Headers {
+				c.Set(k, v)
+			}
 		}
 		status, msg := s.problemText(c, err)
 		return s.render(c, status, "signin", "Sign in", form, msg)
 	}
-	_, _ = s.web.acctFails.Reset(ctx, acctKey)
-	if err := s.startSession(c, account, email, false); err != nil {
+	if in.Device != "" {
+		s.setCookie(c, deviceCookie, in.Device, s.now().Add(signin.DeviceTTL))
+	}
+	if err := s.startSession(c, in.Account, in.Email, false); err != nil {
 		return err
 	}
 	return c.Redirect(form.Next, http.StatusSeeOther)

@@ -25,6 +25,9 @@ type webClient struct {
 	t       *testing.T
 	b       *testBundle
 	cookies map[string]*http.Cookie
+	// ip, when set, is sent as X-Forwarded-For (a server built with
+	// trustedAppTest takes it as the client IP).
+	ip string
 }
 
 func newWebClient(t *testing.T, b *testBundle) *webClient {
@@ -44,6 +47,9 @@ func (w *webClient) req(method, path string, form url.Values) (*http.Response, s
 	}
 	for _, c := range w.cookies {
 		r.AddCookie(c)
+	}
+	if w.ip != "" {
+		r.Header.Set("X-Forwarded-For", w.ip)
 	}
 	resp, err := w.b.srv.App().Test(r, -1)
 	require.NoError(w.t, err)

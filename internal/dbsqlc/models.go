@@ -752,6 +752,15 @@ type SendingProviderLink struct {
 	CreatedAt  time.Time
 }
 
+type SigninLimit struct {
+	AccountID     uuid.UUID
+	DeviceHash    []byte
+	Failures      int32
+	LastFailureAt *time.Time
+	BlockedUntil  *time.Time
+	LastSuccessAt *time.Time
+}
+
 type SigningKey struct {
 	ID                uuid.UUID
 	Kid               string
