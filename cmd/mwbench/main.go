@@ -10,6 +10,7 @@
 //	mwbench signup     peak RSS of `mailwatch api` under 100 concurrent sign-ups
 //	mwbench data-api   /rest/v1/events (JWT + RLS) vs the REST event listing
 //	mwbench dmarc      aggregate report parsing next to mox's parser; 1,000 reports over SMTP
+//	mwbench bomb       peak RSS of `mailwatch api` under request decompression bombs
 //
 // Each benchmark creates its own database from DATABASE_URL's server and
 // drops it afterwards.
@@ -37,6 +38,7 @@ var benchmarks = map[string]benchmark{
 	"signup":    benchSignup,    // signup.go
 	"data-api":  benchDataAPI,   // dataapi.go
 	"dmarc":     benchDMARC,     // dmarc.go
+	"bomb":      benchBomb,      // bomb.go
 }
 
 func main() {
