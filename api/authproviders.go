@@ -122,7 +122,7 @@ func (s *Server) providerTokens() {
 		if err != nil {
 			return nil, true, err
 		}
-		return &verifiedToken{accountID: v.AccountID, claims: v.Claims, rateKey: v.RateKey}, true, nil
+		return &verifiedToken{accountID: v.AccountID, claims: v.Claims}, true, nil
 	}
 }
 

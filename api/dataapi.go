@@ -73,7 +73,7 @@ func (s *Server) dataAPIRoutes() {
 			"Authorization is a JWT from POST /api/auth/token or a linked identity provider (whose requests name their account " +
 			"in X-Mailwatch-Account). Errors have PostgREST's " +
 			"shape {code, message, details, hint}. Every query runs as database role `authenticated` under row-level " +
-			"security on the token's claims. Limited per token subject like API keys.",
+			"security on the token's claims. Limited like API keys, one budget per account for all the tokens that resolve to it.",
 		Errors: []int{403, 406, 416},
 	}, func(c *fiber.Ctx) error { return s.serveDataAPI(c, runner) })
 	// HEAD (postgrest-js's head: true, usually with count=exact): the same
@@ -117,7 +117,10 @@ func (s *Server) serveDataAPI(c *fiber.Ctx, runner *dataapi.Runner) error {
 	}
 	limitKey := "ip:" + c.IP()
 	if verified != nil {
-		limitKey = "jwt:" + verified.rateKey
+		// One budget per account, whatever the token: mailwatch's own or a
+		// linked provider's, for any of its subjects (a user linked by
+		// email has as many as the provider mints).
+		limitKey = "jwt:acct:" + verified.accountID
 	}
 	if err := s.router.guard.charge(c, limitKey); err != nil {
 		var apiErr *Error
@@ -208,11 +211,11 @@ func pgrstError(c *fiber.Ctx, logger *slog.Logger, err error, cause error) error
 
 // verifiedToken is a data-API caller.
 type verifiedToken struct {
+	// accountID is the account the token resolves to, which also names the
+	// rate-limit budget the request draws on.
 	accountID string
 	// claims are set as request.jwt.claims; "sub" is the account id.
 	claims []byte
-	// rateKey names the caller's rate-limit budget.
-	rateKey string
 	// issuedAt is the iat of a token mailwatch issued (zero for a linked
 	// provider's token): one issued before the account's last password
 	// change is refused (account_state.go).
@@ -281,7 +284,7 @@ func (s *Server) verifyDataToken(ctx context.Context, token, account string) (*v
 	if err != nil {
 		return nil, err
 	}
-	v := &verifiedToken{accountID: claims.Subject, claims: raw, rateKey: "acct:" + claims.Subject, issuedAt: claims.IssuedAt.Time}
+	v := &verifiedToken{accountID: claims.Subject, claims: raw, issuedAt: claims.IssuedAt.Time}
 	s.tokens.put(key, v, claims.ExpiresAt.Time)
 	return v, s.checkTokenAccount(ctx, v)
 }

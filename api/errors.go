@@ -8,6 +8,8 @@ import (
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/mailwatch/mailwatch/internal/dataapi"
 )
 
 // FieldError names one invalid field of a 422 response, as the field is
@@ -110,7 +112,7 @@ func unauthorized(detail string) *Error {
 }
 
 // errorHandler turns every error that reaches Fiber into a JSON response
-// with a detail. Unknown errors are logged once, here, and answered with a
+// with a detail (on the data API, PostgREST's shape with a message). Unknown errors are logged once, here, and answered with a
 // generic 500 that reveals nothing.
 func errorHandler(logger *slog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
@@ -152,6 +154,9 @@ func errorHandler(logger *slog.Logger) fiber.ErrorHandler {
 		default:
 			logger.ErrorContext(c.UserContext(), "request failed", slog.String("request_id", requestID(c)), slog.Any("error", err))
 			body.Detail = "internal server error"
+		}
+		if dataAPIRequest(c, status == http.StatusRequestHeaderFieldsTooLarge) { // edge.go
+			return pgrstError(c, logger, &dataapi.Error{Status: status, Code: "PGRST000", Message: body.Detail}, nil)
 		}
 		return c.Status(status).JSON(body)
 	}

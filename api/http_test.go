@@ -1,13 +1,16 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,21 +89,60 @@ func TestHTTPErrors(t *testing.T) {
 	})
 }
 
+// TestRequestID: every request gets an id of the server's own, unique even
+// when a client sends the same X-Request-Id twice; a well-formed client id is
+// logged beside it, an ill-formed one is not.
 func TestRequestID(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	req := httptest.NewRequest("GET", "/healthz", nil)
-	req.Header.Set("X-Request-Id", "abc-123")
-	resp, err := b.srv.App().Test(req, -1)
-	require.NoError(t, err)
-	require.Equal(t, "abc-123", resp.Header.Get("X-Request-Id"))
+	logs := &syncBuffer{}
+	b := setup(t, func(o *setupOpts) {
+		o.deps = func(d *api.Deps) { d.Logger = slog.New(slog.NewJSONHandler(logs, nil)) }
+	})
+	seen := map[string]bool{}
+	for _, client := range []string{"abc-123", "abc-123", "bad id with spaces", strings.Repeat("x", 129)} {
+		req := httptest.NewRequest("GET", "/healthz", nil)
+		req.Header.Set("X-Request-Id", client)
+		resp, err := b.srv.App().Test(req, -1)
+		require.NoError(t, err)
+		id := resp.Header.Get("X-Request-Id")
+		require.Len(t, id, 36, "a UUID of ours")
+		require.NotEqual(t, client, id)
+		require.False(t, seen[id], "ids are unique per request")
+		seen[id] = true
+		var line struct {
+			RequestID       string `json:"request_id"`
+			ClientRequestID string `json:"client_request_id"`
+		}
+		for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			if strings.Contains(l, id) {
+				require.NoError(t, json.Unmarshal([]byte(l), &line))
+			}
+		}
+		require.Equal(t, id, line.RequestID, "the access log names the request by our id")
+		if client == "abc-123" {
+			require.Equal(t, client, line.ClientRequestID, "the client's id is kept beside ours")
+		} else {
+			require.Empty(t, line.ClientRequestID, "an ill-formed client id is not logged")
+		}
+	}
+}
 
-	req = httptest.NewRequest("GET", "/healthz", nil)
-	req.Header.Set("X-Request-Id", "bad id with spaces")
-	resp, err = b.srv.App().Test(req, -1)
-	require.NoError(t, err)
-	require.NotEqual(t, "bad id with spaces", resp.Header.Get("X-Request-Id"))
-	require.Len(t, resp.Header.Get("X-Request-Id"), 36)
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }
 
 func TestMetrics(t *testing.T) {

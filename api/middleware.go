@@ -60,13 +60,19 @@ func methodLabel(m string) string {
 
 // observe is the outermost middleware: request id, panic recovery, access
 // log and metrics, in that order, so that even a panic is logged, counted
-// and answered as JSON.
+// and answered as JSON. The request id (X-Request-Id of the answer, request_id
+// in every log line of the request) is always generated here; a client's
+// X-Request-Id of at most 128 characters [A-Za-z0-9._-] is kept as
+// client_request_id in the access log, and any other is ignored.
 func (s *Server) observe() fiber.Handler {
 	return func(c *fiber.Ctx) (err error) {
 		start := time.Now()
-		id := string(c.Request().Header.Peek(fiber.HeaderXRequestID))
-		if !validRequestID(id) {
-			id = uuid.Must(uuid.NewV7()).String()
+		// Every request gets an id of ours, unique whatever the client sends;
+		// a client's own X-Request-Id, when well-formed, is logged beside it.
+		id := uuid.Must(uuid.NewV7()).String()
+		clientID := string(c.Request().Header.Peek(fiber.HeaderXRequestID))
+		if !validRequestID(clientID) {
+			clientID = ""
 		}
 		c.Locals(requestIDKey, id)
 		c.Set(fiber.HeaderXRequestID, id)
@@ -116,6 +122,9 @@ func (s *Server) observe() fiber.Handler {
 			slog.Int("status", status),
 			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 			slog.String("ip", c.IP()),
+		}
+		if clientID != "" {
+			attrs = append(attrs, slog.String("client_request_id", clientID))
 		}
 		if caller, ok := CallerFrom(c.UserContext()); ok {
 			attrs = append(attrs, slog.String("account_id", caller.AccountID.String()), slog.String("key", caller.KeyIdentifier))

@@ -27,7 +27,9 @@ func newReflector() *openapi31.Reflector {
 	desc := "Email-infrastructure monitoring: accounts and API keys, monitored domains, events and alerts, " +
 		"event subscriptions with signed webhook delivery, and temporary receivers. Every error is JSON " +
 		"with a `detail`; 422 responses add `errors` naming each invalid field. Routes that need a key are " +
-		"limited to a fixed budget of requests per minute per key and carry X-RateLimit-* headers."
+		"limited to a fixed budget of requests per minute per key and carry X-RateLimit-* headers. Request " +
+		"bodies are taken as sent, never decompressed: a body with a Content-Encoding other than identity is 415 " +
+		"(with Accept-Encoding: identity) on every route that takes one."
 	spec.Info.Description = &desc
 	spec.SetHTTPBearerTokenSecurity(bearerScheme, "API key", "API key (mw_...) sent as `Authorization: Bearer <key>`.")
 	spec.SetHTTPBearerTokenSecurity(jwtScheme, "JWT", "A data-API token from POST /api/auth/token (or a linked identity provider's JWT) sent as `Authorization: Bearer <jwt>`.")

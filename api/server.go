@@ -238,7 +238,7 @@ func New(deps Deps) *Server {
 			cache:   map[[32]byte]cachedKey{},
 		},
 	}
-	s.app.Use(s.observe())
+	s.app.Use(s.observe(), s.edgeRules) // middleware.go, edge.go
 	s.routes()
 	return s
 }
@@ -264,7 +264,10 @@ func (s *Server) Usage() *usage.Tracker { return s.deps.Usage }
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.app.Listener(ln)
+	// The connection keeps each request's first bytes: a request whose
+	// header is too large for fasthttp is answered before its path is
+	// parsed, in the data API's shape when it was for the data API (edge.go).
+	err := s.app.Listener(requestStartListener{ln})
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}

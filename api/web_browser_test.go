@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/browsertest"
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
@@ -34,22 +34,6 @@ import (
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
-// chromiumPath finds Debian's Chromium (scripts/test installs it). Without
-// one the browser tests skip, unless DASHBOARD_TEST_REQUIRED is set (as
-// scripts/test sets it): then they fail.
-func chromiumPath(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("DASHBOARD_TEST_REQUIRED") != "" {
-		t.Fatal("no chromium found and DASHBOARD_TEST_REQUIRED is set: install the chromium package (scripts/test does)")
-	}
-	t.Skip("no chromium found; set DASHBOARD_TEST_REQUIRED=1 to make this a failure")
-	return ""
-}
-
 // browser is one headless Chromium tab on the dashboard at base.
 type browser struct {
 	t    *testing.T
@@ -59,7 +43,7 @@ type browser struct {
 }
 
 func newBrowser(t *testing.T, base string) *browser {
-	path := chromiumPath(t)
+	path := browsertest.Chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 800), chromedp.Flag("disable-gpu", true))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)

@@ -12,6 +12,7 @@
 //	mwbench data-api   /rest/v1/events (JWT + RLS) vs the REST event listing
 //	mwbench dmarc      aggregate report parsing next to mox's parser; 1,000 reports over SMTP
 //	mwbench dmarc-wide peak RSS of parsing a 50,000-source x 31-day report next to a 1,000-record one
+//	mwbench bomb       peak RSS of `mailwatch api` under request decompression bombs
 //
 // Each benchmark creates its own database from DATABASE_URL's server and
 // drops it afterwards.
@@ -41,6 +42,7 @@ var benchmarks = map[string]benchmark{
 	"data-api":   benchDataAPI,   // dataapi.go
 	"dmarc":      benchDMARC,     // dmarc.go
 	"dmarc-wide": benchDMARCWide, // dmarc_wide.go
+	"bomb":       benchBomb,      // bomb.go
 }
 
 func main() {
