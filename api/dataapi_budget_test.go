@@ -31,7 +31,7 @@ func TestDataAPIBudgetIsTheAccounts(t *testing.T) {
 
 	read := func(token string) response {
 		t.Helper()
-		return b.do(t, "GET", "/rest/v1/events?select=id&limit=1", token, nil)
+		return b.dataAPI(t, "/rest/v1/events?select=id&limit=1", token, acct.ID)
 	}
 	for i := range budget {
 		// A fresh subject for each request, all linked by the same email.
