@@ -45,7 +45,7 @@ type setupOpts struct {
 	deps func(*api.Deps)
 }
 
-// testGuard admits loopback webhook destinations only, as DESIGN.md asks.
+// testGuard admits loopback webhook destinations only: tests never reach beyond this machine.
 func testGuard(t *testing.T) *netguard.Guard {
 	g, err := netguard.ParseGuard("127.0.0.1/32,::1/128")
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/twilio"
 )
 
-// Receiver lifetimes and wait bounds (DESIGN.md "Receivers and inbound mail").
+// Receiver lifetimes and wait bounds (README: "Receivers (temporary inboxes)").
 const (
 	receiverDefaultTTL = 3600
 	receiverMinTTL     = 60

@@ -60,7 +60,7 @@ func TestRegistry(t *testing.T) {
 		events.TypeAlertAcknowledged, events.TypeAlertUnacknowledged, events.TypeMessageDeleted,
 	} {
 		_, ok := events.Lookup(name)
-		require.True(t, ok, "DESIGN.md requires %s", name)
+		require.True(t, ok, "the registry must hold %s", name)
 	}
 	for _, typ := range all {
 		t.Run(typ.Name, func(t *testing.T) {

@@ -96,8 +96,8 @@ type testBundle struct {
 	secret string
 }
 
-// setup returns a client whose guard admits loopback only, as DESIGN.md
-// prescribes for tests.
+// setup returns a client whose guard admits loopback only: tests never
+// reach beyond this machine.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	guard, err := netguard.ParseGuard("127.0.0.1/32,::1/128")
