@@ -21,7 +21,7 @@ import (
 // answers 402 when the account's plan is full. 402, not 409: the request
 // is valid and nothing clashes; paying for a bigger plan makes it succeed.
 func (s *Server) checkPlanLimit(ctx context.Context, tx dbutil.Tx, accountID uuid.UUID, limit string) error {
-	err := billing.CheckLimit(ctx, tx, accountID, limit, s.now())
+	err := billing.CheckLimit(ctx, tx, accountID, limit, s.deps.DefaultPlan, s.now())
 	var le *billing.LimitError
 	if errors.As(err, &le) {
 		return &Error{Status: http.StatusPaymentRequired, Detail: le.Error()}
@@ -29,13 +29,14 @@ func (s *Server) checkPlanLimit(ctx context.Context, tx dbutil.Tx, accountID uui
 	return err
 }
 
-// PlanLimits are a plan's limits.
+// PlanLimits are a plan's limits; a null count is not limited (the
+// unlimited plan).
 type PlanLimits struct {
-	Domains            int `json:"domains" validate:"required" description:"Monitored domains."`
-	Receivers          int `json:"receivers" validate:"required" description:"Receivers live (not expired) at once."`
-	Subscriptions      int `json:"subscriptions" validate:"required" description:"Event subscriptions."`
-	Providers          int `json:"providers" validate:"required" description:"Sending providers."`
-	EventRetentionDays int `json:"event_retention_days" validate:"required" description:"Days events are kept: the plan's retention, capped by the server's EVENT_RETENTION_DAYS."`
+	Domains            *int `json:"domains" validate:"required" description:"Monitored domains; null: no limit."`
+	Receivers          *int `json:"receivers" validate:"required" description:"Receivers live (not expired) at once; null: no limit."`
+	Subscriptions      *int `json:"subscriptions" validate:"required" description:"Event subscriptions; null: no limit (the server's absolute cap of 100 still applies)."`
+	Providers          *int `json:"providers" validate:"required" description:"Sending providers; null: no limit (the server's absolute cap of 50 still applies)."`
+	EventRetentionDays int  `json:"event_retention_days" validate:"required" description:"Days events are kept: the plan's retention, capped by the server's EVENT_RETENTION_DAYS."`
 }
 
 // PlanUsage is what an account holds of each counted limit.
@@ -48,8 +49,8 @@ type PlanUsage struct {
 
 // Billing is an account's payment state.
 type Billing struct {
-	Status                   string     `json:"status" validate:"required" enum:"active,past_due,canceled" description:"active; past_due after a failed payment (the plan holds until grace_until, then moves to free unless an invoice is paid); canceled once no Stripe subscription grants a plan."`
-	GraceUntil               *time.Time `json:"grace_until" validate:"required" description:"While past_due: when the plan moves to free. Null otherwise."`
+	Status                   string     `json:"status" validate:"required" enum:"active,past_due,canceled" description:"active; past_due after a failed payment (the plan holds until grace_until, then moves to the default plan unless an invoice is paid); canceled once no Stripe subscription grants a plan."`
+	GraceUntil               *time.Time `json:"grace_until" validate:"required" description:"While past_due: when the plan moves to the default plan. Null otherwise."`
 	StripeCustomerID         *string    `json:"stripe_customer_id" validate:"required" description:"The linked Stripe customer (checkout.session.completed with client_reference_id = the account id); null when none."`
 	StripeSubscriptionID     *string    `json:"stripe_subscription_id" validate:"required" description:"The Stripe subscription most recently changed; null when none."`
 	StripeSubscriptionStatus *string    `json:"stripe_subscription_status" validate:"required" description:"That subscription's Stripe status (active, trialing, past_due, canceled, ...)."`
@@ -57,16 +58,18 @@ type Billing struct {
 
 // AccountPlan is GET /api/accounts/me/plan.
 type AccountPlan struct {
-	Plan    string     `json:"plan" validate:"required" enum:"free,pro,business"`
-	Limits  PlanLimits `json:"limits" validate:"required"`
-	Usage   PlanUsage  `json:"usage" validate:"required"`
-	Billing Billing    `json:"billing" validate:"required"`
+	Plan string `json:"plan" validate:"required" enum:"free,pro,business,unlimited"`
+	// IsDefault: the plan comes from the server's DEFAULT_PLAN.
+	IsDefault bool       `json:"is_default" validate:"required" description:"True when the account is on the server's default plan (DEFAULT_PLAN: free where billing is configured, unlimited otherwise), which neither a Stripe subscription nor an operator set."`
+	Limits    PlanLimits `json:"limits" validate:"required"`
+	Usage     PlanUsage  `json:"usage" validate:"required"`
+	Billing   Billing    `json:"billing" validate:"required"`
 }
 
 // SetPlanRequest is PUT /api/admin/accounts/{account_id}/plan.
 type SetPlanRequest struct {
 	AccountID uuid.UUID `path:"account_id" format:"uuid"`
-	Plan      string    `json:"plan" validate:"required,oneof=free pro business" description:"free, pro or business."`
+	Plan      string    `json:"plan" validate:"required,oneof=free pro business unlimited" description:"free, pro, business or unlimited."`
 	Note      *string   `json:"note,omitempty" validate:"omitempty,max=500" description:"Why, for the audit trail (admin_plan_set)."`
 }
 
@@ -104,7 +107,7 @@ func (s *Server) billingRoutes() {
 			"duplicate: true and changes nothing. Applied types: checkout.session.completed (links the customer to the account " +
 			"named by client_reference_id), customer.subscription.created/updated/deleted (price -> plan by STRIPE_PRICE_PLANS; " +
 			"an event older than the subscription state already applied changes nothing), invoice.paid, invoice.payment_failed " +
-			"(BILLING_GRACE_PERIOD, then free). Other types are stored and acknowledged. 401 bad or missing signature (the " +
+			"(BILLING_GRACE_PERIOD, then the default plan). Other types are stored and acknowledged. 401 bad or missing signature (the " +
 			"detail says which part failed), 400 a body that is not a Stripe event (or whose id or type holds a NUL character), 503 " +
 			"when no secret is configured.",
 		Errors: []int{400, 401, 503},
@@ -112,15 +115,23 @@ func (s *Server) billingRoutes() {
 }
 
 func (s *Server) accountPlanView(ctx context.Context, db dbutil.Executor, accountID uuid.UUID) (*AccountPlan, error) {
-	st, err := billing.GetState(ctx, db, accountID, s.now())
+	st, err := billing.GetState(ctx, db, accountID, s.deps.DefaultPlan, s.now())
 	if err != nil {
 		return nil, err
 	}
 	p := st.Plan
+	limit := func(name string) *int {
+		if n, limited, _ := p.Limit(name); limited {
+			return &n
+		}
+		return nil
+	}
 	return &AccountPlan{
-		Plan: p.Name,
+		Plan:      p.Name,
+		IsDefault: st.IsDefault,
 		Limits: PlanLimits{
-			Domains: p.Domains, Receivers: p.Receivers, Subscriptions: p.Subscriptions, Providers: p.Providers,
+			Domains: limit(plans.LimitDomains), Receivers: limit(plans.LimitReceivers),
+			Subscriptions: limit(plans.LimitSubscriptions), Providers: limit(plans.LimitProviders),
 			EventRetentionDays: p.RetentionDays(s.deps.EventRetentionDays),
 		},
 		Usage: PlanUsage(st.Usage),
@@ -138,12 +149,12 @@ func (s *Server) getAccountPlan(ctx context.Context, _ *emptyRequest) (*AccountP
 func (s *Server) adminSetPlan(ctx context.Context, req *SetPlanRequest) (*AccountPlan, error) {
 	caller := mustCaller(ctx)
 	return dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*AccountPlan, error) {
-		_, err := billing.SetPlan(ctx, tx, s.deps.Emitter, req.AccountID, req.Plan, caller.KeyIdentifier, req.Note)
+		_, err := billing.SetPlan(ctx, tx, s.deps.Emitter, req.AccountID, req.Plan, s.deps.DefaultPlan, caller.KeyIdentifier, req.Note)
 		if errors.Is(err, billing.ErrNoAccount) {
 			return nil, NotFound("account")
 		}
 		if errors.Is(err, plans.ErrUnknownPlan) {
-			return nil, InvalidField("plan", "must be free, pro or business")
+			return nil, InvalidField("plan", "must be "+strings.Join(plans.Names(), ", "))
 		}
 		if err != nil {
 			return nil, err

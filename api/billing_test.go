@@ -240,7 +240,7 @@ func TestStripeSubscriptionMovesPlan(t *testing.T) {
 	require.Equal(t, billing.OutcomeApplied, b.applyStripe(t, upd.EventID, time.Now()))
 	p = b.plan(t, acct.Key)
 	require.Equal(t, plans.Pro, p.Plan)
-	require.Equal(t, 50, p.Limits.Domains)
+	require.Equal(t, 50, *p.Limits.Domains)
 	require.Equal(t, "active", p.Billing.Status)
 	require.Equal(t, sub, *p.Billing.StripeSubscriptionID)
 	changed := b.eventsOfType(t, acct.ID, events.TypePlanChanged)
@@ -342,7 +342,7 @@ func TestPaymentFailedGraceThenDowngrade(t *testing.T) {
 		client, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, jobs.Options{})
 		require.NoError(t, err)
 		n, err := dbutil.WithTxV(ctx, b.db, func(ctx context.Context, tx dbutil.Tx) (int, error) {
-			return billing.ExpireGrace(ctx, tx, &events.Emitter{River: client}, now, 100)
+			return billing.ExpireGrace(ctx, tx, &events.Emitter{River: client}, plans.Free, now, 100)
 		})
 		require.NoError(t, err)
 		return n
@@ -393,7 +393,7 @@ func TestPlanLimits(t *testing.T) {
 	require.Contains(t, detail, "the account has 5")
 	p := b.plan(t, acct.Key)
 	require.Equal(t, int64(free.Domains), p.Usage.Domains)
-	require.Equal(t, free.Domains, p.Limits.Domains)
+	require.Equal(t, free.Domains, *p.Limits.Domains)
 	require.Equal(t, 7, p.Limits.EventRetentionDays)
 
 	for i := range free.Subscriptions {
@@ -511,7 +511,7 @@ func TestAdminSetPlan(t *testing.T) {
 	var p api.AccountPlan
 	resp.JSON(t, &p)
 	require.Equal(t, plans.Business, p.Plan)
-	require.Equal(t, 1000, p.Limits.Domains)
+	require.Equal(t, 1000, *p.Limits.Domains)
 	require.Equal(t, plans.Business, b.plan(t, target.Key).Plan)
 	require.Equal(t, plans.Free, b.plan(t, bystander.Key).Plan)
 
@@ -559,4 +559,75 @@ func TestStripeInvoiceKeepsOperatorPlan(t *testing.T) {
 	p := b.plan(t, acct.Key)
 	require.Equal(t, plans.Business, p.Plan)
 	require.Equal(t, "active", p.Billing.Status)
+}
+
+// TestDefaultPlanUnlimited: on a server whose default plan is unlimited (no
+// billing configured, or DEFAULT_PLAN=unlimited), an account nobody placed
+// on a plan creates past every paid plan's counts, sees null limits and the
+// server's whole retention, and returns to the default when the plan that
+// billing gave it lapses.
+func TestDefaultPlanUnlimited(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *setupOpts) {
+		o.deps = func(d *api.Deps) {
+			d.StripeWebhookSecret = testStripeSecret
+			d.EventRetentionDays = 120
+			d.DefaultPlan = plans.Unlimited
+		}
+	})
+	admin, acct := b.createAccount(t), b.createAccount(t)
+	b.makeAdmin(t, admin)
+	free, _ := plans.Lookup(plans.Free)
+
+	for i := range free.Domains + 1 {
+		resp := b.do(t, "POST", "/api/accounts/me/domains", acct.Key, map[string]any{"domain": fmt.Sprintf("own%d.example.com", i)})
+		require.Equal(t, http.StatusCreated, resp.Status, "a self-hosted team is not stopped at the free plan's count: %s", resp.Body)
+	}
+	p := b.plan(t, acct.Key)
+	require.Equal(t, plans.Unlimited, p.Plan)
+	require.True(t, p.IsDefault)
+	require.Nil(t, p.Limits.Domains, "no limit is null, not a number")
+	require.Nil(t, p.Limits.Subscriptions)
+	require.Equal(t, 120, p.Limits.EventRetentionDays, "events are kept as long as the server keeps them")
+	require.Equal(t, int64(free.Domains+1), p.Usage.Domains)
+
+	// An operator's plan applies, and is not the default.
+	resp := b.do(t, "PUT", "/api/admin/accounts/"+acct.ID+"/plan", admin.Key, map[string]any{"plan": "free"})
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	resp = b.do(t, "POST", "/api/accounts/me/domains", acct.Key, map[string]any{"domain": "over.example.com"})
+	require.Equal(t, http.StatusPaymentRequired, resp.Status, "%s", resp.Body)
+	p = b.plan(t, acct.Key)
+	require.False(t, p.IsDefault)
+	require.Equal(t, free.Domains, *p.Limits.Domains)
+	changed := b.eventsOfType(t, acct.ID, events.TypePlanChanged)
+	require.JSONEq(t, `{"previous_plan":"unlimited","plan":"free","reason":"admin"}`, string(changed[len(changed)-1]))
+
+	// Billing grants pro; when the grace period of a failed payment ends,
+	// the account goes back to the default plan, not to free.
+	ctx := context.Background()
+	customer, sub := stripeID("cus"), stripeID("sub")
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for _, ev := range [][]byte{
+		stripeEvent(stripeID("evt"), "checkout.session.completed", t0, stripeCheckoutSession(acct.ID, customer, sub)),
+		stripeEvent(stripeID("evt"), "customer.subscription.created", t0.Add(time.Second), stripeSubscription(sub, customer, "active", "price_mw_pro")),
+		stripeEvent(stripeID("evt"), "invoice.payment_failed", t0.Add(time.Minute), stripeInvoice(customer, sub, 1)),
+	} {
+		require.Equal(t, billing.OutcomeApplied, b.applyStripe(t, b.sendStripe(t, ev).EventID, t0))
+	}
+	require.Equal(t, plans.Pro, b.plan(t, acct.Key).Plan)
+	client, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, jobs.Options{})
+	require.NoError(t, err)
+	n, err := dbutil.WithTxV(ctx, b.db, func(ctx context.Context, tx dbutil.Tx) (int, error) {
+		return billing.ExpireGrace(ctx, tx, &events.Emitter{River: client}, plans.Unlimited, t0.Add(8*24*time.Hour), 100)
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	p = b.plan(t, acct.Key)
+	require.Equal(t, plans.Unlimited, p.Plan)
+	require.True(t, p.IsDefault)
+	changed = b.eventsOfType(t, acct.ID, events.TypePlanChanged)
+	require.JSONEq(t, `{"previous_plan":"pro","plan":"unlimited","reason":"grace_expired"}`, string(changed[len(changed)-1]))
+
+	// The bystander never had a plan of its own.
+	require.Equal(t, plans.Unlimited, b.plan(t, admin.Key).Plan)
 }

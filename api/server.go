@@ -71,6 +71,9 @@ type Deps struct {
 	// EventRetentionDays is EVENT_RETENTION_DAYS, the cap on every plan's
 	// event retention (shown by GET /api/accounts/me/plan); zero: no cap.
 	EventRetentionDays int
+	// DefaultPlan is DEFAULT_PLAN: the plan of accounts without one of
+	// their own; empty is free.
+	DefaultPlan string
 	// Waiters wakes receiver long polls (one LISTEN connection per process;
 	// the caller runs it). When nil the API makes a hub without a listener,
 	// woken only by writes this process makes (tests on one transaction).

@@ -712,9 +712,13 @@ type settingsData struct {
 
 // planRow is one counted limit of the plan section.
 type planRow struct {
-	Name        string
-	Used, Limit int64
+	Name  string
+	Used  int64
+	Limit *int // nil: no limit
 }
+
+// Full says a create of one more would be refused.
+func (r planRow) Full() bool { return r.Limit != nil && r.Used >= int64(*r.Limit) }
 
 func (s *Server) settingsPage(c *fiber.Ctx, status int, created *NewAPIKey, problem string) error {
 	keys, err := call[emptyRequest, []APIKey](c, s, "listAPIKeys", &emptyRequest{})
@@ -741,8 +745,8 @@ func (s *Server) settingsPage(c *fiber.Ctx, status int, created *NewAPIKey, prob
 		return s.pageError(c, err)
 	}
 	l, u := data.Plan.Limits, data.Plan.Usage
-	data.PlanRows = []planRow{{"Domains", u.Domains, int64(l.Domains)}, {"Live receivers", u.Receivers, int64(l.Receivers)},
-		{"Event subscriptions", u.Subscriptions, int64(l.Subscriptions)}, {"Sending providers", u.Providers, int64(l.Providers)}}
+	data.PlanRows = []planRow{{"Domains", u.Domains, l.Domains}, {"Live receivers", u.Receivers, l.Receivers},
+		{"Event subscriptions", u.Subscriptions, l.Subscriptions}, {"Sending providers", u.Providers, l.Providers}}
 	return s.render(c, status, "settings", "Settings", data, problem)
 }
 

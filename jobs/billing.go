@@ -12,6 +12,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/plans"
 )
 
 // stripeLinkWait is how long an event whose Stripe customer is not linked
@@ -50,11 +51,19 @@ type StripeEventWorker struct {
 // NewStripeEventWorker returns the worker (tests run its Work directly).
 func NewStripeEventWorker(deps Deps) *StripeEventWorker { return &StripeEventWorker{deps: deps} }
 
+// defaultPlan is DEFAULT_PLAN (free without a configuration: tests, tools).
+func (d Deps) defaultPlan() string {
+	if d.Config != nil && d.Config.DefaultPlan != "" {
+		return d.Config.DefaultPlan
+	}
+	return plans.Free
+}
+
 // Applier is the billing applier configured from Deps.Config.
 func (d Deps) Applier(em *events.Emitter) *billing.Applier {
 	a := &billing.Applier{Emitter: em}
 	if d.Config != nil {
-		a.Prices, a.Grace = d.Config.StripePricePlans, d.Config.BillingGracePeriod
+		a.Prices, a.Grace, a.Default = d.Config.StripePricePlans, d.Config.BillingGracePeriod, d.Config.DefaultPlan
 	}
 	return a
 }
@@ -111,9 +120,10 @@ func (w *BillingGraceWorker) Work(ctx context.Context, job *river.Job[BillingGra
 	if w.deps.Now != nil {
 		now = w.deps.Now().UTC()
 	}
+	def := w.deps.defaultPlan()
 	for {
 		n, err := dbutil.WithTxV(ctx, w.deps.Pool, func(ctx context.Context, tx dbutil.Tx) (int, error) {
-			return billing.ExpireGrace(ctx, tx, &events.Emitter{}, now, graceSweepBatch)
+			return billing.ExpireGrace(ctx, tx, &events.Emitter{}, def, now, graceSweepBatch)
 		})
 		if err != nil {
 			return err

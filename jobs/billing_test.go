@@ -90,8 +90,9 @@ func TestBillingJobsOnRiver(t *testing.T) {
 	require.NoError(t, err)
 	ev = waitKind("billing_grace")
 	require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "errors: %v", ev.Job.Errors)
-	require.NoError(t, pool.QueryRow(ctx, `SELECT plan FROM account_plans WHERE account_id = $1`, account).Scan(&plan))
-	require.Equal(t, plans.Free, plan)
+	var stored *string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT plan FROM account_plans WHERE account_id = $1`, account).Scan(&stored))
+	require.Nil(t, stored, "back on the default plan, whatever DEFAULT_PLAN says then")
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE account_id = $1 AND event_type = 'plan_changed'`, account).Scan(&changed))
 	require.Equal(t, 2, changed)
 }

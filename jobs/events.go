@@ -60,13 +60,14 @@ func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[EventPruneAr
 	}
 	// Plans keep events for less than the global maximum: each plan's
 	// accounts are pruned to the plan's own retention.
+	def := w.deps.defaultPlan()
 	for _, p := range plans.All() {
 		planDays := p.RetentionDays(days)
 		if planDays >= days {
 			continue
 		}
 		planCutoff := now().UTC().AddDate(0, 0, -planDays)
-		n, err := events.PruneForPlan(ctx, w.deps.Pool, p.Name, planCutoff, events.PruneBatchSize)
+		n, err := events.PruneForPlan(ctx, w.deps.Pool, p.Name, def, planCutoff, events.PruneBatchSize)
 		if w.deps.Logger != nil {
 			w.deps.Logger.InfoContext(ctx, "pruned events", slog.String("plan", p.Name), slog.Int64("events", n), slog.Time("before", planCutoff))
 		}

@@ -1,8 +1,8 @@
 -- name: AccountPlanLock :one
 -- Locks the account row (FOR NO KEY UPDATE: child rows' foreign keys still
 -- insert) so that two creates of one account count one after the other,
--- and returns the account's plan (free without a row).
-SELECT a.id, coalesce(p.plan, 'free')::text AS plan
+-- and returns the plan stored for it (NULL: the default plan).
+SELECT a.id, p.plan
 FROM accounts a
 LEFT JOIN account_plans p ON p.account_id = a.id
 WHERE a.id = @account_id::uuid
@@ -10,7 +10,7 @@ FOR NO KEY UPDATE OF a;
 
 -- name: AccountPlanGet :one
 SELECT a.id AS account_id,
-       coalesce(p.plan, 'free')::text AS plan,
+       p.plan,
        coalesce(p.billing_status, 'active')::text AS billing_status,
        p.grace_until,
        p.stripe_customer_id,
@@ -32,7 +32,8 @@ SELECT * FROM account_plans WHERE account_id = @account_id::uuid FOR UPDATE;
 SELECT * FROM account_plans WHERE stripe_customer_id = @customer_id::text FOR UPDATE;
 
 -- name: AccountPlanSetPlan :exec
-UPDATE account_plans SET plan = @plan::text, updated_at = now()
+-- A NULL plan puts the account back on the default plan.
+UPDATE account_plans SET plan = sqlc.narg('plan')::text, updated_at = now()
 WHERE account_id = @account_id::uuid;
 
 -- name: AccountPlanSetCustomer :exec
@@ -48,10 +49,10 @@ SET billing_status = @billing_status::text,
 WHERE account_id = @account_id::uuid;
 
 -- name: AccountPlanGraceExpired :many
--- Past-due accounts whose grace period ended and which still hold a paid
--- plan; SKIP LOCKED lets a Stripe event in flight finish first.
+-- Past-due accounts whose grace period ended and which still hold a plan
+-- of their own; SKIP LOCKED lets a Stripe event in flight finish first.
 SELECT * FROM account_plans
-WHERE billing_status = 'past_due' AND grace_until <= @now::timestamptz AND plan <> 'free'
+WHERE billing_status = 'past_due' AND grace_until <= @now::timestamptz AND plan IS NOT NULL
 ORDER BY grace_until
 LIMIT @max::int
 FOR UPDATE SKIP LOCKED;

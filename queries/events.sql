@@ -86,14 +86,14 @@ WHERE id IN (
 );
 
 -- name: EventPruneBatchForPlan :execrows
--- As EventPruneBatch, for the accounts on one plan (an account without an
--- account_plans row is on free): the plan's own, shorter retention.
+-- As EventPruneBatch, for the accounts on one plan (an account without a
+-- plan of its own is on the default plan): the plan's own, shorter retention.
 DELETE FROM events
 WHERE id IN (
     SELECT e.id FROM events e
     LEFT JOIN account_plans p ON p.account_id = e.account_id
     WHERE e.created_at < @before::timestamptz
-      AND coalesce(p.plan, 'free') = @plan::text
+      AND coalesce(p.plan, @default_plan::text) = @plan::text
       AND (e.severity <> 'critical' OR e.acknowledged_at IS NOT NULL)
     ORDER BY e.created_at
     LIMIT @batch_size::int

@@ -192,6 +192,9 @@ dev_env() {
 	# Stripe example runs; a real deployment sets its own (Stripe dashboard).
 	export STRIPE_WEBHOOK_SECRET="${STRIPE_WEBHOOK_SECRET-whsec_local_dev_only}"
 	export STRIPE_PRICE_PLANS="${STRIPE_PRICE_PLANS-price_local_pro=pro,price_local_business=business}"
+	# That secret would make the default plan free; a local instance is a
+	# team's own tool, not a trial.
+	export DEFAULT_PLAN="${DEFAULT_PLAN-unlimited}"
 }
 
 # loopback_url SCHEME ADDR turns a listen address into a URL a local client

@@ -152,6 +152,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		SNSCerts:              &ses.HTTPCertFetcher{Client: sh.aws},
 		StripeWebhookSecret:   cfg.StripeWebhookSecret,
 		EventRetentionDays:    cfg.EventRetentionDays,
+		DefaultPlan:           cfg.DefaultPlan,
 		ProviderWebhookMaxAge: cfg.ProviderWebhookMaxAge,
 		Waiters:               waiters,
 		PublicBaseURL:         cfg.PublicBaseURL,

@@ -72,6 +72,9 @@ type Applier struct {
 	Prices plans.PriceMap
 	// Grace is how long a past-due account keeps its plan.
 	Grace time.Duration
+	// Default is the plan of an account no subscription grants one
+	// (DEFAULT_PLAN); empty is free.
+	Default string
 }
 
 // Apply applies the stored event id once: a second call (a re-run job)
@@ -244,15 +247,17 @@ func (a *Applier) settle(ctx context.Context, tx dbutil.Tx, accountID uuid.UUID,
 	if err != nil {
 		return err
 	}
-	best := plans.Get(plans.Free)
+	// The biggest plan an entitled subscription grants; none (nil): the
+	// default plan.
+	var granted *string
 	anyEntitled := false
 	for _, s := range subs {
 		if !entitled(s.Status) {
 			continue
 		}
 		anyEntitled = true
-		if p := plans.Get(s.Plan); p.Rank > best.Rank {
-			best = p
+		if granted == nil || plans.Get(s.Plan).Rank > plans.Get(*granted).Rank {
+			granted = &s.Plan
 		}
 	}
 	status, grace := cur.BillingStatus, cur.GraceUntil
@@ -266,10 +271,10 @@ func (a *Applier) settle(ctx context.Context, tx dbutil.Tx, accountID uuid.UUID,
 	// events, an operator's plan) there is nothing to recompute from.
 	plan := cur.Plan
 	if len(subs) > 0 {
-		plan = best.Name
+		plan = granted
 	}
 	if status == StatusPastDue && grace != nil && !now.Before(*grace) {
-		plan = plans.Free
+		plan = nil
 	}
 	if status != cur.BillingStatus || !timeEq(grace, cur.GraceUntil) {
 		if err := q.AccountPlanSetBilling(ctx, tx, dbsqlc.AccountPlanSetBillingParams{
@@ -288,18 +293,30 @@ func timeEq(a, b *time.Time) bool {
 	return a.Equal(*b)
 }
 
-// changePlan sets the plan and emits plan_changed when it differs.
-func (a *Applier) changePlan(ctx context.Context, tx dbutil.Tx, accountID uuid.UUID, from, to, reason, eventID, subID string) error {
-	if from == to {
+// changePlan stores the plan (nil: the default) and emits plan_changed
+// when the plan in effect differs.
+func (a *Applier) changePlan(ctx context.Context, tx dbutil.Tx, accountID uuid.UUID, from, to *string, reason, eventID, subID string) error {
+	if samePlan(from, to) {
 		return nil
 	}
 	if err := dbsqlc.New().AccountPlanSetPlan(ctx, tx, dbsqlc.AccountPlanSetPlanParams{AccountID: accountID, Plan: to}); err != nil {
 		return err
 	}
-	return emitPlanChanged(ctx, tx, a.Emitter, accountID, from, to, reason, eventID, subID)
+	return emitPlanChanged(ctx, tx, a.Emitter, accountID, plans.Effective(from, a.Default).Name, plans.Effective(to, a.Default).Name,
+		reason, eventID, subID)
+}
+
+func samePlan(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 func emitPlanChanged(ctx context.Context, tx dbutil.Tx, em *events.Emitter, accountID uuid.UUID, from, to, reason, eventID, subID string) error {
+	if from == to {
+		return nil // stored differently (the default, or the same plan named), in effect the same
+	}
 	payload := map[string]any{"previous_plan": from, "plan": to, "reason": reason}
 	if eventID != "" {
 		payload["stripe_event_id"] = eventID
@@ -359,7 +376,7 @@ func (a *Applier) invoiceEvent(ctx context.Context, tx dbutil.Tx, ev *Event, cre
 	}
 	payload := map[string]any{
 		"invoice_id": inv.ID, "customer_id": string(inv.Customer), "amount_due": inv.AmountDue, "currency": inv.Currency,
-		"attempt_count": inv.AttemptCount, "plan": cur.Plan, "grace_until": grace.UTC().Format(time.RFC3339),
+		"attempt_count": inv.AttemptCount, "plan": plans.Effective(cur.Plan, a.Default).Name, "grace_until": grace.UTC().Format(time.RFC3339),
 		"stripe_event_id": ev.ID,
 	}
 	if _, err := a.Emitter.Emit(ctx, tx, events.Event{AccountID: accountID, Type: events.TypePaymentFailed, Payload: payload}); err != nil {
@@ -376,18 +393,20 @@ func (a *Applier) grace() time.Duration {
 }
 
 // ExpireGrace moves up to max past-due accounts whose grace period ended
-// to the free plan, emitting plan_changed; it returns how many it moved.
-func ExpireGrace(ctx context.Context, tx dbutil.Tx, em *events.Emitter, now time.Time, max int) (int, error) {
+// to the default plan def, emitting plan_changed; it returns how many it
+// moved.
+func ExpireGrace(ctx context.Context, tx dbutil.Tx, em *events.Emitter, def string, now time.Time, max int) (int, error) {
 	q := dbsqlc.New()
 	rows, err := q.AccountPlanGraceExpired(ctx, tx, dbsqlc.AccountPlanGraceExpiredParams{Now: now, Max: int32(max)})
 	if err != nil {
 		return 0, fmt.Errorf("error listing expired grace periods: %w", err)
 	}
 	for _, r := range rows {
-		if err := q.AccountPlanSetPlan(ctx, tx, dbsqlc.AccountPlanSetPlanParams{AccountID: r.AccountID, Plan: plans.Free}); err != nil {
+		if err := q.AccountPlanSetPlan(ctx, tx, dbsqlc.AccountPlanSetPlanParams{AccountID: r.AccountID}); err != nil {
 			return 0, err
 		}
-		if err := emitPlanChanged(ctx, tx, em, r.AccountID, r.Plan, plans.Free, ReasonGraceExpired, "", ""); err != nil {
+		from, to := plans.Effective(r.Plan, def).Name, plans.Effective(nil, def).Name
+		if err := emitPlanChanged(ctx, tx, em, r.AccountID, from, to, ReasonGraceExpired, "", ""); err != nil {
 			return 0, err
 		}
 	}
@@ -397,9 +416,10 @@ func ExpireGrace(ctx context.Context, tx dbutil.Tx, em *events.Emitter, now time
 // SetPlan sets the account's plan by hand (operators), auditing it as
 // admin_plan_set and emitting plan_changed when the plan changes. The
 // next Stripe subscription event for the account recomputes the plan from
-// its subscriptions. It returns the previous plan; ErrNoAccount when the
-// account does not exist.
-func SetPlan(ctx context.Context, tx dbutil.Tx, em *events.Emitter, accountID uuid.UUID, plan, keyIdentifier string, note *string) (string, error) {
+// its subscriptions. def is the default plan (what the account was on
+// without a plan of its own). It returns the previous plan; ErrNoAccount
+// when the account does not exist.
+func SetPlan(ctx context.Context, tx dbutil.Tx, em *events.Emitter, accountID uuid.UUID, plan, def, keyIdentifier string, note *string) (string, error) {
 	if _, ok := plans.Lookup(plan); !ok {
 		return "", plans.ErrUnknownPlan
 	}
@@ -416,27 +436,29 @@ func SetPlan(ctx context.Context, tx dbutil.Tx, em *events.Emitter, accountID uu
 	if err != nil {
 		return "", err
 	}
-	if err := q.AccountPlanSetPlan(ctx, tx, dbsqlc.AccountPlanSetPlanParams{AccountID: accountID, Plan: plan}); err != nil {
+	if err := q.AccountPlanSetPlan(ctx, tx, dbsqlc.AccountPlanSetPlanParams{AccountID: accountID, Plan: &plan}); err != nil {
 		return "", err
 	}
-	audit := map[string]any{"plan": plan, "previous_plan": cur.Plan, "key_identifier": keyIdentifier}
+	previous := plans.Effective(cur.Plan, def).Name
+	audit := map[string]any{"plan": plan, "previous_plan": previous, "key_identifier": keyIdentifier}
 	if note != nil {
 		audit["note"] = *note
 	}
 	if _, err := em.Emit(ctx, tx, events.Event{AccountID: accountID, Type: events.TypeAdminPlanSet, Payload: audit}); err != nil {
 		return "", err
 	}
-	if cur.Plan != plan {
-		if err := emitPlanChanged(ctx, tx, em, accountID, cur.Plan, plan, ReasonAdmin, "", ""); err != nil {
-			return "", err
-		}
+	if err := emitPlanChanged(ctx, tx, em, accountID, previous, plan, ReasonAdmin, "", ""); err != nil {
+		return "", err
 	}
-	return cur.Plan, nil
+	return previous, nil
 }
 
 // State is an account's plan and billing state.
 type State struct {
-	Plan                  plans.Plan
+	Plan plans.Plan
+	// IsDefault says the plan is the instance's default (DEFAULT_PLAN):
+	// neither billing nor an operator set one for the account.
+	IsDefault             bool
 	Status                string
 	GraceUntil            *time.Time
 	StripeCustomerID      *string
@@ -445,14 +467,15 @@ type State struct {
 	Usage                 Counts
 }
 
-// GetState reads the account's plan, billing state and usage.
-func GetState(ctx context.Context, db dbsqlc.DBTX, accountID uuid.UUID, now time.Time) (*State, error) {
+// GetState reads the account's plan (def when it has none of its own),
+// billing state and usage.
+func GetState(ctx context.Context, db dbsqlc.DBTX, accountID uuid.UUID, def string, now time.Time) (*State, error) {
 	q := dbsqlc.New()
 	row, err := q.AccountPlanGet(ctx, db, accountID)
 	if err != nil {
 		return nil, err
 	}
-	st := &State{Plan: plans.Get(row.Plan), Status: row.BillingStatus, GraceUntil: row.GraceUntil, StripeCustomerID: row.StripeCustomerID}
+	st := &State{Plan: plans.Effective(row.Plan, def), IsDefault: row.Plan == nil, Status: row.BillingStatus, GraceUntil: row.GraceUntil, StripeCustomerID: row.StripeCustomerID}
 	subs, err := q.StripeSubscriptionListByAccount(ctx, db, accountID)
 	if err != nil {
 		return nil, err

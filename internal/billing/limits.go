@@ -64,18 +64,21 @@ func Usage(ctx context.Context, db dbsqlc.DBTX, accountID uuid.UUID, now time.Ti
 
 // CheckLimit locks the account row, so that concurrent creates of one
 // account count one after the other, and returns a *LimitError when one
-// more of limit would exceed the account's plan. Call it in the create's
-// transaction, before the insert.
-func CheckLimit(ctx context.Context, tx dbutil.Tx, accountID uuid.UUID, limit string, now time.Time) error {
+// more of limit would exceed the account's plan (def when it has none of
+// its own). Call it in the create's transaction, before the insert.
+func CheckLimit(ctx context.Context, tx dbutil.Tx, accountID uuid.UUID, limit, def string, now time.Time) error {
 	q := dbsqlc.New()
 	locked, err := q.AccountPlanLock(ctx, tx, accountID)
 	if err != nil {
 		return fmt.Errorf("error locking the account: %w", err)
 	}
-	plan := plans.Get(locked.Plan)
-	max, ok := plan.Limit(limit)
+	plan := plans.Effective(locked.Plan, def)
+	max, limited, ok := plan.Limit(limit)
 	if !ok {
 		return fmt.Errorf("billing: unknown limit %q", limit)
+	}
+	if !limited {
+		return nil
 	}
 	counts, err := Usage(ctx, tx, accountID, now)
 	if err != nil {

@@ -86,8 +86,9 @@ var Vars = []Var{
 	{Name: "SMTP_RELAY_URL", Default: "", Secret: true, Meaning: "SMTP relay for notification mail (alerts, daily digests, address verification): `smtps://user:pass@host:465` (implicit TLS) or `smtp://user:pass@host:587` (STARTTLS, required except for a loopback host such as `smtp://127.0.0.1:25`, which is plain SMTP); credentials percent-encoded, sent with SASL PLAIN. Unset: mail jobs log that they skipped and complete; nothing else changes."},
 	{Name: "NOTIFY_FROM", Default: "", Meaning: "From address of notification mail, e.g. `mailwatch <alerts@example.com>`; empty means `mailwatch <notifications@INBOUND_DOMAIN>`. Links in the mail point to the dashboard at PUBLIC_BASE_URL, or http://localhost:<port of LISTEN_ADDR> when that is empty."},
 	{Name: "STRIPE_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Stripe webhook signing secret (whsec_...) that verifies Stripe-Signature on POST /api/webhooks/payments/stripe; unset: that route answers 503."},
-	{Name: "STRIPE_PRICE_PLANS", Default: "", Meaning: "Comma-separated price_id=plan pairs mapping Stripe price ids to plans (free, pro, business), e.g. price_abc=pro,price_def=business; a subscription to an unmapped price counts as free."},
-	{Name: "BILLING_GRACE_PERIOD", Default: "168h", Meaning: "How long an account whose Stripe payment failed (invoice.payment_failed) keeps its plan before a periodic job moves it to free; counted from the first failure, ended by invoice.paid."},
+	{Name: "STRIPE_PRICE_PLANS", Default: "", Meaning: "Comma-separated price_id=plan pairs mapping Stripe price ids to plans (free, pro, business, unlimited), e.g. price_abc=pro,price_def=business; a subscription to an unmapped price counts as free."},
+	{Name: "DEFAULT_PLAN", Default: "", Meaning: "The plan of every account that no Stripe subscription and no operator placed on a plan: free, pro, business or unlimited (no count limits; events kept EVENT_RETENTION_DAYS). Empty: free when STRIPE_WEBHOOK_SECRET is set (plans are sold), unlimited otherwise (a team's own instance). Read at use: changing it moves every such account."},
+	{Name: "BILLING_GRACE_PERIOD", Default: "168h", Meaning: "How long an account whose Stripe payment failed (invoice.payment_failed) keeps its plan before a periodic job moves it to the default plan (DEFAULT_PLAN); counted from the first failure, ended by invoice.paid."},
 	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error."},
 	{Name: "LOG_FORMAT", Default: "json", Meaning: "json or text."},
 }
@@ -145,6 +146,7 @@ type Config struct {
 	DataAPIStatementTimeout time.Duration
 	StripeWebhookSecret     string
 	StripePricePlans        plans.PriceMap
+	DefaultPlan             string
 	BillingGracePeriod      time.Duration
 	LogLevel                slog.Level
 	LogFormat               string
@@ -243,6 +245,11 @@ func Parse(lookup Lookup) (*Config, error) {
 		errs = append(errs, fmt.Errorf("STRIPE_PRICE_PLANS: %w", err))
 	} else {
 		cfg.StripePricePlans = m
+	}
+	if p, err := plans.Default(get("DEFAULT_PLAN"), cfg.StripeWebhookSecret != ""); err != nil {
+		errs = append(errs, fmt.Errorf("DEFAULT_PLAN: %w", err))
+	} else {
+		cfg.DefaultPlan = p
 	}
 	if cfg.JWTIssuer == "" {
 		cfg.JWTIssuer = cfg.PublicBaseURL

@@ -133,3 +133,24 @@ func TestNotificationMailSettings(t *testing.T) {
 	require.ErrorContains(t, err, "SMTP_RELAY_URL")
 	require.ErrorContains(t, err, "NOTIFY_FROM")
 }
+
+// TestDefaultPlan: without billing an instance's accounts are unlimited;
+// with billing they start free; DEFAULT_PLAN chooses either way.
+func TestDefaultPlan(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "unlimited"},
+		{map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_x"}, "free"},
+		{map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_x", "DEFAULT_PLAN": "unlimited"}, "unlimited"},
+		{map[string]string{"DEFAULT_PLAN": "pro"}, "pro"},
+	} {
+		cfg, err := Parse(env(c.env))
+		require.NoError(t, err, c.env)
+		require.Equal(t, c.want, cfg.DefaultPlan, c.env)
+	}
+	_, err := Parse(env(map[string]string{"DEFAULT_PLAN": "gold"}))
+	require.ErrorContains(t, err, `DEFAULT_PLAN: "gold" is not a plan`)
+}

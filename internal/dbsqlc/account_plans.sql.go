@@ -24,7 +24,7 @@ func (q *Queries) AccountPlanEnsure(ctx context.Context, db DBTX, accountID uuid
 
 const accountPlanGet = `-- name: AccountPlanGet :one
 SELECT a.id AS account_id,
-       coalesce(p.plan, 'free')::text AS plan,
+       p.plan,
        coalesce(p.billing_status, 'active')::text AS billing_status,
        p.grace_until,
        p.stripe_customer_id,
@@ -37,7 +37,7 @@ WHERE a.id = $1::uuid
 
 type AccountPlanGetRow struct {
 	AccountID        uuid.UUID
-	Plan             string
+	Plan             *string
 	BillingStatus    string
 	GraceUntil       *time.Time
 	StripeCustomerID *string
@@ -101,7 +101,7 @@ func (q *Queries) AccountPlanGetForUpdate(ctx context.Context, db DBTX, accountI
 
 const accountPlanGraceExpired = `-- name: AccountPlanGraceExpired :many
 SELECT account_id, plan, billing_status, grace_until, stripe_customer_id, invoice_event_at, updated_at FROM account_plans
-WHERE billing_status = 'past_due' AND grace_until <= $1::timestamptz AND plan <> 'free'
+WHERE billing_status = 'past_due' AND grace_until <= $1::timestamptz AND plan IS NOT NULL
 ORDER BY grace_until
 LIMIT $2::int
 FOR UPDATE SKIP LOCKED
@@ -112,8 +112,8 @@ type AccountPlanGraceExpiredParams struct {
 	Max int32
 }
 
-// Past-due accounts whose grace period ended and which still hold a paid
-// plan; SKIP LOCKED lets a Stripe event in flight finish first.
+// Past-due accounts whose grace period ended and which still hold a plan
+// of their own; SKIP LOCKED lets a Stripe event in flight finish first.
 func (q *Queries) AccountPlanGraceExpired(ctx context.Context, db DBTX, arg AccountPlanGraceExpiredParams) ([]AccountPlan, error) {
 	rows, err := db.Query(ctx, accountPlanGraceExpired, arg.Now, arg.Max)
 	if err != nil {
@@ -143,7 +143,7 @@ func (q *Queries) AccountPlanGraceExpired(ctx context.Context, db DBTX, arg Acco
 }
 
 const accountPlanLock = `-- name: AccountPlanLock :one
-SELECT a.id, coalesce(p.plan, 'free')::text AS plan
+SELECT a.id, p.plan
 FROM accounts a
 LEFT JOIN account_plans p ON p.account_id = a.id
 WHERE a.id = $1::uuid
@@ -152,12 +152,12 @@ FOR NO KEY UPDATE OF a
 
 type AccountPlanLockRow struct {
 	ID   uuid.UUID
-	Plan string
+	Plan *string
 }
 
 // Locks the account row (FOR NO KEY UPDATE: child rows' foreign keys still
 // insert) so that two creates of one account count one after the other,
-// and returns the account's plan (free without a row).
+// and returns the plan stored for it (NULL: the default plan).
 func (q *Queries) AccountPlanLock(ctx context.Context, db DBTX, accountID uuid.UUID) (AccountPlanLockRow, error) {
 	row := db.QueryRow(ctx, accountPlanLock, accountID)
 	var i AccountPlanLockRow
@@ -212,10 +212,11 @@ WHERE account_id = $2::uuid
 `
 
 type AccountPlanSetPlanParams struct {
-	Plan      string
+	Plan      *string
 	AccountID uuid.UUID
 }
 
+// A NULL plan puts the account back on the default plan.
 func (q *Queries) AccountPlanSetPlan(ctx context.Context, db DBTX, arg AccountPlanSetPlanParams) error {
 	_, err := db.Exec(ctx, accountPlanSetPlan, arg.Plan, arg.AccountID)
 	return err

@@ -326,24 +326,30 @@ WHERE id IN (
     SELECT e.id FROM events e
     LEFT JOIN account_plans p ON p.account_id = e.account_id
     WHERE e.created_at < $1::timestamptz
-      AND coalesce(p.plan, 'free') = $2::text
+      AND coalesce(p.plan, $2::text) = $3::text
       AND (e.severity <> 'critical' OR e.acknowledged_at IS NOT NULL)
     ORDER BY e.created_at
-    LIMIT $3::int
+    LIMIT $4::int
     FOR UPDATE OF e SKIP LOCKED
 )
 `
 
 type EventPruneBatchForPlanParams struct {
-	Before    time.Time
-	Plan      string
-	BatchSize int32
+	Before      time.Time
+	DefaultPlan string
+	Plan        string
+	BatchSize   int32
 }
 
-// As EventPruneBatch, for the accounts on one plan (an account without an
-// account_plans row is on free): the plan's own, shorter retention.
+// As EventPruneBatch, for the accounts on one plan (an account without a
+// plan of its own is on the default plan): the plan's own, shorter retention.
 func (q *Queries) EventPruneBatchForPlan(ctx context.Context, db DBTX, arg EventPruneBatchForPlanParams) (int64, error) {
-	result, err := db.Exec(ctx, eventPruneBatchForPlan, arg.Before, arg.Plan, arg.BatchSize)
+	result, err := db.Exec(ctx, eventPruneBatchForPlan,
+		arg.Before,
+		arg.DefaultPlan,
+		arg.Plan,
+		arg.BatchSize,
+	)
 	if err != nil {
 		return 0, err
 	}

@@ -37,7 +37,7 @@ type Account struct {
 
 type AccountPlan struct {
 	AccountID        uuid.UUID
-	Plan             string
+	Plan             *string
 	BillingStatus    string
 	GraceUntil       *time.Time
 	StripeCustomerID *string

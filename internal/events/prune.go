@@ -39,8 +39,8 @@ func Prune(ctx context.Context, db dbutil.Executor, cutoff time.Time, batch int)
 }
 
 // PruneForPlan is Prune for the accounts on one plan (an account without
-// a plan row is on free), with that plan's cutoff.
-func PruneForPlan(ctx context.Context, db dbutil.Executor, plan string, cutoff time.Time, batch int) (int64, error) {
+// a plan of its own is on defaultPlan), with that plan's cutoff.
+func PruneForPlan(ctx context.Context, db dbutil.Executor, plan, defaultPlan string, cutoff time.Time, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = PruneBatchSize
 	}
@@ -50,7 +50,7 @@ func PruneForPlan(ctx context.Context, db dbutil.Executor, plan string, cutoff t
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
-		n, err := q.EventPruneBatchForPlan(ctx, db, dbsqlc.EventPruneBatchForPlanParams{Before: cutoff, Plan: plan, BatchSize: int32(batch)})
+		n, err := q.EventPruneBatchForPlan(ctx, db, dbsqlc.EventPruneBatchForPlanParams{Before: cutoff, DefaultPlan: defaultPlan, Plan: plan, BatchSize: int32(batch)})
 		if err != nil {
 			return total, fmt.Errorf("error pruning %s events: %w", plan, err)
 		}

@@ -66,3 +66,43 @@ func TestPrunePerPlan(t *testing.T) {
 	require.True(t, exists(biz50))
 	require.False(t, exists(biz61), "EVENT_RETENTION_DAYS=60 caps business's 90 days")
 }
+
+// TestPruneDefaultPlan: an account without a plan of its own keeps events
+// for the default plan's retention (DEFAULT_PLAN=unlimited: the server's
+// whole EVENT_RETENTION_DAYS), while an account an operator put on free
+// keeps its 7 days.
+func TestPruneDefaultPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewDB(t)
+	em := newEmitter(t)
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	onDefault, onFree := insertAccount(t, pool), insertAccount(t, pool)
+	_, err := pool.Exec(ctx, "INSERT INTO account_plans (account_id, plan) VALUES ($1, 'free')", onFree)
+	require.NoError(t, err)
+	emit := func(acct uuid.UUID, daysAgo int) uuid.UUID {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		row, err := em.Emit(ctx, tx, events.Event{AccountID: acct, Type: events.TypeHealthScoreChanged,
+			Payload: json.RawMessage(`{"domain":"example.com","previous_score":70,"score":80,"delta":10}`), At: now.AddDate(0, 0, -daysAgo)})
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		return row.ID
+	}
+	exists := func(id uuid.UUID) bool {
+		var ok bool
+		require.NoError(t, pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM events WHERE id = $1)", id).Scan(&ok))
+		return ok
+	}
+	default8, default61, free8 := emit(onDefault, 8), emit(onDefault, 61), emit(onFree, 8)
+	w := jobs.NewEventPruneWorker(jobs.Deps{
+		Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:    func() time.Time { return now },
+		Config: &config.Config{EventRetentionDays: 60, DefaultPlan: "unlimited"},
+	})
+	require.NoError(t, w.Work(ctx, nil))
+	require.True(t, exists(default8), "the default plan (unlimited) keeps what the server keeps")
+	require.False(t, exists(default61), "EVENT_RETENTION_DAYS still bounds it")
+	require.False(t, exists(free8), "an account placed on free keeps 7 days")
+}

@@ -7,6 +7,8 @@ package events
 import (
 	"encoding/json"
 	"sort"
+
+	"github.com/mailwatch/mailwatch/internal/plans"
 )
 
 // Severity of an event. A critical event is an alert.
@@ -73,6 +75,15 @@ type Type struct {
 }
 
 func schema(s string) json.RawMessage { return json.RawMessage(s) }
+
+// planNames is the JSON array of the plan names, for payload enums.
+var planNames = func() string {
+	b, err := json.Marshal(plans.Names())
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 // tlsReportSchema is the payload of tls_report_received and
 // tls_report_failures (which adds failures_by_type).
@@ -259,17 +270,17 @@ var types = map[string]Type{
 	TypePlanChanged: {
 		Name:            TypePlanChanged,
 		Group:           GroupBilling,
-		Description:     "The account's plan changed: through a Stripe subscription, a paid invoice restoring it, the end of a failed payment's grace period (to free), or an operator. A downgrade is a warning.",
+		Description:     "The account's plan changed: through a Stripe subscription, a paid invoice restoring it, the end of a failed payment's grace period (to the server's default plan), or an operator. A downgrade is a warning.",
 		DefaultSeverity: SeverityInfo,
 		PayloadSchema: schema(`{"type":"object","required":["previous_plan","plan","reason"],"properties":{
-			"previous_plan":{"type":"string","enum":["free","pro","business"]},"plan":{"type":"string","enum":["free","pro","business"]},
+			"previous_plan":{"type":"string","enum":`+planNames+`},"plan":{"type":"string","enum":`+planNames+`},
 			"reason":{"type":"string","enum":["stripe_subscription","invoice_paid","grace_expired","admin"]},
 			"stripe_event_id":{"type":"string"},"stripe_subscription_id":{"type":"string"}}}`),
 	},
 	TypePaymentFailed: {
 		Name:            TypePaymentFailed,
 		Group:           GroupBilling,
-		Description:     "A Stripe invoice payment failed (invoice.payment_failed): the account is past due and keeps its plan until grace_until (BILLING_GRACE_PERIOD after the first failure), then moves to free unless an invoice is paid.",
+		Description:     "A Stripe invoice payment failed (invoice.payment_failed): the account is past due and keeps its plan until grace_until (BILLING_GRACE_PERIOD after the first failure), then moves to the server's default plan unless an invoice is paid.",
 		DefaultSeverity: SeverityCritical,
 		PayloadSchema: schema(`{"type":"object","required":["invoice_id","plan","grace_until"],"properties":{
 			"invoice_id":{"type":"string"},"customer_id":{"type":"string"},"amount_due":{"type":"integer"},"currency":{"type":"string"},

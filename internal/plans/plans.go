@@ -4,6 +4,10 @@
 // Plans limit counts (monitored domains, live receivers, event
 // subscriptions, sending providers) and event retention; they never change
 // the per-key request rate limit.
+//
+// An account that no subscription and no operator placed on a plan is on
+// the instance's default plan (DEFAULT_PLAN): free where billing is
+// configured, unlimited on a self-hosted instance without billing.
 package plans
 
 import (
@@ -18,6 +22,9 @@ const (
 	Free     = "free"
 	Pro      = "pro"
 	Business = "business"
+	// Unlimited counts nothing and keeps events as long as the server's
+	// EVENT_RETENTION_DAYS: the default plan of an instance without billing.
+	Unlimited = "unlimited"
 )
 
 // Limit names: the keys of Limits in the API's plan response and the
@@ -45,6 +52,9 @@ type Plan struct {
 	// EventRetentionDays is how long the account's events are kept
 	// (EVENT_RETENTION_DAYS caps it for every plan).
 	EventRetentionDays int
+	// NoLimits marks a plan that limits no count and keeps events for
+	// EVENT_RETENTION_DAYS; the numbers above are then unused.
+	NoLimits bool
 }
 
 // table is the plan table, smallest first.
@@ -52,6 +62,7 @@ var table = []Plan{
 	{Name: Free, Rank: 0, Domains: 5, Receivers: 50, Subscriptions: 5, Providers: 5, EventRetentionDays: 7},
 	{Name: Pro, Rank: 1, Domains: 50, Receivers: 500, Subscriptions: 25, Providers: 10, EventRetentionDays: 30},
 	{Name: Business, Rank: 2, Domains: 1000, Receivers: 10000, Subscriptions: 100, Providers: 50, EventRetentionDays: 90},
+	{Name: Unlimited, Rank: 3, NoLimits: true},
 }
 
 // All returns every plan, smallest first.
@@ -85,25 +96,62 @@ func Get(name string) Plan {
 	return table[0]
 }
 
+// Default returns the default plan: the one named by setting (the
+// DEFAULT_PLAN variable) when it is set, else free where billing is
+// configured (plans are then sold) and unlimited where it is not (a team's
+// own instance should not stop at a trial's limits).
+func Default(setting string, billing bool) (string, error) {
+	setting = strings.TrimSpace(setting)
+	switch {
+	case setting != "":
+		if _, ok := Lookup(setting); !ok {
+			return "", fmt.Errorf("%q is not a plan (plans: %s)", setting, strings.Join(Names(), ", "))
+		}
+		return setting, nil
+	case billing:
+		return Free, nil
+	}
+	return Unlimited, nil
+}
+
+// Effective returns the plan an account is on: the one stored for it (by
+// billing or an operator), or def when none is (nil). An empty def is free.
+func Effective(stored *string, def string) Plan {
+	if stored != nil {
+		return Get(*stored)
+	}
+	if def == "" {
+		def = Free
+	}
+	return Get(def)
+}
+
 // Limit returns the plan's limit called name (a Limit* constant); ok is
-// false for an unknown name.
-func (p Plan) Limit(name string) (n int, ok bool) {
+// false for an unknown name, and limited false on a plan without limits.
+func (p Plan) Limit(name string) (n int, limited, ok bool) {
+	if p.NoLimits {
+		_, _, ok = table[0].Limit(name)
+		return 0, false, ok
+	}
 	switch name {
 	case LimitDomains:
-		return p.Domains, true
+		return p.Domains, true, true
 	case LimitReceivers:
-		return p.Receivers, true
+		return p.Receivers, true, true
 	case LimitSubscriptions:
-		return p.Subscriptions, true
+		return p.Subscriptions, true, true
 	case LimitProviders:
-		return p.Providers, true
+		return p.Providers, true, true
 	}
-	return 0, false
+	return 0, false, false
 }
 
 // RetentionDays is the plan's event retention under the operator's
 // global maximum (EVENT_RETENTION_DAYS); maxDays <= 0 means no maximum.
 func (p Plan) RetentionDays(maxDays int) int {
+	if p.NoLimits {
+		return maxDays
+	}
 	if maxDays > 0 && maxDays < p.EventRetentionDays {
 		return maxDays
 	}
@@ -176,6 +224,10 @@ func MarkdownTable() string {
 	b.WriteString("| Plan | Monitored domains | Live receivers | Event subscriptions | Sending providers | Event retention (days) |\n")
 	b.WriteString("|---|---|---|---|---|---|\n")
 	for _, p := range table {
+		if p.NoLimits {
+			fmt.Fprintf(&b, "| %s | no limit | no limit | no limit | no limit | EVENT_RETENTION_DAYS |\n", p.Name)
+			continue
+		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d |\n", p.Name, p.Domains, p.Receivers, p.Subscriptions, p.Providers, p.EventRetentionDays)
 	}
 	return b.String()
