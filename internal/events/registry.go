@@ -273,7 +273,7 @@ var types = map[string]Type{
 		Description:     "The account's plan changed: through a Stripe subscription, a paid invoice restoring it, the end of a failed payment's grace period (to the server's default plan), or an operator. A downgrade is a warning.",
 		DefaultSeverity: SeverityInfo,
 		PayloadSchema: schema(`{"type":"object","required":["previous_plan","plan","reason"],"properties":{
-			"previous_plan":{"type":"string","enum":`+planNames+`},"plan":{"type":"string","enum":`+planNames+`},
+			"previous_plan":{"type":"string","enum":` + planNames + `},"plan":{"type":"string","enum":` + planNames + `},
 			"reason":{"type":"string","enum":["stripe_subscription","invoice_paid","grace_expired","admin"]},
 			"stripe_event_id":{"type":"string"},"stripe_subscription_id":{"type":"string"}}}`),
 	},
