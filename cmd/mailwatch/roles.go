@@ -376,14 +376,18 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr
 	if err != nil {
 		return err
 	}
-	role, err := newAPIRole(ctx, cfg, logger, pool, prometheus.NewRegistry(), insertClient, false)
+	// One process, one /metrics: the API's series and the worker's (River's
+	// queues, jobs and leader, webhook pushes) share the API's registry.
+	reg := prometheus.NewRegistry()
+	role, err := newAPIRole(ctx, cfg, logger, pool, reg, insertClient, false)
 	if err != nil {
 		return err
 	}
-	wdeps, err := workerDeps(cfg, logger, pool, nil)
+	wdeps, err := workerDeps(cfg, logger, pool, reg)
 	if err != nil {
 		return err
 	}
+	wdeps.Observer = jobs.NewObserver(pool, logger, reg) // worker_ops.go
 	smtpSrv, err := newSMTPServer(cfg, logger, pool, insertClient)
 	if err != nil {
 		return err
