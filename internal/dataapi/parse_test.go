@@ -30,7 +30,7 @@ func TestParse(t *testing.T) {
 	require.Equal(t, "a.b.c", r.Filters[0].Value, "only the first dot separates the operator")
 
 	for _, bad := range []string{
-		"select=id,author(name)", "select=x:id", "select=id::text", "name=like.a*", "name=eq", "name=is.maybe",
+		"select=id,author(name)", "select=x:id", "select=id::text", "name=lke.a*", "name=eq", "name=is.maybe",
 		"name=in.a,b", `name=in.("a)`, "order=name.sideways", "limit=-1", "limit=x", "offset=1&offset=2",
 		"Name=eq.x", "na%20me=eq.x", "order=a.b.c.d", "name=in.(\"a\"b)",
 		"x=" + strings.Repeat("a", MaxQueryBytes),
