@@ -92,3 +92,91 @@ func errorAs(err error, e **Error) bool {
 	}
 	return ok
 }
+
+// TestParseFilterGrammar reads the query strings postgrest-js and
+// supabase-js produce for each filter method, and refuses what PostgREST
+// refuses (or what this API does not serve) with PGRST100.
+func TestParseFilterGrammar(t *testing.T) {
+	t.Parallel()
+	one := func(t *testing.T, raw string) *Request {
+		t.Helper()
+		r, err := Parse(raw)
+		require.NoError(t, err, raw)
+		return r
+	}
+	// Pattern values are kept as sent: * becomes % only in the SQL.
+	r := one(t, "domain=like.100%25%5C_off*&event_type=not.ilike.*SPIKE")
+	require.Equal(t, []Filter{
+		{Column: "domain", Op: OpLike, Value: `100%\_off*`},
+		{Column: "event_type", Op: OpILike, Not: true, Value: "*SPIKE"},
+	}, r.Filters)
+
+	r = one(t, "domain=like(any).%7Bshop*,blog*%7D&tags=cs.%7Bprod%7D&payload=cd.%7B%22a%22:1%7D&tags=ov.%7Beu,us%7D"+
+		"&domain=isdistinct.x&domain=wfts(english).quick%20fox&acknowledged_at=is.NOT_NULL")
+	require.Equal(t, []Filter{
+		{Column: "acknowledged_at", Op: OpIs, Value: "not_null"},
+		{Column: "domain", Op: OpLike, Quant: "any", Value: "{shop*,blog*}"},
+		{Column: "domain", Op: OpIsDistinct, Value: "x"},
+		{Column: "domain", Op: OpWFts, Lang: "english", Value: "quick fox"},
+		{Column: "payload", Op: OpContained, Value: `{"a":1}`},
+		{Column: "tags", Op: OpContains, Value: "{prod}"},
+		{Column: "tags", Op: OpOverlap, Value: "{eu,us}"},
+	}, r.Filters)
+
+	// or=/and= trees, as .or() writes them, nested and negated.
+	r = one(t, `or=(event_type.eq.dmarc_failure,domain.ilike.*BLOG*)&not.and=(tags.cs.{a,b},domain.in.(x,"y,)z"),`+
+		`or(domain.is.null,not.and(event_type.eq."q,\"r",severity.neq.info)))`)
+	require.Len(t, r.Logic, 2)
+	require.Equal(t, Logic{Not: true, Children: []Logic{
+		{Filter: &Filter{Column: "tags", Op: OpContains, Value: "{a,b}"}},
+		{Filter: &Filter{Column: "domain", Op: OpIn, Values: []string{"x", "y,)z"}}},
+		{Or: true, Children: []Logic{
+			{Filter: &Filter{Column: "domain", Op: OpIs, Value: "null"}},
+			{Not: true, Children: []Logic{
+				{Filter: &Filter{Column: "event_type", Op: OpEq, Value: `q,"r`}},
+				{Filter: &Filter{Column: "severity", Op: OpNeq, Value: "info"}},
+			}},
+		}},
+	}}, r.Logic[0], "keys in order: not.and before or")
+	require.Equal(t, Logic{Or: true, Children: []Logic{
+		{Filter: &Filter{Column: "event_type", Op: OpEq, Value: "dmarc_failure"}},
+		{Filter: &Filter{Column: "domain", Op: OpILike, Value: "*BLOG*"}},
+	}}, r.Logic[1])
+
+	// Spaces around a group's items, as people type them; a value keeps its own.
+	r = one(t, "or=(%20a.eq.1%20,%20b.eq.x%20y)")
+	require.Equal(t, "1 ", r.Logic[0].Children[0].Filter.Value)
+	require.Equal(t, "x y", r.Logic[0].Children[1].Filter.Value)
+
+	deep := "or=(" + strings.Repeat("and(", MaxLogicDepth-1) + "a.eq.1" + strings.Repeat(")", MaxLogicDepth-1) + ")"
+	one(t, deep)
+	many := "or=(" + strings.TrimSuffix(strings.Repeat("a.eq.1,", MaxFilters), ",") + ")"
+	one(t, many)
+
+	for _, bad := range []string{
+		"or=a.eq.1", "or=()", "or=(a.eq.1", "or=(a.eq.1)x", "or=(a.eq.1,)", "or=(A.eq.1)", "or=(a.eqq.1)",
+		"or=(a.in.1,2)", "or=(xor(a.eq.1))", "domains.or=(a.eq.1)", "and=(a)",
+		"name=neq(any).{a}", "name=in(any).(a)", "name=fts(bad-lang).x", "name=fts(.x", "name=like",
+		"name=is.not null",
+		"or=(" + strings.Repeat("and(", MaxLogicDepth) + "a.eq.1" + strings.Repeat(")", MaxLogicDepth) + ")",
+		"or=(" + strings.TrimSuffix(strings.Repeat("a.eq.1,", MaxFilters+1), ",") + ")",
+		"a=eq.1&or=(" + strings.TrimSuffix(strings.Repeat("a.eq.1,", MaxFilters), ",") + ")",
+		"name=eq(any).{" + strings.Repeat("a,", MaxInValues) + "a}",
+	} {
+		_, err := Parse(bad)
+		var e *Error
+		require.ErrorAs(t, err, &e, bad)
+		require.Equal(t, "PGRST100", e.Code, bad)
+		require.Equal(t, 400, e.Status, bad)
+	}
+
+	// Regular expressions are refused by name, wherever they appear.
+	for _, raw := range []string{"name=match.^a", "name=not.imatch.a", "or=(name.match.a,name.eq.b)", "name=match(any).{a}"} {
+		_, err := Parse(raw)
+		var e *Error
+		require.ErrorAs(t, err, &e, raw)
+		require.Equal(t, "PGRST100", e.Code, raw)
+		require.Contains(t, e.Message, "match", raw)
+		require.Contains(t, e.Details, "like or ilike", raw)
+	}
+}
