@@ -1,6 +1,8 @@
 package dataapi
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,8 +46,10 @@ func TestParse(t *testing.T) {
 }
 
 // FuzzParse checks that any query string either parses into a request the
-// builder accepts or rejects, or is refused with a PostgREST parse error,
-// and that only allow-listed identifiers ever reach the SQL.
+// builder accepts or rejects, or is refused with a PostgREST parse error;
+// that a parse stays within the nesting and condition bounds; and that the
+// SQL names only allow-listed identifiers and binds every value, with one
+// argument per placeholder.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		"select=id,event_type&order=created_at.desc&limit=50",
@@ -54,9 +58,16 @@ func FuzzParse(f *testing.F) {
 		"id=eq.0193a1b2-0000-7000-8000-000000000000",
 		"order=created_at.asc.nullsfirst,id.desc",
 		"name=in.()", "x=eq.%00", "select=*",
+		"domain=like.*shop*&name=ilike(any).{a*,b*}&tags=cs.{prod}&payload=cd.{\"a\":1}",
+		"or=(event_type.eq.a,and(domain.is.null,not.or(tags.ov.{x},payload.fts(english).b)))",
+		"not.and=(domain.in.(\"a,b\",c),score.gte(all).{1,2})&domain=not.isdistinct.x",
+		"payload=wfts.quick%20-fox&tags=sl.(1,2)&name=match.x",
+		"or=(a.eq.\"x\\\"y\",b.like.{q})",
 	} {
 		f.Add(s)
 	}
+	placeholder := regexp.MustCompile(`\$([0-9]+)`)
+	ident := regexp.MustCompile(`"([^"]*)"`)
 	f.Fuzz(func(t *testing.T, raw string) {
 		r, err := Parse(raw)
 		if err != nil {
@@ -66,21 +77,54 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		q, err := build("events", r, "0193a1b2-0000-7000-8000-000000000000", 100, true, buildOptions{})
-		if err != nil {
-			var e *Error
-			if !errorAs(err, &e) {
-				t.Fatalf("build(%q) returned %v", raw, err)
+		conditions := len(r.Filters)
+		var walk func(l Logic, depth int)
+		walk = func(l Logic, depth int) {
+			if l.Filter != nil {
+				conditions++
+				return
 			}
-			return
-		}
-		for _, f := range r.Filters {
-			if !validIdent(f.Column) {
-				t.Fatalf("column %q reached the SQL", f.Column)
+			if depth > MaxLogicDepth || len(l.Children) == 0 {
+				t.Fatalf("Parse(%q): a group %d deep with %d conditions", raw, depth, len(l.Children))
+			}
+			for _, c := range l.Children {
+				walk(c, depth+1)
 			}
 		}
-		if strings.Count(q.sql, "$") != len(q.args) && !strings.Contains(q.sql, "$1::uuid") {
-			t.Fatalf("placeholders do not match args in %q", q.sql)
+		for _, l := range r.Logic {
+			walk(l, 1)
+		}
+		if conditions > MaxFilters {
+			t.Fatalf("Parse(%q): %d conditions", raw, conditions)
+		}
+		for _, table := range []string{"events", "domains", "messages"} {
+			q, err := build(table, r, "0193a1b2-0000-7000-8000-000000000000", 100, true, buildOptions{})
+			if err != nil {
+				var e *Error
+				if !errorAs(err, &e) || e.Status < 400 {
+					t.Fatalf("build(%s, %q) returned %v", table, raw, err)
+				}
+				continue
+			}
+			for _, sql := range []string{q.sql, q.countSQL} {
+				for _, m := range ident.FindAllStringSubmatch(sql, -1) {
+					if _, ok := Tables[table].column(m[1]); !ok && m[1] != table {
+						t.Fatalf("%q reached the SQL of %q: %s", m[1], raw, sql)
+					}
+				}
+			}
+			used := map[string]bool{}
+			for _, m := range placeholder.FindAllStringSubmatch(q.sql, -1) {
+				used[m[1]] = true
+			}
+			if len(used) != len(q.args) {
+				t.Fatalf("%d placeholders for %d arguments in %s", len(used), len(q.args), q.sql)
+			}
+			for i := 1; i <= len(q.args); i++ {
+				if !used[strconv.Itoa(i)] {
+					t.Fatalf("$%d unused in %s", i, q.sql)
+				}
+			}
 		}
 	})
 }
