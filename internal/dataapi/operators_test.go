@@ -123,6 +123,11 @@ func TestRunOperators(t *testing.T) {
 		}
 	}
 
+	// The count reads the same conditions, with the same arguments.
+	res, err := run(t, r, alice, "events", "limit=1&domain=like.100*&or=("+q("payload.plfts(english).fox,tags.ov.{us}")+")", true, false)
+	require.NoError(t, err)
+	require.Equal(t, "0-0/2", res.ContentRange)
+
 	for raw, code := range map[string]string{
 		"domain=like." + q(`*\`):              "22025", // LIKE's own refusal: a trailing escape
 		"id=ilike.*a*":                        "42883",
