@@ -39,6 +39,8 @@ type DataAPIRequest struct {
 	Order  string `query:"order" description:"column[.asc|.desc][.nullsfirst|.nullslast], comma-separated."`
 	Limit  int    `query:"limit" minimum:"0" description:"At most DATA_API_MAX_ROWS (default 1000), which also applies when absent."`
 	Offset int    `query:"offset" minimum:"0"`
+	Or     string `query:"or" description:"(cond,cond,...): any of them holds. A cond is column.[not.]op.value, and(...), or(...) or not.and(...)/not.or(...), at most 5 deep; not.or= negates the whole group. Values holding , or ) go in double quotes."`
+	And    string `query:"and" description:"(cond,cond,...): all of them hold, as or= (not.and= negates it)."`
 	// Account is read by serveDataAPI itself; the field documents it.
 	Account string `header:"X-Mailwatch-Account" format:"uuid" description:"With a linked identity provider's token: the account it is for. Required for such tokens (401 without it); ignored for mailwatch's own tokens."`
 }
@@ -67,7 +69,11 @@ func (s *Server) dataAPIRoutes() {
 	HandleRaw(s.router, Endpoint[DataAPIRequest, DataAPIRows]{
 		Method: "GET", Path: "/rest/v1/{table}", OperationID: "dataAPIRead", Tag: "data api", Auth: AuthJWT,
 		Summary: "Read tenant rows (PostgREST grammar, row-level secured)",
-		Description: "PostgREST's read grammar: select=, filters column=[not.]eq|neq|gt|gte|lt|lte|in|is.value, order=, limit=, offset=; " +
+		Description: "PostgREST's read grammar: select=, filters column=[not.]op.value with op one of eq, neq, gt, gte, lt, lte, " +
+			"isdistinct, in.(a,b), is.null|not_null|true|false|unknown, like and ilike (text columns; * stands for %), " +
+			"eq/gt/gte/lt/lte/like/ilike(any|all).{a,b}, cs and cd (array and jsonb columns), ov (arrays), " +
+			"fts/plfts/phfts/wfts[(config)] (text and jsonb columns); or=(...)/and=(...) groups; at most 32 conditions. " +
+			"An operator that does not apply to the column's type is 400 42883; match/imatch are 400 PGRST100. order=, limit=, offset=; " +
 			"`Prefer: count=exact` adds the total to Content-Range (206 for a partial page, 416 past the end); " +
 			"`Accept: application/vnd.pgrst.object+json` answers one object (406 PGRST116 unless exactly one row). " +
 			"Authorization is a JWT from POST /api/auth/token or a linked identity provider (whose requests name their account " +

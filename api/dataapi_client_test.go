@@ -32,12 +32,15 @@ func nodeDeps(t *testing.T) string {
 	abs, err := filepath.Abs(dir)
 	require.NoError(t, err)
 	_, statErr := os.Stat(filepath.Join(abs, "node_modules", "@supabase", "postgrest-js", "package.json"))
+	if statErr == nil {
+		_, statErr = os.Stat(filepath.Join(abs, "node_modules", "@supabase", "supabase-js", "package.json"))
+	}
 	_, nodeErr := exec.LookPath("node")
 	if statErr != nil || nodeErr != nil {
 		if required {
-			t.Fatalf("node or @supabase/postgrest-js missing (%v, %v): run scripts/node-deps", statErr, nodeErr)
+			t.Fatalf("node, @supabase/postgrest-js or @supabase/supabase-js missing (%v, %v): run scripts/node-deps", statErr, nodeErr)
 		}
-		t.Skip("node or @supabase/postgrest-js missing: run scripts/node-deps (required when MW_NODE_DEPS or CI is set)")
+		t.Skip("node, @supabase/postgrest-js or @supabase/supabase-js missing: run scripts/node-deps (required when MW_NODE_DEPS or CI is set)")
 	}
 	return abs
 }

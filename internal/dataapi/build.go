@@ -18,6 +18,7 @@ type query struct {
 	args     []any
 	count    []any
 	offset   int
+	fullText bool // a full-text filter: see pgError
 }
 
 // buildOptions alter the builder; tests use omitAccountFilter to show that
@@ -86,6 +87,15 @@ func build(tableName string, r *Request, accountID string, maxRows int, wantCoun
 			return nil, err
 		}
 		where = append(where, cond)
+		q.fullText = q.fullText || tsQueries[f.Op] != ""
+	}
+	for _, l := range r.Logic {
+		cond, err := logicSQL(t, l, &q.args)
+		if err != nil {
+			return nil, err
+		}
+		where = append(where, cond)
+		q.fullText = q.fullText || l.hasFullText()
 	}
 	whereSQL := ""
 	if len(where) > 0 {
@@ -131,30 +141,131 @@ func build(tableName string, r *Request, accountID string, maxRows int, wantCoun
 	return q, nil
 }
 
+func (l Logic) hasFullText() bool {
+	if l.Filter != nil {
+		return tsQueries[l.Filter.Op] != ""
+	}
+	for _, c := range l.Children {
+		if c.hasFullText() {
+			return true
+		}
+	}
+	return false
+}
+
+// logicSQL writes one node of or=/and=.
+func logicSQL(t *Table, l Logic, args *[]any) (string, error) {
+	if l.Filter != nil {
+		c, ok := t.column(l.Filter.Column)
+		if !ok {
+			return "", unknownColumn(t.Name, l.Filter.Column)
+		}
+		return filterSQL(c, *l.Filter, args)
+	}
+	parts := make([]string, 0, len(l.Children))
+	for _, child := range l.Children {
+		cond, err := logicSQL(t, child, args)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, cond)
+	}
+	join := " AND "
+	if l.Or {
+		join = " OR "
+	}
+	cond := "(" + strings.Join(parts, join) + ")"
+	if l.Not {
+		cond = "NOT " + cond
+	}
+	return cond, nil
+}
+
+func noOperator(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "42883", Message: fmt.Sprintf(format, args...),
+		Hint: "No operator matches the given name and argument types."}
+}
+
+var (
+	comparisons = map[Op]string{OpEq: "=", OpNeq: "<>", OpGt: ">", OpGte: ">=", OpLt: "<", OpLte: "<="}
+	containment = map[Op]string{OpContains: "@>", OpContained: "<@", OpOverlap: "&&"}
+	rangeOps    = map[Op]string{OpStrictlyLeft: "<<", OpStrictlyRight: ">>", OpNotExtendsRight: "&<",
+		OpNotExtendsLeft: "&>", OpAdjacent: "-|-"}
+	tsQueries = map[Op]string{OpFts: "to_tsquery", OpPlFts: "plainto_tsquery", OpPhFts: "phraseto_tsquery",
+		OpWFts: "websearch_to_tsquery"}
+)
+
+// filterSQL writes one condition on an allow-listed column. Every value is
+// a parameter, bound as text and cast in SQL to the column's type.
 func filterSQL(c Column, f Filter, args *[]any) (string, error) {
 	col := quoteIdent(c.Name)
+	bind := func(v any, cast string) string {
+		*args = append(*args, v)
+		return "$" + strconv.Itoa(len(*args)) + cast
+	}
+	isArray := strings.HasSuffix(c.Type, "[]")
 	var cond string
 	switch f.Op {
 	case OpIs:
-		cond = col + " IS " + strings.ToUpper(f.Value)
-		if f.Not {
-			cond = col + " IS NOT " + strings.ToUpper(f.Value)
+		if f.Value != "null" && f.Value != "not_null" && c.Type != "boolean" {
+			return "", noOperator("operator does not exist: %s IS %s", c.Type, strings.ToUpper(f.Value))
 		}
-		if f.Value != "null" && c.Type != "boolean" {
-			return "", &Error{Status: http.StatusBadRequest, Code: "42883",
-				Message: fmt.Sprintf("operator does not exist: %s IS %s", c.Type, strings.ToUpper(f.Value))}
-		}
-		return cond, nil
+		cond = col + " IS " + strings.ToUpper(strings.ReplaceAll(f.Value, "_", " "))
 	case OpIn:
-		if strings.HasSuffix(c.Type, "[]") {
-			return "", &Error{Status: http.StatusBadRequest, Code: "42883", Message: fmt.Sprintf("operator does not exist: %s = ANY (list)", c.Type)}
+		if isArray {
+			return "", noOperator("operator does not exist: %s = ANY (list)", c.Type)
 		}
-		*args = append(*args, f.Values)
-		cond = col + " = ANY($" + strconv.Itoa(len(*args)) + "::text[]::" + c.Type + "[])"
+		cond = col + " = ANY(" + bind(f.Values, "::text[]::"+c.Type+"[]") + ")"
+	case OpEq, OpNeq, OpGt, OpGte, OpLt, OpLte:
+		sqlOp := comparisons[f.Op]
+		if f.Quant == "" {
+			cond = col + " " + sqlOp + " " + bind(f.Value, "::text::"+c.Type)
+			break
+		}
+		if isArray {
+			return "", noOperator("operator does not exist: %s %s %s(list)", c.Type, sqlOp, strings.ToUpper(f.Quant))
+		}
+		cond = col + " " + sqlOp + " " + strings.ToUpper(f.Quant) + "(" + bind(f.Value, "::text::"+c.Type+"[]") + ")"
+	case OpLike, OpILike:
+		sqlOp := map[Op]string{OpLike: "LIKE", OpILike: "ILIKE"}[f.Op]
+		if c.Type != "text" {
+			return "", noOperator("operator does not exist: %s %s text", c.Type, sqlOp)
+		}
+		// PostgREST's one rewrite of the pattern: * is %, so that a
+		// pattern needs no percent-encoding. Everything else is LIKE's.
+		pattern := strings.ReplaceAll(f.Value, "*", "%")
+		if f.Quant == "" {
+			cond = col + " " + sqlOp + " " + bind(pattern, "::text")
+		} else {
+			cond = col + " " + sqlOp + " " + strings.ToUpper(f.Quant) + "(" + bind(pattern, "::text::text[]") + ")"
+		}
+	case OpIsDistinct:
+		cond = col + " IS DISTINCT FROM " + bind(f.Value, "::text::"+c.Type)
+	case OpContains, OpContained, OpOverlap:
+		sqlOp := containment[f.Op]
+		switch {
+		case isArray:
+			cond = col + " " + sqlOp + " " + bind(f.Value, "::text::"+c.Type)
+		case c.Type == "jsonb" && f.Op != OpOverlap:
+			cond = col + " " + sqlOp + " " + bind(f.Value, "::text::jsonb")
+		default:
+			return "", noOperator("operator does not exist: %s %s unknown", c.Type, sqlOp)
+		}
+	case OpStrictlyLeft, OpStrictlyRight, OpNotExtendsRight, OpNotExtendsLeft, OpAdjacent:
+		return "", noOperator("operator does not exist: %s %s unknown (no column of this API is a range)", c.Type, rangeOps[f.Op])
+	case OpFts, OpPlFts, OpPhFts, OpWFts:
+		if c.Type != "text" && c.Type != "jsonb" {
+			return "", noOperator("function to_tsvector(%s) does not exist", c.Type)
+		}
+		fn := tsQueries[f.Op]
+		if f.Lang == "" {
+			cond = "to_tsvector(" + col + ") @@ " + fn + "(" + bind(f.Value, "::text") + ")"
+		} else {
+			lang := bind(f.Lang, "::text::regconfig")
+			cond = "to_tsvector(" + lang + ", " + col + ") @@ " + fn + "(" + lang + ", " + bind(f.Value, "::text") + ")"
+		}
 	default:
-		sqlOp := map[Op]string{OpEq: "=", OpNeq: "<>", OpGt: ">", OpGte: ">=", OpLt: "<", OpLte: "<="}[f.Op]
-		*args = append(*args, f.Value)
-		cond = col + " " + sqlOp + " $" + strconv.Itoa(len(*args)) + "::text::" + c.Type
+		return "", unsupportedOp(f.Op, "not an operator of this API")
 	}
 	if f.Not {
 		cond = "NOT (" + cond + ")"

@@ -1,8 +1,9 @@
 // Package dataapi serves tenant reads in PostgREST's read grammar
 // (https://postgrest.org/en/stable/references/api/tables_views.html), the
-// subset supabase-js sends: select=, horizontal filters eq, neq, gt, gte,
-// lt, lte, in and is (each optionally negated with not.), order=, limit=,
-// offset=, Prefer: count=exact and the singular-object media type.
+// subset supabase-js sends: select=, horizontal filters (filter.go: the
+// comparison, pattern, list, containment and full-text operators, negated
+// with not., combined with or=/and=), order=, limit=, offset=,
+// Prefer: count=exact and the singular-object media type.
 //
 // The tenant boundary is not in this package: every query runs as the
 // database role "authenticated" with the caller's JWT claims in
@@ -23,37 +24,12 @@ import (
 // Limits on a request's query string, so a parse is bounded.
 const (
 	MaxQueryBytes   = 8 << 10
-	MaxFilters      = 32
+	MaxFilters      = 32 // conditions, counting each one inside or=/and=
+	MaxLogicDepth   = 5  // nesting of or(...)/and(...) groups
 	MaxOrderTerms   = 8
 	MaxInValues     = 200
 	MaxSelectFields = 64
 )
-
-// Op is a filter operator.
-type Op string
-
-// Operators.
-const (
-	OpEq  Op = "eq"
-	OpNeq Op = "neq"
-	OpGt  Op = "gt"
-	OpGte Op = "gte"
-	OpLt  Op = "lt"
-	OpLte Op = "lte"
-	OpIn  Op = "in"
-	OpIs  Op = "is"
-)
-
-var ops = map[string]Op{"eq": OpEq, "neq": OpNeq, "gt": OpGt, "gte": OpGte, "lt": OpLt, "lte": OpLte, "in": OpIn, "is": OpIs}
-
-// Filter is one column=op.value condition.
-type Filter struct {
-	Column string
-	Op     Op
-	Not    bool
-	Value  string   // eq..lte; for is: null, true, false or unknown
-	Values []string // in
-}
 
 // Order is one term of order=.
 type Order struct {
@@ -65,7 +41,8 @@ type Order struct {
 // Request is a parsed read request.
 type Request struct {
 	Select  []string // nil means *
-	Filters []Filter
+	Filters []Filter // column=op.value, all of which must hold
+	Logic   []Logic  // or=(...), and=(...) and their negations, all of which must hold
 	Order   []Order
 	Limit   *int
 	Offset  int
@@ -99,7 +76,16 @@ func Parse(rawQuery string) (*Request, error) {
 		return nil, parseError("malformed query string: %v", err)
 	}
 	r := &Request{}
-	for key, vs := range values {
+	// Keys in order: the same request always gives the same SQL text, so
+	// the connection's prepared-statement cache is reused.
+	keys := make([]string, 0, len(values))
+	for key := range values {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	conditions := 0
+	for _, key := range keys {
+		vs := values[key]
 		if len(vs) == 0 {
 			continue
 		}
@@ -130,25 +116,30 @@ func Parse(rawQuery string) (*Request, error) {
 			}
 		case "columns", "on_conflict":
 			// Write parameters: meaningless on a read, ignored as PostgREST does.
+		case "or", "and", "not.or", "not.and":
+			for _, v := range vs {
+				l, err := parseLogic(key, v, &conditions)
+				if err != nil {
+					return nil, err
+				}
+				r.Logic = append(r.Logic, l)
+			}
 		default:
 			if !validIdent(key) {
-				return nil, parseError("%q is not a column name", key)
+				return nil, parseError("%q is not a column name (embedded resources and JSON paths are not supported)", key)
 			}
 			for _, v := range vs {
 				f, err := parseFilter(key, v)
 				if err != nil {
 					return nil, err
 				}
-				r.Filters = append(r.Filters, f)
-				if len(r.Filters) > MaxFilters {
-					return nil, parseError("at most %d filters", MaxFilters)
+				if conditions++; conditions > MaxFilters {
+					return nil, parseError("at most %d filter conditions, counting those inside or=/and=", MaxFilters)
 				}
+				r.Filters = append(r.Filters, f)
 			}
 		}
 	}
-	// A stable order gives the same SQL text for the same request, so the
-	// connection's prepared-statement cache is reused.
-	sort.SliceStable(r.Filters, func(i, j int) bool { return r.Filters[i].Column < r.Filters[j].Column })
 	return r, nil
 }
 
@@ -230,103 +221,6 @@ func parseOrder(s string) ([]Order, error) {
 			}
 		}
 		out = append(out, o)
-	}
-	return out, nil
-}
-
-func parseFilter(column, v string) (Filter, error) {
-	f := Filter{Column: column}
-	if rest, ok := strings.CutPrefix(v, "not."); ok {
-		f.Not, v = true, rest
-	}
-	name, arg, ok := strings.Cut(v, ".")
-	op, known := ops[name]
-	if !ok || !known {
-		return f, parseError("%s=%s: expected an operator eq, neq, gt, gte, lt, lte, in or is followed by a dot", column, v)
-	}
-	f.Op = op
-	switch op {
-	case OpIs:
-		switch strings.ToLower(arg) {
-		case "null", "true", "false", "unknown":
-			f.Value = strings.ToLower(arg)
-		default:
-			return f, parseError("%s=is.%s: is takes null, true, false or unknown", column, arg)
-		}
-	case OpIn:
-		vals, err := parseList(arg)
-		if err != nil {
-			return f, parseError("%s=in.%s: %v", column, arg, err)
-		}
-		f.Values = vals
-	default:
-		f.Value = arg
-	}
-	return f, nil
-}
-
-// parseList reads in.(a,b,"c,d") per PostgREST: items separated by commas,
-// double-quoted items may hold commas, parentheses and \" or \\ escapes.
-func parseList(s string) ([]string, error) {
-	if len(s) < 2 || s[0] != '(' || s[len(s)-1] != ')' {
-		return nil, fmt.Errorf("the list must be in parentheses")
-	}
-	s = s[1 : len(s)-1]
-	out := []string{}
-	if strings.TrimSpace(s) == "" {
-		return out, nil
-	}
-	var b strings.Builder
-	quoted, inQuotes, afterQuote := false, false, false
-	flush := func() error {
-		item := b.String()
-		if !quoted {
-			item = strings.TrimSpace(item)
-		}
-		out = append(out, item)
-		if len(out) > MaxInValues {
-			return fmt.Errorf("at most %d values", MaxInValues)
-		}
-		b.Reset()
-		quoted, afterQuote = false, false
-		return nil
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case inQuotes && c == '\\':
-			if i+1 >= len(s) {
-				return nil, fmt.Errorf("dangling backslash")
-			}
-			i++
-			b.WriteByte(s[i])
-		case inQuotes && c == '"':
-			inQuotes, afterQuote = false, true
-		case inQuotes:
-			b.WriteByte(c)
-		case c == '"':
-			if afterQuote || strings.TrimSpace(b.String()) != "" {
-				return nil, fmt.Errorf("a quote may only start an item")
-			}
-			b.Reset()
-			inQuotes, quoted = true, true
-		case c == ',':
-			if err := flush(); err != nil {
-				return nil, err
-			}
-		case afterQuote:
-			if c != ' ' {
-				return nil, fmt.Errorf("text after a quoted item")
-			}
-		default:
-			b.WriteByte(c)
-		}
-	}
-	if inQuotes {
-		return nil, fmt.Errorf("unterminated quote")
-	}
-	if err := flush(); err != nil {
-		return nil, err
 	}
 	return out, nil
 }

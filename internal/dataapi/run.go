@@ -137,12 +137,12 @@ func (r *Runner) Run(ctx context.Context, c Call) (*Result, error) {
 	br := exec.SendBatch(ctx, batch)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, pgError(err)
+		return nil, q.pgError(err)
 	}
 	var newest uuid.UUID
 	if cacheable {
 		if err := br.QueryRow().Scan(&newest); err != nil {
-			return nil, pgError(err)
+			return nil, q.pgError(err)
 		}
 	}
 	var (
@@ -150,18 +150,18 @@ func (r *Runner) Run(ctx context.Context, c Call) (*Result, error) {
 		rows int64
 	)
 	if err := br.QueryRow().Scan(&body, &rows); err != nil {
-		return nil, pgError(err)
+		return nil, q.pgError(err)
 	}
 	var total *int64
 	if q.countSQL != "" {
 		var n int64
 		if err := br.QueryRow().Scan(&n); err != nil {
-			return nil, pgError(err)
+			return nil, q.pgError(err)
 		}
 		total = &n
 	}
 	if err := br.Close(); err != nil {
-		return nil, pgError(err)
+		return nil, q.pgError(err)
 	}
 	res, err := respond(q.offset, rows, total, body, c.Singular)
 	if err != nil {
@@ -259,4 +259,17 @@ func pgError(err error) error {
 		return err
 	}
 	return e
+}
+
+// pgError is pgError for this query's errors: a syntax error or an unknown
+// object is the request's own only when it has a full-text filter, whose
+// query text and configuration name Postgres parses (syntax error in
+// tsquery, unknown text search configuration); anywhere else it would be a
+// fault of the builder.
+func (q *query) pgError(err error) error {
+	var pgErr *pgconn.PgError
+	if q.fullText && errors.As(err, &pgErr) && (pgErr.Code == "42601" || pgErr.Code == "42704") {
+		return &Error{Status: http.StatusBadRequest, Code: pgErr.Code, Message: pgErr.Message, Details: pgErr.Detail, Hint: pgErr.Hint}
+	}
+	return pgError(err)
 }

@@ -35,21 +35,23 @@ const byAccount = `account_id = $1::uuid`
 // byDomain owns a row through its domain.
 const byDomain = `domain_id IN (SELECT d.id FROM data_api.domains d WHERE d.account_id = $1::uuid)`
 
-// Tables is the allow-list; it matches the views of schema/0010_data_api.sql and
-// schema/0012_data_api_tables.sql and schema/0013_preferences.sql
-// (a test compares them with the database).
+// Tables is the allow-list; it matches the views of schema/0010_data_api.sql,
+// schema/0012_data_api_tables.sql and schema/0013_preferences.sql as
+// schema/0024_data_api_rest_names.sql extends them with the REST API's
+// names (RESTNames); a test compares them with the database.
 var Tables = func() map[string]*Table {
 	list := []*Table{
 		{Name: "domains", Owner: byAccount, Columns: cols(
 			"id", "uuid", "account_id", "uuid", "name", "text", "tags", "text[]", "dkim_selectors", "text[]",
 			"created_at", "timestamptz", "updated_at", "timestamptz", "checked_at", "timestamptz", "results", "jsonb",
-			"check_status", "jsonb", "score", "integer", "health", "jsonb", "scored_at", "timestamptz")},
+			"check_status", "jsonb", "score", "integer", "health", "jsonb", "scored_at", "timestamptz",
+			"domain", "text", "checks", "jsonb")},
 		{Name: "domain_health_history", Owner: `domain_id IN (SELECT d.id FROM data_api.domains d WHERE d.account_id = $1::uuid)`, Columns: cols(
 			"id", "uuid", "domain_id", "uuid", "score", "integer", "report", "jsonb", "computed_at", "timestamptz")},
 		{Name: "events", Owner: byAccount, Columns: cols(
 			"id", "uuid", "account_id", "uuid", "event_type", "text", "severity", "text", "domain", "text", "tags", "text[]",
 			"payload", "jsonb", "created_at", "timestamptz", "acknowledged_at", "timestamptz", "acknowledged_by", "text",
-			"acknowledged_note", "text")},
+			"acknowledged_note", "text", "note", "text")},
 		{Name: "receivers", Owner: byAccount, Columns: cols(
 			"id", "uuid", "account_id", "uuid", "channel", "text", "label", "text", "address", "text", "ttl_seconds", "integer",
 			"expires_at", "timestamptz", "created_at", "timestamptz", "expired_at", "timestamptz")},
@@ -86,19 +88,20 @@ var Tables = func() map[string]*Table {
 			"occurred_at", "timestamptz", "received_at", "timestamptz")},
 		{Name: "suppressions", Owner: byAccount, Columns: cols(
 			"id", "uuid", "account_id", "uuid", "email", "text", "reason", "text", "domain", "text",
-			"provider_id", "uuid", "source_event_id", "uuid", "created_at", "timestamptz")},
+			"provider_id", "uuid", "source_event_id", "uuid", "created_at", "timestamptz", "since", "timestamptz")},
 		{Name: "message_spikes", Owner: byDomain, Columns: cols(
 			"domain_id", "uuid", "provider_id", "uuid", "kind", "text", "active", "boolean", "started_at", "timestamptz",
 			"ended_at", "timestamptz", "event_id", "uuid", "rate", "double precision", "checked_at", "timestamptz")},
 		{Name: "received_reports", Owner: byAccount, Columns: cols(
 			"id", "uuid", "account_id", "uuid", "domain_id", "uuid", "kind", "text", "source", "text",
 			"raw_size", "integer", "status", "text", "reason", "text", "report_type", "text", "failure", "jsonb",
-			"received_at", "timestamptz", "parsed_at", "timestamptz")},
+			"received_at", "timestamptz", "parsed_at", "timestamptz", "size_bytes", "integer")},
 		{Name: "dmarc_reports", Owner: byDomain, Columns: cols(
 			"id", "uuid", "domain_id", "uuid", "message_id", "uuid", "org_name", "text", "report_id", "text",
 			"email", "text", "begin_at", "timestamptz", "end_at", "timestamptz", "policy_domain", "text",
 			"policy", "jsonb", "version", "text", "record_count", "integer", "message_count", "bigint",
-			"pass_count", "bigint", "created_at", "timestamptz")},
+			"pass_count", "bigint", "created_at", "timestamptz",
+			"begin", "timestamptz", "end", "timestamptz", "records", "integer", "messages", "bigint", "passing", "bigint")},
 		{Name: "dmarc_records", Owner: `report_id IN (SELECT r.id FROM data_api.dmarc_reports r JOIN data_api.domains d ON d.id = r.domain_id WHERE d.account_id = $1::uuid)`, Columns: cols(
 			"report_id", "uuid", "ordinal", "integer", "source_ip", "text", "count", "bigint", "disposition", "text",
 			"dkim", "text", "spf", "text", "header_from", "text", "envelope_from", "text", "envelope_to", "text",
@@ -110,24 +113,28 @@ var Tables = func() map[string]*Table {
 		{Name: "tls_reports", Owner: byDomain, Columns: cols(
 			"id", "uuid", "domain_id", "uuid", "message_id", "uuid", "org_name", "text", "report_id", "text",
 			"contact_info", "text", "begin_at", "timestamptz", "end_at", "timestamptz", "successful_count", "bigint",
-			"failure_count", "bigint", "policies", "jsonb", "created_at", "timestamptz")},
+			"failure_count", "bigint", "policies", "jsonb", "created_at", "timestamptz",
+			"begin", "timestamptz", "end", "timestamptz", "successful_sessions", "bigint", "failed_sessions", "bigint")},
 		{Name: "dns_connections", Owner: byAccount, Columns: cols(
 			"id", "uuid", "account_id", "uuid", "kind", "text", "label", "text", "config", "jsonb",
 			"verified_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz")},
 		{Name: "dns_connection_links", Owner: byDomain, Columns: cols(
-			"domain_id", "uuid", "connection_id", "uuid", "zone_name", "text", "zone_id", "text", "created_at", "timestamptz")},
+			"domain_id", "uuid", "connection_id", "uuid", "zone_name", "text", "zone_id", "text", "created_at", "timestamptz",
+			"zone", "text", "linked_at", "timestamptz")},
 		{Name: "dns_recommendations", Owner: byDomain, Columns: cols(
 			"id", "uuid", "domain_id", "uuid", "key", "text", "check_name", "text", "severity", "text", "name", "text",
 			"rtype", "text", "op", "text", "current", "text[]", "proposed", "text[]", "why", "text", "manual", "boolean",
 			"fingerprint", "text", "state", "text", "dismissed_reason", "text", "dismissed_until", "timestamptz",
-			"last_error", "text", "applied_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz")},
+			"last_error", "text", "applied_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz",
+			"check", "text", "type", "text")},
 		{Name: "mx_setups", Owner: byDomain, Columns: cols(
 			"id", "uuid", "domain_id", "uuid", "name", "text", "token", "text", "state", "text", "problems", "text[]",
 			"last_checked_at", "timestamptz", "verified_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz")},
 
 		// schema/0013_preferences.sql
 		{Name: "preference_groups", Owner: byAccount, Columns: cols(
-			"account_id", "uuid", "group_name", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz")},
+			"account_id", "uuid", "group_name", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz",
+			"name", "text")},
 		{Name: "preference_overrides", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "event_type", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz")},
 	}

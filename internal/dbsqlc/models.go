@@ -161,6 +161,11 @@ type DataApiDmarcReport struct {
 	MessageCount int64
 	PassCount    int64
 	CreatedAt    time.Time
+	Begin        time.Time
+	End          time.Time
+	Records      int32
+	Messages     int64
+	Passing      int64
 }
 
 type DataApiDmarcSource struct {
@@ -193,6 +198,8 @@ type DataApiDnsConnectionLink struct {
 	ZoneName     string
 	ZoneID       string
 	CreatedAt    time.Time
+	Zone         string
+	LinkedAt     time.Time
 }
 
 type DataApiDnsRecommendation struct {
@@ -216,6 +223,8 @@ type DataApiDnsRecommendation struct {
 	AppliedAt       *time.Time
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	Check           string
+	Type            string
 }
 
 type DataApiDomain struct {
@@ -232,6 +241,8 @@ type DataApiDomain struct {
 	Score         *int32
 	Health        json.RawMessage
 	ScoredAt      *time.Time
+	Domain        string
+	Checks        json.RawMessage
 }
 
 type DataApiDomainHealthHistory struct {
@@ -254,6 +265,7 @@ type DataApiEvent struct {
 	AcknowledgedAt   *time.Time
 	AcknowledgedBy   *string
 	AcknowledgedNote *string
+	Note             *string
 }
 
 type DataApiEventSubscription struct {
@@ -337,6 +349,7 @@ type DataApiPreferenceGroup struct {
 	Email     bool
 	Webhook   bool
 	UpdatedAt time.Time
+	Name      string
 }
 
 type DataApiPreferenceOverride struct {
@@ -377,6 +390,7 @@ type DataApiReceivedReport struct {
 	Failure    json.RawMessage
 	ReceivedAt time.Time
 	ParsedAt   *time.Time
+	SizeBytes  int32
 }
 
 type DataApiReceiver struct {
@@ -400,21 +414,26 @@ type DataApiSuppression struct {
 	ProviderID    *uuid.UUID
 	SourceEventID *uuid.UUID
 	CreatedAt     time.Time
+	Since         time.Time
 }
 
 type DataApiTlsReport struct {
-	ID              uuid.UUID
-	DomainID        uuid.UUID
-	MessageID       uuid.UUID
-	OrgName         string
-	ReportID        string
-	ContactInfo     string
-	BeginAt         time.Time
-	EndAt           time.Time
-	SuccessfulCount int64
-	FailureCount    int64
-	Policies        json.RawMessage
-	CreatedAt       time.Time
+	ID                 uuid.UUID
+	DomainID           uuid.UUID
+	MessageID          uuid.UUID
+	OrgName            string
+	ReportID           string
+	ContactInfo        string
+	BeginAt            time.Time
+	EndAt              time.Time
+	SuccessfulCount    int64
+	FailureCount       int64
+	Policies           json.RawMessage
+	CreatedAt          time.Time
+	Begin              time.Time
+	End                time.Time
+	SuccessfulSessions int64
+	FailedSessions     int64
 }
 
 type DmarcRecord struct {
