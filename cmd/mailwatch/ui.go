@@ -52,7 +52,7 @@ func runUI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 			return fmt.Errorf("error counting admin accounts: %w", err)
 		}
 		if admins == 0 {
-			return errors.New("River UI needs authentication and nobody could log in: set UI_BASIC_AUTH_USER and " +
+			return errors.New("nobody could log in to River UI, which needs authentication: set UI_BASIC_AUTH_USER and " +
 				"UI_BASIC_AUTH_PASSWORD, or grant an account admin rights (mailwatch admin grant <email>) and use its API key")
 		}
 	}

@@ -63,9 +63,6 @@ func parseError(details string, args ...any) *Error {
 	return &Error{Status: 400, Code: "PGRST100", Message: "failed to parse request", Details: fmt.Sprintf(details, args...)}
 }
 
-// reserved names are query parameters that are not filters.
-var reserved = map[string]bool{"select": true, "order": true, "limit": true, "offset": true, "columns": true, "on_conflict": true}
-
 // Parse reads a raw query string (without '?').
 func Parse(rawQuery string) (*Request, error) {
 	if len(rawQuery) > MaxQueryBytes {
