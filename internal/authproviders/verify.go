@@ -111,8 +111,7 @@ type Verified struct {
 	AccountID string
 	// Claims are set as request.jwt.claims: sub is the linked account, the
 	// provider's own identity is kept beside it.
-	Claims  []byte
-	RateKey string
+	Claims []byte
 }
 
 // Verify judges token for the account its request names (account: the
@@ -147,15 +146,7 @@ func (v *Verifier) Verify(ctx context.Context, token, skip, account string) (*Ve
 	if err != nil {
 		return nil, true, err
 	}
-	return &Verified{AccountID: acct, Claims: claims, RateKey: "provider:" + p.ID.String() + ":" + claimsSubject(claims)}, true, nil
-}
-
-func claimsSubject(raw []byte) string {
-	var c struct {
-		Sub string `json:"provider_sub"`
-	}
-	_ = json.Unmarshal(raw, &c)
-	return c.Sub
+	return &Verified{AccountID: acct, Claims: claims}, true, nil
 }
 
 func (v *Verifier) verifyWith(ctx context.Context, p dbsqlc.AuthProvider, token string) (string, []byte, error) {
