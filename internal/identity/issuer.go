@@ -312,8 +312,8 @@ func (s *Issuer) keyFor(ctx context.Context, t *jwt.Token) (any, error) {
 			}
 		} else {
 			// Another request is (or just was) reloading: use its result.
-			//lint:ignore SA2001 taking and releasing the lock waits for an in-flight reload
 			s.loadMu.Lock()
+			//lint:ignore SA2001 taking and releasing the lock waits for an in-flight reload
 			s.loadMu.Unlock()
 			s.mu.RLock()
 			ks = s.keys

@@ -172,12 +172,11 @@ func TestSMTPCorpus(t *testing.T) {
 	ctx := context.Background()
 
 	type sent struct {
-		file        string
-		key         string // org + report id
-		records     int
-		messages    int64
-		domain      string
-		messageRows int
+		file     string
+		key      string // org + report id
+		records  int
+		messages int64
+		domain   string
 	}
 	var all []sent
 	dir := corpus.Path(t, "dmarc")
@@ -203,14 +202,14 @@ func TestSMTPCorpus(t *testing.T) {
 			records: len(f.Records), messages: f.MessageCount(), domain: f.PolicyPublished.Domain})
 		return nil
 	}))
-	rcpt, tlsRcpt := p.signedAddresses(t, "example.com")
+	rcpt, _ := p.signedAddresses(t, "example.com")
 	require.NoError(t, p.send(t, rcpt, asEmail("empty.xml", "text/xml", corpus.Read(t, "dmarc/empty.xml"))))
 	tlsFiles := []string{"rfc8460.json", "smtp_tls.json", "mail.ru.json", "google.com_smtp_tls_report.eml"}
 	for _, name := range tlsFiles {
 		data := corpus.Read(t, "tls-rpt/"+name)
 		r, _, err := tlsrpt.ParseFile(data)
 		require.NoError(t, err)
-		_, tlsRcpt = p.signedAddresses(t, r.Policies[0].Policy.Domain)
+		_, tlsRcpt := p.signedAddresses(t, r.Policies[0].Policy.Domain)
 		msg := data
 		if !strings.HasSuffix(name, ".eml") {
 			msg = asEmail(name, contentTypeOf(name), data)
