@@ -260,7 +260,8 @@ func (s *Server) domainRoutes() {
 		Method: "POST", Path: "/api/accounts/me/domains", Status: 201, OperationID: "createDomain", Tag: tag,
 		Summary: "Monitor a domain",
 		Description: "Normalises the name (IDNA to ASCII, lower case, no trailing dot) and refuses public suffixes (422). " +
-			"A domain already monitored by the account is 409. Its first DNS check and health score are queued with it.",
+			"A domain already monitored by the account is 409. Its first DNS check and health score are queued with it, and its " +
+			"reporting addresses (GET .../reporting-address) are minted with it, so they receive reports at once.",
 		Errors: []int{402, 409},
 		Call:   s.createDomain,
 	})
@@ -335,6 +336,11 @@ func (s *Server) createDomain(ctx context.Context, req *CreateDomainRequest) (*D
 		}
 		if _, err := s.deps.River.InsertTx(ctx, tx, jobs.DomainCheckArgs{DomainID: row.ID}, nil); err != nil {
 			return row, fmt.Errorf("error queueing the first check: %w", err)
+		}
+		// Its reporting addresses route from now on: a rua published from
+		// GET .../reporting-address is never refused.
+		if err := s.reportService().Mint(ctx, tx, row.AccountID, row.ID, row.Name); err != nil {
+			return row, err
 		}
 		return row, nil
 	})

@@ -29,12 +29,12 @@ const authorizationLookupTimeout = 3 * time.Second
 // ReportingAddress is what a domain publishes to receive reports here.
 type ReportingAddress struct {
 	Domain        string            `json:"domain" validate:"required"`
-	Signed        bool              `json:"signed" validate:"required" description:"Whether the addresses under the current key are minted; until POST .../reporting-address/sign, mail to them is refused (550)."`
+	Signed        bool              `json:"signed" validate:"required" description:"Whether POST .../reporting-address/sign was called for the current key's addresses: the account receives its reports here, so the DNS check warns when rua does not name the DMARC address and the DNS recommendations merge it in. The addresses shown route either way."`
 	KeyID         string            `json:"key_id" validate:"required" description:"Id of the current MAILWATCH_SECRET_KEY."`
 	DMARCAddress  string            `json:"dmarc_address" validate:"required" description:"Receives DMARC aggregate (rua) and failure (ruf) reports."`
 	TLSRPTAddress string            `json:"tlsrpt_address" validate:"required" description:"Receives SMTP TLS reports (RFC 8460) by mail."`
 	TLSRPTPath    string            `json:"tlsrpt_https_path" validate:"required" description:"Path of the HTTPS ingress for TLS reports on this API (an https: rua)."`
-	Addresses     []reports.Address `json:"addresses" validate:"required" description:"Every minted address still accepted: the current key's, then those of previous keys."`
+	Addresses     []reports.Address `json:"addresses" validate:"required" description:"Every address still accepted: the current key's (always there: minted when the domain was registered, or by this read), then those of previous keys."`
 	DMARC         DMARCPublishing   `json:"dmarc" validate:"required"`
 	Authorization Authorization     `json:"authorization" validate:"required"`
 	TLSRPT        TLSRPTPublishing  `json:"tls_rpt" validate:"required"`
@@ -127,7 +127,7 @@ type DMARCReport struct {
 type DMARCRecord struct {
 	SourceIP     string                    `json:"source_ip" validate:"required"`
 	Count        int64                     `json:"count" validate:"required"`
-	Disposition  string                    `json:"disposition" validate:"required"`
+	Disposition  string                    `json:"disposition" validate:"required" description:"What the receiver did with the messages, as reported (lower case): none, quarantine or reject (RFC 7489), or pass (RFC 9990: they passed DMARC, no policy applied). Only quarantine and reject are an enforced policy; whether the messages passed DMARC is dkim and spf."`
 	DKIM         string                    `json:"dkim" validate:"required"`
 	SPF          string                    `json:"spf" validate:"required"`
 	HeaderFrom   string                    `json:"header_from" validate:"required"`
@@ -204,15 +204,17 @@ func (s *Server) reportRoutes() {
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reporting-address", OperationID: "getReportingAddress", Tag: tag,
 		Summary: "The domain's signed reporting addresses and what to publish",
 		Description: "The DMARC and TLS-RPT addresses under the current key (dmarc+<key id><mac>@INBOUND_DOMAIN), whether they are " +
-			"signed yet, the rua value to publish merged with the domain's existing rua list, and the external-destination " +
-			"authorization record (<domain>._report._dmarc.<INBOUND_DOMAIN> TXT v=DMARC1) with whether it is published (live lookup).",
+			"signed, the rua value to publish merged with the domain's existing rua list, and the external-destination " +
+			"authorization record (<domain>._report._dmarc.<INBOUND_DOMAIN> TXT v=DMARC1) with whether it is published (live lookup). " +
+			"Every address shown routes: the current key's are minted when the domain is registered, and this read mints them " +
+			"for a domain registered earlier or after a key rotation (idempotent; it writes only then).",
 		Errors: []int{404},
 		Call: func(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
 			d, err := s.getDomain(ctx, s.db, req.Name)
 			if err != nil {
 				return nil, err
 			}
-			addrs, err := svc.Addresses(ctx, s.db, d.ID)
+			addrs, err := svc.Shown(ctx, s.db, d.AccountID, d.ID, d.Name)
 			if err != nil {
 				return nil, err
 			}
@@ -221,10 +223,13 @@ func (s *Server) reportRoutes() {
 	})
 	Handle(s.router, Endpoint[DomainPath, ReportingAddress]{
 		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reporting-address/sign", OperationID: "signReportingAddress", Tag: tag,
-		Summary: "Mint the reporting addresses under the current key",
-		Description: "Address signing: mints the domain's DMARC and TLS-RPT addresses under the current MAILWATCH_SECRET_KEY. " +
-			"Idempotent (the same key gives the same addresses). After a key rotation it mints the new addresses; those of " +
-			"previous keys keep working while their key is in MAILWATCH_SECRET_KEY_PREVIOUS.",
+		Summary: "Receive the domain's reports here: sign the reporting addresses under the current key",
+		Description: "Address signing: marks the domain's DMARC and TLS-RPT addresses under the current MAILWATCH_SECRET_KEY as the " +
+			"ones its DNS should name (minting them if needed): the periodic DMARC check then warns when rua does not name the " +
+			"DMARC address, and the DNS recommendations merge it into rua and point TLS-RPT at the TLS-RPT address. Routing does " +
+			"not wait for it: the addresses route from the domain's registration. Idempotent (the same key gives the same " +
+			"addresses). After a key rotation it signs the new addresses; those of previous keys keep working while their key " +
+			"is in MAILWATCH_SECRET_KEY_PREVIOUS.",
 		Errors: []int{404},
 		Call: func(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
 			d, err := s.getDomain(ctx, s.db, req.Name)
@@ -417,7 +422,7 @@ func (s *Server) reportingAddress(ctx context.Context, svc *reports.Service, d d
 	ours := map[string]bool{strings.ToLower(out.DMARCAddress): true, strings.ToLower(out.TLSRPTAddress): true}
 	for _, a := range minted {
 		ours[strings.ToLower(a.Address)] = true
-		if a.Current {
+		if a.Current && a.Signed {
 			out.Signed = true
 		}
 	}

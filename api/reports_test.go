@@ -21,6 +21,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dmarcrpt"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/tlsrpt"
 	"github.com/mailwatch/mailwatch/jobs"
 )
@@ -68,8 +69,9 @@ func TestReportingAddress(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	var before api.ReportingAddress
 	resp.JSON(t, &before)
-	require.False(t, before.Signed)
-	require.Empty(t, before.Addresses)
+	require.False(t, before.Signed, "minted at registration, not signed")
+	require.Len(t, before.Addresses, 2, "minted at registration: they route before any sign")
+	require.Equal(t, before.DMARCAddress, before.Addresses[0].Address)
 	require.True(t, strings.HasPrefix(before.DMARCAddress, "dmarc+"))
 	require.True(t, strings.HasSuffix(before.DMARCAddress, "@inbound.mailwatch.test"))
 	require.Equal(t, "mailto:"+before.DMARCAddress, before.DMARC.RUA)
@@ -81,7 +83,7 @@ func TestReportingAddress(t *testing.T) {
 	var signed api.ReportingAddress
 	resp.JSON(t, &signed)
 	require.True(t, signed.Signed)
-	require.Len(t, signed.Addresses, 2)
+	require.Equal(t, before.Addresses, signed.Addresses, "deterministic: signing mints nothing new")
 	require.Equal(t, before.DMARCAddress, signed.DMARCAddress, "deterministic")
 
 	resp = b.do(t, "POST", base+"/sign", acct.Key, nil)
@@ -441,4 +443,166 @@ func TestFailureReportList(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, b.do(t, "GET", base+"/dmarc/failure-reports?limit=0", acct.Key, nil).Status)
 	other := b.createAccount(t)
 	require.Equal(t, http.StatusNotFound, b.do(t, "GET", base+"/dmarc/failure-reports", other.Key, nil).Status)
+}
+
+// reportFor is a minimal aggregate report on domain, as the single body of
+// an email.
+func reportFor(domain, id string) string {
+	return "From: noreply-dmarc@receiver.example\nTo: rua\nSubject: Report Domain: " + domain + "\nMIME-Version: 1.0\n" +
+		"Content-Type: text/xml\n\n" +
+		"<feedback><report_metadata><org_name>receiver.example</org_name><report_id>" + id + "</report_id>" +
+		"<date_range><begin>1718064000</begin><end>1718150399</end></date_range></report_metadata>" +
+		"<policy_published><domain>" + domain + "</domain><p>none</p></policy_published>" +
+		"<record><row><source_ip>192.0.2.10</source_ip><count>7</count><policy_evaluated><disposition>none</disposition>" +
+		"<dkim>pass</dkim><spf>pass</spf></policy_evaluated></row><identifiers><header_from>" + domain + "</header_from></identifiers>" +
+		"<auth_results><dkim><domain>" + domain + "</domain><result>pass</result></dkim></auth_results></record></feedback>\n"
+}
+
+// TestReportingAddressRoutesFromRegistration: the address GET
+// .../reporting-address shows is the one a user publishes in rua, so it
+// must route at once, without POST .../sign. A report mailed to it over a
+// real SMTP session is accepted (250) and stored, for a domain registered
+// now (minted with it) and for one registered before registration minted
+// (minted by the read). The TLS-RPT HTTPS path shown routes too. Signing
+// stays idempotent and is what asks the domain's DNS to name the address.
+func TestReportingAddressRoutesFromRegistration(t *testing.T) {
+	t.Parallel()
+	var keyring *secretbox.Keyring
+	b := setup(t, func(o *setupOpts) { o.deps = func(d *api.Deps) { keyring = d.Keyring } })
+	acct := b.createAccount(t)
+	riverClient, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.DiscardHandler)}, jobs.Options{})
+	require.NoError(t, err)
+	svc := &reports.Service{DB: b.db, River: riverClient, Signer: &reports.Signer{Keyring: keyring, Domain: testInboundDomain}}
+	smtpAddr := startSMTP(t, &reports.SMTPStore{Reports: svc, Next: testStore(t, b.db)}, reports.MaxRawBytes)
+
+	createDomain(t, b, acct.Key, "example.com")
+	createDomain(t, b, acct.Key, "example.org")
+	// example.org stands for a domain registered before registration
+	// minted: it has no addresses until they are shown.
+	b.rcvExec(t, `DELETE FROM reporting_addresses WHERE domain_id = (SELECT id FROM domains WHERE name = 'example.org' AND account_id = $1)`, acct.ID)
+
+	for _, domain := range []string{"example.com", "example.org"} {
+		base := "/api/accounts/me/domains/" + domain
+		resp := b.do(t, "GET", base+"/reporting-address", acct.Key, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		var shown api.ReportingAddress
+		resp.JSON(t, &shown)
+		require.False(t, shown.Signed, domain)
+		require.Equal(t, "mailto:"+shown.DMARCAddress, shown.DMARC.RUA, "the rua the user publishes")
+
+		require.NoError(t, sendMail(smtpAddr, "noreply-dmarc@receiver.example", []string{shown.DMARCAddress}, reportFor(domain, domain+"-1")),
+			"%s: the shown address is accepted (250), never 550 5.1.1", domain)
+		var id uuid.UUID
+		var source string
+		require.NoError(t, b.db.QueryRow(context.Background(), `SELECT rm.id, rm.source FROM report_messages rm JOIN domains d ON d.id = rm.domain_id
+			WHERE d.name = $1 AND d.account_id = $2`, domain, acct.ID).Scan(&id, &source), domain)
+		require.Equal(t, reports.SourceSMTP, source)
+		b.rptParse(t, id)
+		resp = b.do(t, "GET", base+"/reports/"+id.String(), acct.Key, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		var rec api.ReceivedReport
+		resp.JSON(t, &rec)
+		require.Equal(t, "accepted", rec.Status, "%v", rec.Reason)
+		resp = b.do(t, "GET", base+"/dmarc/reports", acct.Key, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		var list []api.DMARCReportSummary
+		resp.JSON(t, &list)
+		require.Len(t, list, 1, domain)
+		require.Equal(t, int64(7), list[0].Passing)
+
+		tls := `{"organization-name":"receiver.example","date-range":{"start-datetime":"2024-06-10T00:00:00Z",` +
+			`"end-datetime":"2024-06-10T23:59:59Z"},"contact-info":"tls-reports@receiver.example","report-id":"` + domain + `-tls",` +
+			`"policies":[{"policy":{"policy-type":"no-policy-found","policy-domain":"` + domain + `"},` +
+			`"summary":{"total-successful-session-count":10,"total-failure-session-count":0}}]}`
+		resp = b.rptRawDo(t, "POST", shown.TLSRPTPath, "", "application/tlsrpt+json", []byte(tls))
+		require.Equal(t, http.StatusAccepted, resp.Status, "%s: %s", domain, resp.Body)
+
+		// Showing again mints nothing new; signing marks the same addresses.
+		resp = b.do(t, "POST", base+"/reporting-address/sign", acct.Key, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		var signed api.ReportingAddress
+		resp.JSON(t, &signed)
+		require.True(t, signed.Signed)
+		require.Equal(t, shown.Addresses, signed.Addresses)
+		resp = b.do(t, "GET", base+"/reporting-address", acct.Key, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		var again api.ReportingAddress
+		resp.JSON(t, &again)
+		require.True(t, again.Signed, "signing is kept")
+		require.Equal(t, shown.Addresses, again.Addresses)
+	}
+	var n int
+	require.NoError(t, b.db.QueryRow(context.Background(), `SELECT count(*) FROM reporting_addresses ra JOIN domains d ON d.id = ra.domain_id
+		WHERE d.account_id = $1`, acct.ID).Scan(&n))
+	require.Equal(t, 4, n, "two addresses per domain, minted once")
+}
+
+// TestDMARCReportKeepsPassDisposition: an RFC 9990 report's "pass"
+// disposition is what the report detail shows (checked against the
+// OpenAPI document like every response here), and its messages count as
+// passing.
+func TestDMARCReportKeepsPassDisposition(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	createDomain(t, b, acct.Key, "example.com")
+	base := "/api/accounts/me/domains/example.com"
+	raw, err := os.ReadFile("../internal/dmarcrpt/testdata/dmarcbis-pass-disposition.xml")
+	require.NoError(t, err)
+	resp := b.rptRawDo(t, "POST", base+"/reports", acct.Key, "application/xml", raw)
+	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+	var rec api.ReceivedReport
+	resp.JSON(t, &rec)
+	b.rptParse(t, rec.ID)
+
+	resp = b.do(t, "GET", base+"/dmarc/reports", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var list []api.DMARCReportSummary
+	resp.JSON(t, &list)
+	require.Len(t, list, 1)
+	require.Equal(t, int64(50), list[0].Messages)
+	require.Equal(t, int64(45), list[0].Passing, "the pass records pass; reject and none do not")
+
+	resp = b.do(t, "GET", base+"/dmarc/reports/"+list[0].ID.String(), acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var detail api.DMARCReport
+	resp.JSON(t, &detail)
+	var dispositions []string
+	for _, r := range detail.RecordList {
+		dispositions = append(dispositions, r.Disposition)
+	}
+	require.Equal(t, []string{"pass", "pass", "reject", "none"}, dispositions)
+}
+
+// TestFailureReportEnvelopeSender: a failure report without
+// Original-Mail-From lists no original_mail_from (the envelope sender is
+// unknown) while the reported message's From header is in from.
+func TestFailureReportEnvelopeSender(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	createDomain(t, b, acct.Key, "example.com")
+	base := "/api/accounts/me/domains/example.com"
+	report := "From: dmarc-noreply@receiver.example\r\nTo: ruf@inbound.example\r\nSubject: DMARC failure report\r\n" +
+		"MIME-Version: 1.0\r\nContent-Type: multipart/report; report-type=feedback-report; boundary=b1\r\n\r\n" +
+		"--b1\r\nContent-Type: text/plain\r\n\r\nA message claiming to be from example.com failed DMARC.\r\n" +
+		"--b1\r\nContent-Type: message/feedback-report\r\n\r\n" +
+		"Feedback-Type: auth-failure\r\nVersion: 1\r\nSource-IP: 192.0.2.7\r\nReported-Domain: example.com\r\nAuth-Failure: dmarc\r\n" +
+		"\r\n--b1\r\nContent-Type: text/rfc822-headers\r\n\r\n" +
+		"From: Alice <alice@example.com>\r\nTo: bob@receiver.example\r\nSubject: Invoice\r\nMessage-ID: <m1@example.com>\r\n" +
+		"\r\n--b1--\r\n"
+	resp := b.rptRawDo(t, "POST", base+"/reports", acct.Key, "message/rfc822", []byte(report))
+	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+	var rec api.ReceivedReport
+	resp.JSON(t, &rec)
+	b.rptParse(t, rec.ID)
+
+	resp = b.do(t, "GET", base+"/dmarc/failure-reports", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var list []map[string]any
+	resp.JSON(t, &list)
+	require.Len(t, list, 1)
+	require.NotContains(t, list[0], "original_mail_from", "no envelope sender given: none shown")
+	require.Equal(t, "Alice <alice@example.com>", list[0]["from"])
+	require.Equal(t, "192.0.2.7", list[0]["source_ip"])
 }

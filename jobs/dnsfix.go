@@ -167,7 +167,7 @@ func RecomputeDNSFixes(ctx context.Context, db dbutil.Executor, resolver dnschec
 }
 
 // ReportInputs is DNSFixDeps.Inputs over the DMARC reports: the domain's
-// current signed DMARC and TLS-RPT addresses (none until minted, or
+// signed DMARC and TLS-RPT addresses (none until POST .../sign, or
 // without a keyring or inboundDomain) and the enforcement readiness of
 // GET .../dmarc/guidance. A failure is logged and leaves the inputs it
 // could not read empty: recommendations then merely omit them.

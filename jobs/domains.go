@@ -159,9 +159,10 @@ func NextCheckAt(domainID uuid.UUID, interval time.Duration, now time.Time) time
 
 // CheckDomain runs every DNS check of a domain, bounded by
 // DomainCheckBudget, exactly as the periodic check and the live lookup both
-// do: with the DKIM selectors of CheckSelectors and, once minted, the
-// domain's signed DMARC reporting address (signer may be nil). It reads
-// those from db first, then holds no transaction while DNS answers.
+// do: with the DKIM selectors of CheckSelectors and, once POST .../sign was
+// called, the domain's signed DMARC reporting address (signer may be nil).
+// It reads those from db first, then holds no transaction while DNS
+// answers.
 func CheckDomain(ctx context.Context, resolver dnscheck.Resolver, mtasts *http.Client, db dbsqlc.DBTX, signer *reports.Signer, d dbsqlc.Domain, now time.Time) *dnscheck.Results {
 	checked := d
 	checked.DkimSelectors = CheckSelectors(ctx, db, d, now)
@@ -181,7 +182,7 @@ func CheckSelectors(ctx context.Context, db dbsqlc.DBTX, d dbsqlc.Domain, now ti
 }
 
 // checkDomain is CheckDomain with the domain's signed DMARC reporting
-// address, which its DMARC record's rua should name (empty: none minted).
+// address, which its DMARC record's rua should name (empty: none signed).
 func checkDomain(ctx context.Context, resolver dnscheck.Resolver, mtasts *http.Client, d dbsqlc.Domain, reportAddress string) *dnscheck.Results {
 	return dnscheck.CheckAll(ctx, d.Name, dnscheck.Options{
 		Resolver:      resolver,
@@ -438,22 +439,19 @@ func healthCaps(ctx context.Context, tx pgx.Tx, row *dbsqlc.Domain, now time.Tim
 	return caps, nil
 }
 
-// reportAddress is the domain's current signed DMARC reporting address when
-// one was minted (the DMARC check then asks that rua names it), else "".
+// reportAddress is the domain's signed DMARC reporting address when the
+// account asked for one (POST .../sign: the DMARC check then asks that rua
+// names it), else "". Addresses only minted, as every domain's are, ask
+// nothing of its DNS.
 func reportAddress(ctx context.Context, db dbsqlc.DBTX, signer *reports.Signer, domainID uuid.UUID) string {
 	if signer == nil || signer.Keyring == nil || signer.Domain == "" {
 		return ""
 	}
-	addrs, err := (&reports.Service{Signer: signer}).Addresses(ctx, db, domainID)
+	dmarc, _, err := (&reports.Service{Signer: signer}).SignedAddresses(ctx, db, domainID)
 	if err != nil {
 		return ""
 	}
-	for _, a := range addrs {
-		if a.Kind == reports.KindDMARC {
-			return a.Address // current key first
-		}
-	}
-	return ""
+	return dmarc
 }
 
 // mergeSelectors appends the selectors of seen missing from configured.

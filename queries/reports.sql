@@ -1,7 +1,12 @@
 -- name: ReportingAddressInsert :exec
-INSERT INTO reporting_addresses (local_part, domain_id, account_id, kind, key_id)
-VALUES (@local_part::text, @domain_id::uuid, @account_id::uuid, @kind::text, @key_id::text)
-ON CONFLICT (local_part) DO NOTHING;
+-- Mints an address (idempotent), marking it signed when @sign is true. An
+-- address already there is left alone unless it is signed now for the
+-- first time, so minting what exists writes nothing.
+INSERT INTO reporting_addresses (local_part, domain_id, account_id, kind, key_id, signed_at)
+VALUES (@local_part::text, @domain_id::uuid, @account_id::uuid, @kind::text, @key_id::text,
+    CASE WHEN @sign::boolean THEN now() END)
+ON CONFLICT (local_part) DO UPDATE SET signed_at = excluded.signed_at
+WHERE reporting_addresses.signed_at IS NULL AND excluded.signed_at IS NOT NULL;
 
 -- name: ReportingAddressGet :one
 -- The SMTP listener and the HTTPS ingress find a signed address's domain.

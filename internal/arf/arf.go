@@ -42,8 +42,8 @@ type Report struct {
 	// FeedbackType is "auth-failure" for DMARC (RFC 6591 section 3.1).
 	FeedbackType          string    `json:"feedback_type,omitempty"`
 	UserAgent             string    `json:"user_agent,omitempty"`
-	OriginalMailFrom      string    `json:"original_mail_from,omitempty"`
-	OriginalRcptTo        string    `json:"original_rcpt_to,omitempty"`
+	OriginalMailFrom      string    `json:"original_mail_from,omitempty" description:"The envelope sender (SMTP MAIL FROM) of the reported message, from the report's Original-Mail-From field (RFC 5965); absent when the report does not carry it. The From header is in from."`
+	OriginalRcptTo        string    `json:"original_rcpt_to,omitempty" description:"The envelope recipient (SMTP RCPT TO), from Original-Rcpt-To."`
 	ArrivalDate           time.Time `json:"arrival_date,omitzero"`
 	SourceIP              string    `json:"source_ip,omitempty"`
 	ReportedDomain        string    `json:"reported_domain,omitempty"`
@@ -54,7 +54,7 @@ type Report struct {
 	DKIMSelector          string    `json:"dkim_selector,omitempty"`
 	IdentityAlignment     string    `json:"identity_alignment,omitempty"`
 	// Header fields of the reported message.
-	From      string `json:"from,omitempty"`
+	From      string `json:"from,omitempty" description:"The From header field of the reported message, as written (display name included)."`
 	Subject   string `json:"subject,omitempty"`
 	MessageID string `json:"message_id,omitempty"`
 }
@@ -168,17 +168,15 @@ func parseText(msg *reportmail.Message) *Report {
 }
 
 // originalHeaders keeps From, Subject and Message-ID of the reported
-// message; its body is never read.
+// message; its body is never read. The From header never stands in for a
+// missing Original-Mail-From: that field is the envelope sender, which the
+// header does not tell (they differ for any mail sent through a service
+// with its own bounce domain).
 func (r *Report) originalHeaders(b []byte) {
 	h, _ := readHeader(b)
 	r.From = clip(h.Get("From"))
 	r.Subject = clip(h.Get("Subject"))
 	r.MessageID = clip(h.Get("Message-Id"))
-	if r.OriginalMailFrom == "" {
-		if addr, err := mail.ParseAddress(r.From); err == nil {
-			r.OriginalMailFrom = addr.Address
-		}
-	}
 }
 
 // readHeader reads a header block (CRLF or LF), leniently: the fields

@@ -54,3 +54,52 @@ func TestIdentityFields(t *testing.T) {
 	_, err = arf.ParseMessage([]byte("From: a@example.com\r\nContent-Type: text/plain\r\n\r\nhello\r\n"))
 	require.ErrorIs(t, err, arf.ErrNoReport)
 }
+
+// arfReport is an RFC 5965 report with the given feedback fields whose
+// reported message (headers only) is From: header.
+func arfReport(fields, header string) []byte {
+	return []byte("From: dmarc-noreply@receiver.example\r\nTo: ruf@inbound.example\r\nSubject: DMARC failure report\r\n" +
+		"MIME-Version: 1.0\r\nContent-Type: multipart/report; report-type=feedback-report; boundary=b1\r\n\r\n" +
+		"--b1\r\nContent-Type: text/plain\r\n\r\nA message claiming to be from example.com failed DMARC.\r\n" +
+		"--b1\r\nContent-Type: message/feedback-report\r\n\r\n" +
+		"Feedback-Type: auth-failure\r\nVersion: 1\r\n" + fields + "Source-IP: 192.0.2.7\r\nReported-Domain: example.com\r\nAuth-Failure: dmarc\r\n" +
+		"\r\n--b1\r\nContent-Type: text/rfc822-headers\r\n\r\n" +
+		"From: " + header + "\r\nTo: bob@receiver.example\r\nSubject: Invoice\r\nMessage-ID: <m1@example.com>\r\n" +
+		"\r\n--b1--\r\n")
+}
+
+// TestOriginalMailFromIsTheEnvelope: Original-Mail-From is the envelope
+// sender (RFC 5965 section 3.2). A report without it leaves it empty
+// instead of taking the reported message's From header, which stays in
+// From; a report with it keeps it, whatever the header says.
+func TestOriginalMailFromIsTheEnvelope(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, fields, envelope string
+	}{
+		{"Absent", "", ""},
+		{"Empty", "Original-Mail-From: \r\n", ""},
+		{"NullReversePath", "Original-Mail-From: <>\r\n", ""},
+		{"Given", "Original-Mail-From: <bounce-42@mail.esp.example>\r\n", "bounce-42@mail.esp.example"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := arf.ParseMessage(arfReport(c.fields, "Alice <alice@example.com>"))
+			require.NoError(t, err)
+			require.Equal(t, arf.FormARF, r.Form)
+			require.Equal(t, c.envelope, r.OriginalMailFrom)
+			require.Equal(t, "Alice <alice@example.com>", r.From, "the header From is its own field")
+			require.Equal(t, "Invoice", r.Subject)
+		})
+	}
+
+	// A plain-text report quotes the headers in its text: no envelope
+	// sender there either.
+	text, err := arf.ParseMessage([]byte("From: mailer-daemon@receiver.example\r\nSubject: DMARC failure\r\nContent-Type: text/plain\r\n\r\n" +
+		"Sender Domain: example.com\r\nSender IP Address: 192.0.2.7\r\n\r\nReceived: from mx.example.com\r\n" +
+		"From: Alice <alice@example.com>\r\nSubject: Invoice\r\n"))
+	require.NoError(t, err)
+	require.Equal(t, arf.FormText, text.Form)
+	require.Empty(t, text.OriginalMailFrom)
+	require.Equal(t, "Alice <alice@example.com>", text.From)
+}

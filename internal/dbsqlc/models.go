@@ -750,6 +750,7 @@ type ReportingAddress struct {
 	Kind      string
 	KeyID     string
 	CreatedAt time.Time
+	SignedAt  *time.Time
 }
 
 type SendingProvider struct {

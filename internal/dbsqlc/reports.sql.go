@@ -900,9 +900,11 @@ func (q *Queries) ReportingAddressGet(ctx context.Context, db DBTX, localPart st
 }
 
 const reportingAddressInsert = `-- name: ReportingAddressInsert :exec
-INSERT INTO reporting_addresses (local_part, domain_id, account_id, kind, key_id)
-VALUES ($1::text, $2::uuid, $3::uuid, $4::text, $5::text)
-ON CONFLICT (local_part) DO NOTHING
+INSERT INTO reporting_addresses (local_part, domain_id, account_id, kind, key_id, signed_at)
+VALUES ($1::text, $2::uuid, $3::uuid, $4::text, $5::text,
+    CASE WHEN $6::boolean THEN now() END)
+ON CONFLICT (local_part) DO UPDATE SET signed_at = excluded.signed_at
+WHERE reporting_addresses.signed_at IS NULL AND excluded.signed_at IS NOT NULL
 `
 
 type ReportingAddressInsertParams struct {
@@ -911,8 +913,12 @@ type ReportingAddressInsertParams struct {
 	AccountID uuid.UUID
 	Kind      string
 	KeyID     string
+	Sign      bool
 }
 
+// Mints an address (idempotent), marking it signed when @sign is true. An
+// address already there is left alone unless it is signed now for the
+// first time, so minting what exists writes nothing.
 func (q *Queries) ReportingAddressInsert(ctx context.Context, db DBTX, arg ReportingAddressInsertParams) error {
 	_, err := db.Exec(ctx, reportingAddressInsert,
 		arg.LocalPart,
@@ -920,12 +926,13 @@ func (q *Queries) ReportingAddressInsert(ctx context.Context, db DBTX, arg Repor
 		arg.AccountID,
 		arg.Kind,
 		arg.KeyID,
+		arg.Sign,
 	)
 	return err
 }
 
 const reportingAddressListByDomain = `-- name: ReportingAddressListByDomain :many
-SELECT local_part, domain_id, account_id, kind, key_id, created_at FROM reporting_addresses WHERE domain_id = $1::uuid ORDER BY created_at DESC, local_part
+SELECT local_part, domain_id, account_id, kind, key_id, created_at, signed_at FROM reporting_addresses WHERE domain_id = $1::uuid ORDER BY created_at DESC, local_part
 `
 
 func (q *Queries) ReportingAddressListByDomain(ctx context.Context, db DBTX, domainID uuid.UUID) ([]ReportingAddress, error) {
@@ -944,6 +951,7 @@ func (q *Queries) ReportingAddressListByDomain(ctx context.Context, db DBTX, dom
 			&i.Kind,
 			&i.KeyID,
 			&i.CreatedAt,
+			&i.SignedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -89,7 +89,6 @@ func TestCorpusWalk(t *testing.T) {
 				for _, w := range []string{r.Disposition, r.DKIM, r.SPF} {
 					require.Equal(t, strings.ToLower(w), w, "result words are lower case")
 				}
-				require.NotEqual(t, "pass", r.Disposition, "RFC 9990 pass maps to none")
 			}
 		})
 	}

@@ -8,9 +8,8 @@
 // report wrapped in an unclosed outer element, invalid UTF-8, unescaped "<"
 // in text, result words in upper case, no <version>, a gzip member followed
 // by trailing bytes. Result words come out in lower case (the RFCs' words:
-// pass, fail, none, softfail, neutral, temperror, permerror, policy) and
-// RFC 9990's disposition "pass" is reported as "none" (the policy was not
-// applied), the word RFC 7489 uses.
+// pass, fail, none, softfail, neutral, temperror, permerror, policy), each
+// as the reporter wrote it: RFC 9990's disposition "pass" stays "pass".
 //
 // Every entry point is bounded: at most MaxReportBytes of XML, after any
 // decompression, and reportmail's bounds for an email.
@@ -94,11 +93,26 @@ type PolicyPublished struct {
 	DiscoveryMethod string `json:"discovery_method,omitempty"`
 }
 
+// Dispositions of policy_evaluated: what the receiver did with the
+// messages of a record. RFC 7489 has none, quarantine and reject, and
+// writes none for messages that passed DMARC too; RFC 9990 adds pass for
+// them. Neither none nor pass is a policy applied: only quarantine and
+// reject are. Whether messages passed DMARC is read from the record's DKIM
+// and SPF results, never from its disposition.
+const (
+	DispositionNone       = "none"
+	DispositionPass       = "pass"
+	DispositionQuarantine = "quarantine"
+	DispositionReject     = "reject"
+)
+
 // Record is one <record>: a group of messages from one source with the same
 // results.
 type Record struct {
-	SourceIP     string           `json:"source_ip"`
-	Count        int64            `json:"count"`
+	SourceIP string `json:"source_ip"`
+	Count    int64  `json:"count"`
+	// Disposition is the reported word, lower-cased (see the Disposition
+	// constants).
 	Disposition  string           `json:"disposition"`
 	DKIM         string           `json:"dkim"`
 	SPF          string           `json:"spf"`
@@ -630,10 +644,6 @@ func normalise(raw *xmlFeedback) (*Feedback, error) {
 			EnvelopeTo:   domain(x.Identifiers.EnvelopeTo),
 			EnvelopeFrom: domain(x.Identifiers.EnvelopeFrom),
 			HeaderFrom:   domain(x.Identifiers.HeaderFrom),
-		}
-		// RFC 9990 section 3.2: "pass" means no policy was applied.
-		if r.Disposition == "pass" {
-			r.Disposition = "none"
 		}
 		for _, reason := range x.Row.Policy.Reasons {
 			typ := word(reason.Type)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"os"
 	"testing"
 	"time"
 
@@ -71,9 +72,28 @@ func TestQuirks(t *testing.T) {
 		require.Equal(t, "Example DMARC Aggregate Reporter v1.2", f.ReportMetadata.Generator)
 		require.Nil(t, f.PolicyPublished.Pct)
 		r := f.Records[0]
-		require.Equal(t, "none", r.Disposition)
+		require.Equal(t, dmarcrpt.DispositionPass, r.Disposition, "kept as reported")
 		require.Equal(t, int64(123), r.Count)
 		require.Equal(t, "abc123", r.DKIMResults[0].Selector)
+	})
+	t.Run("DMARCbisDispositions", func(t *testing.T) {
+		// RFC 9990 reports write "pass" for messages that passed DMARC; the
+		// word is the reporter's and is kept, never folded into "none",
+		// which reports a failing message let through.
+		data, err := os.ReadFile("testdata/dmarcbis-pass-disposition.xml")
+		require.NoError(t, err)
+		f, format, err := dmarcrpt.ParseFile(data)
+		require.NoError(t, err)
+		require.Equal(t, dmarcrpt.FormatXML, format)
+		var got []string
+		for _, r := range f.Records {
+			got = append(got, r.Disposition)
+		}
+		require.Equal(t, []string{dmarcrpt.DispositionPass, dmarcrpt.DispositionPass, dmarcrpt.DispositionReject, dmarcrpt.DispositionNone}, got,
+			"the second record's upper-case Pass is lower-cased like every result word")
+		require.Equal(t, []dmarcrpt.Reason{{Type: "local_policy", Comment: "mailing list"}}, f.Records[3].Reasons)
+		require.Equal(t, "treewalk", f.PolicyPublished.DiscoveryMethod)
+		require.Equal(t, int64(50), f.MessageCount())
 	})
 	t.Run("EmptyReasons", func(t *testing.T) {
 		f := parse(t, "empty_reason.xml")

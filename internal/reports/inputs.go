@@ -28,7 +28,7 @@ func PolicyOf(rs *dnscheck.Results) Policy {
 }
 
 // DNSInputs is what the DNS recommendations take from the reports: the
-// domain's current signed addresses (empty until minted) and, for a
+// domain's signed addresses (empty until POST .../sign) and, for a
 // domain whose DMARC record can still move up the ladder, the enforcement
 // readiness GET .../dmarc/guidance shows.
 type DNSInputs struct {
@@ -44,17 +44,9 @@ type DNSInputs struct {
 func (s *Service) DNSInputs(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, domain string, rs *dnscheck.Results, now time.Time) (DNSInputs, error) {
 	var in DNSInputs
 	if s.Signer != nil && s.Signer.Keyring != nil && s.Signer.Domain != "" {
-		addrs, err := s.Addresses(ctx, db, domainID)
-		if err != nil {
+		var err error
+		if in.ReportAddress, in.TLSReportAddress, err = s.SignedAddresses(ctx, db, domainID); err != nil {
 			return in, err
-		}
-		for _, a := range addrs { // current key first
-			switch {
-			case a.Kind == KindDMARC && in.ReportAddress == "":
-				in.ReportAddress = a.Address
-			case a.Kind == KindTLSRPT && in.TLSReportAddress == "":
-				in.TLSReportAddress = a.Address
-			}
 		}
 	}
 	policy := PolicyOf(rs)

@@ -90,23 +90,72 @@ type Address struct {
 	KeyID     string `json:"key_id" validate:"required" description:"Id of the MAILWATCH_SECRET_KEY that signed it."`
 	Current   bool   `json:"current" validate:"required" description:"Signed with the current key; false for an address of a previous key, still accepted while that key is in MAILWATCH_SECRET_KEY_PREVIOUS."`
 	LocalPart string `json:"-"`
+	// Signed is true once POST .../reporting-address/sign was called for
+	// the address: the account chose to receive reports here, so the
+	// domain's DNS is asked to name it. Every listed address routes,
+	// signed or not.
+	Signed bool `json:"-"`
+}
+
+// Mint makes the domain's DMARC and TLS-RPT addresses under the current
+// key routable: the SMTP listener and the HTTPS ingress find a domain by
+// its minted local parts. It is idempotent and writes nothing for
+// addresses already minted; it marks nothing signed. Domain registration
+// mints in its own transaction, so the addresses GET .../reporting-address
+// shows route from the start. Without a keyring there is nothing to mint.
+func (s *Service) Mint(ctx context.Context, db dbsqlc.DBTX, accountID, domainID uuid.UUID, domain string) error {
+	return s.mint(ctx, db, accountID, domainID, domain, false)
+}
+
+func (s *Service) mint(ctx context.Context, db dbsqlc.DBTX, accountID, domainID uuid.UUID, domain string, sign bool) error {
+	if s.Signer == nil || s.Signer.Keyring == nil {
+		return nil
+	}
+	keyID := s.Signer.Keyring.PrimaryKeyID()
+	for _, kind := range []Kind{KindDMARC, KindTLSRPT} {
+		if err := q.ReportingAddressInsert(ctx, db, dbsqlc.ReportingAddressInsertParams{
+			LocalPart: s.Signer.Current(kind, accountID, domain), DomainID: domainID, AccountID: accountID,
+			Kind: string(kind), KeyID: keyID, Sign: sign,
+		}); err != nil {
+			return fmt.Errorf("error storing reporting address: %w", err)
+		}
+	}
+	return nil
 }
 
 // Sign mints the domain's DMARC and TLS-RPT addresses under the current
-// key (idempotent: the same inputs give the same addresses) and returns
-// every address of the domain whose key is still in the ring, current
-// first.
+// key and marks them signed (idempotent: the same inputs give the same
+// addresses), and returns every address of the domain whose key is still
+// in the ring, current first.
 func (s *Service) Sign(ctx context.Context, tx pgx.Tx, accountID, domainID uuid.UUID, domain string) ([]Address, error) {
-	keyID := s.Signer.Keyring.PrimaryKeyID()
-	for _, kind := range []Kind{KindDMARC, KindTLSRPT} {
-		if err := q.ReportingAddressInsert(ctx, tx, dbsqlc.ReportingAddressInsertParams{
-			LocalPart: s.Signer.Current(kind, accountID, domain), DomainID: domainID, AccountID: accountID,
-			Kind: string(kind), KeyID: keyID,
-		}); err != nil {
-			return nil, fmt.Errorf("error storing reporting address: %w", err)
-		}
+	if err := s.mint(ctx, tx, accountID, domainID, domain, true); err != nil {
+		return nil, err
 	}
 	return s.Addresses(ctx, tx, domainID)
+}
+
+// Shown returns the domain's addresses for display, current key first,
+// minting the current key's first when they are missing: a domain
+// registered before registration minted, or one read after a key
+// rotation. Whatever it returns routes, and it writes only when it mints.
+func (s *Service) Shown(ctx context.Context, db dbsqlc.DBTX, accountID, domainID uuid.UUID, domain string) ([]Address, error) {
+	addrs, err := s.Addresses(ctx, db, domainID)
+	if err != nil {
+		return nil, err
+	}
+	current := map[Kind]bool{}
+	for _, a := range addrs {
+		if a.Current {
+			current[a.Kind] = true
+		}
+	}
+	if current[KindDMARC] && current[KindTLSRPT] {
+		return addrs, nil
+	}
+	if err := s.Mint(ctx, db, accountID, domainID, domain); err != nil {
+		return nil, err
+	}
+	return s.Addresses(ctx, db, domainID)
 }
 
 // Addresses lists the domain's minted addresses whose key is still in the
@@ -122,7 +171,8 @@ func (s *Service) Addresses(ctx context.Context, db dbsqlc.DBTX, domainID uuid.U
 		if !s.Signer.Keyring.Has(r.KeyID) {
 			continue
 		}
-		a := Address{Kind: Kind(r.Kind), Address: s.Signer.Address(r.LocalPart), KeyID: r.KeyID, Current: r.KeyID == primary, LocalPart: r.LocalPart}
+		a := Address{Kind: Kind(r.Kind), Address: s.Signer.Address(r.LocalPart), KeyID: r.KeyID, Current: r.KeyID == primary,
+			LocalPart: r.LocalPart, Signed: r.SignedAt != nil}
 		if a.Current {
 			current = append(current, a)
 		} else {
@@ -130,6 +180,26 @@ func (s *Service) Addresses(ctx context.Context, db dbsqlc.DBTX, domainID uuid.U
 		}
 	}
 	return append(current, previous...), nil
+}
+
+// SignedAddresses returns the domain's DMARC and TLS-RPT addresses its DNS
+// is asked to name: the first signed one of each kind, current key first;
+// "" for a kind with none (the account never called the sign route).
+func (s *Service) SignedAddresses(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID) (dmarc, tlsrpt string, err error) {
+	addrs, err := s.Addresses(ctx, db, domainID)
+	if err != nil {
+		return "", "", err
+	}
+	for _, a := range addrs {
+		switch {
+		case !a.Signed:
+		case a.Kind == KindDMARC && dmarc == "":
+			dmarc = a.Address
+		case a.Kind == KindTLSRPT && tlsrpt == "":
+			tlsrpt = a.Address
+		}
+	}
+	return dmarc, tlsrpt, nil
 }
 
 // Target is the domain a verified reporting address belongs to.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -183,4 +184,39 @@ func TestParseFailureAndTLS(t *testing.T) {
 	out = b.receive(t, d, reports.KindTLSRPT, corpus.Read(t, "tls-rpt/rfc8460.json"))
 	require.Equal(t, reports.StatusRefused, out.Status)
 	require.True(t, strings.Contains(out.Reason, "company-y.example"))
+}
+
+// TestParseKeepsDMARCbisPassDisposition: an RFC 9990 report's "pass"
+// disposition is stored as reported (the data API and the report detail
+// show it), and its messages count as passing, never as failing.
+func TestParseKeepsDMARCbisPassDisposition(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	d := b.domain(t, "example.com")
+	raw, err := os.ReadFile("../dmarcrpt/testdata/dmarcbis-pass-disposition.xml")
+	require.NoError(t, err)
+	out := b.receive(t, d, reports.KindDMARC, raw)
+	require.Equal(t, reports.StatusAccepted, out.Status, out.Reason)
+
+	rows, err := b.tx.Query(context.Background(), "SELECT disposition FROM dmarc_records WHERE report_id = $1 ORDER BY ordinal", out.ReportID)
+	require.NoError(t, err)
+	dispositions, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"pass", "pass", "reject", "none"}, dispositions)
+
+	require.Equal(t, int64(45), b.count(t, "SELECT pass_count FROM dmarc_reports WHERE id = $1", out.ReportID), "the two pass records")
+	require.Equal(t, int64(45), b.count(t, "SELECT sum(compliant + forwarded) FROM dmarc_source_days WHERE domain_id = $1", d))
+	require.Equal(t, int64(5), b.count(t, "SELECT sum(failing) FROM dmarc_source_days WHERE domain_id = $1", d), "reject and none only")
+
+	now := b.svc.Now()
+	sources, err := b.svc.Sources(context.Background(), b.tx, d, now.Add(-30*24*time.Hour), now)
+	require.NoError(t, err)
+	category := map[string]string{}
+	for _, s := range sources.Sources {
+		category[s.Name] = s.Category
+	}
+	require.Equal(t, map[string]string{
+		"192.0.2.10": reports.CategoryCompliant, "192.0.2.20": reports.CategoryCompliant,
+		"203.0.113.7": reports.CategoryThreatUnknown, "198.51.100.9": reports.CategoryThreatUnknown,
+	}, category)
 }
