@@ -215,6 +215,9 @@ func (s *Server) reportRoutes() {
 				return nil, err
 			}
 			addrs, err := svc.Shown(ctx, s.db, d.AccountID, d.ID, d.Name)
+			if errors.Is(err, reports.ErrDomainGone) {
+				return nil, NotFound("domain")
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -239,6 +242,9 @@ func (s *Server) reportRoutes() {
 			addrs, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
 				return svc.Sign(ctx, tx, d.AccountID, d.ID, d.Name)
 			})
+			if errors.Is(err, reports.ErrDomainGone) {
+				return nil, NotFound("domain")
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -537,6 +537,45 @@ func TestReportingAddressRoutesFromRegistration(t *testing.T) {
 	require.Equal(t, 4, n, "two addresses per domain, minted once")
 }
 
+// TestReportingAddressMintedWithoutBeingShown: an address shown before
+// registration minted (an older version showed it without minting) routes
+// once the minting job has run, without anyone reading it again; a mint
+// for a domain deleted meanwhile is ErrDomainGone, which the API answers 404.
+func TestReportingAddressMintedWithoutBeingShown(t *testing.T) {
+	t.Parallel()
+	var keyring *secretbox.Keyring
+	b := setup(t, func(o *setupOpts) { o.deps = func(d *api.Deps) { keyring = d.Keyring } })
+	acct := b.createAccount(t)
+	riverClient, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.DiscardHandler)}, jobs.Options{})
+	require.NoError(t, err)
+	svc := &reports.Service{DB: b.db, River: riverClient, Signer: &reports.Signer{Keyring: keyring, Domain: testInboundDomain}}
+	smtpAddr := startSMTP(t, &reports.SMTPStore{Reports: svc, Next: testStore(t, b.db)}, reports.MaxRawBytes)
+	ctx := context.Background()
+
+	for _, d := range []string{"example.com", "example.org", "example.net"} {
+		createDomain(t, b, acct.Key, d)
+	}
+	b.rcvExec(t, `DELETE FROM reporting_addresses WHERE domain_id IN (SELECT id FROM domains WHERE name <> 'example.com' AND account_id = $1)`, acct.ID)
+	accountID := uuid.MustParse(acct.ID)
+	old := svc.Signer.Address(svc.Signer.Current(reports.KindDMARC, accountID, "example.org"))
+	require.Error(t, sendMail(smtpAddr, "noreply-dmarc@receiver.example", []string{old}, reportFor("example.org", "before")),
+		"not minted: refused")
+
+	n, err := svc.MintMissing(ctx, b.db, 1) // one domain per batch: the paging is exercised
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the two domains without addresses")
+	n, err = svc.MintMissing(ctx, b.db, 1)
+	require.NoError(t, err)
+	require.Zero(t, n, "a second run has nothing to do")
+	require.NoError(t, sendMail(smtpAddr, "noreply-dmarc@receiver.example", []string{old}, reportFor("example.org", "after")),
+		"the address shown earlier routes now")
+
+	sp, err := b.db.Begin(ctx) // the failed insert aborts only this savepoint
+	require.NoError(t, err)
+	require.ErrorIs(t, svc.Mint(ctx, sp, accountID, uuid.New(), "gone.example"), reports.ErrDomainGone)
+	require.NoError(t, sp.Rollback(ctx))
+}
+
 // TestDMARCReportKeepsPassDisposition: an RFC 9990 report's "pass"
 // disposition is what the report detail shows (checked against the
 // OpenAPI document like every response here), and its messages count as

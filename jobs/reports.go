@@ -20,15 +20,21 @@ func addReportWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &ReportParseWorker{deps: deps})
 	river.AddWorker(w, &ReportReparseWorker{deps: deps})
 	river.AddWorker(w, &ReportRawPruneWorker{deps: deps})
+	river.AddWorker(w, &ReportAddressMintWorker{deps: deps})
 }
 
 // reportPeriodicJobs returns this feature's schedules: the kept raw bytes
-// of failed reports are pruned daily.
+// of failed reports are pruned daily, and every domain's reporting
+// addresses are minted at start and hourly (after an upgrade or a key
+// rotation, before anyone reads them).
 func reportPeriodicJobs(Deps) []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(24*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 			return ReportRawPruneArgs{}, nil
 		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "report_raw_prune"}),
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+			return ReportAddressMintArgs{}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "reporting_address_mint"}),
 	}
 }
 
@@ -144,6 +150,34 @@ func (w *ReportRawPruneWorker) Work(ctx context.Context, _ *river.Job[ReportRawP
 	}
 	w.deps.Logger.InfoContext(ctx, "pruned failed reports' raw bytes", slog.Int64("reports", n), slog.Time("before", cutoff))
 	return river.RecordOutput(ctx, map[string]int64{"pruned": n})
+}
+
+// ReportAddressMintArgs mints the current key's reporting addresses of
+// every domain lacking them (reports.Service.MintMissing).
+type ReportAddressMintArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ReportAddressMintArgs) Kind() string { return "reporting_address_mint" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (ReportAddressMintArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+}
+
+// ReportAddressMintWorker works ReportAddressMintArgs.
+type ReportAddressMintWorker struct {
+	river.WorkerDefaults[ReportAddressMintArgs]
+	deps Deps
+}
+
+// Work mints in batches of 500 domains; each mint is two idempotent inserts.
+func (w *ReportAddressMintWorker) Work(ctx context.Context, _ *river.Job[ReportAddressMintArgs]) error {
+	n, err := ReportService(w.deps).MintMissing(ctx, w.deps.Pool, 500)
+	if err != nil {
+		return err
+	}
+	w.deps.Logger.InfoContext(ctx, "minted missing reporting addresses", slog.Int("domains", n))
+	return river.RecordOutput(ctx, map[string]int{"domains": n})
 }
 
 // ReportService is the reports capability over the workers' dependencies.

@@ -261,3 +261,13 @@ LIMIT @max_rows::int;
 -- The report message that stored a TLS report already (the dedupe key).
 SELECT message_id FROM tls_reports
 WHERE domain_id = @domain_id::uuid AND org_name = @org_name::text AND report_id = @report_id::text;
+
+-- name: DomainsWithoutReportingAddresses :many
+-- Domains lacking an address of either kind under the key @key_id (those
+-- registered before registration minted them, or every domain after a key
+-- rotation), in id order after @after, for the minting job's batches.
+SELECT d.id, d.account_id, d.name FROM domains d
+WHERE d.id > @after::uuid
+  AND (SELECT count(*) FROM reporting_addresses ra WHERE ra.domain_id = d.id AND ra.key_id = @key_id::text) < 2
+ORDER BY d.id
+LIMIT @max_rows::int;

@@ -534,6 +534,49 @@ func (q *Queries) DMARCSourcesSeen(ctx context.Context, db DBTX, arg DMARCSource
 	return items, nil
 }
 
+const domainsWithoutReportingAddresses = `-- name: DomainsWithoutReportingAddresses :many
+SELECT d.id, d.account_id, d.name FROM domains d
+WHERE d.id > $1::uuid
+  AND (SELECT count(*) FROM reporting_addresses ra WHERE ra.domain_id = d.id AND ra.key_id = $2::text) < 2
+ORDER BY d.id
+LIMIT $3::int
+`
+
+type DomainsWithoutReportingAddressesParams struct {
+	After   uuid.UUID
+	KeyID   string
+	MaxRows int32
+}
+
+type DomainsWithoutReportingAddressesRow struct {
+	ID        uuid.UUID
+	AccountID uuid.UUID
+	Name      string
+}
+
+// Domains lacking an address of either kind under the key @key_id (those
+// registered before registration minted them, or every domain after a key
+// rotation), in id order after @after, for the minting job's batches.
+func (q *Queries) DomainsWithoutReportingAddresses(ctx context.Context, db DBTX, arg DomainsWithoutReportingAddressesParams) ([]DomainsWithoutReportingAddressesRow, error) {
+	rows, err := db.Query(ctx, domainsWithoutReportingAddresses, arg.After, arg.KeyID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DomainsWithoutReportingAddressesRow
+	for rows.Next() {
+		var i DomainsWithoutReportingAddressesRow
+		if err := rows.Scan(&i.ID, &i.AccountID, &i.Name); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reportDashboard = `-- name: ReportDashboard :one
 SELECT
     (SELECT count(*) FROM dmarc_reports r JOIN domains d ON d.id = r.domain_id

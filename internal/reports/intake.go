@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
@@ -113,14 +115,57 @@ func (s *Service) mint(ctx context.Context, db dbsqlc.DBTX, accountID, domainID 
 	}
 	keyID := s.Signer.Keyring.PrimaryKeyID()
 	for _, kind := range []Kind{KindDMARC, KindTLSRPT} {
-		if err := q.ReportingAddressInsert(ctx, db, dbsqlc.ReportingAddressInsertParams{
+		err := q.ReportingAddressInsert(ctx, db, dbsqlc.ReportingAddressInsertParams{
 			LocalPart: s.Signer.Current(kind, accountID, domain), DomainID: domainID, AccountID: accountID,
 			Kind: string(kind), KeyID: keyID, Sign: sign,
-		}); err != nil {
+		})
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ForeignKeyViolation {
+			return ErrDomainGone // deleted since the caller read it
+		}
+		if err != nil {
 			return fmt.Errorf("error storing reporting address: %w", err)
 		}
 	}
 	return nil
+}
+
+// ErrDomainGone is a mint for a domain deleted meanwhile.
+var ErrDomainGone = errors.New("the domain no longer exists")
+
+// MintMissing mints the current key's addresses of every domain lacking
+// them, batch domains at a time in id order, and returns how many domains
+// it minted for. Domains registered before registration minted, and every
+// domain after a key rotation, get addresses that route without anyone
+// reading them first: an address shown once keeps routing. Each mint is
+// idempotent, so runs may overlap.
+func (s *Service) MintMissing(ctx context.Context, db dbsqlc.DBTX, batch int) (int, error) {
+	if s.Signer == nil || s.Signer.Keyring == nil {
+		return 0, nil
+	}
+	keyID := s.Signer.Keyring.PrimaryKeyID()
+	minted := 0
+	after := uuid.Nil
+	for {
+		rows, err := q.DomainsWithoutReportingAddresses(ctx, db, dbsqlc.DomainsWithoutReportingAddressesParams{
+			After: after, KeyID: keyID, MaxRows: int32(batch),
+		})
+		if err != nil {
+			return minted, fmt.Errorf("error listing domains without reporting addresses: %w", err)
+		}
+		for _, d := range rows {
+			switch err := s.Mint(ctx, db, d.AccountID, d.ID, d.Name); {
+			case errors.Is(err, ErrDomainGone):
+			case err != nil:
+				return minted, err
+			default:
+				minted++
+			}
+			after = d.ID
+		}
+		if len(rows) < batch {
+			return minted, nil
+		}
+	}
 }
 
 // Sign mints the domain's DMARC and TLS-RPT addresses under the current
