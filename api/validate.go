@@ -138,14 +138,20 @@ var textRules = map[string]textRule{
 }
 
 // checkWebURL is the URL rule of subscriptions and JWKS: absolute http(s)
-// with a host and no user information, as webURL says.
+// with a host and no user information, in the characters webURL allows.
 func checkWebURL(s string) error {
-	if !webURLRe.MatchString(s) {
-		return errors.New("must be an absolute http(s) URL such as https://example.com/webhooks")
-	}
 	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || u.User != nil {
-		return errors.New("must be an absolute http(s) URL such as https://example.com/webhooks")
+	switch {
+	case err != nil || u.Scheme == "" || u.Opaque != "":
+		return errors.New("must be an absolute URL such as https://example.com/webhooks")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("must use http or https, not %q", u.Scheme)
+	case u.User != nil:
+		return errors.New("must not contain a user name or password; put credentials in the path or query, or rely on the signature")
+	case u.Host == "":
+		return errors.New("must have a host")
+	case !webURLRe.MatchString(s):
+		return errors.New("must be written in the characters RFC 3986 allows (percent-encode the others), without spaces")
 	}
 	return nil
 }
