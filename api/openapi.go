@@ -117,8 +117,9 @@ func applyRules(s *jsonschema.Schema, t reflect.Type, rules []string, inRequest 
 	}
 	kind := t.Kind()
 	// omitempty lets the zero value through: "" for a plain string, so a
-	// minimum length would not be true of what is accepted. (A pointer is
-	// skipped only when nil; the PATCH types' handlers refuse "".)
+	// minimum length would not be true of what is accepted. A pointer is
+	// skipped only when nil. An OptionalString is skipped at "" too, but the
+	// handlers of its fields refuse "" themselves.
 	emptyAllowed := slices.Contains(rules, "omitempty") && !pointer && kind == reflect.String
 	if custom := validatedKind(t); custom != reflect.Invalid {
 		kind = custom
