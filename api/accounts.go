@@ -37,8 +37,8 @@ func accountFromRow(a dbsqlc.Account) Account {
 
 // CreateAccountRequest is the body of POST /api/accounts.
 type CreateAccountRequest struct {
-	Email    string `json:"email" validate:"required,max=254" description:"Login identity; stored lower-cased."`
-	Password string `json:"password" validate:"required" minLength:"8" maxLength:"256" description:"8 to 256 characters; stored as an argon2id hash only."`
+	Email    string `json:"email" validate:"required,max=254,email_address" example:"alice@example.com" description:"Login identity; stored lower-cased."`
+	Password string `json:"password" validate:"required,min=8,max=256,not_blank" description:"8 to 256 characters; stored as an argon2id hash only."`
 }
 
 // CreateAccountResponse carries the new account and its first API key.
@@ -49,8 +49,9 @@ type CreateAccountResponse struct {
 
 // UpdateAccountRequest is the body of PATCH /api/accounts/me.
 type UpdateAccountRequest struct {
-	Email    *string `json:"email,omitempty" validate:"omitempty,max=254"`
-	Password *string `json:"password,omitempty" minLength:"8" maxLength:"256"`
+	_        atLeastOne
+	Email    *string `json:"email,omitempty" validate:"omitempty,max=254,email_address" example:"alice@example.org"`
+	Password *string `json:"password,omitempty" validate:"omitempty,min=8,max=256,not_blank"`
 }
 
 // normalizeEmail trims and lower-cases an address and checks that it is a
@@ -161,9 +162,6 @@ func (s *Server) createAccount(ctx context.Context, req *CreateAccountRequest) (
 func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (*Account, error) {
 	caller := mustCaller(ctx)
 	params := dbsqlc.AccountUpdateParams{ID: caller.AccountID}
-	if req.Email == nil && req.Password == nil {
-		return nil, InvalidField("email", "give email or password (or both) to change")
-	}
 	if req.Email != nil {
 		email, err := normalizeEmail("email", *req.Email)
 		if err != nil {

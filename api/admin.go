@@ -60,12 +60,12 @@ type AdminAccountPath struct {
 // SuspendAccountRequest is POST /api/admin/accounts/{account_id}/suspend.
 type SuspendAccountRequest struct {
 	AccountID uuid.UUID `path:"account_id" format:"uuid"`
-	Reason    string    `json:"reason" validate:"required,max=500" description:"Shown to the account in every 403 while suspended, and kept in the audit event."`
+	Reason    string    `json:"reason" validate:"required,max=500,not_blank" description:"Shown to the account in every 403 while suspended, and kept in the audit event."`
 }
 
 // MaintenanceRequest is POST /api/admin/maintenance/{task}.
 type MaintenanceRequest struct {
-	Task string `path:"task" validate:"oneof=prune-events recheck-domains reconcile-deliveries vacuum-queues rotate-signing-keys reparse-reports" enum:"prune-events,recheck-domains,reconcile-deliveries,vacuum-queues,rotate-signing-keys,reparse-reports"`
+	Task string `path:"task" validate:"oneof=prune-events recheck-domains reconcile-deliveries vacuum-queues rotate-signing-keys reparse-reports"`
 }
 
 // MaintenanceRun is the answer to a maintenance task: the River job that

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/swaggest/jsonschema-go"
 
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/domainname"
@@ -17,7 +18,7 @@ type InjectEventRequest struct {
 	AccountID uuid.UUID `path:"account_id" format:"uuid"`
 	EventType string    `json:"event_type" validate:"required,max=100" description:"A registered event type (GET /api/accounts/me/events/types)."`
 	Payload   Payload   `json:"payload" validate:"required" description:"Must match the type's payload_schema."`
-	Domain    *string   `json:"domain,omitempty" validate:"omitempty,max=253" description:"The domain the event is about; subscriptions' domain_filter matches it."`
+	Domain    *string   `json:"domain,omitempty" validate:"omitempty,max=253,domain_name" example:"example.com" description:"The domain the event is about; subscriptions' domain_filter matches it."`
 	Tags      []string  `json:"tags,omitempty" validate:"omitempty,max=20,dive,min=1,max=100" description:"Tags for subscriptions' tag_filter."`
 	Severity  *string   `json:"severity,omitempty" validate:"omitempty,oneof=info warning critical" description:"Asks for a severity other than the type's default; the type's escalation rule (GET /api/accounts/me/events/types) may raise it, never lower it. Critical makes the event an alert."`
 }
@@ -81,4 +82,15 @@ func (s *Server) injectEvent(ctx context.Context, req *InjectEventRequest) (*Eve
 		return &e, nil
 	})
 	return row, err
+}
+
+// PrepareJSONSchema implements jsonschema.Preparer: payload depends on
+// event_type, so the document shows a whole body, from the type registry.
+func (InjectEventRequest) PrepareJSONSchema(s *jsonschema.Schema) error {
+	typ, ok := events.Lookup(events.TypeHealthScoreChanged)
+	if !ok {
+		return errors.New("no event type " + events.TypeHealthScoreChanged)
+	}
+	s.WithExamples(map[string]any{"event_type": typ.Name, "payload": typ.Example})
+	return nil
 }

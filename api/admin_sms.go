@@ -26,7 +26,7 @@ type SMSNumber struct {
 
 // AddSMSNumberRequest is the body of POST /api/admin/sms-numbers.
 type AddSMSNumberRequest struct {
-	PhoneNumber string `json:"phone_number" validate:"required,max=32" description:"E.164, e.g. +14155550100 (spaces, dashes, dots and parentheses are removed)."`
+	PhoneNumber string `json:"phone_number" validate:"required,max=32,e164" example:"+14155550100" description:"E.164, e.g. +14155550100 (spaces, dashes, dots and parentheses are removed)."`
 }
 
 // SMSNumberPath names one pool number.

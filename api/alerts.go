@@ -47,7 +47,7 @@ type AlertPath struct {
 // AcknowledgeRequest is POST /api/accounts/me/alerts/{event_id}/acknowledge.
 type AcknowledgeRequest struct {
 	AlertPath
-	AcknowledgedBy string  `json:"acknowledged_by" validate:"required,min=1,max=200" description:"Who investigated (a name or email), 1 to 200 characters."`
+	AcknowledgedBy string  `json:"acknowledged_by" validate:"required,min=1,max=200,not_blank" description:"Who investigated (a name or email), 1 to 200 characters."`
 	Note           *string `json:"note,omitempty" validate:"omitempty,max=2000" description:"Free text, up to 2000 characters."`
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
+	"github.com/swaggest/jsonschema-go"
 
 	"github.com/mailwatch/mailwatch/internal/authproviders"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
@@ -48,7 +49,7 @@ type CreateAuthProviderRequest struct {
 	Kind          string  `json:"kind" validate:"required,oneof=supabase clerk auth0 workos oidc"`
 	Name          string  `json:"name,omitempty" validate:"max=100"`
 	Issuer        string  `json:"issuer" validate:"required,max=2048" description:"Exactly the iss claim of the provider's tokens."`
-	JWKSURL       string  `json:"jwks_url" validate:"required,max=2048" description:"https URL of the provider's JWK Set (fetched through the SSRF guard)."`
+	JWKSURL       string  `json:"jwks_url" validate:"required,max=2048,web_url" example:"https://example.com/.well-known/jwks.json" description:"https URL of the provider's JWK Set (fetched through the SSRF guard)."`
 	Audience      *string `json:"audience,omitempty" validate:"omitempty,max=512"`
 	SubjectClaim  string  `json:"subject_claim,omitempty" validate:"omitempty,max=100" description:"Claim carrying the user id; default sub."`
 	EmailClaim    string  `json:"email_claim,omitempty" validate:"omitempty,max=100" description:"Claim carrying the email; default email."`
@@ -60,7 +61,7 @@ type UpdateAuthProviderRequest struct {
 	ID            uuid.UUID      `path:"id" format:"uuid"`
 	Name          *string        `json:"name,omitempty" validate:"omitempty,max=100"`
 	Issuer        *string        `json:"issuer,omitempty" validate:"omitempty,min=1,max=2048"`
-	JWKSURL       *string        `json:"jwks_url,omitempty" validate:"omitempty,max=2048"`
+	JWKSURL       *string        `json:"jwks_url,omitempty" validate:"omitempty,max=2048,web_url" example:"https://example.com/.well-known/jwks.json"`
 	Audience      OptionalString `json:"audience,omitempty" description:"null accepts any audience."`
 	SubjectClaim  *string        `json:"subject_claim,omitempty" validate:"omitempty,min=1,max=100"`
 	EmailClaim    *string        `json:"email_claim,omitempty" validate:"omitempty,min=1,max=100"`
@@ -88,9 +89,10 @@ func linkFromRow(r dbsqlc.AuthProviderLink) AuthProviderLink {
 
 // CreateLinkRequest is the body of POST .../auth-providers/{id}/links.
 type CreateLinkRequest struct {
+	_       atLeastOne
 	ID      uuid.UUID `path:"id" format:"uuid"`
 	Subject *string   `json:"subject,omitempty" validate:"omitempty,min=1,max=512" description:"The provider's user id (the subject claim)."`
-	Email   *string   `json:"email,omitempty" validate:"omitempty,max=254" description:"Or the user's email (the email claim)."`
+	Email   *string   `json:"email,omitempty" validate:"omitempty,max=254,email_address" example:"user@example.com" description:"Or the user's email (the email claim)."`
 }
 
 // LinkPath names one link.
@@ -233,7 +235,8 @@ func (s *Server) authProviderRoutes() {
 			"user.deleted removes it (also Supabase database webhooks on auth.users: INSERT, UPDATE, DELETE). Each provider event id " +
 			"applies once (for Supabase, whose retries carry new webhook ids, the payload itself identifies the change). An event " +
 			"whose id, type, user id or email holds a NUL character (which cannot be stored) is 422.",
-		Errors: []int{401, 404},
+		Errors:    []int{401, 404},
+		BodyTypes: []string{"application/json"},
 	}, s.authIngress)
 }
 
@@ -373,9 +376,6 @@ func (s *Server) updateAuthProvider(ctx context.Context, id uuid.UUID, req *Upda
 }
 
 func (s *Server) createLink(ctx context.Context, req *CreateLinkRequest) (*AuthProviderLink, error) {
-	if req.Subject == nil && req.Email == nil {
-		return nil, InvalidField("subject", "give subject, email or both")
-	}
 	if _, err := s.getAuthProvider(ctx, req.ID); err != nil {
 		return nil, err
 	}
@@ -460,4 +460,30 @@ func (s *Server) authIngress(c *fiber.Ctx) error {
 		res.Applied, res.Duplicate = applied, !applied
 	}
 	return writeResponse(c, http.StatusOK, &res)
+}
+
+// PrepareJSONSchema implements jsonschema.Preparer: the kinds whose issuer
+// signs for other applications too need an audience (audienceRequired),
+// which the document says as a condition on kind.
+func (CreateAuthProviderRequest) PrepareJSONSchema(s *jsonschema.Schema) error {
+	var pinned []any
+	if kind, ok := s.Properties["kind"]; ok && kind.TypeObject != nil {
+		for _, k := range kind.TypeObject.Enum {
+			if name, _ := k.(string); audienceRequired(name) {
+				pinned = append(pinned, name)
+			}
+		}
+	}
+	if len(pinned) == 0 {
+		return nil
+	}
+	var audience jsonschema.Schema
+	audience.WithType(jsonschema.String.Type()).WithPattern(`\S`)
+	var kind jsonschema.Schema
+	kind.WithEnum(pinned...)
+	var cond, then jsonschema.Schema
+	cond.WithRequired("kind").WithPropertiesItem("kind", kind.ToSchemaOrBool())
+	then.WithRequired("audience").WithPropertiesItem("audience", audience.ToSchemaOrBool())
+	s.WithIf(cond.ToSchemaOrBool()).WithThen(then.ToSchemaOrBool())
+	return nil
 }

@@ -110,7 +110,8 @@ func (s *Server) billingRoutes() {
 			"(BILLING_GRACE_PERIOD, then the default plan). Other types are stored and acknowledged. 401 bad or missing signature (the " +
 			"detail says which part failed), 400 a body that is not a Stripe event (or whose id or type holds a NUL character), 503 " +
 			"when no secret is configured.",
-		Errors: []int{400, 401, 503},
+		Errors:    []int{400, 401, 503},
+		BodyTypes: []string{"application/json"},
 	}, s.ingestStripe)
 }
 

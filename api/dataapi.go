@@ -34,16 +34,22 @@ type DataAPIOptions struct {
 // DataAPIRequest documents GET /rest/v1/{table}; the query string is
 // PostgREST's grammar, read by the handler.
 type DataAPIRequest struct {
-	Table  string `path:"table" description:"One of the data API's tables (views of schema data_api)."`
-	Select string `query:"select" description:"Comma-separated columns; * or absent for all."`
-	Order  string `query:"order" description:"column[.asc|.desc][.nullsfirst|.nullslast], comma-separated."`
-	Limit  int    `query:"limit" minimum:"0" description:"At most DATA_API_MAX_ROWS (default 1000), which also applies when absent."`
-	Offset int    `query:"offset" minimum:"0"`
-	Or     string `query:"or" description:"(cond,cond,...): any of them holds. A cond is column.[not.]op.value, and(...), or(...) or not.and(...)/not.or(...), at most 5 deep; not.or= negates the whole group. Values holding , or ) go in double quotes."`
-	And    string `query:"and" description:"(cond,cond,...): all of them hold, as or= (not.and= negates it)."`
+	Table  dataTable `path:"table" description:"One of the data API's tables (views of schema data_api); another name is 404 (PGRST205)."`
+	Select string    `query:"select" description:"Comma-separated columns; * or absent for all."`
+	Order  string    `query:"order" description:"column[.asc|.desc][.nullsfirst|.nullslast], comma-separated."`
+	Limit  int       `query:"limit" minimum:"0" description:"At most DATA_API_MAX_ROWS (default 1000), which also applies when absent."`
+	Offset int       `query:"offset" minimum:"0"`
+	Or     string    `query:"or" description:"(cond,cond,...): any of them holds. A cond is column.[not.]op.value, and(...), or(...) or not.and(...)/not.or(...), at most 5 deep; not.or= negates the whole group. Values holding , or ) go in double quotes."`
+	And    string    `query:"and" description:"(cond,cond,...): all of them hold, as or= (not.and= negates it)."`
 	// Account is read by serveDataAPI itself; the field documents it.
 	Account string `header:"X-Mailwatch-Account" format:"uuid" description:"With a linked identity provider's token: the account it is for. Required for such tokens (401 without it); ignored for mailwatch's own tokens."`
 }
+
+// dataTable is a data-API table name; the document lists them.
+type dataTable string
+
+// Enum implements jsonschema.Enum.
+func (dataTable) Enum() []any { return anyList(dataapi.TableNames()) }
 
 // DataAPIRows documents the response: a JSON array of rows, or one object
 // with Accept: application/vnd.pgrst.object+json.
@@ -80,7 +86,7 @@ func (s *Server) dataAPIRoutes() {
 			"in X-Mailwatch-Account). Errors have PostgREST's " +
 			"shape {code, message, details, hint}. Every query runs as database role `authenticated` under row-level " +
 			"security on the token's claims. Limited like API keys, one budget per account for all the tokens that resolve to it.",
-		Errors: []int{403, 406, 416},
+		Errors: []int{403, 404, 406, 416},
 	}, func(c *fiber.Ctx) error { return s.serveDataAPI(c, runner) })
 	// HEAD (postgrest-js's head: true, usually with count=exact): the same
 	// read, answered with its headers only (fasthttp drops the body).
@@ -90,7 +96,7 @@ func (s *Server) dataAPIRoutes() {
 		Summary: "Count tenant rows without reading them (PostgREST HEAD)",
 		Description: "The same read as GET with its headers only: with `Prefer: count=exact`, Content-Range carries the " +
 			"total. postgrest-js sends it for `{ head: true }`.",
-		Errors: []int{403, 406, 416},
+		Errors: []int{403, 404, 406, 416},
 	}, func(c *fiber.Ctx) error { return s.serveDataAPI(c, runner) })
 }
 

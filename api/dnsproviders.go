@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/swaggest/jsonschema-go"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -39,14 +40,14 @@ type DNSProviderLink struct {
 // CreateDNSProviderRequest is the body of POST .../dns-providers.
 type CreateDNSProviderRequest struct {
 	Kind   string         `json:"kind" validate:"required,oneof=rfc2136 cloudflare route53" description:"rfc2136 (dynamic update with a TSIG key), cloudflare (API token) or route53 (access key)."`
-	Label  string         `json:"label" validate:"required,max=100" description:"A name unique among the account's connections."`
+	Label  string         `json:"label" validate:"required,max=100,not_blank" description:"A name unique among the account's connections."`
 	Config map[string]any `json:"config" validate:"required" description:"rfc2136: {server (host[:port]), tsig_key_name, tsig_algorithm (hmac-sha256 default, hmac-sha384, hmac-sha512, hmac-sha224, hmac-sha1), tsig_secret (base64)}; cloudflare: {api_token} (Zone:Read and DNS:Edit); route53: {access_key_id, secret_access_key, hosted_zone_id?}."`
 }
 
 // UpdateDNSProviderRequest is the body of PATCH .../dns-providers/{id}.
 type UpdateDNSProviderRequest struct {
 	ID     uuid.UUID      `path:"id" format:"uuid"`
-	Label  *string        `json:"label,omitempty" validate:"omitempty,max=100"`
+	Label  *string        `json:"label,omitempty" validate:"omitempty,max=100,not_blank"`
 	Config map[string]any `json:"config,omitempty" description:"A whole new configuration of the same kind, verified like at creation."`
 }
 
@@ -58,8 +59,12 @@ type DNSProviderPath struct {
 // DNSProviderLinkRequest is the body of POST and DELETE .../dns-providers/{id}/links.
 type DNSProviderLinkRequest struct {
 	ID     uuid.UUID `path:"id" format:"uuid"`
-	Domain string    `json:"domain" validate:"required,max=253" description:"One of the account's monitored domains."`
+	Domain string    `json:"domain" validate:"required,max=253,domain_name" example:"example.com" description:"One of the account's monitored domains."`
 }
+
+// ForceRequestBody documents the body of the DELETE route too: it names the
+// domain to unlink.
+func (DNSProviderLinkRequest) ForceRequestBody() {}
 
 func (s *Server) dnsFixEnv() (*dnsfix.Env, error) {
 	if s.deps.DNSFix == nil || s.deps.DNSFix.Env == nil {
@@ -248,4 +253,12 @@ func (s *Server) updateDNSProvider(ctx context.Context, req *UpdateDNSProviderRe
 	}
 	out, err := s.dnsProviderFromRow(ctx, row)
 	return &out, err
+}
+
+// PrepareJSONSchema implements jsonschema.Preparer: config depends on kind,
+// so the document shows a whole body.
+func (CreateDNSProviderRequest) PrepareJSONSchema(s *jsonschema.Schema) error {
+	s.WithExamples(map[string]any{"kind": "cloudflare", "label": "cloudflare",
+		"config": map[string]any{"api_token": "cf-token-with-zone-read-and-dns-edit"}})
+	return nil
 }

@@ -58,7 +58,7 @@ type DomainDetail struct {
 
 // CreateDomainRequest is the body of POST /api/accounts/me/domains.
 type CreateDomainRequest struct {
-	Domain string   `json:"domain" validate:"required,max=1024" description:"A registrable domain or a subdomain; Unicode names are stored as A-labels. Public suffixes are refused."`
+	Domain string   `json:"domain" validate:"required,max=1024,domain_name" example:"example.com" description:"A registrable domain or a subdomain; Unicode names are stored as A-labels. Public suffixes are refused."`
 	Tags   []string `json:"tags,omitempty" validate:"omitempty,max=20,dive,min=1,max=64"`
 }
 

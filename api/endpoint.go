@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -50,6 +51,9 @@ type Endpoint[Req, Resp any] struct {
 	// Errors lists the error statuses this route can answer beyond those
 	// every route of its auth mode can (400/401/404/413/422/429/500/503).
 	Errors []int
+	// BodyTypes are the media types of a raw request body (HandleRaw routes
+	// that read bytes, not a JSON object), for the document.
+	BodyTypes []string
 	// Timeout overrides the per-request deadline (long polls).
 	Timeout func(req *Req) time.Duration
 	Call    func(ctx context.Context, req *Req) (*Resp, error)
@@ -87,7 +91,10 @@ func Handle[Req, Resp any](r *Router, ep Endpoint[Req, Resp]) {
 	}
 	plan := planRequest(reflect.TypeFor[Req]())
 	r.document(ep.Method, ep.Path, ep.Status, ep.OperationID, ep.Summary, ep.Description, ep.Tag, ep.Auth, ep.Errors,
-		new(Req), new(Resp), plan.hasBody)
+		new(Req), new(Resp), plan.hasBody, nil)
+	if plan.hasBody {
+		plan.nulls = r.bodyNullRule(ep.Method, ep.Path)
+	}
 
 	handler := func(c *fiber.Ctx) error {
 		req := new(Req)
@@ -154,7 +161,7 @@ func HandleRaw[Req, Resp any](r *Router, ep Endpoint[Req, Resp], h fiber.Handler
 	}
 	plan := planRequest(reflect.TypeFor[Req]())
 	r.document(ep.Method, ep.Path, ep.Status, ep.OperationID, ep.Summary, ep.Description, ep.Tag, ep.Auth, ep.Errors,
-		new(Req), new(Resp), plan.hasBody)
+		new(Req), new(Resp), plan.hasBody, ep.BodyTypes)
 	r.add(ep.Method, ep.Path, ep.Auth, false, h)
 }
 
@@ -206,6 +213,81 @@ type requestPlan struct {
 	path    []fieldRef
 	query   []fieldRef
 	hasBody bool
+	// nulls says where the body may hold a JSON null: the document's own
+	// schema of it (Handle reads it back once the route is documented).
+	nulls *nullRule
+}
+
+// atLeastOne, as the type of a blank field (`_ atLeastOne`), marks a request
+// body that must give at least one of its fields: the router's validation
+// refuses one that gives none (checkAtLeastOne), and the document says so
+// with an anyOf (interceptObject). A field given as null counts as absent
+// when null decodes to its zero value (a plain pointer); a field whose null
+// means something (OptionalString: clear it) counts.
+type atLeastOne struct{}
+
+// bodyField is one JSON field of an atLeastOne body.
+type bodyField struct {
+	index        []int
+	name         string
+	nullIsAbsent bool
+}
+
+var oneOfCache sync.Map // reflect.Type -> []bodyField
+
+// oneOfFields lists the JSON fields of t when t is marked atLeastOne.
+func oneOfFields(t reflect.Type) []bodyField {
+	if v, ok := oneOfCache.Load(t); ok {
+		return v.([]bodyField)
+	}
+	var out []bodyField
+	for i := 0; i < t.NumField(); i++ {
+		if f := t.Field(i); f.Name != "_" || f.Type != reflect.TypeFor[atLeastOne]() {
+			continue
+		}
+		for _, f := range reflect.VisibleFields(t) {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || f.Anonymous || name == "" || name == "-" {
+				continue
+			}
+			switch f.Type.Kind() {
+			case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Struct:
+			default:
+				// Its zero value is a value a client can send ("", 0,
+				// false): giving it could not be told from leaving it out.
+				panic("api: " + t.String() + "." + f.Name + " of an atLeastOne body must be a pointer, list, map or struct")
+			}
+			v := reflect.New(f.Type)
+			nullIsAbsent := json.Unmarshal([]byte("null"), v.Interface()) == nil && v.Elem().IsZero()
+			out = append(out, bodyField{index: f.Index, name: name, nullIsAbsent: nullIsAbsent})
+		}
+		break
+	}
+	oneOfCache.Store(t, out)
+	return out
+}
+
+// checkAtLeastOne refuses an atLeastOne body that gives none of its fields.
+func checkAtLeastOne(req any) error {
+	v := reflect.ValueOf(req)
+	for v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return nil
+	}
+	fields := oneOfFields(v.Type())
+	if len(fields) == 0 {
+		return nil
+	}
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		if !v.FieldByIndex(f.index).IsZero() {
+			return nil
+		}
+		names[i] = f.name
+	}
+	return InvalidField(names[0], "give at least one of "+strings.Join(names, ", "))
 }
 
 type fieldRef struct {
@@ -268,11 +350,21 @@ func (p requestPlan) decode(c *fiber.Ctx, req any) error {
 		if err := decodeJSON(body, req); err != nil {
 			return err
 		}
+		if err := p.nulls.check(body); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
+// decodeJSON decodes a request body, which must be one JSON object, into
+// dst, refusing unknown fields.
 func decodeJSON(body []byte, dst any) error {
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] != '{' {
+		// null would decode as no body at all, and a list or a scalar
+		// as a type error naming no field: say what is wrong once.
+		return BadRequest("request body must be a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {

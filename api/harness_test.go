@@ -189,13 +189,24 @@ var specMu sync.Mutex
 
 func checkConformance(t *testing.T, srv *api.Server, method, path, key string, body []byte, resp response) {
 	t.Helper()
+	contentType := ""
+	if body != nil {
+		contentType = "application/json"
+	}
+	checkConformanceAs(t, srv, method, path, key, contentType, body, resp)
+}
+
+// checkConformanceAs is checkConformance for a body of any media type (the
+// raw bodies of webhooks and uploads).
+func checkConformanceAs(t *testing.T, srv *api.Server, method, path, key, contentType string, body []byte, resp response) {
+	t.Helper()
 	if path == "/metrics" {
 		return
 	}
 	newReq := func() *http.Request {
 		r := httptest.NewRequest(method, "http://mailwatch.test"+path, bytes.NewReader(body))
-		if body != nil {
-			r.Header.Set("Content-Type", "application/json")
+		if contentType != "" {
+			r.Header.Set("Content-Type", contentType)
 		}
 		if key != "" {
 			r.Header.Set("Authorization", "Bearer "+key)

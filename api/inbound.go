@@ -107,7 +107,8 @@ func (s *Server) inboundRoutes() {
 			"signature, 404 unknown receiver, 410 expired receiver, 413 message over the size cap, 422 unreadable message " +
 			"(or a MIME structure over a limit: 20 nested multiparts, 1,000 parts; the detail names it) " +
 			"or bad `to`, 503 when no secret is configured. No API key; limited per client IP with the webhook-ingress budget.",
-		Errors: []int{401, 404, 409, 410, 413, 415, 422, 503},
+		Errors:    []int{401, 404, 409, 410, 413, 415, 422, 503},
+		BodyTypes: []string{"message/rfc822", "application/octet-stream", "text/plain"},
 	}, func(c *fiber.Ctx) error {
 		if verifier == nil {
 			if verifierErr != nil {
@@ -197,7 +198,8 @@ func (s *Server) inboundRoutes() {
 			"receiver was deleted and the number reused); a repeat of a refused one (404, 410) answers 409. 401 bad signature, " +
 			"404 no receiver holds the number, 409 MessageSid used by a refused request, 410 its receiver expired, 422 not an " +
 			"inbound message, 503 when no token is configured. No API key; limited per client IP with the webhook-ingress budget.",
-		Errors: []int{401, 404, 409, 410, 415, 422, 503},
+		Errors:    []int{401, 404, 409, 410, 415, 422, 503},
+		BodyTypes: []string{"application/x-www-form-urlencoded"},
 	}, func(c *fiber.Ctx) error {
 		if s.deps.TwilioAuthToken == "" {
 			return Unavailable("SMS ingress is not configured on this server (TWILIO_AUTH_TOKEN is unset)")

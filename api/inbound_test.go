@@ -26,13 +26,20 @@ import (
 // and checks the response against the OpenAPI document.
 func (b *testBundle) rcvRawDo(t *testing.T, req *http.Request) response {
 	t.Helper()
+	var sent []byte
+	if req.Body != nil {
+		var err error
+		sent, err = io.ReadAll(req.Body)
+		require.NoError(t, err)
+		req.Body = io.NopCloser(bytes.NewReader(sent))
+	}
 	resp, err := b.srv.App().Test(req, -1)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	out := response{Status: resp.StatusCode, Header: resp.Header, Body: body}
-	checkConformance(t, b.srv, req.Method, req.URL.RequestURI(), "", nil, out)
+	checkConformanceAs(t, b.srv, req.Method, req.URL.RequestURI(), "", req.Header.Get("Content-Type"), sent, out)
 	return out
 }
 

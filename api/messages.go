@@ -16,7 +16,7 @@ import (
 // MessageDailyVolumeRequest is GET /api/accounts/me/messages/daily-volume.
 type MessageDailyVolumeRequest struct {
 	Days   *int    `query:"days" validate:"omitempty,min=1,max=90" default:"7" description:"UTC days to cover, ending today: 1 to 90 (default 7)."`
-	Domain *string `query:"domain" validate:"omitempty,max=253" description:"Only events of this sending domain."`
+	Domain *string `query:"domain" validate:"omitempty,max=253,domain_name" example:"example.com" description:"Only events of this sending domain."`
 }
 
 // MessageDailyVolume counts sending-provider message events per UTC day

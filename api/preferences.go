@@ -20,27 +20,49 @@ type ChannelSwitches struct {
 	Webhook *bool `json:"webhook" validate:"required" description:"The webhook channel: pushes to the account's event subscriptions."`
 }
 
+// switchableGroup is a preference group a client may switch; the document
+// lists them (notify decides which).
+type switchableGroup string
+
+// Enum implements jsonschema.Enum.
+func (switchableGroup) Enum() []any { return anyList(notify.SwitchableGroups()) }
+
+// overridableType is an event type whose channels a client may override.
+type overridableType string
+
+// Enum implements jsonschema.Enum.
+func (overridableType) Enum() []any { return anyList(notify.OverridableTypes()) }
+
+func anyList(list []string) []any {
+	out := make([]any, len(list))
+	for i, v := range list {
+		out[i] = v
+	}
+	return out
+}
+
 // PreferenceGroupRequest names a group and sets its switches.
 type PreferenceGroupRequest struct {
-	Group string `path:"group" description:"A group name from GET /api/accounts/me/events/types (field group)."`
+	Group switchableGroup `path:"group" description:"A group name from GET /api/accounts/me/events/types (field group); a required group (audit, security) is 422."`
 	ChannelSwitches
 }
 
 // PreferenceOverrideRequest names an event type and sets its override.
 type PreferenceOverrideRequest struct {
-	EventType string `path:"event_type"`
-	Email     *bool  `json:"email" description:"true or false decides the email channel for this type; null or absent: the group decides."`
-	Webhook   *bool  `json:"webhook" description:"true or false decides the webhook channel for this type; null or absent: the group decides."`
+	_         atLeastOne
+	EventType overridableType `path:"event_type"`
+	Email     *bool           `json:"email" description:"true or false decides the email channel for this type; null or absent: the group decides."`
+	Webhook   *bool           `json:"webhook" description:"true or false decides the webhook channel for this type; null or absent: the group decides."`
 }
 
 // PreferenceOverridePath names an event type.
 type PreferenceOverridePath struct {
-	EventType string `path:"event_type"`
+	EventType overridableType `path:"event_type"`
 }
 
 // AddNotificationAddressRequest is the body of POST .../notification-addresses.
 type AddNotificationAddressRequest struct {
-	Email string `json:"email" validate:"required,max=254" description:"Stored lower-cased; gets mail only once verified."`
+	Email string `json:"email" validate:"required,max=254,email_address" example:"oncall@example.com" description:"Stored lower-cased; gets mail only once verified."`
 }
 
 // NotificationAddressPath names one address.
@@ -109,7 +131,7 @@ func (s *Server) preferenceRoutes() {
 		Description: "An unknown group is 404; a required group (audit, security) is 422. Answers the preferences.",
 		Call: func(ctx context.Context, req *PreferenceGroupRequest) (*notify.Preferences, error) {
 			account := mustCaller(ctx).AccountID
-			err := notify.SetGroup(ctx, s.db, account, req.Group, notify.Channels{Email: *req.Email, Webhook: *req.Webhook})
+			err := notify.SetGroup(ctx, s.db, account, string(req.Group), notify.Channels{Email: *req.Email, Webhook: *req.Webhook})
 			if err != nil {
 				return nil, preferenceError(err)
 			}
@@ -123,7 +145,7 @@ func (s *Server) preferenceRoutes() {
 			"is 422; a body with neither channel set is 422. Answers the preferences.",
 		Call: func(ctx context.Context, req *PreferenceOverrideRequest) (*notify.Preferences, error) {
 			account := mustCaller(ctx).AccountID
-			if err := notify.SetOverride(ctx, s.db, account, req.EventType, notify.Override{Email: req.Email, Webhook: req.Webhook}); err != nil {
+			if err := notify.SetOverride(ctx, s.db, account, string(req.EventType), notify.Override{Email: req.Email, Webhook: req.Webhook}); err != nil {
 				return nil, preferenceError(err)
 			}
 			return s.preferences(ctx, account)
@@ -134,7 +156,7 @@ func (s *Server) preferenceRoutes() {
 		Summary:     "Remove one event type's override",
 		Description: "The group decides again. 404 when the type is unknown or has no override.",
 		Call: func(ctx context.Context, req *PreferenceOverridePath) (*NoContent, error) {
-			if err := notify.DeleteOverride(ctx, s.db, mustCaller(ctx).AccountID, req.EventType); err != nil {
+			if err := notify.DeleteOverride(ctx, s.db, mustCaller(ctx).AccountID, string(req.EventType)); err != nil {
 				return nil, preferenceError(err)
 			}
 			return &NoContent{}, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/swaggest/jsonschema-go"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -27,7 +28,7 @@ import (
 // fields apply depends on kind; every value is encrypted at rest and never
 // shown again.
 type ProviderConfig struct {
-	TopicARNs         []string `json:"topic_arns,omitempty" description:"ses: the SNS topic ARNs allowed to post (1 to 20)."`
+	TopicARNs         []string `json:"topic_arns,omitempty" validate:"omitempty,max=20,dive,sns_topic_arn" description:"ses: the SNS topic ARNs allowed to post (1 to 20)."`
 	PublicKey         string   `json:"public_key,omitempty" description:"sendgrid: the Signed Event Webhook verification key (base64 DER ECDSA P-256), as SendGrid shows it."`
 	BasicAuthUser     string   `json:"basic_auth_user,omitempty" description:"postmark: the basic-auth user name of the webhook URL."`
 	BasicAuthPassword string   `json:"basic_auth_password,omitempty" description:"postmark: the basic-auth password (at least 12 characters)."`
@@ -60,14 +61,15 @@ type SendingProvider struct {
 // CreateProviderRequest is the body of POST .../sending-providers.
 type CreateProviderRequest struct {
 	Kind   string          `json:"kind" validate:"required,oneof=ses sendgrid postmark mailgun resend"`
-	Label  string          `json:"label" validate:"required,min=1,max=100"`
+	Label  string          `json:"label" validate:"required,min=1,max=100,not_blank"`
 	Config *ProviderConfig `json:"config" validate:"required"`
 }
 
 // UpdateProviderRequest is the body of PATCH .../sending-providers/{id}.
 type UpdateProviderRequest struct {
+	_      atLeastOne
 	ID     uuid.UUID       `path:"id" format:"uuid"`
-	Label  *string         `json:"label,omitempty" validate:"omitempty,min=1,max=100"`
+	Label  *string         `json:"label,omitempty" validate:"omitempty,min=1,max=100,not_blank"`
 	Config *ProviderConfig `json:"config,omitempty" description:"Replaces the whole verification material (give every field the kind needs)."`
 }
 
@@ -79,8 +81,12 @@ type ProviderPath struct {
 // ProviderLinkRequest is the body of POST and DELETE .../links.
 type ProviderLinkRequest struct {
 	ID     uuid.UUID `path:"id" format:"uuid"`
-	Domain string    `json:"domain" validate:"required,max=253" description:"A registered domain of the account."`
+	Domain string    `json:"domain" validate:"required,max=253,domain_name" example:"example.com" description:"A registered domain of the account."`
 }
+
+// ForceRequestBody documents the body of the DELETE route too: it names the
+// domain to unbind.
+func (ProviderLinkRequest) ForceRequestBody() {}
 
 // ProviderIngressRequest documents POST /api/webhooks/providers/{id}: the
 // body is the provider's raw webhook.
@@ -200,6 +206,8 @@ func (s *Server) providerRoutes() {
 			"(Mailgun token, svix-id, SNS MessageId) reused with another body; 400 unreadable payload, 404 unknown provider, 503 " +
 			"when the SNS certificate cannot be fetched (SNS retries).",
 		Errors: []int{401, 404, 413, 503},
+		// SNS posts its JSON as text/plain.
+		BodyTypes: []string{"application/json", "text/plain"},
 	}, s.ingestProvider)
 }
 
@@ -308,9 +316,6 @@ func (s *Server) createProvider(ctx context.Context, req *CreateProviderRequest)
 
 func (s *Server) updateProvider(ctx context.Context, req *UpdateProviderRequest) (*SendingProvider, error) {
 	caller := mustCaller(ctx)
-	if req.Label == nil && req.Config == nil {
-		return nil, InvalidField("label", "give label or config")
-	}
 	var label string
 	if req.Label != nil {
 		var err error
@@ -458,3 +463,11 @@ func (s *Server) ingestProvider(c *fiber.Ctx) error {
 // maxProviderBody caps a provider webhook (SendGrid batches stay well
 // under it); BODY_LIMIT_BYTES applies first.
 const maxProviderBody = 1 << 20
+
+// PrepareJSONSchema implements jsonschema.Preparer: which settings config
+// needs depends on kind, so the document shows a whole body that works.
+func (CreateProviderRequest) PrepareJSONSchema(s *jsonschema.Schema) error {
+	s.WithExamples(map[string]any{"kind": "ses", "label": "ses-production",
+		"config": map[string]any{"topic_arns": []string{"arn:aws:sns:us-east-1:123456789012:ses-events"}}})
+	return nil
+}

@@ -68,7 +68,7 @@ type TLSRPTPublishing struct {
 // UploadReportRequest documents POST .../reports: the body is the report.
 type UploadReportRequest struct {
 	DomainPath
-	Kind string `query:"kind" validate:"omitempty,oneof=dmarc tlsrpt" enum:"dmarc,tlsrpt" description:"dmarc (default: aggregate XML, gzip, zip or a report email, or a failure report email) or tlsrpt (JSON, gzip or email)."`
+	Kind string `query:"kind" validate:"omitempty,oneof=dmarc tlsrpt" description:"dmarc (default: aggregate XML, gzip, zip or a report email, or a failure report email) or tlsrpt (JSON, gzip or email)."`
 }
 
 // ReceivedReport is a report as received, with its parse outcome.
@@ -259,6 +259,8 @@ func (s *Server) reportRoutes() {
 			"with kind=tlsrpt a TLS report as JSON, gzip or email. It is stored and parsed by a job, exactly like a report " +
 			"received by mail: follow it with GET .../reports/{id}. 413 over 15 MB (or the server's body limit), 422 empty.",
 		Errors: []int{404, 413},
+		BodyTypes: []string{"application/octet-stream", "application/xml", "text/xml", "application/gzip", "application/zip",
+			"message/rfc822", "application/tlsrpt+json", "application/tlsrpt+gzip"},
 	}, func(c *fiber.Ctx) error {
 		ctx := c.UserContext()
 		d, err := s.getDomain(ctx, s.db, c.Params("domain"))
@@ -358,7 +360,8 @@ func (s *Server) reportRoutes() {
 			"parsed by a job (status pending). A report the domain already received (same organization-name and report-id) is " +
 			"acknowledged with the first message's id and status duplicate, and not stored again. 404 for a token that does not " +
 			"verify. No API key; limited per client IP with the webhook-ingress budget.",
-		Errors: []int{400, 404, 413, 415, 422},
+		Errors:    []int{400, 404, 413, 415, 422},
+		BodyTypes: []string{"application/tlsrpt+json", "application/tlsrpt+gzip", "application/json", "application/gzip", "application/octet-stream"},
 	}, func(c *fiber.Ctx) error {
 		ctx := c.UserContext()
 		t, err := svc.ResolveToken(ctx, s.db, strings.ToLower(c.Params("token")))

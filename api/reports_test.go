@@ -43,7 +43,7 @@ func (b *testBundle) rptRawDo(t *testing.T, method, path, key, contentType strin
 	got, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	out := response{Status: resp.StatusCode, Header: resp.Header, Body: got}
-	checkConformance(t, b.srv, method, path, key, nil, out)
+	checkConformanceAs(t, b.srv, method, path, key, contentType, body, out)
 	return out
 }
 

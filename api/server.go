@@ -154,6 +154,9 @@ type Server struct {
 	accountStates *accounts.Cache
 	// web is the dashboard's state (web.go).
 	web webState
+	// tokenNulls is where POST /api/auth/token's body may hold null
+	// (token.go reads the body itself).
+	tokenNulls *nullRule
 }
 
 // New builds the API with every route registered.

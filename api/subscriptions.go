@@ -75,10 +75,10 @@ func whUTC(t *time.Time) *time.Time {
 
 // CreateSubscriptionRequest is the body of POST .../event-subscriptions.
 type CreateSubscriptionRequest struct {
-	URL           string   `json:"url" validate:"required,max=2048" description:"Absolute http(s) URL of the endpoint. Its addresses must be public unless WEBHOOK_ALLOWED_CIDRS admits them (SSRF guard, checked on save and at every delivery; a host name that does not resolve yet is accepted)."`
-	EventTypes    []string `json:"event_types,omitempty" validate:"omitempty,min=1,max=50" description:"Registered event types to deliver (GET .../events/types); omitted or null means every type."`
-	DomainFilter  *string  `json:"domain_filter,omitempty" validate:"omitempty,max=253" description:"Only events about this domain."`
-	TagFilter     *string  `json:"tag_filter,omitempty" validate:"omitempty,min=1,max=64" description:"Only events carrying this tag."`
+	URL           string   `json:"url" validate:"required,max=2048,web_url" example:"https://example.com/webhooks" description:"Absolute http(s) URL of the endpoint. Its addresses must be public unless WEBHOOK_ALLOWED_CIDRS admits them (SSRF guard, checked on save and at every delivery; a host name that does not resolve yet is accepted)."`
+	EventTypes    []string `json:"event_types,omitempty" nullable:"true" validate:"omitempty,min=1,max=50" description:"Registered event types to deliver (GET .../events/types); omitted or null means every type."`
+	DomainFilter  *string  `json:"domain_filter,omitempty" validate:"omitempty,max=253,domain_name" example:"example.com" description:"Only events about this domain."`
+	TagFilter     *string  `json:"tag_filter,omitempty" validate:"omitempty,min=1,max=64,not_blank" description:"Only events carrying this tag."`
 	SigningSecret *string  `json:"signing_secret,omitempty" validate:"omitempty,max=128" description:"whsec_ followed by standard base64 of 24 to 64 bytes. Omitted: one is generated and returned once."`
 }
 
@@ -144,11 +144,12 @@ func (OptionalStrings) JSONSchema() (jsonschema.Schema, error) {
 
 // UpdateSubscriptionRequest is the body of PATCH .../event-subscriptions/{id}.
 type UpdateSubscriptionRequest struct {
+	_            atLeastOne
 	ID           uuid.UUID       `path:"id" format:"uuid"`
-	URL          *string         `json:"url,omitempty" validate:"omitempty,max=2048" description:"New endpoint; checked like at creation."`
-	EventTypes   OptionalStrings `json:"event_types,omitempty" description:"New type list; null means every type."`
-	DomainFilter OptionalString  `json:"domain_filter,omitempty" description:"New domain filter; null clears it."`
-	TagFilter    OptionalString  `json:"tag_filter,omitempty" description:"New tag filter; null clears it."`
+	URL          *string         `json:"url,omitempty" validate:"omitempty,max=2048,web_url" example:"https://example.com/webhooks" description:"New endpoint; checked like at creation."`
+	EventTypes   OptionalStrings `json:"event_types,omitempty" validate:"omitempty,min=1,max=50" description:"New type list; null means every type."`
+	DomainFilter OptionalString  `json:"domain_filter,omitempty" validate:"omitempty,max=253,domain_name" example:"example.com" description:"New domain filter; null clears it."`
+	TagFilter    OptionalString  `json:"tag_filter,omitempty" validate:"omitempty,min=1,max=64,not_blank" description:"New tag filter; null clears it."`
 	Enabled      *bool           `json:"enabled,omitempty" description:"false stops deliveries (queued ones end failed); true resumes and clears the failure clock."`
 }
 
@@ -346,9 +347,6 @@ func (s *Server) createSubscription(ctx context.Context, req *CreateSubscription
 
 func (s *Server) updateSubscription(ctx context.Context, req *UpdateSubscriptionRequest) (*Subscription, error) {
 	caller := mustCaller(ctx)
-	if req.URL == nil && !req.EventTypes.Set && !req.DomainFilter.Set && !req.TagFilter.Set && req.Enabled == nil {
-		return nil, InvalidField("url", "give at least one of url, event_types, domain_filter, tag_filter, enabled")
-	}
 	if req.URL != nil {
 		if err := s.checkURL(ctx, *req.URL); err != nil {
 			return nil, err

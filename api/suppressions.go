@@ -20,13 +20,13 @@ type SuppressionEntry struct {
 
 // AddSuppressionRequest is the body of POST .../suppressions.
 type AddSuppressionRequest struct {
-	Email  string  `json:"email" validate:"required,max=320" description:"One bare address; matched case-insensitively."`
-	Domain *string `json:"domain,omitempty" validate:"omitempty,max=253" description:"Optional sending domain to record with it."`
+	Email  string  `json:"email" validate:"required,max=320,bare_address" example:"bounced@example.com" description:"One bare address; matched case-insensitively."`
+	Domain *string `json:"domain,omitempty" validate:"omitempty,max=253,domain_name" example:"example.com" description:"Optional sending domain to record with it."`
 }
 
 // SuppressionEmailQuery names an address in the query string.
 type SuppressionEmailQuery struct {
-	Email string `query:"email" validate:"required,max=320" description:"The address (matched case-insensitively on the whole address)."`
+	Email string `query:"email" validate:"required,max=320,bare_address" example:"bounced@example.com" description:"The address (matched case-insensitively on the whole address)."`
 }
 
 // SuppressionCheck answers whether an address is suppressed.

@@ -25,7 +25,7 @@ import (
 // password, when no API key is sent.
 type TokenRequest struct {
 	Email    string `json:"email,omitempty" validate:"omitempty,max=254" description:"With password, when no Authorization header is sent."`
-	Password string `json:"password,omitempty" maxLength:"256"`
+	Password string `json:"password,omitempty" validate:"omitempty,max=256"`
 }
 
 // TokenResponse is an OAuth 2.0-style access token (RFC 6749 section 5.1).
@@ -54,6 +54,7 @@ func (s *Server) tokenRoutes() {
 			"recently and sends its mw_device cookie has a budget of its own; the API-key grant is never limited this way.",
 		Errors: []int{401, 403, 429},
 	}, s.issueToken)
+	s.tokenNulls = s.router.bodyNullRule("POST", "/api/auth/token")
 	s.router.rawTypes["GET /.well-known/jwks.json"] = "application/json"
 	HandleRaw(s.router, Endpoint[emptyRequest, JWKSet]{
 		Method: "GET", Path: "/.well-known/jwks.json", OperationID: "jwks", Tag: "identity", Auth: AuthOps,
@@ -79,6 +80,20 @@ func (s *Server) issueToken(c *fiber.Ctx) error {
 		accountID uuid.UUID
 		email     string
 	)
+	// A body is read whatever the credentials: one that is not the
+	// documented object is refused, even beside an API key.
+	req := new(TokenRequest)
+	if len(bytes.TrimSpace(c.Body())) > 0 {
+		if err := decodeJSON(c.Body(), req); err != nil {
+			return err
+		}
+		if err := s.tokenNulls.check(c.Body()); err != nil {
+			return err
+		}
+		if err := s.router.validate(req); err != nil {
+			return err
+		}
+	}
 	if h := c.Request().Header.Peek(fiber.HeaderAuthorization); len(h) > 0 {
 		token, problem := bearerToken(c)
 		if problem != "" {
@@ -99,17 +114,8 @@ func (s *Server) issueToken(c *fiber.Ctx) error {
 		}
 		accountID = caller.AccountID
 	} else {
-		req := new(TokenRequest)
-		if len(bytes.TrimSpace(c.Body())) > 0 {
-			if err := decodeJSON(c.Body(), req); err != nil {
-				return err
-			}
-		}
 		if req.Email == "" || req.Password == "" {
 			return unauthorized("send Authorization: Bearer <api key>, or a JSON body with email and password")
-		}
-		if err := s.router.validate(req); err != nil {
-			return err
 		}
 		// A browser that signed in to the dashboard sends its device
 		// cookie here too; the route never sets one.

@@ -4,20 +4,159 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"github.com/go-playground/validator/v10"
+	"github.com/swaggest/jsonschema-go"
 
+	"github.com/mailwatch/mailwatch/internal/domainname"
+	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/pgtext"
+	"github.com/mailwatch/mailwatch/internal/providers"
 )
 
-// newValidator returns a validator that names fields as clients spell them.
+// newValidator returns a validator that names fields as clients spell them
+// and knows this package's own rules (textRules).
 func newValidator() *validator.Validate {
 	v := validator.New(validator.WithRequiredStructEnabled())
 	v.RegisterTagNameFunc(fieldName)
+	// A PATCH field's rules apply to its value, when it is a value.
+	v.RegisterCustomTypeFunc(func(f reflect.Value) any {
+		o := f.Interface().(OptionalString)
+		if !o.Set || o.Null {
+			return nil
+		}
+		return o.Value
+	}, OptionalString{})
+	v.RegisterCustomTypeFunc(func(f reflect.Value) any {
+		o := f.Interface().(OptionalStrings)
+		if !o.Set || o.Null {
+			return nil
+		}
+		return o.Value
+	}, OptionalStrings{})
+	for name, rule := range textRules {
+		check := rule.check
+		if err := v.RegisterValidation(name, func(fl validator.FieldLevel) bool {
+			return fl.Field().Kind() == reflect.String && check(fl.Field().String()) == nil
+		}); err != nil {
+			panic("api: registering validation " + name + ": " + err.Error())
+		}
+	}
 	return v
 }
+
+// textRule is a validate tag of this package's own for a string: the
+// server's check, and what JSON Schema can say of it (applyValidateTag), so
+// that the tag on a field both enforces and documents it.
+type textRule struct {
+	// check says why s is refused, or nil; it is the capability's own rule.
+	check func(s string) error
+	// format and pattern document the rule. A pattern is written for RE2 and
+	// ECMA-262 alike (ASCII classes only).
+	format, pattern string
+}
+
+func (r textRule) document(s *jsonschema.Schema) {
+	if r.format != "" {
+		s.WithFormat(r.format)
+	}
+	if r.pattern != "" {
+		s.WithPattern(r.pattern)
+	}
+}
+
+// The patterns of the text rules. A pattern documents what the server
+// accepts, so it admits at least that (the test suite checks every accepted
+// request against the document): where the rule is more than a pattern can
+// say (IDNA, public suffixes, address parsing), the pattern is the wider
+// shape and the field's description says the rest. e164Input is exact: it
+// is the check itself.
+const (
+	// e164Input is a number the server reads as E.164 once it has removed
+	// spaces, dots, dashes and parentheses: +, a country code not starting
+	// with 0 and 7 to 15 digits in all (ITU-T E.164 section 6).
+	e164Input = `^[ ().-]*\+[ ().-]*[1-9]([ ().-]*[0-9]){6,14}[ ().-]*$`
+	// domainName is two or more labels separated by dots (or the
+	// ideographic, full-width and half-width dots IDNA maps to one, written
+	// as themselves: RE2, ECMA-262 and Python spell escapes beyond ASCII
+	// differently), around which spaces are trimmed. A label is ASCII letters, digits and hyphens, or anything
+	// beyond ASCII (a Unicode name, stored as its A-labels).
+	domainName  = `^\s*` + domainLabel + `([.。．｡]` + domainLabel + `)+[.。．｡]?\s*$`
+	domainLabel = `[^\x00-\x2c\x2e\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+`
+	// emailAddress is a sign-in or notification address: one @ and a dotted
+	// domain, around which spaces are trimmed (it is lower-cased too).
+	emailAddress = `^\s*[^\s@]+@[^\s@.\[][^\s@]*\.[^\s@.]+\s*$`
+	// bareAddress is a suppressed address: one @ between two non-empty parts.
+	bareAddress = `^\s*[^\s@]+@[^\s@]+\s*$`
+	// webURL is an absolute http(s) URL with a host and no credentials,
+	// written in the characters RFC 3986 allows (non-ASCII is
+	// percent-encoded), so that it is also a format: uri.
+	webURL = `^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z0-9._~!$&'()*+,;=%:\[\]-]+([/?#][A-Za-z0-9._~!$&'()*+,;=%:@/?#\[\]-]*)?$`
+)
+
+var e164Re = regexp.MustCompile(e164Input)
+
+// textRules are this package's validate tags. Each check is the rule the
+// handler applies (they normalise after it), so the validator refuses what
+// the handler would, and the document carries what JSON Schema can say.
+var textRules = map[string]textRule{
+	// A sign-in or notification address (normalizeEmail).
+	"email_address": {check: func(s string) error { _, err := normalizeEmail("", s); return err }, pattern: emailAddress},
+	// A suppressed address: any bare address (providers.CheckEmail).
+	"bare_address": {check: func(s string) error { _, err := providers.CheckEmail(s); return err }, pattern: bareAddress},
+	// A domain name (internal/domainname).
+	"domain_name": {check: func(s string) error { _, err := domainname.Normalize(s); return err }, pattern: domainName},
+	// A webhook or JWKS destination: absolute http(s) (netguard checks the
+	// address it resolves to when it is used).
+	"web_url": {check: checkWebURL, format: "uri", pattern: webURL},
+	// An E.164 number, separators allowed (normalizeE164).
+	"e164": {check: func(s string) error {
+		if !e164Re.MatchString(s) {
+			return errors.New("must be an E.164 number such as +14155550100")
+		}
+		return nil
+	}, pattern: e164Input},
+	// Text that must say something: not empty once trimmed, as the
+	// handlers that trim it require.
+	"not_blank": {check: func(s string) error {
+		if strings.TrimSpace(s) == "" {
+			return errors.New("must not be blank")
+		}
+		return nil
+	}, pattern: `\S`},
+	// An SNS topic ARN (internal/esp/ses).
+	"sns_topic_arn": {check: func(s string) error {
+		if !ses.ValidTopicARN(s) {
+			return errors.New("is not an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)")
+		}
+		return nil
+	}, pattern: ses.TopicARNPattern},
+}
+
+// checkWebURL is the URL rule of subscriptions and JWKS: absolute http(s)
+// with a host and no user information, in the characters webURL allows.
+func checkWebURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Scheme == "" || u.Opaque != "":
+		return errors.New("must be an absolute URL such as https://example.com/webhooks")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("must use http or https, not %q", u.Scheme)
+	case u.User != nil:
+		return errors.New("must not contain a user name or password; put credentials in the path or query, or rely on the signature")
+	case u.Host == "":
+		return errors.New("must have a host")
+	case !webURLRe.MatchString(s):
+		return errors.New("must be written in the characters RFC 3986 allows (percent-encode the others), without spaces")
+	}
+	return nil
+}
+
+var webURLRe = regexp.MustCompile(webURL)
 
 func fieldName(f reflect.StructField) string {
 	for _, tag := range []string{"json", "query", "path"} {
@@ -31,7 +170,7 @@ func fieldName(f reflect.StructField) string {
 func (r *Router) validate(req any) error {
 	err := r.validator.Struct(req)
 	if err == nil {
-		return nil
+		return checkAtLeastOne(req)
 	}
 	var verrs validator.ValidationErrors
 	if !errors.As(err, &verrs) {
@@ -81,7 +220,23 @@ func validationMessage(fe validator.FieldError) string {
 	case "dive":
 		return "is invalid"
 	}
+	if r, ok := textRules[fe.Tag()]; ok {
+		if s, isString := fe.Value().(string); isString {
+			if err := r.check(s); err != nil {
+				return ruleMessage(err)
+			}
+		}
+	}
 	return "is invalid (" + fe.Tag() + ")"
+}
+
+// ruleMessage is a check's error as the message of a field error.
+func ruleMessage(err error) string {
+	var apiErr *Error
+	if errors.As(err, &apiErr) && len(apiErr.Fields) == 1 {
+		return apiErr.Fields[0].Message
+	}
+	return err.Error()
 }
 
 // clientPath turns a validator namespace ("Req.PageParams.items[0].name")

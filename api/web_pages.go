@@ -790,7 +790,7 @@ func (s *Server) webSetGroup(c *fiber.Ctx) error {
 		group = u
 	}
 	_, err := call[PreferenceGroupRequest, notify.Preferences](c, s, "setPreferenceGroup", &PreferenceGroupRequest{
-		Group: group, ChannelSwitches: ChannelSwitches{Email: checked(c, "email"), Webhook: checked(c, "webhook")}})
+		Group: switchableGroup(group), ChannelSwitches: ChannelSwitches{Email: checked(c, "email"), Webhook: checked(c, "webhook")}})
 	return s.done(c, "/settings#preferences", err, "preferences of "+group+" saved")
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -254,7 +255,7 @@ type ConnectionInput struct {
 // refuses them), then stores the connection with its configuration sealed.
 func CreateConnection(ctx context.Context, db dbutil.Executor, env *Env, accountID uuid.UUID, in ConnectionInput, now time.Time) (dbsqlc.DnsConnection, error) {
 	label := strings.TrimSpace(in.Label)
-	if label == "" || len(label) > 100 {
+	if label == "" || utf8.RuneCountInString(label) > 100 {
 		return dbsqlc.DnsConnection{}, &FieldError{Field: "label", Message: "must be 1 to 100 characters"}
 	}
 	public, sealed, err := parseConfig(in.Kind, in.Config)
@@ -320,7 +321,7 @@ func UpdateConnection(ctx context.Context, db dbutil.Executor, env *Env, account
 	params := dbsqlc.DNSConnectionUpdateParams{ID: id, AccountID: accountID, Label: row.Label, Config: row.Config, SecretCiphertext: row.SecretCiphertext, SecretKeyID: row.SecretKeyID, VerifiedAt: row.VerifiedAt}
 	if label != nil {
 		l := strings.TrimSpace(*label)
-		if l == "" || len(l) > 100 {
+		if l == "" || utf8.RuneCountInString(l) > 100 {
 			return row, &FieldError{Field: "label", Message: "must be 1 to 100 characters"}
 		}
 		params.Label = l

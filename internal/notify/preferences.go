@@ -156,6 +156,30 @@ func (s Set) View() Preferences {
 	return out
 }
 
+// SwitchableGroups lists the groups SetGroup accepts: every group but the
+// required ones.
+func SwitchableGroups() []string {
+	var out []string
+	for _, g := range events.Groups() {
+		if !g.Required {
+			out = append(out, g.Name)
+		}
+	}
+	return out
+}
+
+// OverridableTypes lists the event types SetOverride accepts: those of the
+// switchable groups.
+func OverridableTypes() []string {
+	var out []string
+	for _, t := range events.Types() {
+		if !events.Required(t.Name) {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
 // SetGroup sets a group's switches. A required group cannot be switched.
 func SetGroup(ctx context.Context, db dbutil.Executor, account uuid.UUID, group string, c Channels) error {
 	g, ok := events.LookupGroup(group)

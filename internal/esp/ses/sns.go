@@ -274,7 +274,11 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-var topicARN = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{10,12}:[A-Za-z0-9_.-]{1,256}$`)
+// TopicARNPattern is what ValidTopicARN accepts, as a regular expression
+// (the API's document carries it).
+const TopicARNPattern = `^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{10,12}:[A-Za-z0-9_.-]{1,256}$`
+
+var topicARN = regexp.MustCompile(TopicARNPattern)
 
 // ValidTopicARN reports whether s looks like an SNS topic ARN.
 func ValidTopicARN(s string) bool { return topicARN.MatchString(s) }
