@@ -132,6 +132,34 @@ func (b *testBundle) applyStripe(t *testing.T, eventID string, now time.Time) st
 	return outcome
 }
 
+// subscribePro links a Stripe customer to the account and subscribes it
+// to pro, an hour ago; it returns the customer, the subscription and when.
+func (b *testBundle) subscribePro(t *testing.T, accountID string) (customer, sub string, at time.Time) {
+	t.Helper()
+	customer, sub = stripeID("cus"), stripeID("sub")
+	at = time.Now().Add(-time.Hour).Truncate(time.Second)
+	for _, ev := range [][]byte{
+		stripeEvent(stripeID("evt"), "checkout.session.completed", at, stripeCheckoutSession(accountID, customer, sub)),
+		stripeEvent(stripeID("evt"), "customer.subscription.created", at.Add(time.Second), stripeSubscription(sub, customer, "active", "price_mw_pro")),
+	} {
+		require.Equal(t, billing.OutcomeApplied, b.applyStripe(t, b.sendStripe(t, ev).EventID, at))
+	}
+	return customer, sub, at
+}
+
+// expireGrace runs what the billing_grace job runs at now, with the
+// default plan def, and returns how many accounts it moved.
+func (b *testBundle) expireGrace(t *testing.T, def string, now time.Time) int {
+	t.Helper()
+	client, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, jobs.Options{})
+	require.NoError(t, err)
+	n, err := dbutil.WithTxV(context.Background(), b.db, func(ctx context.Context, tx dbutil.Tx) (int, error) {
+		return billing.ExpireGrace(ctx, tx, &events.Emitter{River: client}, def, now, 100)
+	})
+	require.NoError(t, err)
+	return n
+}
+
 func (b *testBundle) plan(t *testing.T, key string) api.AccountPlan {
 	t.Helper()
 	resp := b.do(t, "GET", "/api/accounts/me/plan", key, nil)
@@ -305,14 +333,7 @@ func TestPaymentFailedGraceThenDowngrade(t *testing.T) {
 	b := setup(t, withStripe)
 	acct := b.createAccount(t)
 	ctx := context.Background()
-	customer, sub := stripeID("cus"), stripeID("sub")
-	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
-	for _, ev := range [][]byte{
-		stripeEvent(stripeID("evt"), "checkout.session.completed", t0, stripeCheckoutSession(acct.ID, customer, sub)),
-		stripeEvent(stripeID("evt"), "customer.subscription.created", t0.Add(time.Second), stripeSubscription(sub, customer, "active", "price_mw_pro")),
-	} {
-		require.Equal(t, billing.OutcomeApplied, b.applyStripe(t, b.sendStripe(t, ev).EventID, t0))
-	}
+	customer, sub, t0 := b.subscribePro(t, acct.ID)
 	require.Equal(t, plans.Pro, b.plan(t, acct.Key).Plan)
 
 	failedAt := t0.Add(time.Minute)
@@ -338,15 +359,7 @@ func TestPaymentFailedGraceThenDowngrade(t *testing.T) {
 	require.Equal(t, billing.OutcomeApplied, b.applyStripe(t, retry.EventID, failedAt.Add(3*24*time.Hour)))
 	require.True(t, graceUntil.Equal(*b.plan(t, acct.Key).Billing.GraceUntil))
 
-	expire := func(now time.Time) int {
-		client, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, jobs.Options{})
-		require.NoError(t, err)
-		n, err := dbutil.WithTxV(ctx, b.db, func(ctx context.Context, tx dbutil.Tx) (int, error) {
-			return billing.ExpireGrace(ctx, tx, &events.Emitter{River: client}, plans.Free, now, 100)
-		})
-		require.NoError(t, err)
-		return n
-	}
+	expire := func(now time.Time) int { return b.expireGrace(t, plans.Free, now) }
 	require.Zero(t, expire(graceUntil.Add(-time.Minute)), "nothing before the deadline")
 	require.Equal(t, plans.Pro, b.plan(t, acct.Key).Plan)
 	require.Equal(t, 1, expire(graceUntil.Add(time.Minute)))
@@ -604,24 +617,11 @@ func TestDefaultPlanUnlimited(t *testing.T) {
 
 	// Billing grants pro; when the grace period of a failed payment ends,
 	// the account goes back to the default plan, not to free.
-	ctx := context.Background()
-	customer, sub := stripeID("cus"), stripeID("sub")
-	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
-	for _, ev := range [][]byte{
-		stripeEvent(stripeID("evt"), "checkout.session.completed", t0, stripeCheckoutSession(acct.ID, customer, sub)),
-		stripeEvent(stripeID("evt"), "customer.subscription.created", t0.Add(time.Second), stripeSubscription(sub, customer, "active", "price_mw_pro")),
-		stripeEvent(stripeID("evt"), "invoice.payment_failed", t0.Add(time.Minute), stripeInvoice(customer, sub, 1)),
-	} {
-		require.Equal(t, billing.OutcomeApplied, b.applyStripe(t, b.sendStripe(t, ev).EventID, t0))
-	}
+	customer, sub, t0 := b.subscribePro(t, acct.ID)
+	failed := stripeEvent(stripeID("evt"), "invoice.payment_failed", t0.Add(time.Minute), stripeInvoice(customer, sub, 1))
+	require.Equal(t, billing.OutcomeApplied, b.applyStripe(t, b.sendStripe(t, failed).EventID, t0))
 	require.Equal(t, plans.Pro, b.plan(t, acct.Key).Plan)
-	client, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, jobs.Options{})
-	require.NoError(t, err)
-	n, err := dbutil.WithTxV(ctx, b.db, func(ctx context.Context, tx dbutil.Tx) (int, error) {
-		return billing.ExpireGrace(ctx, tx, &events.Emitter{River: client}, plans.Unlimited, t0.Add(8*24*time.Hour), 100)
-	})
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.Equal(t, 1, b.expireGrace(t, plans.Unlimited, t0.Add(8*24*time.Hour)))
 	p = b.plan(t, acct.Key)
 	require.Equal(t, plans.Unlimited, p.Plan)
 	require.True(t, p.IsDefault)

@@ -458,6 +458,21 @@ func reportFor(domain, id string) string {
 		"<auth_results><dkim><domain>" + domain + "</domain><result>pass</result></dkim></auth_results></record></feedback>\n"
 }
 
+// reportingFixture is a test server with one account, the reports service
+// over the same database and keyring, and a real SMTP listener in front of
+// it (the reporting addresses' route).
+func reportingFixture(t *testing.T) (*testBundle, account, *reports.Service, string) {
+	t.Helper()
+	var keyring *secretbox.Keyring
+	b := setup(t, func(o *setupOpts) { o.deps = func(d *api.Deps) { keyring = d.Keyring } })
+	acct := b.createAccount(t)
+	riverClient, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.DiscardHandler)}, jobs.Options{})
+	require.NoError(t, err)
+	svc := &reports.Service{DB: b.db, River: riverClient, Signer: &reports.Signer{Keyring: keyring, Domain: testInboundDomain}}
+	smtpAddr := startSMTP(t, &reports.SMTPStore{Reports: svc, Next: testStore(t, b.db)}, reports.MaxRawBytes)
+	return b, acct, svc, smtpAddr
+}
+
 // TestReportingAddressRoutesFromRegistration: the address GET
 // .../reporting-address shows is the one a user publishes in rua, so it
 // must route at once, without POST .../sign. A report mailed to it over a
@@ -467,13 +482,7 @@ func reportFor(domain, id string) string {
 // stays idempotent and is what asks the domain's DNS to name the address.
 func TestReportingAddressRoutesFromRegistration(t *testing.T) {
 	t.Parallel()
-	var keyring *secretbox.Keyring
-	b := setup(t, func(o *setupOpts) { o.deps = func(d *api.Deps) { keyring = d.Keyring } })
-	acct := b.createAccount(t)
-	riverClient, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.DiscardHandler)}, jobs.Options{})
-	require.NoError(t, err)
-	svc := &reports.Service{DB: b.db, River: riverClient, Signer: &reports.Signer{Keyring: keyring, Domain: testInboundDomain}}
-	smtpAddr := startSMTP(t, &reports.SMTPStore{Reports: svc, Next: testStore(t, b.db)}, reports.MaxRawBytes)
+	b, acct, _, smtpAddr := reportingFixture(t)
 
 	createDomain(t, b, acct.Key, "example.com")
 	createDomain(t, b, acct.Key, "example.org")
@@ -543,13 +552,7 @@ func TestReportingAddressRoutesFromRegistration(t *testing.T) {
 // for a domain deleted meanwhile is ErrDomainGone, which the API answers 404.
 func TestReportingAddressMintedWithoutBeingShown(t *testing.T) {
 	t.Parallel()
-	var keyring *secretbox.Keyring
-	b := setup(t, func(o *setupOpts) { o.deps = func(d *api.Deps) { keyring = d.Keyring } })
-	acct := b.createAccount(t)
-	riverClient, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.DiscardHandler)}, jobs.Options{})
-	require.NoError(t, err)
-	svc := &reports.Service{DB: b.db, River: riverClient, Signer: &reports.Signer{Keyring: keyring, Domain: testInboundDomain}}
-	smtpAddr := startSMTP(t, &reports.SMTPStore{Reports: svc, Next: testStore(t, b.db)}, reports.MaxRawBytes)
+	b, acct, svc, smtpAddr := reportingFixture(t)
 	ctx := context.Background()
 
 	for _, d := range []string{"example.com", "example.org", "example.net"} {

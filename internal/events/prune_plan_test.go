@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/config"
@@ -32,21 +33,9 @@ func TestPrunePerPlan(t *testing.T) {
 		require.NoError(t, err)
 	}
 	emit := func(acct uuid.UUID, daysAgo int, sev events.Severity) uuid.UUID {
-		t.Helper()
-		tx, err := pool.Begin(ctx)
-		require.NoError(t, err)
-		rise := json.RawMessage(`{"domain":"example.com","previous_score":70,"score":80,"delta":10}`)
-		row, err := em.Emit(ctx, tx, events.Event{AccountID: acct, Type: events.TypeHealthScoreChanged, Payload: rise,
-			Severity: sev, At: now.AddDate(0, 0, -daysAgo)})
-		require.NoError(t, err)
-		require.NoError(t, tx.Commit(ctx))
-		return row.ID
+		return emitAged(t, pool, em, acct, now.AddDate(0, 0, -daysAgo), sev)
 	}
-	exists := func(id uuid.UUID) bool {
-		var ok bool
-		require.NoError(t, pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM events WHERE id = $1)", id).Scan(&ok))
-		return ok
-	}
+	exists := func(id uuid.UUID) bool { return eventExists(t, pool, id) }
 	free6, free8, freeAlert := emit(free, 6, events.SeverityInfo), emit(free, 8, events.SeverityInfo), emit(free, 40, events.SeverityCritical)
 	pro29, pro31 := emit(pro, 29, events.SeverityInfo), emit(pro, 31, events.SeverityInfo)
 	biz31, biz50, biz61 := emit(business, 31, events.SeverityInfo), emit(business, 50, events.SeverityInfo), emit(business, 61, events.SeverityInfo)
@@ -81,20 +70,9 @@ func TestPruneDefaultPlan(t *testing.T) {
 	_, err := pool.Exec(ctx, "INSERT INTO account_plans (account_id, plan) VALUES ($1, 'free')", onFree)
 	require.NoError(t, err)
 	emit := func(acct uuid.UUID, daysAgo int) uuid.UUID {
-		t.Helper()
-		tx, err := pool.Begin(ctx)
-		require.NoError(t, err)
-		row, err := em.Emit(ctx, tx, events.Event{AccountID: acct, Type: events.TypeHealthScoreChanged,
-			Payload: json.RawMessage(`{"domain":"example.com","previous_score":70,"score":80,"delta":10}`), At: now.AddDate(0, 0, -daysAgo)})
-		require.NoError(t, err)
-		require.NoError(t, tx.Commit(ctx))
-		return row.ID
+		return emitAged(t, pool, em, acct, now.AddDate(0, 0, -daysAgo), events.SeverityInfo)
 	}
-	exists := func(id uuid.UUID) bool {
-		var ok bool
-		require.NoError(t, pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM events WHERE id = $1)", id).Scan(&ok))
-		return ok
-	}
+	exists := func(id uuid.UUID) bool { return eventExists(t, pool, id) }
 	default8, default61, free8 := emit(onDefault, 8), emit(onDefault, 61), emit(onFree, 8)
 	w := jobs.NewEventPruneWorker(jobs.Deps{
 		Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -105,4 +83,24 @@ func TestPruneDefaultPlan(t *testing.T) {
 	require.True(t, exists(default8), "the default plan (unlimited) keeps what the server keeps")
 	require.False(t, exists(default61), "EVENT_RETENTION_DAYS still bounds it")
 	require.False(t, exists(free8), "an account placed on free keeps 7 days")
+}
+
+// emitAged commits one health_score_changed event of the account raised at.
+func emitAged(t *testing.T, pool *pgxpool.Pool, em *events.Emitter, acct uuid.UUID, at time.Time, sev events.Severity) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	rise := json.RawMessage(`{"domain":"example.com","previous_score":70,"score":80,"delta":10}`)
+	row, err := em.Emit(ctx, tx, events.Event{AccountID: acct, Type: events.TypeHealthScoreChanged, Payload: rise, Severity: sev, At: at})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	return row.ID
+}
+
+func eventExists(t *testing.T, pool *pgxpool.Pool, id uuid.UUID) bool {
+	t.Helper()
+	var ok bool
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT EXISTS (SELECT 1 FROM events WHERE id = $1)", id).Scan(&ok))
+	return ok
 }
