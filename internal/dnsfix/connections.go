@@ -235,6 +235,9 @@ func providerErr(err error) error {
 	if errors.Is(err, netguard.ErrBlocked) {
 		return &VerifyError{What: "connection", Message: "the provider's address is not allowed (private or reserved addresses are refused)"}
 	}
+	if errors.Is(err, dnsprovider.ErrBadAnswer) {
+		return &VerifyError{What: "connection", Message: "the provider answered with something that is not its API's response (a proxy's error page?); try again later"}
+	}
 	var ne net.Error
 	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || isDialError(err) {
 		return &VerifyError{What: "connection", Message: "no answer from the provider: check the server address and that it accepts connections from mailwatch"}

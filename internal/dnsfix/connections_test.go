@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +26,14 @@ import (
 func TestCloudflareConnection(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	var proxyDown atomic.Bool // a proxy in front of the API answers its own error page
 	cf := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if proxyDown.Load() {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte("<html><body><h1>502 Bad Gateway</h1></body></html>"))
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if r.Header.Get("Authorization") != "Bearer good-token-123456" {
 			w.WriteHeader(http.StatusUnauthorized)
@@ -70,6 +78,15 @@ func TestCloudflareConnection(t *testing.T) {
 	require.Equal(t, "www.cf.example", name)
 	require.Equal(t, "023e105f4ecef8ad9ca31a8372d0c353", link.ZoneID)
 	require.Equal(t, "cf.example", link.ZoneName)
+
+	// An answer that is not Cloudflare's JSON is the provider being unusable
+	// now, said to the customer, not a server error.
+	proxyDown.Store(true)
+	_, _, err = dnsfix.Link(ctx, tx, env, d.AccountID, conn.ID, "www.cf.example")
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "connection", ve.What)
+	require.Contains(t, ve.Message, "not its API's response")
+	proxyDown.Store(false)
 
 	// The guard applies: without the loopback allowance the call is refused.
 	blocked := &dnsfix.Env{Keyring: keyring, Guard: netguard.NewGuard(nil), CloudflareURL: cf.URL + "/client/v4"}

@@ -127,11 +127,11 @@ func (p *Cloudflare) do(ctx context.Context, method, path string, body any) (*cf
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, cloudflareMaxBody))
 	if err != nil {
-		return nil, fmt.Errorf("error reading Cloudflare's answer: %w", err)
+		return nil, fmt.Errorf("%w: error reading Cloudflare's answer: %w", ErrBadAnswer, err)
 	}
 	env := &cfEnvelope{}
 	if err := json.Unmarshal(raw, env); err != nil {
-		return nil, fmt.Errorf("Cloudflare answered HTTP %d with a body that is not its JSON envelope", resp.StatusCode)
+		return nil, fmt.Errorf("%w: Cloudflare answered HTTP %d with a body that is not its JSON envelope", ErrBadAnswer, resp.StatusCode)
 	}
 	if resp.StatusCode >= 300 || !env.Success {
 		apiErr := &cfAPIError{Status: resp.StatusCode, Errors: env.Errors}

@@ -165,6 +165,11 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 // holds the name.
 var ErrZoneNotFound = errors.New("no zone of this connection holds the name")
 
+// ErrBadAnswer is an answer the provider's API gave that is not its API's
+// shape (an HTML error page from a proxy, a truncated body): the provider is
+// reachable but not usable now.
+var ErrBadAnswer = errors.New("the provider's answer could not be read")
+
 // ProviderError is an error the provider answered (a refused key, a
 // rejected request), as opposed to a network failure. Its message is the
 // provider's own, fit to show the customer.

@@ -61,6 +61,10 @@ func (p *Route53) Kind() string { return KindRoute53 }
 
 // r53Error turns an API error into a *ProviderError naming what failed.
 func r53Error(what string, err error) error {
+	var de *smithy.DeserializationError
+	if errors.As(err, &de) {
+		return fmt.Errorf("%w: %s: Route 53's answer did not decode: %w", ErrBadAnswer, what, err)
+	}
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
 		return err
