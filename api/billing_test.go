@@ -124,7 +124,7 @@ func (b *testBundle) applyStripe(t *testing.T, eventID string, now time.Time) st
 	t.Helper()
 	client, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, jobs.Options{})
 	require.NoError(t, err)
-	a := &billing.Applier{Emitter: &events.Emitter{River: client}, Prices: testPrices, Grace: 7 * 24 * time.Hour}
+	a := &billing.Applier{Emitter: &events.Emitter{River: client}, Prices: testPrices, Grace: 7 * 24 * time.Hour, Default: b.defaultPlan}
 	outcome, err := dbutil.WithTxV(context.Background(), b.db, func(ctx context.Context, tx dbutil.Tx) (string, error) {
 		return a.Apply(ctx, tx, eventID, now)
 	})
@@ -627,6 +627,21 @@ func TestDefaultPlanUnlimited(t *testing.T) {
 	require.True(t, p.IsDefault)
 	changed = b.eventsOfType(t, acct.ID, events.TypePlanChanged)
 	require.JSONEq(t, `{"previous_plan":"pro","plan":"unlimited","reason":"grace_expired"}`, string(changed[len(changed)-1]))
+
+	// A subscription ending puts the account back on the default plan too.
+	other := b.createAccount(t)
+	customer, sub, t0 = b.subscribePro(t, other.ID)
+	require.Equal(t, plans.Pro, b.plan(t, other.Key).Plan)
+	ended := stripeEvent(stripeID("evt"), "customer.subscription.deleted", t0.Add(time.Minute), stripeSubscription(sub, customer, "canceled", "price_mw_pro"))
+	endedID := b.sendStripe(t, ended).EventID
+	require.Equal(t, billing.OutcomeApplied, b.applyStripe(t, endedID, t0.Add(time.Minute)))
+	p = b.plan(t, other.Key)
+	require.Equal(t, plans.Unlimited, p.Plan)
+	require.True(t, p.IsDefault)
+	require.Equal(t, "canceled", p.Billing.Status)
+	changed = b.eventsOfType(t, other.ID, events.TypePlanChanged)
+	require.JSONEq(t, fmt.Sprintf(`{"previous_plan":"pro","plan":"unlimited","reason":"stripe_subscription","stripe_event_id":%q,"stripe_subscription_id":%q}`,
+		endedID, sub), string(changed[len(changed)-1]))
 
 	// The bystander never had a plan of its own.
 	require.Equal(t, plans.Unlimited, b.plan(t, admin.Key).Plan)

@@ -72,6 +72,9 @@ const pgrstObject = "application/vnd.pgrst.object+json"
 func (s *Server) dataAPIRoutes() {
 	runner := &dataapi.Runner{DB: s.db, MaxRows: s.deps.DataAPI.MaxRows, StatementTimeout: s.deps.DataAPI.StatementTimeout,
 		Pages: s.deps.DataAPI.Pages}
+	// A page short of the total (Prefer: count=exact) is 206, as PostgREST.
+	s.router.alsoStatuses["GET /rest/v1/{table}"] = []int{http.StatusPartialContent}
+	s.router.alsoStatuses["HEAD /rest/v1/{table}"] = []int{http.StatusPartialContent}
 	HandleRaw(s.router, Endpoint[DataAPIRequest, DataAPIRows]{
 		Method: "GET", Path: "/rest/v1/{table}", OperationID: "dataAPIRead", Tag: "data api", Auth: AuthJWT,
 		Summary: "Read tenant rows (PostgREST grammar, row-level secured)",
@@ -86,7 +89,7 @@ func (s *Server) dataAPIRoutes() {
 			"in X-Mailwatch-Account). Errors have PostgREST's " +
 			"shape {code, message, details, hint}. Every query runs as database role `authenticated` under row-level " +
 			"security on the token's claims. Limited like API keys, one budget per account for all the tokens that resolve to it.",
-		Errors: []int{403, 404, 406, 416},
+		Errors: []int{403, 404, 406, 414, 416},
 	}, func(c *fiber.Ctx) error { return s.serveDataAPI(c, runner) })
 	// HEAD (postgrest-js's head: true, usually with count=exact): the same
 	// read, answered with its headers only (fasthttp drops the body).
@@ -96,7 +99,7 @@ func (s *Server) dataAPIRoutes() {
 		Summary: "Count tenant rows without reading them (PostgREST HEAD)",
 		Description: "The same read as GET with its headers only: with `Prefer: count=exact`, Content-Range carries the " +
 			"total. postgrest-js sends it for `{ head: true }`.",
-		Errors: []int{403, 404, 406, 416},
+		Errors: []int{403, 404, 406, 414, 416},
 	}, func(c *fiber.Ctx) error { return s.serveDataAPI(c, runner) })
 }
 

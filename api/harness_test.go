@@ -34,6 +34,9 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 type testBundle struct {
 	srv *api.Server
 	db  dbutil.Executor
+	// defaultPlan is the server's DEFAULT_PLAN, for the jobs a test runs
+	// by hand (billing's) to agree with it.
+	defaultPlan string
 }
 
 type setupOpts struct {
@@ -96,7 +99,7 @@ func setup(t *testing.T, opts ...func(*setupOpts)) *testBundle {
 		o.deps(&deps)
 	}
 	srv := api.New(deps)
-	return &testBundle{srv: srv, db: o.db}
+	return &testBundle{srv: srv, db: o.db, defaultPlan: deps.DefaultPlan}
 }
 
 // response is a captured HTTP response.

@@ -361,13 +361,18 @@ func (r *Router) document(method, path string, status int, opID, summary, descri
 		oc.AddRespStructure(okHeaders, openapi.WithHTTPStatus(http.StatusNoContent))
 	case *RawBody:
 		oc.AddRespStructure(okHeaders, openapi.WithHTTPStatus(status), openapi.WithContentType(r.rawContentType(method, path)))
+		for _, st := range r.alsoStatuses[method+" "+path] {
+			oc.AddRespStructure(okHeaders, openapi.WithHTTPStatus(st), openapi.WithContentType(r.rawContentType(method, path)))
+		}
 	default:
 		if d, ok := body.(interface{ OpenAPIBody() any }); ok {
 			resp = d.OpenAPIBody()
 		}
-		oc.AddRespStructure(resp, openapi.WithHTTPStatus(status))
-		if limited {
-			oc.AddRespStructure(okHeaders, openapi.WithHTTPStatus(status))
+		for _, st := range append([]int{status}, r.alsoStatuses[method+" "+path]...) {
+			oc.AddRespStructure(resp, openapi.WithHTTPStatus(st))
+			if limited {
+				oc.AddRespStructure(okHeaders, openapi.WithHTTPStatus(st))
+			}
 		}
 		if a, ok := body.(interface{ OpenAPIAlternatives() []int }); ok {
 			for _, st := range a.OpenAPIAlternatives() {

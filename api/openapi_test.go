@@ -28,6 +28,12 @@ func TestOpenAPIDocument(t *testing.T) {
 	resp.JSON(t, &doc)
 	require.Equal(t, "3.1.0", doc.OpenAPI)
 	require.Equal(t, "bearer", doc.Components.SecuritySchemes["bearerAuth"]["scheme"])
+	for _, method := range []string{"get", "head"} {
+		responses, _ := doc.Paths["/rest/v1/{table}"][method]["responses"].(map[string]any)
+		for _, st := range []string{"200", "206", "414", "416"} {
+			require.Contains(t, responses, st, "%s /rest/v1/{table} answers %s (a partial page; a query string over its bound)", method, st)
+		}
+	}
 
 	t.Run("ValidAgainstTheOpenAPISchema", func(t *testing.T) {
 		d, err := libopenapi.NewDocument(resp.Body)

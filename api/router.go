@@ -19,7 +19,10 @@ type Router struct {
 	guard          *guard
 	requestTimeout time.Duration
 	rawTypes       map[string]string
-	routes         []RouteInfo
+	// alsoStatuses are further success statuses of a route ("METHOD
+	// /path") answered with the same body, as 206 for a partial page.
+	alsoStatuses map[string][]int
+	routes       []RouteInfo
 	// endpoints holds each Handle'd endpoint by operation id (invoke).
 	endpoints map[string]any
 }

@@ -233,6 +233,7 @@ func New(deps Deps) *Server {
 		validator:      newValidator(),
 		requestTimeout: deps.RequestTimeout,
 		rawTypes:       map[string]string{},
+		alsoStatuses:   map[string][]int{},
 		guard: &guard{
 			db:      deps.DB,
 			q:       s.q,

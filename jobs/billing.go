@@ -97,7 +97,7 @@ func (w *StripeEventWorker) Work(ctx context.Context, job *river.Job[StripeEvent
 }
 
 // BillingGraceArgs moves past-due accounts whose grace period ended to the
-// free plan. It carries no ids: every run converges on the current rows.
+// default plan. It carries no ids: every run converges on the current rows.
 type BillingGraceArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -129,7 +129,7 @@ func (w *BillingGraceWorker) Work(ctx context.Context, job *river.Job[BillingGra
 			return err
 		}
 		if n > 0 && w.deps.Logger != nil {
-			w.deps.Logger.InfoContext(ctx, "grace periods ended: accounts moved to free", slog.Int("accounts", n))
+			w.deps.Logger.InfoContext(ctx, "grace periods ended: accounts moved to the default plan", slog.Int("accounts", n), slog.String("default_plan", def))
 		}
 		if n < graceSweepBatch {
 			return nil

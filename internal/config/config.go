@@ -87,7 +87,7 @@ var Vars = []Var{
 	{Name: "NOTIFY_FROM", Default: "", Meaning: "From address of notification mail, e.g. `mailwatch <alerts@example.com>`; empty means `mailwatch <notifications@INBOUND_DOMAIN>`. Links in the mail point to the dashboard at PUBLIC_BASE_URL, or http://localhost:<port of LISTEN_ADDR> when that is empty."},
 	{Name: "STRIPE_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Stripe webhook signing secret (whsec_...) that verifies Stripe-Signature on POST /api/webhooks/payments/stripe; unset: that route answers 503."},
 	{Name: "STRIPE_PRICE_PLANS", Default: "", Meaning: "Comma-separated price_id=plan pairs mapping Stripe price ids to plans (free, pro, business, unlimited), e.g. price_abc=pro,price_def=business; a subscription to an unmapped price counts as free."},
-	{Name: "DEFAULT_PLAN", Default: "", Meaning: "The plan of every account that no Stripe subscription and no operator placed on a plan: free, pro, business or unlimited (no count limits; events kept EVENT_RETENTION_DAYS). Empty: free when STRIPE_WEBHOOK_SECRET is set (plans are sold), unlimited otherwise (a team's own instance). Read at use: changing it moves every such account."},
+	{Name: "DEFAULT_PLAN", Default: "", Meaning: "The plan of every account that no Stripe subscription and no operator placed on a plan: free, pro, business or unlimited (no count limits; events kept EVENT_RETENTION_DAYS). Empty: free when STRIPE_WEBHOOK_SECRET or STRIPE_PRICE_PLANS is set (plans are sold), unlimited otherwise (a team's own instance); set it alike on every process. Read at use: changing it moves every such account."},
 	{Name: "BILLING_GRACE_PERIOD", Default: "168h", Meaning: "How long an account whose Stripe payment failed (invoice.payment_failed) keeps its plan before a periodic job moves it to the default plan (DEFAULT_PLAN); counted from the first failure, ended by invoice.paid."},
 	{Name: "LOG_LEVEL", Default: "info", Meaning: "debug, info, warn or error."},
 	{Name: "LOG_FORMAT", Default: "json", Meaning: "json or text."},
@@ -246,7 +246,10 @@ func Parse(lookup Lookup) (*Config, error) {
 	} else {
 		cfg.StripePricePlans = m
 	}
-	if p, err := plans.Default(get("DEFAULT_PLAN"), cfg.StripeWebhookSecret != ""); err != nil {
+	// Billing counts as configured when either Stripe setting is: the API
+	// holds the secret and the workers the price map, and every role must
+	// resolve the same default.
+	if p, err := plans.Default(get("DEFAULT_PLAN"), cfg.StripeWebhookSecret != "" || len(cfg.StripePricePlans) > 0); err != nil {
 		errs = append(errs, fmt.Errorf("DEFAULT_PLAN: %w", err))
 	} else {
 		cfg.DefaultPlan = p

@@ -198,7 +198,8 @@ func parseOpExpr(p *scanner, column string, inLogic bool) (Filter, error) {
 		}
 	default:
 		f.Value = value(p, inLogic)
-		if f.Quant != "" && strings.Count(f.Value, ",") >= MaxInValues {
+		listed := f.Quant != "" || f.Op == OpContains || f.Op == OpContained || f.Op == OpOverlap
+		if listed && strings.Count(f.Value, ",") >= MaxInValues {
 			return f, parseError("%s=%s: at most %d values in the list", column, whole, MaxInValues)
 		}
 	}

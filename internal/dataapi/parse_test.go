@@ -206,6 +206,8 @@ func TestParseFilterGrammar(t *testing.T) {
 		"or=(" + strings.TrimSuffix(strings.Repeat("a.eq.1,", MaxFilters+1), ",") + ")",
 		"a=eq.1&or=(" + strings.TrimSuffix(strings.Repeat("a.eq.1,", MaxFilters), ",") + ")",
 		"name=eq(any).{" + strings.Repeat("a,", MaxInValues) + "a}",
+		"tags=cs.{" + strings.Repeat("a,", MaxInValues) + "a}", // array lists are bounded like in.()
+		"tags=ov.{" + strings.Repeat("a,", MaxInValues) + "a}",
 	} {
 		_, err := Parse(bad)
 		var e *Error

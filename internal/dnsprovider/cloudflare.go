@@ -127,7 +127,7 @@ func (p *Cloudflare) do(ctx context.Context, method, path string, body any) (*cf
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, cloudflareMaxBody))
 	if err != nil {
-		return nil, fmt.Errorf("%w: error reading Cloudflare's answer: %w", ErrBadAnswer, err)
+		return nil, fmt.Errorf("error reading Cloudflare's answer: %w", err)
 	}
 	env := &cfEnvelope{}
 	if err := json.Unmarshal(raw, env); err != nil {
