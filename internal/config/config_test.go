@@ -144,6 +144,7 @@ func TestDefaultPlan(t *testing.T) {
 	}{
 		{nil, "unlimited"},
 		{map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_x"}, "free"},
+		{map[string]string{"STRIPE_PRICE_PLANS": "price_a=pro"}, "free"}, // a worker holds the price map, not the secret
 		{map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_x", "DEFAULT_PLAN": "unlimited"}, "unlimited"},
 		{map[string]string{"DEFAULT_PLAN": "pro"}, "pro"},
 	} {
