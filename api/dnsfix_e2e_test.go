@@ -243,8 +243,12 @@ func TestDNSFixEndToEnd(t *testing.T) {
 	require.Greater(t, *after.Score, *first.Score)
 	hs := receiver.byType("health_score_changed")[0].Event.Data
 	require.Positive(t, hs.Payload["delta"])
-	_, stillThere := listRecs(t, b, acct.Key, name)["spf"]
-	require.False(t, stillThere, "the fixed recommendation is gone")
+	// The check job recomputes the domain's recommendations after it has
+	// committed the check: wait for that state, not only for the check's.
+	eventually(t, 30*time.Second, "the fixed recommendation to be gone", func() bool {
+		_, stillThere := listRecs(t, b, acct.Key, name)["spf"]
+		return !stillThere
+	})
 
 	// A concurrent edit: the DMARC record changes at the zone after the
 	// recommendation (add mailwatch's rua) saw it; the apply's
