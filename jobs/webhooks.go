@@ -23,7 +23,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
-// Webhook delivery rules (DESIGN.md "Webhook delivery").
+// Webhook delivery rules (README: "Event subscriptions and webhook delivery").
 const (
 	// MaxSnooze caps how long a 429/503 Retry-After may hold a delivery
 	// back without using an attempt.

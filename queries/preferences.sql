@@ -2,9 +2,9 @@
 -- Everything one emitted event's delivery decision needs, in one query
 -- (internal/events fanOut): the account's channel mutes, the type's
 -- override, the group's switches, whether the account has a verified
--- notification address, and the matching enabled subscriptions (api-spec
--- 6.5: type in event_types or event_types NULL, domain equals
--- domain_filter, one of the tags equals tag_filter, when those are set).
+-- notification address, and the matching enabled subscriptions (type in
+-- event_types or event_types NULL, domain equals domain_filter, one of the
+-- tags equals tag_filter, when those are set).
 SELECT
     coalesce(s.mute_email, false)::boolean   AS mute_email,
     coalesce(s.mute_webhook, false)::boolean AS mute_webhook,

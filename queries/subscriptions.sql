@@ -28,7 +28,7 @@ RETURNING *;
 DELETE FROM event_subscriptions WHERE id = @id::uuid AND account_id = @account_id::uuid;
 
 -- name: SubscriptionListMatching :many
--- The enabled subscriptions an event goes to (api-spec 6.5): its type is
+-- The enabled subscriptions an event goes to: its type is
 -- in event_types (or event_types is NULL), its domain equals domain_filter
 -- and one of its tags equals tag_filter, when those are set.
 SELECT id FROM event_subscriptions

@@ -98,9 +98,9 @@ type PreferenceEmitInputsRow struct {
 // Everything one emitted event's delivery decision needs, in one query
 // (internal/events fanOut): the account's channel mutes, the type's
 // override, the group's switches, whether the account has a verified
-// notification address, and the matching enabled subscriptions (api-spec
-// 6.5: type in event_types or event_types NULL, domain equals
-// domain_filter, one of the tags equals tag_filter, when those are set).
+// notification address, and the matching enabled subscriptions (type in
+// event_types or event_types NULL, domain equals domain_filter, one of the
+// tags equals tag_filter, when those are set).
 func (q *Queries) PreferenceEmitInputs(ctx context.Context, db DBTX, arg PreferenceEmitInputsParams) (PreferenceEmitInputsRow, error) {
 	row := db.QueryRow(ctx, preferenceEmitInputs,
 		arg.EventType,

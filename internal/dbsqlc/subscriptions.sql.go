@@ -245,7 +245,7 @@ type SubscriptionListMatchingParams struct {
 	Tags      []string
 }
 
-// The enabled subscriptions an event goes to (api-spec 6.5): its type is
+// The enabled subscriptions an event goes to: its type is
 // in event_types (or event_types is NULL), its domain equals domain_filter
 // and one of its tags equals tag_filter, when those are set.
 func (q *Queries) SubscriptionListMatching(ctx context.Context, db DBTX, arg SubscriptionListMatchingParams) ([]uuid.UUID, error) {
