@@ -94,6 +94,9 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 	for _, v := range Vars {
 		require.Contains(t, string(readme), "| `"+v.Name+"` |", "README's configuration table lacks %s: paste `mailwatch config table`", v.Name)
 	}
+	// Whole, not row by row: a stray blank line splits a Markdown table in
+	// two, and an edited row drifts from the code.
+	require.Contains(t, string(readme), MarkdownTable(), "README's configuration table is not `mailwatch config table`'s output: paste it")
 }
 
 // A captured provider webhook must not be replayable once its replay key is
