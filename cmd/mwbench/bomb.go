@@ -4,15 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -50,19 +45,7 @@ func benchBomb(ctx context.Context, env *benchEnv) error {
 		defer cleanup()
 		bin = built
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	apiAddr := ln.Addr().String()
-	ln.Close()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	cmd := exec.CommandContext(ctx, bin, "api")
-	cmd.Env = append(os.Environ(),
-		"DATABASE_URL="+env.URL,
-		"LISTEN_ADDR="+apiAddr,
-		"MAILWATCH_SECRET_KEY="+base64.StdEncoding.EncodeToString(key),
+	api, err := startAPI(ctx, bin, env,
 		"RATE_LIMIT_PER_MINUTE=100000",
 		"INGRESS_RATE_LIMIT_PER_MINUTE=100000",
 		// Every ingress configured, so that each route reads its body.
@@ -70,22 +53,13 @@ func benchBomb(ctx context.Context, env *benchEnv) error {
 		"TWILIO_AUTH_TOKEN=bench-twilio-token",
 		"STRIPE_WEBHOOK_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 		"LOG_LEVEL=error",
-		"SHUTDOWN_TIMEOUT=5s",
 	)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &logs
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("error starting mailwatch api: %w", err)
+	if err != nil {
+		return err
 	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	base := "http://" + apiAddr
-	if err := waitReady(ctx, base+"/readyz"); err != nil {
-		return fmt.Errorf("%w\n%s", err, logs.Bytes())
-	}
-	pid := cmd.Process.Pid
+	defer api.Stop()
+	base := api.Base
+	pid := api.Pid
 	peak := func() (int64, error) {
 		kb, err := procStatusKB(pid, "VmHWM")
 		return kb / 1024, err

@@ -3,18 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -32,39 +26,13 @@ func benchSignup(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	defer cleanup()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	api, err := startAPI(ctx, bin, env, "RATE_LIMIT_PER_MINUTE=1000", "LOG_LEVEL=warn")
 	if err != nil {
 		return err
 	}
-	apiAddr := ln.Addr().String()
-	ln.Close()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	cmd := exec.CommandContext(ctx, bin, "api")
-	cmd.Env = append(os.Environ(),
-		"DATABASE_URL="+env.URL,
-		"LISTEN_ADDR="+apiAddr,
-		"MAILWATCH_SECRET_KEY="+base64.StdEncoding.EncodeToString(key),
-		"RATE_LIMIT_PER_MINUTE=1000",
-		"LOG_LEVEL=warn",
-		"SHUTDOWN_TIMEOUT=5s",
-	)
-	// Its log (a line per refused request at error level) is kept and only
-	// shown if it fails to start.
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &logs
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("error starting mailwatch api: %w", err)
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	base := "http://" + apiAddr
-	if err := waitReady(ctx, base+"/readyz"); err != nil {
-		return fmt.Errorf("%w\n%s", err, logs.Bytes())
-	}
-	idle, err := procStatusKB(cmd.Process.Pid, "VmHWM")
+	defer api.Stop()
+	base := api.Base
+	idle, err := procStatusKB(api.Pid, "VmHWM")
 	if err != nil {
 		return err
 	}
@@ -106,12 +74,12 @@ func benchSignup(ctx context.Context, env *benchEnv) error {
 	close(start)
 	wg.Wait()
 	elapsed := time.Since(t0)
-	peak, err := procStatusKB(cmd.Process.Pid, "VmHWM")
+	peak, err := procStatusKB(api.Pid, "VmHWM")
 	if err != nil {
 		return err
 	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	fmt.Printf("%d concurrent POST /api/accounts to a `mailwatch api` subprocess (pid %d) in %s\n", signupBurst, cmd.Process.Pid, elapsed.Round(time.Millisecond))
+	fmt.Printf("%d concurrent POST /api/accounts to a `mailwatch api` subprocess (pid %d) in %s\n", signupBurst, api.Pid, elapsed.Round(time.Millisecond))
 	fmt.Printf("answers: %v (0 = transport error)\n", statuses)
 	fmt.Printf("latency: p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
 		ms(percentile(latencies, 50)), ms(percentile(latencies, 99)), ms(latencies[len(latencies)-1]))
