@@ -94,11 +94,7 @@ func TestGate(t *testing.T) {
 
 	t.Run("WaitsForASlot", func(t *testing.T) {
 		t.Parallel()
-		g := stoppedClock(NewGate(Limits{PerAccount: 2, PerHost: 10}))
-		a := uuid.New()
-		keep := moving(t, g, a, "https://h.example/")
-		release, err := g.Admit(a, "https://h.example/")
-		require.NoError(t, err)
+		g, a, keep, release := fullAccount(t)
 		require.NoError(t, g.AccountBusy(a), "full, but its pushes are moving: a push may wait in line")
 		got := make(chan error, 1)
 		go func() {
@@ -119,11 +115,7 @@ func TestGate(t *testing.T) {
 
 	t.Run("LineIsBounded", func(t *testing.T) {
 		t.Parallel()
-		g := stoppedClock(NewGate(Limits{PerAccount: 2, PerHost: 10}))
-		a := uuid.New()
-		keep := moving(t, g, a, "https://h.example/")
-		release, err := g.Admit(a, "https://h.example/")
-		require.NoError(t, err)
+		g, a, keep, release := fullAccount(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		got := make(chan error, 2)
 		for range 2 {
@@ -135,7 +127,7 @@ func TestGate(t *testing.T) {
 		require.Eventually(t, func() bool { return g.waiting(a) == 2 }, time.Minute, time.Millisecond)
 		// The line (as long as the bound) is full: refused at once, and the
 		// account counts as busy before any work.
-		_, err = g.Acquire(context.Background(), a, "https://h.example/", time.Hour)
+		_, err := g.Acquire(context.Background(), a, "https://h.example/", time.Hour)
 		require.Error(t, err)
 		require.Error(t, g.AccountBusy(a))
 		// Waiters whose context ends leave the line, having counted nothing.
@@ -334,4 +326,17 @@ func moving(t *testing.T, g *Gate, account uuid.UUID, rawURL string) (release fu
 	require.NoError(t, err)
 	ended()
 	return release
+}
+
+// fullAccount is a stopped-clock gate of 2 pushes per account holding one
+// account's two: one that keeps moving (keep ends it) and one admitted
+// (release ends it), so the next push of the account must wait in line.
+func fullAccount(t *testing.T) (g *Gate, account uuid.UUID, keep, release func()) {
+	t.Helper()
+	g = stoppedClock(NewGate(Limits{PerAccount: 2, PerHost: 10}))
+	account = uuid.New()
+	keep = moving(t, g, account, "https://h.example/")
+	release, err := g.Admit(account, "https://h.example/")
+	require.NoError(t, err)
+	return g, account, keep, release
 }
