@@ -49,6 +49,18 @@ func (b *testBundle) rptRawDo(t *testing.T, method, path, key, contentType strin
 
 // rptParse runs the parse job's work for a received report, as the worker
 // would, on the test's transaction.
+// uploadParsed uploads a report file to path (202) and runs its parse job,
+// returning what the upload answered.
+func (b *testBundle) uploadParsed(t *testing.T, key, path, contentType string, body []byte) api.ReceivedReport {
+	t.Helper()
+	resp := b.rptRawDo(t, "POST", path, key, contentType, body)
+	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
+	var rec api.ReceivedReport
+	resp.JSON(t, &rec)
+	b.rptParse(t, rec.ID)
+	return rec
+}
+
 func (b *testBundle) rptParse(t *testing.T, id uuid.UUID) {
 	t.Helper()
 	client, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.DiscardHandler)}, jobs.Options{})
@@ -405,11 +417,7 @@ func TestFailureReportList(t *testing.T) {
 		"dmarc-forensic/dmarc_ruf_report_linkedin.eml", "dmarc-forensic/dmarc_ruf_report_linkedin.crlf.eml",
 		"dmarc/extract_report/nice-input.xml", // an aggregate report: not listed
 	} {
-		resp := b.rptRawDo(t, "POST", base+"/reports", acct.Key, "message/rfc822", corpus.Read(t, file))
-		require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
-		var rec api.ReceivedReport
-		resp.JSON(t, &rec)
-		b.rptParse(t, rec.ID)
+		b.uploadParsed(t, acct.Key, base+"/reports", "message/rfc822", corpus.Read(t, file))
 	}
 
 	resp := b.do(t, "GET", base+"/dmarc/failure-reports?limit=1", acct.Key, nil)
@@ -591,13 +599,9 @@ func TestDMARCReportKeepsPassDisposition(t *testing.T) {
 	base := "/api/accounts/me/domains/example.com"
 	raw, err := os.ReadFile("../internal/dmarcrpt/testdata/dmarcbis-pass-disposition.xml")
 	require.NoError(t, err)
-	resp := b.rptRawDo(t, "POST", base+"/reports", acct.Key, "application/xml", raw)
-	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
-	var rec api.ReceivedReport
-	resp.JSON(t, &rec)
-	b.rptParse(t, rec.ID)
+	b.uploadParsed(t, acct.Key, base+"/reports", "application/xml", raw)
 
-	resp = b.do(t, "GET", base+"/dmarc/reports", acct.Key, nil)
+	resp := b.do(t, "GET", base+"/dmarc/reports", acct.Key, nil)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	var list []api.DMARCReportSummary
 	resp.JSON(t, &list)
@@ -633,13 +637,9 @@ func TestFailureReportEnvelopeSender(t *testing.T) {
 		"\r\n--b1\r\nContent-Type: text/rfc822-headers\r\n\r\n" +
 		"From: Alice <alice@example.com>\r\nTo: bob@receiver.example\r\nSubject: Invoice\r\nMessage-ID: <m1@example.com>\r\n" +
 		"\r\n--b1--\r\n"
-	resp := b.rptRawDo(t, "POST", base+"/reports", acct.Key, "message/rfc822", []byte(report))
-	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
-	var rec api.ReceivedReport
-	resp.JSON(t, &rec)
-	b.rptParse(t, rec.ID)
+	b.uploadParsed(t, acct.Key, base+"/reports", "message/rfc822", []byte(report))
 
-	resp = b.do(t, "GET", base+"/dmarc/failure-reports", acct.Key, nil)
+	resp := b.do(t, "GET", base+"/dmarc/failure-reports", acct.Key, nil)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	var list []map[string]any
 	resp.JSON(t, &list)
