@@ -64,34 +64,69 @@ const setupSQL = `SELECT set_config('role', $1, true), set_config('request.jwt.c
 // Run executes c. Errors are *Error with PostgREST's code, or unexpected
 // failures.
 func (r *Runner) Run(ctx context.Context, c Call) (*Result, error) {
-	maxRows := r.MaxRows
-	if maxRows <= 0 {
-		maxRows = 1000
-	}
-	timeout := r.StatementTimeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
+	maxRows, timeout := r.limits()
 	q, err := build(c.Table, c.Request, c.AccountID, maxRows, c.Count, r.opts)
 	if err != nil {
 		return nil, err
 	}
-
-	exec := r.DB
-	if tx, ok := exec.(pgx.Tx); ok {
-		// Inside a caller's transaction (tests): a savepoint, always rolled
-		// back, so that the role and claims end with it.
-		sp, err := tx.Begin(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("error opening savepoint: %w", err)
-		}
-		defer func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }()
-		exec = sp
+	exec, release, err := r.executor(ctx)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	setupArgs := []any{Role, string(c.Claims), strconv.FormatInt(timeout.Milliseconds(), 10)}
 
 	// The events cache: only after this subject's newest visible event has
 	// been read under RLS, in a batch of its own, and found unchanged.
+	key, cacheable := r.cacheKey(c, q)
+	if cacheable {
+		if res, hit, err := r.cached(ctx, exec, key, c.AccountID, setupArgs); err != nil || hit {
+			return res, err
+		}
+	}
+
+	res, newest, err := read(ctx, exec, q, setupArgs, c, cacheable)
+	if err != nil {
+		return nil, err
+	}
+	if cacheable {
+		r.Pages.store(key, &page{newest: newest, filledAt: r.Pages.now(), res: *res})
+	}
+	return res, nil
+}
+
+// limits returns the row limit and statement timeout, with their defaults
+// for zero values.
+func (r *Runner) limits() (maxRows int, timeout time.Duration) {
+	maxRows = r.MaxRows
+	if maxRows <= 0 {
+		maxRows = 1000
+	}
+	timeout = r.StatementTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return maxRows, timeout
+}
+
+// executor returns what the read runs on, and a release to defer. Inside a
+// caller's transaction (tests) that is a savepoint, always rolled back, so
+// that the role and claims end with it.
+func (r *Runner) executor(ctx context.Context) (dbutil.Executor, func(), error) {
+	tx, ok := r.DB.(pgx.Tx)
+	if !ok {
+		return r.DB, func() {}, nil
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error opening savepoint: %w", err)
+	}
+	return sp, func() { _ = sp.Rollback(context.WithoutCancel(ctx)) }, nil
+}
+
+// cacheKey returns the events cache's key for c, and whether its answer
+// may be cached at all.
+func (r *Runner) cacheKey(c Call, q *query) (pageKey, bool) {
 	var key pageKey
 	cacheable := r.Pages != nil && c.Table == cacheTable && q.offset == 0
 	if cacheable {
@@ -101,30 +136,40 @@ func (r *Runner) Run(ctx context.Context, c Call) (*Result, error) {
 		// are not cached.
 		cacheable = key.subject != "" && key.subject == c.AccountID
 	}
-	if cacheable {
-		if cand := r.Pages.candidate(key); cand != nil {
-			batch := &pgx.Batch{}
-			batch.Queue(setupSQL, setupArgs...)
-			batch.Queue(newestSQL, c.AccountID)
-			newest, err := readNewest(ctx, exec, batch)
-			if err != nil {
-				return nil, err
-			}
-			if newest == cand.newest {
-				r.Pages.observe(true)
-				res := cand.res
-				return &res, nil
-			}
-		}
-		r.Pages.observe(false)
-	}
+	return key, cacheable
+}
 
-	// On a pool, the batch is one pipeline ending in one Sync: Postgres runs
-	// it as one implicit transaction, so the local settings end with it and
-	// the whole read is one round trip.
+// cached returns the cached answer for key when there is one and the
+// account's newest visible event is unchanged since it was filled; hit
+// says whether it was used. Every lookup is counted.
+func (r *Runner) cached(ctx context.Context, exec dbutil.Executor, key pageKey, accountID string, setupArgs []any) (res *Result, hit bool, err error) {
+	if cand := r.Pages.candidate(key); cand != nil {
+		batch := &pgx.Batch{}
+		batch.Queue(setupSQL, setupArgs...)
+		batch.Queue(newestSQL, accountID)
+		newest, err := readNewest(ctx, exec, batch)
+		if err != nil {
+			return nil, false, err
+		}
+		if newest == cand.newest {
+			r.Pages.observe(true)
+			res := cand.res
+			return &res, true, nil
+		}
+	}
+	r.Pages.observe(false)
+	return nil, false, nil
+}
+
+// read runs q. On a pool, the batch is one pipeline ending in one Sync:
+// Postgres runs it as one implicit transaction, so the local settings end
+// with it and the whole read is one round trip. When withNewest, the
+// account's newest visible event is read too and returned.
+func read(ctx context.Context, exec dbutil.Executor, q *query, setupArgs []any, c Call, withNewest bool) (*Result, uuid.UUID, error) {
+	var newest uuid.UUID
 	batch := &pgx.Batch{}
 	batch.Queue(setupSQL, setupArgs...)
-	if cacheable {
+	if withNewest {
 		// Read before the rows: an event committed in between is in the
 		// answer but not recorded as seen, which only makes the next read
 		// refill.
@@ -137,12 +182,11 @@ func (r *Runner) Run(ctx context.Context, c Call) (*Result, error) {
 	br := exec.SendBatch(ctx, batch)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, q.pgError(err)
+		return nil, newest, q.pgError(err)
 	}
-	var newest uuid.UUID
-	if cacheable {
+	if withNewest {
 		if err := br.QueryRow().Scan(&newest); err != nil {
-			return nil, q.pgError(err)
+			return nil, newest, q.pgError(err)
 		}
 	}
 	var (
@@ -150,27 +194,21 @@ func (r *Runner) Run(ctx context.Context, c Call) (*Result, error) {
 		rows int64
 	)
 	if err := br.QueryRow().Scan(&body, &rows); err != nil {
-		return nil, q.pgError(err)
+		return nil, newest, q.pgError(err)
 	}
 	var total *int64
 	if q.countSQL != "" {
 		var n int64
 		if err := br.QueryRow().Scan(&n); err != nil {
-			return nil, q.pgError(err)
+			return nil, newest, q.pgError(err)
 		}
 		total = &n
 	}
 	if err := br.Close(); err != nil {
-		return nil, q.pgError(err)
+		return nil, newest, q.pgError(err)
 	}
 	res, err := respond(q.offset, rows, total, body, c.Singular)
-	if err != nil {
-		return nil, err
-	}
-	if cacheable {
-		r.Pages.store(key, &page{newest: newest, filledAt: r.Pages.now(), res: *res})
-	}
-	return res, nil
+	return res, newest, err
 }
 
 // readNewest runs a batch of setupSQL and newestSQL.
