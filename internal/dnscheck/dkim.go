@@ -158,24 +158,72 @@ type DKIMResult struct {
 // otherwise.
 func CheckDKIM(ctx context.Context, r Resolver, domain string, selectors []string, probe bool) *DKIMResult {
 	res := &DKIMResult{}
-	type job struct{ selector, source string }
-	var jobs []job
+	out := checkSelectors(ctx, r, domain, dkimJobs(selectors, probe))
+
+	var t dkimTally
+	for _, sel := range out {
+		t.add(res, sel)
+	}
+	if t.probeFailures > 0 {
+		t.temp++
+		t.problems = append(t.problems, fmt.Sprintf("%d selector probes failed: %s", t.probeFailures, t.probeErr))
+	}
+	if t.usable > 0 {
+		res.Warnings = append(res.Warnings, t.problems...)
+	} else {
+		res.Errors = append(res.Errors, t.problems...)
+	}
+	if res.Selectors == nil {
+		res.Selectors = []DKIMSelector{}
+	}
+	switch {
+	case t.usable > 0:
+		res.Status = StatusPass
+	case t.temp > 0:
+		res.Status = StatusTemperror
+	case t.bad > 0:
+		res.Status = StatusFail
+	case t.malformed > 0:
+		res.Status = StatusPermerror
+	default:
+		res.Status = StatusNeutral
+		res.instructf("No DKIM key was found at the selectors tried. Add the selector your provider signs with (the s= tag of the DKIM-Signature header) to the domain's selectors.")
+	}
+	res.finish()
+	return res
+}
+
+// dkimJob is one selector to look up, and where it came from
+// ("configured" or "probe").
+type dkimJob struct{ selector, source string }
+
+// dkimJobs returns the configured selectors, normalized and without
+// duplicates, followed, if probe is set, by the common selectors not
+// already configured.
+func dkimJobs(selectors []string, probe bool) []dkimJob {
+	var jobs []dkimJob
 	seen := map[string]bool{}
 	for _, s := range selectors {
 		s = strings.ToLower(strings.TrimSpace(s))
 		if s != "" && !seen[s] {
 			seen[s] = true
-			jobs = append(jobs, job{s, "configured"})
+			jobs = append(jobs, dkimJob{s, "configured"})
 		}
 	}
 	if probe {
 		for _, s := range CommonDKIMSelectors() {
 			if !seen[s] {
 				seen[s] = true
-				jobs = append(jobs, job{s, "probe"})
+				jobs = append(jobs, dkimJob{s, "probe"})
 			}
 		}
 	}
+	return jobs
+}
+
+// checkSelectors looks up every job concurrently and returns the results
+// in the jobs' order.
+func checkSelectors(ctx context.Context, r Resolver, domain string, jobs []dkimJob) []DKIMSelector {
 	out := make([]DKIMSelector, len(jobs))
 	var wg sync.WaitGroup
 	for i, j := range jobs {
@@ -184,80 +232,63 @@ func CheckDKIM(ctx context.Context, r Resolver, domain string, selectors []strin
 		})
 	}
 	wg.Wait()
+	return out
+}
 
-	var usable, bad, malformed, temp int
-	var problems []string // per-selector errors: errors, or warnings if a usable key exists
-	probeFailures, probeErr := 0, ""
-	for _, sel := range out {
-		if sel.Source == "probe" && sel.Status == StatusTemperror {
-			// Not listed, but the lookups tell nothing: if no usable key is
-			// found, the result is unknown rather than neutral.
-			probeFailures++
-			probeErr = sel.Error
-			continue
+// dkimTally counts the selectors' outcomes for CheckDKIM's status.
+type dkimTally struct {
+	usable, bad, malformed, temp int
+	// problems are per-selector errors: errors, or warnings if a usable
+	// key exists.
+	problems      []string
+	probeFailures int
+	probeErr      string
+}
+
+// add records sel in res (selectors, records, warnings, instructions) and
+// counts it.
+func (t *dkimTally) add(res *DKIMResult, sel DKIMSelector) {
+	if sel.Source == "probe" && sel.Status == StatusTemperror {
+		// Not listed, but the lookups tell nothing: if no usable key is
+		// found, the result is unknown rather than neutral.
+		t.probeFailures++
+		t.probeErr = sel.Error
+		return
+	}
+	if sel.Source == "probe" && sel.Status == StatusNone {
+		return
+	}
+	res.Selectors = append(res.Selectors, sel)
+	if sel.Record != "" {
+		res.Records = append(res.Records, sel.Selector+": "+sel.Record)
+	}
+	switch sel.Status {
+	case StatusPass:
+		t.usable++
+	case StatusWarn:
+		t.usable++
+		if sel.Error != "" {
+			res.warnf("selector %q: %s", sel.Selector, sel.Error)
 		}
-		if sel.Source == "probe" && sel.Status == StatusNone {
-			continue
+		if sel.Key.Testing {
+			res.warnf("selector %q is in testing mode (t=y); receivers may treat its signatures as unsigned mail", sel.Selector)
 		}
-		res.Selectors = append(res.Selectors, sel)
-		if sel.Record != "" {
-			res.Records = append(res.Records, sel.Selector+": "+sel.Record)
+		if sel.Key.KeyType == "rsa" && sel.Key.Bits < 2048 {
+			res.warnf("selector %q has a %d-bit RSA key; RFC 8301 recommends at least 2048 bits", sel.Selector, sel.Key.Bits)
+			res.instructf("Rotate selector %q to a 2048-bit RSA key.", sel.Selector)
 		}
-		switch sel.Status {
-		case StatusPass:
-			usable++
-		case StatusWarn:
-			usable++
-			if sel.Error != "" {
-				res.warnf("selector %q: %s", sel.Selector, sel.Error)
-			}
-			if sel.Key.Testing {
-				res.warnf("selector %q is in testing mode (t=y); receivers may treat its signatures as unsigned mail", sel.Selector)
-			}
-			if sel.Key.KeyType == "rsa" && sel.Key.Bits < 2048 {
-				res.warnf("selector %q has a %d-bit RSA key; RFC 8301 recommends at least 2048 bits", sel.Selector, sel.Key.Bits)
-				res.instructf("Rotate selector %q to a 2048-bit RSA key.", sel.Selector)
-			}
-		case StatusFail:
-			bad++
-			problems = append(problems, fmt.Sprintf("selector %q: %s", sel.Selector, sel.Error))
-		case StatusPermerror:
-			malformed++
-			problems = append(problems, fmt.Sprintf("selector %q: %s", sel.Selector, sel.Error))
-		case StatusTemperror:
-			temp++
-			problems = append(problems, fmt.Sprintf("selector %q: %s", sel.Selector, sel.Error))
-		case StatusNone:
-			res.warnf("configured selector %q has no key at %s", sel.Selector, sel.Name)
-		}
+	case StatusFail:
+		t.bad++
+		t.problems = append(t.problems, fmt.Sprintf("selector %q: %s", sel.Selector, sel.Error))
+	case StatusPermerror:
+		t.malformed++
+		t.problems = append(t.problems, fmt.Sprintf("selector %q: %s", sel.Selector, sel.Error))
+	case StatusTemperror:
+		t.temp++
+		t.problems = append(t.problems, fmt.Sprintf("selector %q: %s", sel.Selector, sel.Error))
+	case StatusNone:
+		res.warnf("configured selector %q has no key at %s", sel.Selector, sel.Name)
 	}
-	if probeFailures > 0 {
-		temp++
-		problems = append(problems, fmt.Sprintf("%d selector probes failed: %s", probeFailures, probeErr))
-	}
-	if usable > 0 {
-		res.Warnings = append(res.Warnings, problems...)
-	} else {
-		res.Errors = append(res.Errors, problems...)
-	}
-	if res.Selectors == nil {
-		res.Selectors = []DKIMSelector{}
-	}
-	switch {
-	case usable > 0:
-		res.Status = StatusPass
-	case temp > 0:
-		res.Status = StatusTemperror
-	case bad > 0:
-		res.Status = StatusFail
-	case malformed > 0:
-		res.Status = StatusPermerror
-	default:
-		res.Status = StatusNeutral
-		res.instructf("No DKIM key was found at the selectors tried. Add the selector your provider signs with (the s= tag of the DKIM-Signature header) to the domain's selectors.")
-	}
-	res.finish()
-	return res
 }
 
 func checkSelector(ctx context.Context, r Resolver, domain, selector, source string) DKIMSelector {
