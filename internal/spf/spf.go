@@ -214,73 +214,98 @@ func (e *evaluator) evalRecord(ctx context.Context, domain, txt string, depth in
 	e.stack = append(e.stack, domain)
 	defer func() { e.stack = e.stack[:len(e.stack)-1] }()
 
-	def := Neutral
-	hasAll, passAll := false, false
+	st := recordState{def: Neutral}
 	for _, d := range rec.Directives {
 		if e.ev.Lookups >= maxTotalLookups {
 			e.fail(Permerror, fmt.Sprintf("stopped after %d DNS lookups", maxTotalLookups))
-			return Permerror, passAll
+			return Permerror, st.passAll
 		}
-		step := Step{Depth: depth, Domain: domain, Term: d.Raw, Mechanism: d.Mechanism, Result: StepOK}
-		if d.LooksUpDNS() {
-			step.Lookups = 1
-			e.ev.Lookups++
-		}
-		step.Total = e.ev.Lookups
+		e.evalDirective(ctx, d, domain, depth, &st)
+	}
+	e.noteModifiers(rec, domain, depth)
 
-		target := domain
-		if d.DomainSpec != "" {
-			t, ok := expandDomainSpec(d.DomainSpec, domain)
-			if !ok {
-				step.Target = d.DomainSpec
-				step.Result = StepSkipped
-				step.Detail = "uses a macro that depends on the sender or client; not evaluated"
-				e.ev.Trace = append(e.ev.Trace, step)
-				continue
-			}
-			target = t
-		}
+	if rec.Redirect != "" {
+		return e.evalRedirect(ctx, rec.Redirect, domain, depth, st)
+	}
+	if depth == 0 && !st.hasAll {
+		e.warn(fmt.Sprintf("%s: the record has no \"all\" mechanism, so unlisted senders get neutral; end it with \"-all\" or \"~all\"", domain))
+	}
+	return st.def, st.passAll
+}
 
-		switch d.Mechanism {
-		case "all":
-			hasAll = true
-			def = d.Result()
-			switch d.Qualifier {
-			case QualifierPass:
-				passAll = true
-				e.warn(fmt.Sprintf("%s: \"+all\" passes mail from every server on the internet; use \"-all\" or \"~all\"", domain))
-			case QualifierNeutral:
-				if depth == 0 {
-					e.warn(fmt.Sprintf("%s: \"?all\" gives unlisted senders neutral, which protects nothing; use \"~all\" or \"-all\"", domain))
-				}
-			}
-			step.Detail = "default result " + string(def)
-		case "ip4", "ip6":
-			step.Target = d.Network.String()
-		case "include":
-			step.Target = target
-			if e.include(ctx, step, target, depth) && d.Qualifier == QualifierPass {
-				passAll = true
-			}
-			continue
-		case "a":
-			step.Target = target
-			e.lookupAddrs(ctx, &step, target)
-		case "mx":
-			step.Target = target
-			e.lookupMX(ctx, &step, target)
-		case "ptr":
-			step.Target = target
+// recordState is what a record's directives decided so far: its default
+// result, whether it has "all", and whether it passes every sender.
+type recordState struct {
+	def             Status
+	hasAll, passAll bool
+}
+
+// evalDirective evaluates one directive of domain's record: it counts its
+// lookup, adds its step to the trace (include adds its own) and updates st.
+func (e *evaluator) evalDirective(ctx context.Context, d Directive, domain string, depth int, st *recordState) {
+	step := Step{Depth: depth, Domain: domain, Term: d.Raw, Mechanism: d.Mechanism, Result: StepOK}
+	if d.LooksUpDNS() {
+		step.Lookups = 1
+		e.ev.Lookups++
+	}
+	step.Total = e.ev.Lookups
+
+	target := domain
+	if d.DomainSpec != "" {
+		t, ok := expandDomainSpec(d.DomainSpec, domain)
+		if !ok {
+			step.Target = d.DomainSpec
 			step.Result = StepSkipped
-			step.Detail = "needs the client's address; counted but not evaluated"
-			e.warn(fmt.Sprintf("%s: the ptr mechanism is slow and unreliable and SHOULD NOT be used (RFC 7208 section 5.5)", domain))
-		case "exists":
-			step.Target = target
-			e.lookupAddrs(ctx, &step, target)
+			step.Detail = "uses a macro that depends on the sender or client; not evaluated"
+			e.ev.Trace = append(e.ev.Trace, step)
+			return
 		}
-		e.ev.Trace = append(e.ev.Trace, step)
+		target = t
 	}
 
+	switch d.Mechanism {
+	case "all":
+		st.hasAll = true
+		st.def = d.Result()
+		switch d.Qualifier {
+		case QualifierPass:
+			st.passAll = true
+			e.warn(fmt.Sprintf("%s: \"+all\" passes mail from every server on the internet; use \"-all\" or \"~all\"", domain))
+		case QualifierNeutral:
+			if depth == 0 {
+				e.warn(fmt.Sprintf("%s: \"?all\" gives unlisted senders neutral, which protects nothing; use \"~all\" or \"-all\"", domain))
+			}
+		}
+		step.Detail = "default result " + string(st.def)
+	case "ip4", "ip6":
+		step.Target = d.Network.String()
+	case "include":
+		step.Target = target
+		if e.include(ctx, step, target, depth) && d.Qualifier == QualifierPass {
+			st.passAll = true
+		}
+		return
+	case "a":
+		step.Target = target
+		e.lookupAddrs(ctx, &step, target)
+	case "mx":
+		step.Target = target
+		e.lookupMX(ctx, &step, target)
+	case "ptr":
+		step.Target = target
+		step.Result = StepSkipped
+		step.Detail = "needs the client's address; counted but not evaluated"
+		e.warn(fmt.Sprintf("%s: the ptr mechanism is slow and unreliable and SHOULD NOT be used (RFC 7208 section 5.5)", domain))
+	case "exists":
+		step.Target = target
+		e.lookupAddrs(ctx, &step, target)
+	}
+	e.ev.Trace = append(e.ev.Trace, step)
+}
+
+// noteModifiers traces the record's exp= modifier (never fetched) and
+// warns of unknown modifiers.
+func (e *evaluator) noteModifiers(rec *Record, domain string, depth int) {
 	if rec.Explanation != "" {
 		// RFC 7208 section 6.2: exp is only fetched for a fail result and does
 		// not count against the lookup limit.
@@ -293,36 +318,35 @@ func (e *evaluator) evalRecord(ctx context.Context, domain, txt string, depth in
 	for _, m := range rec.Unknown {
 		e.warn(fmt.Sprintf("%s: unknown modifier %q is ignored", domain, m.Name))
 	}
+}
 
-	if rec.Redirect != "" {
-		step := Step{Depth: depth, Domain: domain, Term: "redirect=" + rec.Redirect, Mechanism: "redirect"}
-		if hasAll {
-			// RFC 7208 section 6.1: redirect is ignored when "all" is present.
-			step.Result = StepSkipped
-			step.Total = e.ev.Lookups
-			step.Detail = "ignored because the record has an \"all\" mechanism"
-			e.ev.Trace = append(e.ev.Trace, step)
-			e.warn(fmt.Sprintf("%s: redirect is ignored because the record also has \"all\"", domain))
-			return def, passAll
-		}
-		step.Lookups = 1
-		e.ev.Lookups++
+// evalRedirect follows the record's redirect= modifier, unless the record
+// has "all" (then st decides), and returns the record's result as
+// evalRecord does.
+func (e *evaluator) evalRedirect(ctx context.Context, redirect, domain string, depth int, st recordState) (Status, bool) {
+	step := Step{Depth: depth, Domain: domain, Term: "redirect=" + redirect, Mechanism: "redirect"}
+	if st.hasAll {
+		// RFC 7208 section 6.1: redirect is ignored when "all" is present.
+		step.Result = StepSkipped
 		step.Total = e.ev.Lookups
-		target, ok := expandDomainSpec(rec.Redirect, domain)
-		if !ok {
-			step.Target = rec.Redirect
-			step.Result = StepSkipped
-			step.Detail = "uses a macro that depends on the sender or client; not evaluated"
-			e.ev.Trace = append(e.ev.Trace, step)
-			return Neutral, false
-		}
-		step.Target = target
-		return e.redirect(ctx, &step, target, depth)
+		step.Detail = "ignored because the record has an \"all\" mechanism"
+		e.ev.Trace = append(e.ev.Trace, step)
+		e.warn(fmt.Sprintf("%s: redirect is ignored because the record also has \"all\"", domain))
+		return st.def, st.passAll
 	}
-	if depth == 0 && !hasAll {
-		e.warn(fmt.Sprintf("%s: the record has no \"all\" mechanism, so unlisted senders get neutral; end it with \"-all\" or \"~all\"", domain))
+	step.Lookups = 1
+	e.ev.Lookups++
+	step.Total = e.ev.Lookups
+	target, ok := expandDomainSpec(redirect, domain)
+	if !ok {
+		step.Target = redirect
+		step.Result = StepSkipped
+		step.Detail = "uses a macro that depends on the sender or client; not evaluated"
+		e.ev.Trace = append(e.ev.Trace, step)
+		return Neutral, false
 	}
-	return def, passAll
+	step.Target = target
+	return e.redirect(ctx, &step, target, depth)
 }
 
 // include evaluates include:target (RFC 7208 section 5.2) and appends its
