@@ -105,6 +105,25 @@ type level struct {
 // structure is measured as a lenient parser would read it, and the
 // measurement errs on the side of more depth and more parts.
 func Check(raw []byte, lim Limits) (Shape, error) {
+	w := walker{lim: lim.withDefaults(), inHeader: true, root: true}
+	for off := 0; off < len(raw); {
+		line := raw[off:]
+		next := len(raw)
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line = line[:i+1]
+			next = off + i + 1
+		}
+		if err := w.line(line, off); err != nil {
+			return w.shape, err
+		}
+		off = next
+	}
+	return w.shape, nil
+}
+
+// withDefaults returns lim with its zero (or negative) fields set to the
+// defaults.
+func (lim Limits) withDefaults() Limits {
 	def := Default()
 	if lim.MaxDepth <= 0 {
 		lim.MaxDepth = def.MaxDepth
@@ -115,96 +134,105 @@ func Check(raw []byte, lim Limits) (Shape, error) {
 	if lim.MaxWork <= 0 {
 		lim.MaxWork = def.MaxWork
 	}
-	var (
-		shape    Shape
-		stack    []level
-		inHeader = true
-		root     = true
-		ctype    []byte // the first Content-Type value of the current header
-		field    []byte // the field being read, while it is a Content-Type
-		gotCT    bool
-	)
-	endHeader := func() error {
-		if field != nil && !gotCT {
-			ctype, gotCT = field, true
-		}
-		boundary, ok := boundaryOf(ctype, root)
-		root, inHeader, ctype, field, gotCT = false, false, nil, nil, false
-		if !ok {
-			return nil
-		}
-		if len(stack) == lim.MaxDepth {
-			return &LimitError{Limit: LimitDepth, Max: int64(lim.MaxDepth)}
-		}
-		stack = append(stack, level{delim: append([]byte("--"), boundary...)})
-		shape.Depth = max(shape.Depth, len(stack))
+	return lim
+}
+
+// walker is Check's state between lines.
+type walker struct {
+	lim      Limits
+	shape    Shape
+	stack    []level
+	inHeader bool
+	root     bool
+	ctype    []byte // the first Content-Type value of the current header
+	field    []byte // the field being read, while it is a Content-Type
+	gotCT    bool
+}
+
+// line measures one line (with its "\n", if any) starting at off.
+func (w *walker) line(line []byte, off int) error {
+	w.shape.Work += int64(len(line)) * int64(len(w.stack))
+	if w.shape.Work > w.lim.MaxWork {
+		return &LimitError{Limit: LimitWork, Max: w.lim.MaxWork}
+	}
+
+	// A boundary line ends whatever is open inside its multipart. The
+	// outermost reader sees each line first, so outer boundaries win;
+	// they are found at the start of a line only, except in the
+	// preamble of the innermost multipart, where enmime looks for its
+	// boundary anywhere in the line.
+	if i, final, ok := matchBoundary(w.stack, line); ok {
+		return w.boundary(i, final, off)
+	}
+	if w.inHeader {
+		return w.headerLine(line)
+	}
+	return nil
+}
+
+// boundary handles a boundary line of the multipart at stack index i: it
+// closes what is open inside it and, unless final, starts a part.
+func (w *walker) boundary(i int, final bool, off int) error {
+	if w.inHeader {
+		w.field = nil
+	}
+	w.stack = w.stack[:i+1]
+	if final {
+		w.stack = w.stack[:i]
+		w.inHeader = false
 		return nil
 	}
-
-	for off := 0; off < len(raw); {
-		line := raw[off:]
-		next := len(raw)
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			line = line[:i+1]
-			next = off + i + 1
-		}
-		shape.Work += int64(len(line)) * int64(len(stack))
-		if shape.Work > lim.MaxWork {
-			return shape, &LimitError{Limit: LimitWork, Max: lim.MaxWork}
-		}
-
-		// A boundary line ends whatever is open inside its multipart. The
-		// outermost reader sees each line first, so outer boundaries win;
-		// they are found at the start of a line only, except in the
-		// preamble of the innermost multipart, where enmime looks for its
-		// boundary anywhere in the line.
-		if i, final, ok := matchBoundary(stack, line); ok {
-			if inHeader {
-				field = nil
-			}
-			stack = stack[:i+1]
-			if final {
-				stack = stack[:i]
-				inHeader = false
-			} else {
-				stack[i].parts++
-				shape.Parts++
-				if shape.Parts > lim.MaxParts {
-					return shape, &LimitError{Limit: LimitParts, Max: int64(lim.MaxParts)}
-				}
-				shape.PartOffsets = append(shape.PartOffsets, off)
-				inHeader, ctype, field, gotCT = true, nil, nil, false
-			}
-			off = next
-			continue
-		}
-
-		if inHeader {
-			content := bytes.TrimRight(line, "\r\n")
-			switch {
-			case len(content) == 0:
-				if err := endHeader(); err != nil {
-					return shape, err
-				}
-			case content[0] == ' ' || content[0] == '\t' || bytes.IndexByte(content, ':') < 0:
-				// A continuation, indented or not (enmime repairs both).
-				if field != nil {
-					field = append(append(field, ' '), bytes.TrimSpace(content)...)
-				}
-			default:
-				if field != nil && !gotCT {
-					ctype, gotCT = field, true
-				}
-				field = nil
-				colon := bytes.IndexByte(content, ':')
-				if !gotCT && strings.EqualFold(string(bytes.TrimSpace(content[:colon])), "content-type") {
-					field = append([]byte(nil), bytes.TrimSpace(content[colon+1:])...)
-				}
-			}
-		}
-		off = next
+	w.stack[i].parts++
+	w.shape.Parts++
+	if w.shape.Parts > w.lim.MaxParts {
+		return &LimitError{Limit: LimitParts, Max: int64(w.lim.MaxParts)}
 	}
-	return shape, nil
+	w.shape.PartOffsets = append(w.shape.PartOffsets, off)
+	w.inHeader, w.ctype, w.field, w.gotCT = true, nil, nil, false
+	return nil
+}
+
+// headerLine reads one line of a header, keeping the first Content-Type.
+func (w *walker) headerLine(line []byte) error {
+	content := bytes.TrimRight(line, "\r\n")
+	switch {
+	case len(content) == 0:
+		return w.endHeader()
+	case content[0] == ' ' || content[0] == '\t' || bytes.IndexByte(content, ':') < 0:
+		// A continuation, indented or not (enmime repairs both).
+		if w.field != nil {
+			w.field = append(append(w.field, ' '), bytes.TrimSpace(content)...)
+		}
+	default:
+		if w.field != nil && !w.gotCT {
+			w.ctype, w.gotCT = w.field, true
+		}
+		w.field = nil
+		colon := bytes.IndexByte(content, ':')
+		if !w.gotCT && strings.EqualFold(string(bytes.TrimSpace(content[:colon])), "content-type") {
+			w.field = append([]byte(nil), bytes.TrimSpace(content[colon+1:])...)
+		}
+	}
+	return nil
+}
+
+// endHeader ends a header at its blank line: a multipart Content-Type
+// opens a level.
+func (w *walker) endHeader() error {
+	if w.field != nil && !w.gotCT {
+		w.ctype, w.gotCT = w.field, true
+	}
+	boundary, ok := boundaryOf(w.ctype, w.root)
+	w.root, w.inHeader, w.ctype, w.field, w.gotCT = false, false, nil, nil, false
+	if !ok {
+		return nil
+	}
+	if len(w.stack) == w.lim.MaxDepth {
+		return &LimitError{Limit: LimitDepth, Max: int64(w.lim.MaxDepth)}
+	}
+	w.stack = append(w.stack, level{delim: append([]byte("--"), boundary...)})
+	w.shape.Depth = max(w.shape.Depth, len(w.stack))
+	return nil
 }
 
 // matchBoundary finds the outermost open multipart whose boundary line line
