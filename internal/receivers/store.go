@@ -280,18 +280,6 @@ type stored struct {
 }
 
 func (s *Store) store(ctx context.Context, ids []uuid.UUID, m stored) ([]Delivered, error) {
-	encode := func(id uuid.UUID) ([]byte, error) {
-		d := m.details
-		if m.recipients != nil {
-			d.Recipients = m.recipients[id]
-		}
-		d.Recipients = nonNil(d.Recipients)
-		parsed, err := json.Marshal(d)
-		if err != nil {
-			return nil, fmt.Errorf("error encoding message details: %w", err)
-		}
-		return parsed, nil
-	}
 	if m.receivedAt.IsZero() {
 		m.receivedAt = s.now()
 	}
@@ -308,61 +296,20 @@ func (s *Store) store(ctx context.Context, ids []uuid.UUID, m stored) ([]Deliver
 		// delivery reach several receivers.
 		webhookID := m.webhookID
 		if webhookID != nil && (m.channel == ChannelEmail || m.channel == ChannelSMS) {
-			first, err := claimWebhookID(ctx, tx, *webhookID, OutcomeDelivered, now)
-			if err != nil {
+			if err := claimDeliveryWebhookID(ctx, tx, q, *webhookID, now); err != nil {
 				return nil, err
-			}
-			if !first {
-				outcome, err := q.IngressWebhookIDGet(ctx, tx, *webhookID)
-				if err != nil {
-					return nil, fmt.Errorf("error reading webhook id: %w", err)
-				}
-				if outcome == OutcomeDelivered {
-					return nil, ErrDuplicate
-				}
-				return nil, &WebhookIDUsedError{ID: *webhookID, Outcome: outcome}
 			}
 		}
 		for _, id := range ids {
-			r, err := q.ReceiverNextSeq(ctx, tx, dbsqlc.ReceiverNextSeqParams{ID: id, Now: now})
-			if dbutil.IsNotFound(err) {
+			d, ok, err := s.storeCopy(ctx, tx, q, id, m, webhookID, now)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
 				continue // expired or deleted since the lookup
 			}
-			if err != nil {
-				return nil, fmt.Errorf("error locking receiver: %w", err)
-			}
-			parsed, err := encode(id)
-			if err != nil {
-				return nil, err
-			}
-			msgID, err := q.MessageInsert(ctx, tx, dbsqlc.MessageInsertParams{
-				ID: uuid.Must(uuid.NewV7()), ReceiverID: id, AccountID: r.AccountID, Seq: r.LastSeq, Channel: m.channel,
-				Sender: m.sender, Subject: m.subject, TextBody: m.text, HtmlBody: m.html, Parsed: parsed, Raw: m.raw,
-				SizeBytes: int32(m.size), WebhookID: webhookID, ReceivedAt: m.receivedAt.UTC(),
-			})
 			webhookID = nil
-			if dbutil.IsUniqueViolation(err, "receiver_messages_webhook_id_key") {
-				return nil, ErrDuplicate
-			}
-			if err != nil {
-				return nil, fmt.Errorf("error inserting message: %w", err)
-			}
-			from := m.details.From.Address
-			if from == "" {
-				from = m.sender
-			}
-			if _, err := s.Emitter.Emit(ctx, tx, events.Event{
-				AccountID: r.AccountID,
-				Type:      events.TypeReceiverMessageReceived,
-				Payload: map[string]any{
-					"receiver_id": id, "message_id": msgID, "channel": m.channel,
-					"from": from, "subject": m.subject, "label": r.Label,
-				},
-				At: m.receivedAt,
-			}); err != nil {
-				return nil, err
-			}
-			out = append(out, Delivered{AccountID: r.AccountID, ReceiverID: id, MessageID: msgID})
+			out = append(out, d)
 		}
 		if len(out) == 0 {
 			return nil, ErrExpired
@@ -380,6 +327,86 @@ func (s *Store) store(ctx context.Context, ids []uuid.UUID, m stored) ([]Deliver
 		s.Delivered(woken...)
 	}
 	return out, nil
+}
+
+// claimDeliveryWebhookID claims an ingress webhook id for a delivery. An id
+// claimed before fails with ErrDuplicate when a delivery took it, and with
+// a *WebhookIDUsedError when a refused request consumed it.
+func claimDeliveryWebhookID(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, webhookID string, now time.Time) error {
+	first, err := claimWebhookID(ctx, tx, webhookID, OutcomeDelivered, now)
+	if err != nil {
+		return err
+	}
+	if first {
+		return nil
+	}
+	outcome, err := q.IngressWebhookIDGet(ctx, tx, webhookID)
+	if err != nil {
+		return fmt.Errorf("error reading webhook id: %w", err)
+	}
+	if outcome == OutcomeDelivered {
+		return ErrDuplicate
+	}
+	return &WebhookIDUsedError{ID: webhookID, Outcome: outcome}
+}
+
+// storeCopy stores receiver id's copy of m, with webhookID, and emits its
+// receiver.message_received event. ok is false when the receiver expired
+// or was deleted since the lookup.
+func (s *Store) storeCopy(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, id uuid.UUID, m stored, webhookID *string, now time.Time) (d Delivered, ok bool, err error) {
+	r, err := q.ReceiverNextSeq(ctx, tx, dbsqlc.ReceiverNextSeqParams{ID: id, Now: now})
+	if dbutil.IsNotFound(err) {
+		return Delivered{}, false, nil
+	}
+	if err != nil {
+		return Delivered{}, false, fmt.Errorf("error locking receiver: %w", err)
+	}
+	parsed, err := m.encode(id)
+	if err != nil {
+		return Delivered{}, false, err
+	}
+	msgID, err := q.MessageInsert(ctx, tx, dbsqlc.MessageInsertParams{
+		ID: uuid.Must(uuid.NewV7()), ReceiverID: id, AccountID: r.AccountID, Seq: r.LastSeq, Channel: m.channel,
+		Sender: m.sender, Subject: m.subject, TextBody: m.text, HtmlBody: m.html, Parsed: parsed, Raw: m.raw,
+		SizeBytes: int32(m.size), WebhookID: webhookID, ReceivedAt: m.receivedAt.UTC(),
+	})
+	if dbutil.IsUniqueViolation(err, "receiver_messages_webhook_id_key") {
+		return Delivered{}, false, ErrDuplicate
+	}
+	if err != nil {
+		return Delivered{}, false, fmt.Errorf("error inserting message: %w", err)
+	}
+	from := m.details.From.Address
+	if from == "" {
+		from = m.sender
+	}
+	if _, err := s.Emitter.Emit(ctx, tx, events.Event{
+		AccountID: r.AccountID,
+		Type:      events.TypeReceiverMessageReceived,
+		Payload: map[string]any{
+			"receiver_id": id, "message_id": msgID, "channel": m.channel,
+			"from": from, "subject": m.subject, "label": r.Label,
+		},
+		At: m.receivedAt,
+	}); err != nil {
+		return Delivered{}, false, err
+	}
+	return Delivered{AccountID: r.AccountID, ReceiverID: id, MessageID: msgID}, true, nil
+}
+
+// encode returns the message details stored for receiver id's copy, as
+// JSON.
+func (m stored) encode(id uuid.UUID) ([]byte, error) {
+	d := m.details
+	if m.recipients != nil {
+		d.Recipients = m.recipients[id]
+	}
+	d.Recipients = nonNil(d.Recipients)
+	parsed, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("error encoding message details: %w", err)
+	}
+	return parsed, nil
 }
 
 func nonNil[T any](s []T) []T {
