@@ -72,9 +72,86 @@ func benchWait(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	defer cleanup()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	api, err := startWaitAPI(ctx, bin, env)
 	if err != nil {
 		return err
+	}
+	defer api.Stop()
+	base := api.Base
+	waitAccount, apiKey, err := createAccount(ctx, base, fmt.Sprintf("wait-%d@example.com", time.Now().UnixNano()))
+	if err != nil {
+		return err
+	}
+	if err := setBenchPlan(ctx, env, waitAccount); err != nil { // 5,000 live receivers: business
+		return err
+	}
+	fmt.Printf("api: `mailwatch api` subprocess (pid %d), pool DB_MAX_CONNS=%d; %d waiters, %d msg/s over %d SMTP connections for %s\n",
+		api.Pid, waitPoolSize, waitWaiters, waitMsgsPerSec, waitSMTPConns, benchDuration())
+
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConns: waitWaiters * 2, MaxIdleConnsPerHost: waitWaiters * 2, IdleConnTimeout: 5 * time.Minute,
+	}}
+	rcvs, err := createWaitReceivers(ctx, client, base, apiKey)
+	if err != nil {
+		return err
+	}
+	store, smtpAddr, stopSMTP, err := startWaitSMTP(env)
+	if err != nil {
+		return err
+	}
+	defer stopSMTP()
+
+	// The waiters: each loops on wait?after=<last>, so 5,000 stay pending.
+	waiters := startWaiters(ctx, client, base, apiKey, rcvs, store)
+	defer waiters.stop()
+	// Let every waiter reach the server and register.
+	for i := 0; i < 300 && waiters.waiting.Load() < waitWaiters; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	idleRSS, _ := procStatusKB(api.Pid, "VmRSS")
+	idleConns, listenConns, err := apiConnections(ctx, env)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("idle:  %d waiters pending, API RSS %.1f MiB, API DB connections %d pool + %d LISTEN\n",
+		waiters.waiting.Load(), float64(idleRSS)/1024, idleConns, listenConns)
+
+	sent, smtpErrs, maxPool := deliverWaitLoad(ctx, env, smtpAddr, rcvs)
+	time.Sleep(500 * time.Millisecond) // the last wake-ups
+	loadRSS, _ := procStatusKB(api.Pid, "VmRSS")
+	peakRSS, _ := procStatusKB(api.Pid, "VmHWM")
+	endConns, endListen, err := apiConnections(ctx, env)
+	if err != nil {
+		return err
+	}
+
+	lats := waiters.sortedLatencies()
+	fmt.Printf("load:  %d messages sent (%d SMTP errors), %d waiters woken, %d wait errors, %d still pending\n",
+		sent, smtpErrs, len(lats), waiters.failures.Load(), waiters.waiting.Load())
+	fmt.Printf("wake latency, end of SMTP DATA -> HTTP response: p50 %.2f ms  p99 %.2f ms  max %.2f ms\n",
+		ms(percentile(lats, 50)), ms(percentile(lats, 99)), ms(percentile(lats, 100)))
+	fmt.Printf("API RSS: %.1f MiB with waiters idle, %.1f MiB after load, peak %.1f MiB\n",
+		float64(idleRSS)/1024, float64(loadRSS)/1024, float64(peakRSS)/1024)
+	fmt.Printf("API DB connections: max %d pool connections during load (pool size %d) + %d LISTEN; at end %d + %d\n",
+		maxPool, waitPoolSize, listenConns, endConns, endListen)
+
+	base1, err := measureAuthRoute(ctx, env, 32, 3*time.Second)
+	if err == nil {
+		fmt.Printf("baseline authenticated GET (in-process, 32 conns): %s\n", base1)
+	}
+	return nil
+}
+
+// startWaitAPI starts bin as `mailwatch api` with the wait bench's
+// settings: its own application_name (apiConnections counts by it), a pool
+// of waitPoolSize, no effective rate limit. Unlike startAPI it logs to
+// stderr, until Stop, when stopping it ends every pending wait with a
+// (logged) 503 by design.
+func startWaitAPI(ctx context.Context, bin string, env *benchEnv) (*apiProcess, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
 	}
 	apiAddr := ln.Addr().String()
 	ln.Close()
@@ -95,153 +172,168 @@ func benchWait(ctx context.Context, env *benchEnv) error {
 		"LOG_LEVEL=warn",
 		"SHUTDOWN_TIMEOUT=5s",
 	)
-	// Its log goes to stderr until the end, when stopping it ends every
-	// pending wait with a (logged) 503 by design.
 	quiet := &switchWriter{w: os.Stderr}
 	cmd.Stdout, cmd.Stderr = quiet, quiet
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("error starting mailwatch api: %w", err)
+		return nil, fmt.Errorf("error starting mailwatch api: %w", err)
 	}
-	defer func() {
+	stop := func() {
 		quiet.off.Store(true)
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
-	}()
+	}
 	base := "http://" + apiAddr
 	if err := waitReady(ctx, base+"/readyz"); err != nil {
-		return err
+		stop()
+		return nil, err
 	}
-	waitAccount, apiKey, err := createAccount(ctx, base, fmt.Sprintf("wait-%d@example.com", time.Now().UnixNano()))
-	if err != nil {
-		return err
-	}
-	if err := setBenchPlan(ctx, env, waitAccount); err != nil { // 5,000 live receivers: business
-		return err
-	}
-	fmt.Printf("api: `mailwatch api` subprocess (pid %d), pool DB_MAX_CONNS=%d; %d waiters, %d msg/s over %d SMTP connections for %s\n",
-		cmd.Process.Pid, waitPoolSize, waitWaiters, waitMsgsPerSec, waitSMTPConns, benchDuration())
+	return &apiProcess{Base: base, Pid: cmd.Process.Pid, stop: stop}, nil
+}
 
-	client := &http.Client{Transport: &http.Transport{
-		MaxIdleConns: waitWaiters * 2, MaxIdleConnsPerHost: waitWaiters * 2, IdleConnTimeout: 5 * time.Minute,
-	}}
-	type rcv struct{ id, address string }
-	rcvs := make([]rcv, waitWaiters)
-	{
-		var wg sync.WaitGroup
-		var firstErr atomic.Value
-		sem := make(chan struct{}, 32)
-		for i := range rcvs {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				var r struct {
-					ID      string `json:"id"`
-					Address string `json:"address"`
-				}
-				if err := doJSON(ctx, client, "POST", base+"/api/accounts/me/receivers", apiKey, `{"ttl_seconds":3600}`, http.StatusCreated, &r); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-				rcvs[i] = rcv{r.ID, r.Address}
-			}()
-		}
-		wg.Wait()
-		if err, ok := firstErr.Load().(error); ok {
-			return fmt.Errorf("error creating receivers: %w", err)
-		}
-	}
+// waitReceiver is one receiver the wait bench holds a waiter on.
+type waitReceiver struct{ id, address string }
 
+// createWaitReceivers creates waitWaiters receivers through the API, 32 at
+// a time.
+func createWaitReceivers(ctx context.Context, client *http.Client, base, apiKey string) ([]waitReceiver, error) {
+	rcvs := make([]waitReceiver, waitWaiters)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	sem := make(chan struct{}, 32)
+	for i := range rcvs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			var r struct {
+				ID      string `json:"id"`
+				Address string `json:"address"`
+			}
+			if err := doJSON(ctx, client, "POST", base+"/api/accounts/me/receivers", apiKey, `{"ttl_seconds":3600}`, http.StatusCreated, &r); err != nil {
+				firstErr.CompareAndSwap(nil, err)
+				return
+			}
+			rcvs[i] = waitReceiver{r.ID, r.Address}
+		}()
+	}
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return nil, fmt.Errorf("error creating receivers: %w", err)
+	}
+	return rcvs, nil
+}
+
+// startWaitSMTP serves inbound SMTP on a loopback port, delivering into the
+// bench database through a recordingStore; stop closes the server.
+func startWaitSMTP(env *benchEnv) (store *recordingStore, addr string, stop func(), err error) {
 	riverClient, err := jobs.NewClient(jobs.Deps{Pool: env.Pool, Logger: env.Logger}, jobs.Options{})
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
-	store := &recordingStore{Store: &receivers.Store{DB: env.Pool, Emitter: &events.Emitter{River: riverClient}}, seen: map[string]time.Time{}}
+	store = &recordingStore{Store: &receivers.Store{DB: env.Pool, Emitter: &events.Emitter{River: riverClient}}, seen: map[string]time.Time{}}
 	smtpSrv, err := smtpd.NewServer(smtpd.Config{Domain: waitInboundHost}, store, nil)
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
 	smtpLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return nil, "", nil, err
 	}
 	go func() { _ = smtpSrv.Serve(smtpLn) }()
-	defer smtpSrv.Close()
+	return store, smtpLn.Addr().String(), func() { smtpSrv.Close() }, nil
+}
 
-	// The waiters: each loops on wait?after=<last>, so 5,000 stay pending.
-	var (
-		latMu     sync.Mutex
-		latencies []time.Duration
-		waiting   atomic.Int64
-		failures  atomic.Int64
-	)
-	waitCtx, stopWaiters := context.WithCancel(ctx)
-	var wwg sync.WaitGroup
+// waiterPool is the wait bench's long-poll waiters, one per receiver, and
+// what they observed.
+type waiterPool struct {
+	latMu     sync.Mutex
+	latencies []time.Duration
+	waiting   atomic.Int64
+	failures  atomic.Int64
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startWaiters starts one waiter per receiver; stop ends them.
+func startWaiters(ctx context.Context, client *http.Client, base, apiKey string, rcvs []waitReceiver, store *recordingStore) *waiterPool {
+	p := &waiterPool{}
+	waitCtx, cancel := context.WithCancel(ctx)
+	p.cancel = cancel
 	for _, r := range rcvs {
-		wwg.Add(1)
+		p.wg.Add(1)
 		go func() {
-			defer wwg.Done()
-			after := ""
-			for waitCtx.Err() == nil {
-				url := base + "/api/accounts/me/receivers/" + r.id + "/wait?timeout=60"
-				if after != "" {
-					url += "&after=" + after
-				}
-				req, _ := http.NewRequestWithContext(waitCtx, "GET", url, nil)
-				req.Header.Set("Authorization", "Bearer "+apiKey)
-				waiting.Add(1)
-				resp, err := client.Do(req)
-				waiting.Add(-1)
-				now := time.Now()
-				if err != nil {
-					if waitCtx.Err() == nil {
-						failures.Add(1)
-						time.Sleep(100 * time.Millisecond)
-					}
-					continue
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				switch resp.StatusCode {
-				case http.StatusOK:
-					var m struct {
-						ID string `json:"id"`
-					}
-					_ = json.Unmarshal(body, &m)
-					after = m.ID
-					if at, ok := store.receivedAt(strings.ToLower(r.address)); ok {
-						latMu.Lock()
-						latencies = append(latencies, now.Sub(at))
-						latMu.Unlock()
-					}
-				case http.StatusNoContent:
-				default:
-					failures.Add(1)
-					time.Sleep(100 * time.Millisecond)
-				}
-			}
+			defer p.wg.Done()
+			p.wait(waitCtx, client, base, apiKey, r, store)
 		}()
 	}
-	defer func() { stopWaiters(); wwg.Wait() }()
-	// Let every waiter reach the server and register.
-	for i := 0; i < 300 && waiting.Load() < waitWaiters; i++ {
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(2 * time.Second)
-	idleRSS, _ := procStatusKB(cmd.Process.Pid, "VmRSS")
-	idleConns, listenConns, err := apiConnections(ctx, env)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("idle:  %d waiters pending, API RSS %.1f MiB, API DB connections %d pool + %d LISTEN\n",
-		waiting.Load(), float64(idleRSS)/1024, idleConns, listenConns)
+	return p
+}
 
-	// Deliveries: round-robin over receivers, so each gets a message only
-	// every waitWaiters/waitMsgsPerSec seconds and its waiter is re-armed.
-	var next atomic.Int64
-	var sent, smtpErrs atomic.Int64
-	var maxPool atomic.Int64
+// stop cancels the waiters and waits for them to return.
+func (p *waiterPool) stop() { p.cancel(); p.wg.Wait() }
+
+// wait loops on r's wait?after=<last> until ctx ends, recording the time
+// from the end of SMTP DATA to each message's response.
+func (p *waiterPool) wait(ctx context.Context, client *http.Client, base, apiKey string, r waitReceiver, store *recordingStore) {
+	after := ""
+	for ctx.Err() == nil {
+		url := base + "/api/accounts/me/receivers/" + r.id + "/wait?timeout=60"
+		if after != "" {
+			url += "&after=" + after
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		p.waiting.Add(1)
+		resp, err := client.Do(req)
+		p.waiting.Add(-1)
+		now := time.Now()
+		if err != nil {
+			if ctx.Err() == nil {
+				p.failures.Add(1)
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			var m struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal(body, &m)
+			after = m.ID
+			if at, ok := store.receivedAt(strings.ToLower(r.address)); ok {
+				p.latMu.Lock()
+				p.latencies = append(p.latencies, now.Sub(at))
+				p.latMu.Unlock()
+			}
+		case http.StatusNoContent:
+		default:
+			p.failures.Add(1)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// sortedLatencies returns a sorted copy of the wake latencies so far.
+func (p *waiterPool) sortedLatencies() []time.Duration {
+	p.latMu.Lock()
+	lats := append([]time.Duration(nil), p.latencies...)
+	p.latMu.Unlock()
+	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
+	return lats
+}
+
+// deliverWaitLoad sends waitMsgsPerSec messages a second over waitSMTPConns
+// connections for benchDuration, round-robin over receivers, so each gets
+// a message only every waitWaiters/waitMsgsPerSec seconds and its waiter
+// is re-armed. It samples the API's pool connections meanwhile and returns
+// the largest count.
+func deliverWaitLoad(ctx context.Context, env *benchEnv, smtpAddr string, rcvs []waitReceiver) (sent, smtpErrs, maxPool int64) {
+	var next, nSent, nErrs atomic.Int64
 	deadline := time.Now().Add(benchDuration())
 	var swg sync.WaitGroup
 	for c := 0; c < waitSMTPConns; c++ {
@@ -251,66 +343,43 @@ func benchWait(ctx context.Context, env *benchEnv) error {
 			interval := time.Second * time.Duration(waitSMTPConns) / waitMsgsPerSec
 			tick := time.NewTicker(interval)
 			defer tick.Stop()
-			sc, err := smtp.Dial(smtpLn.Addr().String())
+			sc, err := smtp.Dial(smtpAddr)
 			if err != nil {
-				smtpErrs.Add(1)
+				nErrs.Add(1)
 				return
 			}
 			defer sc.Close()
 			if err := sc.Hello("bench.example"); err != nil {
-				smtpErrs.Add(1)
+				nErrs.Add(1)
 				return
 			}
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				<-tick.C
 				r := rcvs[int(next.Add(1)-1)%len(rcvs)]
 				if err := sendOne(sc, r.address); err != nil {
-					smtpErrs.Add(1)
+					nErrs.Add(1)
 					continue
 				}
-				sent.Add(1)
+				nSent.Add(1)
 			}
 		}()
 	}
-	// Sample the API's connections while the load runs.
-	sampleDone := make(chan struct{})
-	go func() {
-		defer close(sampleDone)
-		for time.Now().Before(deadline) && ctx.Err() == nil {
-			if n, _, err := apiConnections(ctx, env); err == nil && int64(n) > maxPool.Load() {
-				maxPool.Store(int64(n))
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	}()
+	maxPool = sampleMaxPool(ctx, env, deadline)
 	swg.Wait()
-	<-sampleDone
-	time.Sleep(500 * time.Millisecond) // the last wake-ups
-	loadRSS, _ := procStatusKB(cmd.Process.Pid, "VmRSS")
-	peakRSS, _ := procStatusKB(cmd.Process.Pid, "VmHWM")
-	endConns, endListen, err := apiConnections(ctx, env)
-	if err != nil {
-		return err
-	}
+	return nSent.Load(), nErrs.Load(), maxPool
+}
 
-	latMu.Lock()
-	lats := append([]time.Duration(nil), latencies...)
-	latMu.Unlock()
-	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
-	fmt.Printf("load:  %d messages sent (%d SMTP errors), %d waiters woken, %d wait errors, %d still pending\n",
-		sent.Load(), smtpErrs.Load(), len(lats), failures.Load(), waiting.Load())
-	fmt.Printf("wake latency, end of SMTP DATA -> HTTP response: p50 %.2f ms  p99 %.2f ms  max %.2f ms\n",
-		ms(percentile(lats, 50)), ms(percentile(lats, 99)), ms(percentile(lats, 100)))
-	fmt.Printf("API RSS: %.1f MiB with waiters idle, %.1f MiB after load, peak %.1f MiB\n",
-		float64(idleRSS)/1024, float64(loadRSS)/1024, float64(peakRSS)/1024)
-	fmt.Printf("API DB connections: max %d pool connections during load (pool size %d) + %d LISTEN; at end %d + %d\n",
-		maxPool.Load(), waitPoolSize, listenConns, endConns, endListen)
-
-	base1, err := measureAuthRoute(ctx, env, 32, 3*time.Second)
-	if err == nil {
-		fmt.Printf("baseline authenticated GET (in-process, 32 conns): %s\n", base1)
+// sampleMaxPool samples the API's pool connections every 250 ms until
+// deadline and returns the largest count.
+func sampleMaxPool(ctx context.Context, env *benchEnv, deadline time.Time) int64 {
+	var maxPool int64
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if n, _, err := apiConnections(ctx, env); err == nil && int64(n) > maxPool {
+			maxPool = int64(n)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-	return nil
+	return maxPool
 }
 
 func sendOne(sc *smtp.Client, to string) error {
