@@ -58,102 +58,28 @@ func benchProviders(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	priv, provID, err := setupBenchProvider(ctx, srv.BaseURL, key)
 	if err != nil {
-		return err
-	}
-	der, err := x509.MarshalPKIXPublicKey(&priv.PublicKey)
-	if err != nil {
-		return err
-	}
-	if err := postJSON(ctx, srv.BaseURL+"/api/accounts/me/domains", key, map[string]any{"domain": "bench-sender.example"}, 201, nil); err != nil {
-		return err
-	}
-	var prov struct {
-		ID string `json:"id"`
-	}
-	if err := postJSON(ctx, srv.BaseURL+"/api/accounts/me/sending-providers", key, map[string]any{
-		"kind": "sendgrid", "label": "bench", "config": map[string]any{"public_key": base64.StdEncoding.EncodeToString(der)},
-	}, 201, &prov); err != nil {
-		return err
-	}
-	if err := postJSON(ctx, srv.BaseURL+"/api/accounts/me/sending-providers/"+prov.ID+"/links", key, map[string]any{"domain": "bench-sender.example"}, 200, nil); err != nil {
 		return err
 	}
 
-	var seq atomic.Int64
-	ingressURL := srv.BaseURL + "/api/webhooks/providers/" + prov.ID
-	type signedReq struct {
-		body    []byte
-		ts, sig string
+	feed := &signedFeed{signer: &sendgridSigner{priv: priv}, url: srv.BaseURL + "/api/webhooks/providers/" + provID}
+	warm := runLoad(ctx, benchProviderConns, time.Second, feed.post) // warm up, signing inline
+	if err := feed.presign(int(warm.RPS()*2*d.Seconds()) + 20000); err != nil {
+		return err
 	}
-	sign := func() (signedReq, error) {
-		n := seq.Add(1)
-		body := []byte(`[{"email":"r` + strconv.FormatInt(n, 10) + `@rcpt.example","event":"processed","sg_event_id":"e` +
-			strconv.FormatInt(n, 10) + `","sg_message_id":"m` + strconv.FormatInt(n, 10) + `.f","timestamp":` +
-			strconv.FormatInt(time.Now().Unix(), 10) + `}]`)
-		ts := strconv.FormatInt(time.Now().Unix(), 10)
-		h := sha256.Sum256(append([]byte(ts), body...))
-		sig, err := ecdsa.SignASN1(rand.Reader, priv, h[:])
-		if err != nil {
-			return signedReq{}, err
-		}
-		return signedReq{body: body, ts: ts, sig: base64.StdEncoding.EncodeToString(sig)}, nil
-	}
-	// Requests are signed before the measured run (a provider signs on its
-	// own machines; signing here would take the server's CPU): the run
-	// takes them from presigned, and signs inline only if it runs out.
-	var presigned []signedReq
-	var next atomic.Int64
-	post := func(ctx context.Context, client *http.Client) error {
-		var r signedReq
-		if i := next.Add(1) - 1; i < int64(len(presigned)) {
-			r = presigned[i]
-		} else {
-			var err error
-			if r, err = sign(); err != nil {
-				return err
-			}
-		}
-		req, err := http.NewRequestWithContext(ctx, "POST", ingressURL, bytes.NewReader(r.body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Twilio-Email-Event-Webhook-Signature", r.sig)
-		req.Header.Set("X-Twilio-Email-Event-Webhook-Timestamp", r.ts)
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	}
-	warm := runLoad(ctx, benchProviderConns, time.Second, post) // warm up, signing inline
-	want := int(warm.RPS()*2*d.Seconds()) + 20000
-	presigned = make([]signedReq, want)
-	for i := range presigned {
-		var err error
-		if presigned[i], err = sign(); err != nil {
-			return err
-		}
-	}
-	next.Store(0)
 	meter := newCPUMeter(ctx, env.Pool)
 	c0 := meter.read()
-	ingress := runLoad(ctx, benchProviderConns, d, post)
+	ingress := runLoad(ctx, benchProviderConns, d, feed.post)
 	c1 := meter.read()
-	inline := max(0, int(next.Load())-len(presigned))
+	used := int(feed.next.Load())
+	inline := max(0, used-len(feed.presigned))
 	fmt.Printf("%d connections, %s per run\n", benchProviderConns, d)
 	fmt.Printf("baseline   GET /api/accounts/me (auth)          %s\n", auth)
 	fmt.Printf("           %s\n", authCPU)
 	fmt.Printf("ingress    signed SendGrid webhook -> River     %s\n", ingress)
 	fmt.Printf("           %s; %d of %d presigned requests used, %d signed inline\n",
-		meter.perRequest(c0, c1, ingress.Requests), min(int(next.Load()), len(presigned)), len(presigned), inline)
+		meter.perRequest(c0, c1, ingress.Requests), min(used, len(feed.presigned)), len(feed.presigned), inline)
 	fmt.Printf("ratio      ingress / auth baseline              %.2f  (target >= 0.50)\n", ingress.RPS()/auth.RPS())
 	var batches int
 	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, jobs.ProviderPayloadArgs{}.Kind()).Scan(&batches); err != nil {
@@ -162,7 +88,128 @@ func benchProviders(ctx context.Context, env *benchEnv) error {
 	fmt.Printf("           %d River jobs for the stored payloads: %.1f payloads per ingress transaction\n",
 		batches, float64(ingress.Requests+warm.Requests)/float64(max(batches, 1)))
 
-	// Worker: drain every queued payload.
+	if err := benchProviderWorker(ctx, env); err != nil {
+		return err
+	}
+	if os.Getenv("BENCH_PROVIDERS_SKIP_SUPPRESSIONS") != "" {
+		return nil // profiling the ingress and worker phases only
+	}
+	return benchSuppressionCheck(ctx, env, srv.BaseURL, key, accountID, d)
+}
+
+// setupBenchProvider adds a sender domain and a SendGrid provider, with a
+// fresh P-256 verification key, linked to it. It returns the signing key
+// and the provider's id.
+func setupBenchProvider(ctx context.Context, baseURL, key string) (*ecdsa.PrivateKey, string, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	der, err := x509.MarshalPKIXPublicKey(&priv.PublicKey)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := postJSON(ctx, baseURL+"/api/accounts/me/domains", key, map[string]any{"domain": "bench-sender.example"}, 201, nil); err != nil {
+		return nil, "", err
+	}
+	var prov struct {
+		ID string `json:"id"`
+	}
+	if err := postJSON(ctx, baseURL+"/api/accounts/me/sending-providers", key, map[string]any{
+		"kind": "sendgrid", "label": "bench", "config": map[string]any{"public_key": base64.StdEncoding.EncodeToString(der)},
+	}, 201, &prov); err != nil {
+		return nil, "", err
+	}
+	if err := postJSON(ctx, baseURL+"/api/accounts/me/sending-providers/"+prov.ID+"/links", key, map[string]any{"domain": "bench-sender.example"}, 200, nil); err != nil {
+		return nil, "", err
+	}
+	return priv, prov.ID, nil
+}
+
+// signedReq is one signed SendGrid webhook request.
+type signedReq struct {
+	body    []byte
+	ts, sig string
+}
+
+// sendgridSigner signs SendGrid event webhooks, each a new event.
+type sendgridSigner struct {
+	priv *ecdsa.PrivateKey
+	seq  atomic.Int64
+}
+
+// sign returns a request for one new "processed" event.
+func (s *sendgridSigner) sign() (signedReq, error) {
+	n := s.seq.Add(1)
+	body := []byte(`[{"email":"r` + strconv.FormatInt(n, 10) + `@rcpt.example","event":"processed","sg_event_id":"e` +
+		strconv.FormatInt(n, 10) + `","sg_message_id":"m` + strconv.FormatInt(n, 10) + `.f","timestamp":` +
+		strconv.FormatInt(time.Now().Unix(), 10) + `}]`)
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	h := sha256.Sum256(append([]byte(ts), body...))
+	sig, err := ecdsa.SignASN1(rand.Reader, s.priv, h[:])
+	if err != nil {
+		return signedReq{}, err
+	}
+	return signedReq{body: body, ts: ts, sig: base64.StdEncoding.EncodeToString(sig)}, nil
+}
+
+// signedFeed posts signed requests to url. Requests are signed before the
+// measured run (a provider signs on its own machines; signing here would
+// take the server's CPU): the run takes them from presigned, and signs
+// inline only if it runs out.
+type signedFeed struct {
+	signer    *sendgridSigner
+	url       string
+	presigned []signedReq
+	next      atomic.Int64 // requests taken, presigned or not
+}
+
+// presign signs n requests for the next run and rewinds the feed.
+func (f *signedFeed) presign(n int) error {
+	f.presigned = make([]signedReq, n)
+	for i := range f.presigned {
+		var err error
+		if f.presigned[i], err = f.signer.sign(); err != nil {
+			return err
+		}
+	}
+	f.next.Store(0)
+	return nil
+}
+
+// post sends the next request; any status but 200 is an error.
+func (f *signedFeed) post(ctx context.Context, client *http.Client) error {
+	var r signedReq
+	if i := f.next.Add(1) - 1; i < int64(len(f.presigned)) {
+		r = f.presigned[i]
+	} else {
+		var err error
+		if r, err = f.signer.sign(); err != nil {
+			return err
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", f.url, bytes.NewReader(r.body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Twilio-Email-Event-Webhook-Signature", r.sig)
+	req.Header.Set("X-Twilio-Email-Event-Webhook-Timestamp", r.ts)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// benchProviderWorker drains every queued payload with one worker client
+// and prints its rate.
+func benchProviderWorker(ctx context.Context, env *benchEnv) error {
 	var queued int
 	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM provider_payloads WHERE processed_at IS NULL`).Scan(&queued); err != nil {
 		return err
@@ -197,11 +244,13 @@ func benchProviders(ctx context.Context, env *benchEnv) error {
 	}
 	fmt.Printf("worker     %d payloads normalised in %s: %.0f events/s (%d message events)\n",
 		queued, drain.Round(time.Millisecond), float64(queued)/drain.Seconds(), events)
+	return nil
+}
 
-	if os.Getenv("BENCH_PROVIDERS_SKIP_SUPPRESSIONS") != "" {
-		return nil // profiling the ingress and worker phases only
-	}
-	// Suppression check at 1,000,000 entries.
+// benchSuppressionCheck loads benchSuppressions entries for the account and
+// measures the suppression check: the capability's lookup alone, then
+// GET .../suppressions/check over HTTP with key.
+func benchSuppressionCheck(ctx context.Context, env *benchEnv, baseURL, key, accountID string, d time.Duration) error {
 	t0 := time.Now()
 	if _, err := env.Pool.Exec(ctx, `
 		INSERT INTO suppressions (id, account_id, email, email_hash, reason)
@@ -235,7 +284,7 @@ func benchProviders(ctx context.Context, env *benchEnv) error {
 	var checkSeq atomic.Int64
 	check := func(ctx context.Context, client *http.Client) error {
 		n := checkSeq.Add(7919) % (2 * benchSuppressions)
-		return getOK(srv.BaseURL+"/api/accounts/me/suppressions/check?email=user"+strconv.FormatInt(n+1, 10)+"%40bench.example", key)(ctx, client)
+		return getOK(baseURL+"/api/accounts/me/suppressions/check?email=user"+strconv.FormatInt(n+1, 10)+"%40bench.example", key)(ctx, client)
 	}
 	runLoad(ctx, benchProviderConns, time.Second, check)
 	viaHTTP := runLoad(ctx, benchProviderConns, d, check)
