@@ -126,62 +126,20 @@ func benchDMARCCorpus(dir string) error {
 var reportIDRe = regexp.MustCompile(`<report_id>[^<]*</report_id>`)
 
 func benchDMARCSMTP(ctx context.Context, env *benchEnv, dir string) error {
-	n := 1000
-	if s := os.Getenv("BENCH_REPORTS"); s != "" {
-		if v, err := strconv.Atoi(s); err == nil && v > 0 {
-			n = v
-		}
-	}
+	n := benchReportCount()
 	template, err := os.ReadFile(filepath.Join(dir, "dmarc", "extract_report", "nice-input.xml"))
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.DiscardHandler)
-	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{9}, 32))
+	p, err := startDMARCPipeline(ctx, env)
 	if err != nil {
 		return err
 	}
-	deps := jobs.Deps{Pool: env.Pool, Logger: logger, Keyring: keyring}
-	client, err := jobs.NewClient(deps, jobs.Options{Concurrency: 16, Queues: []string{river.QueueDefault}})
+	defer p.close()
+	rcpt, err := signedReportAddress(ctx, env, p.svc)
 	if err != nil {
 		return err
 	}
-	done, cancelSub := client.Subscribe(river.EventKindJobCompleted)
-	defer cancelSub()
-	if err := client.Start(ctx); err != nil {
-		return err
-	}
-	defer func() { _ = client.Stop(context.Background()) }()
-
-	svc := &reports.Service{DB: env.Pool, River: client, Logger: logger, Signer: &reports.Signer{Keyring: keyring, Domain: "inbound.mailwatch.test"}}
-	store := &reports.SMTPStore{Reports: svc, Next: &receivers.Store{DB: env.Pool, Emitter: &events.Emitter{River: client}, Logger: logger}}
-	srv, err := smtpd.NewServer(smtpd.Config{Domain: "inbound.mailwatch.test"}, store, logger)
-	if err != nil {
-		return err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
-
-	q := dbsqlc.New()
-	account := uuid.Must(uuid.NewV7())
-	if _, err := q.AccountInsert(ctx, env.Pool, dbsqlc.AccountInsertParams{ID: account, Email: account.String() + "@bench.example", PasswordHash: "x"}); err != nil {
-		return err
-	}
-	d, err := q.DomainInsert(ctx, env.Pool, dbsqlc.DomainInsertParams{ID: uuid.Must(uuid.NewV7()), AccountID: account, Name: "example.com", Tags: []string{}})
-	if err != nil {
-		return err
-	}
-	addrs, err := dbutil.WithTxV(ctx, env.Pool, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
-		return svc.Sign(ctx, tx, account, d.ID, d.Name)
-	})
-	if err != nil {
-		return err
-	}
-	rcpt := addrs[0].Address
 
 	// Latency runs from the 250 reply to DATA (the report is stored and its
 	// parse job queued) to River's completed event of the parse job, which
@@ -198,90 +156,12 @@ func benchDMARCSMTP(ctx context.Context, env *benchEnv, dir string) error {
 	collected := make(chan error, 1)
 	go func() {
 		defer cancel()
-		for got := 0; got < n; {
-			select {
-			case ev := <-done:
-				if ev.Job.Kind != (reports.ParseArgs{}).Kind() {
-					continue
-				}
-				at := time.Now()
-				var rid string
-				err := env.Pool.QueryRow(ctx, "SELECT r.report_id FROM dmarc_reports r WHERE r.message_id = (($1::jsonb)->>'message_id')::uuid", string(ev.Job.EncodedArgs)).Scan(&rid)
-				if err != nil {
-					collected <- fmt.Errorf("report of job %d: %w", ev.Job.ID, err)
-					return
-				}
-				i, err := strconv.Atoi(strings.TrimPrefix(rid, "bench-"))
-				if err != nil || i < 0 || i >= n {
-					collected <- fmt.Errorf("unexpected report id %q", rid)
-					return
-				}
-				parsedAt[i] = at
-				got++
-				<-inFlight
-			case <-ctx.Done():
-				collected <- ctx.Err()
-				return
-			}
-		}
-		collected <- nil
+		collected <- collectParses(ctx, env, p.done, parsedAt, inFlight)
 	}()
 
 	const conns = 8
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, conns)
-	for c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc, err := smtp.Dial(l.Addr().String())
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer sc.Close()
-			if err := sc.Hello("bench.example"); err != nil {
-				errs <- err
-				return
-			}
-			for i := c; i < n; i += conns {
-				select {
-				case inFlight <- struct{}{}:
-				case <-ctx.Done():
-					errs <- ctx.Err()
-					return
-				}
-				xml := reportIDRe.ReplaceAll(template, []byte("<report_id>bench-"+strconv.Itoa(i)+"</report_id>"))
-				msg := benchReportEmail(xml)
-				if err := sc.Mail("noreply-dmarc@reporter.example", nil); err != nil {
-					errs <- err
-					return
-				}
-				if err := sc.Rcpt(rcpt, nil); err != nil {
-					errs <- err
-					return
-				}
-				w, err := sc.Data()
-				if err != nil {
-					errs <- err
-					return
-				}
-				if _, err := w.Write(msg); err != nil {
-					errs <- err
-					return
-				}
-				if err := w.Close(); err != nil { // ends DATA and reads the 250
-					errs <- fmt.Errorf("report %d: DATA: %w", i, err)
-					return
-				}
-				repliedAt[i] = time.Now()
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := sendReports(ctx, p.smtpAddr, rcpt, template, conns, inFlight, repliedAt); err != nil {
 		cancel() // a sender failed: the parses it never sent will not come
 		if cerr := <-collected; cerr != nil && !errors.Is(cerr, context.Canceled) {
 			return fmt.Errorf("waiting for parse jobs: %w", cerr)
@@ -301,6 +181,182 @@ func benchDMARCSMTP(ctx context.Context, env *benchEnv, dir string) error {
 	fmt.Printf("smtp: %d reports over %d connections in %s: %.0f reports/s; 250 to DATA -> parsed and dmarc_report_received committed (at most %d in flight): p50 %s, p99 %s\n",
 		n, conns, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), maxInFlight,
 		percentile(latencies, 50).Round(time.Microsecond), percentile(latencies, 99).Round(time.Microsecond))
+	return nil
+}
+
+// benchReportCount is BENCH_REPORTS, or 1,000.
+func benchReportCount() int {
+	n := 1000
+	if s := os.Getenv("BENCH_REPORTS"); s != "" {
+		if v, err := strconv.Atoi(s); err == nil && v > 0 {
+			n = v
+		}
+	}
+	return n
+}
+
+// dmarcPipeline is the report path under measure: an SMTP server storing
+// reports through reports.SMTPStore, and a River client running their
+// parse jobs.
+type dmarcPipeline struct {
+	svc      *reports.Service
+	done     <-chan *river.Event // River's completed jobs
+	smtpAddr string
+	close    func()
+}
+
+// startDMARCPipeline starts the River client (16 workers) and the SMTP
+// server on a loopback port; close stops both.
+func startDMARCPipeline(ctx context.Context, env *benchEnv) (*dmarcPipeline, error) {
+	logger := slog.New(slog.DiscardHandler)
+	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{9}, 32))
+	if err != nil {
+		return nil, err
+	}
+	deps := jobs.Deps{Pool: env.Pool, Logger: logger, Keyring: keyring}
+	client, err := jobs.NewClient(deps, jobs.Options{Concurrency: 16, Queues: []string{river.QueueDefault}})
+	if err != nil {
+		return nil, err
+	}
+	done, cancelSub := client.Subscribe(river.EventKindJobCompleted)
+	if err := client.Start(ctx); err != nil {
+		cancelSub()
+		return nil, err
+	}
+	stopClient := func() {
+		_ = client.Stop(context.Background())
+		cancelSub()
+	}
+
+	svc := &reports.Service{DB: env.Pool, River: client, Logger: logger, Signer: &reports.Signer{Keyring: keyring, Domain: "inbound.mailwatch.test"}}
+	store := &reports.SMTPStore{Reports: svc, Next: &receivers.Store{DB: env.Pool, Emitter: &events.Emitter{River: client}, Logger: logger}}
+	srv, err := smtpd.NewServer(smtpd.Config{Domain: "inbound.mailwatch.test"}, store, logger)
+	if err != nil {
+		stopClient()
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		stopClient()
+		return nil, err
+	}
+	go func() { _ = srv.Serve(l) }()
+	return &dmarcPipeline{svc: svc, done: done, smtpAddr: l.Addr().String(), close: func() {
+		srv.Close()
+		stopClient()
+	}}, nil
+}
+
+// signedReportAddress creates an account with the domain example.com and
+// returns its first signed report address.
+func signedReportAddress(ctx context.Context, env *benchEnv, svc *reports.Service) (string, error) {
+	q := dbsqlc.New()
+	account := uuid.Must(uuid.NewV7())
+	if _, err := q.AccountInsert(ctx, env.Pool, dbsqlc.AccountInsertParams{ID: account, Email: account.String() + "@bench.example", PasswordHash: "x"}); err != nil {
+		return "", err
+	}
+	d, err := q.DomainInsert(ctx, env.Pool, dbsqlc.DomainInsertParams{ID: uuid.Must(uuid.NewV7()), AccountID: account, Name: "example.com", Tags: []string{}})
+	if err != nil {
+		return "", err
+	}
+	addrs, err := dbutil.WithTxV(ctx, env.Pool, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
+		return svc.Sign(ctx, tx, account, d.ID, d.Name)
+	})
+	if err != nil {
+		return "", err
+	}
+	return addrs[0].Address, nil
+}
+
+// collectParses notes, in parsedAt, when each report's parse job completed
+// (reports are numbered by their report id, "bench-<i>") and frees its
+// inFlight slot, until every report is parsed or ctx ends.
+func collectParses(ctx context.Context, env *benchEnv, done <-chan *river.Event, parsedAt []time.Time, inFlight <-chan struct{}) error {
+	n := len(parsedAt)
+	for got := 0; got < n; {
+		select {
+		case ev := <-done:
+			if ev.Job.Kind != (reports.ParseArgs{}).Kind() {
+				continue
+			}
+			at := time.Now()
+			var rid string
+			err := env.Pool.QueryRow(ctx, "SELECT r.report_id FROM dmarc_reports r WHERE r.message_id = (($1::jsonb)->>'message_id')::uuid", string(ev.Job.EncodedArgs)).Scan(&rid)
+			if err != nil {
+				return fmt.Errorf("report of job %d: %w", ev.Job.ID, err)
+			}
+			i, err := strconv.Atoi(strings.TrimPrefix(rid, "bench-"))
+			if err != nil || i < 0 || i >= n {
+				return fmt.Errorf("unexpected report id %q", rid)
+			}
+			parsedAt[i] = at
+			got++
+			<-inFlight
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// sendReports sends len(repliedAt) reports made from template to rcpt over
+// conns SMTP connections, each taking an inFlight slot first, and notes in
+// repliedAt when each DATA was answered. It returns the first sender's
+// error.
+func sendReports(ctx context.Context, addr, rcpt string, template []byte, conns int, inFlight chan<- struct{}, repliedAt []time.Time) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	for c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := sendReportsOn(ctx, addr, rcpt, template, c, conns, inFlight, repliedAt); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// sendReportsOn is one connection of sendReports: it sends reports c,
+// c+conns, c+2*conns, ...
+func sendReportsOn(ctx context.Context, addr, rcpt string, template []byte, c, conns int, inFlight chan<- struct{}, repliedAt []time.Time) error {
+	sc, err := smtp.Dial(addr)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	if err := sc.Hello("bench.example"); err != nil {
+		return err
+	}
+	for i := c; i < len(repliedAt); i += conns {
+		select {
+		case inFlight <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		xml := reportIDRe.ReplaceAll(template, []byte("<report_id>bench-"+strconv.Itoa(i)+"</report_id>"))
+		msg := benchReportEmail(xml)
+		if err := sc.Mail("noreply-dmarc@reporter.example", nil); err != nil {
+			return err
+		}
+		if err := sc.Rcpt(rcpt, nil); err != nil {
+			return err
+		}
+		w, err := sc.Data()
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(msg); err != nil {
+			return err
+		}
+		if err := w.Close(); err != nil { // ends DATA and reads the 250
+			return fmt.Errorf("report %d: DATA: %w", i, err)
+		}
+		repliedAt[i] = time.Now()
+	}
 	return nil
 }
 
