@@ -26,9 +26,6 @@ const (
 // measures the event and alert listings of one account at 32 connections
 // beside the foundation's authenticated baseline route.
 func benchEvents(ctx context.Context, env *benchEnv) error {
-	const conns = 32
-	d := benchDuration()
-
 	srv, err := env.startAPI(ctx, env.Pool, nil)
 	if err != nil {
 		return err
@@ -72,6 +69,15 @@ func benchEvents(ctx context.Context, env *benchEnv) error {
 	}
 	fmt.Printf("events    %s; the measured first page: %d bytes of stored renderings\n", mix, pageBytes)
 
+	if err := printEventPlans(ctx, env, measured); err != nil {
+		return err
+	}
+	return measureEventListings(ctx, env, srv.BaseURL, key)
+}
+
+// printEventPlans prints the plan of the measured account's first page of
+// events and of its unacknowledged alerts: node, index, time and buffers.
+func printEventPlans(ctx context.Context, env *benchEnv, measured uuid.UUID) error {
 	for _, f := range []events.ListFilter{
 		{AccountID: measured, Order: events.OrderDesc, Limit: 50},
 		{AccountID: measured, Order: events.OrderDesc, Limit: 50, AlertsOnly: true, Acknowledged: new(bool)},
@@ -97,7 +103,15 @@ func benchEvents(ctx context.Context, env *benchEnv) error {
 			fmt.Printf("plan      %s using %s: %.2f ms, %d buffers hit, %d read\n", n.NodeType, n.IndexName, p[0].ExecutionTime, n.HitBlocks, n.ReadBlock)
 		}
 	}
+	return nil
+}
 
+// measureEventListings loads the event and alert listings at the API at
+// baseURL with key, beside the authenticated baseline route, and prints
+// rates, CPU per request and ratios.
+func measureEventListings(ctx context.Context, env *benchEnv, baseURL, key string) error {
+	const conns = 32
+	d := benchDuration()
 	// CPU time per request beside the rates: on this shared machine the
 	// rates move with the neighbours' load between the phases, the CPU
 	// spent by this process (server + load generator) much less.
@@ -106,8 +120,8 @@ func benchEvents(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	meter := newCPUMeter(ctx, env.Pool)
-	eventsURL := srv.BaseURL + "/api/accounts/me/events?limit=50"
-	alertsURL := srv.BaseURL + "/api/accounts/me/alerts?acknowledged=false"
+	eventsURL := baseURL + "/api/accounts/me/events?limit=50"
+	alertsURL := baseURL + "/api/accounts/me/alerts?acknowledged=false"
 	runLoad(ctx, conns, time.Second, getOK(eventsURL, key)) // warm up
 	runLoad(ctx, conns, time.Second, getOK(alertsURL, key))
 	c0 := meter.read()
