@@ -158,7 +158,7 @@ func TestAPIProcessServesAndShutsDownGracefully(t *testing.T) {
 	base := "http://" + addr
 	waitHTTP(t, base+"/readyz")
 
-	// The README's walk-through (README.md): create an account, use its key.
+	// The README's walk-through: create an account, use its key.
 	resp, err := http.Post(base+"/api/accounts", "application/json",
 		strings.NewReader(`{"email": "readme@example.com", "password": "a long password"}`))
 	require.NoError(t, err)
