@@ -1,15 +1,21 @@
 package main
 
-// The README runs as pasted. TestREADMERunsAsPasted enforces it with these
-// rules (repeated in a comment at the top of the README's walk-through):
+// The documentation runs as pasted. TestDocsRunAsPasted enforces it with
+// these rules (repeated in a comment at the top of the README's
+// walk-through and in docs/README.md's "Run order"):
 //
-//   - Every block fenced exactly ```sh runs. A block that must not run
-//     (scripts/run itself, which does not return; sample output) is fenced
-//     ```console or ```text instead.
-//   - The blocks run in README order, in ONE bash with `set -euo pipefail`,
-//     so a block may use what an earlier one set (KEY, EVENT_ID, ...), an
-//     unset variable fails, and so does a failing command: use `curl -fsS`
-//     where an error status means the example is broken.
+//   - Every block fenced exactly ```sh runs, in README.md and in every
+//     docs/**/*.md. A block that must not run (scripts/run itself, which
+//     does not return; sample output) is fenced ```console or ```text
+//     instead.
+//   - The README's blocks run first, then those of each file docs/README.md
+//     lists under "## Run order", in that order; within a file, in file
+//     order. A docs file with ```sh blocks missing from the list fails the
+//     test, and so does a listed file that does not exist.
+//   - They all run in ONE bash with `set -euo pipefail`, so a block may use
+//     what an earlier one set (KEY, EVENT_ID, ...), an unset variable fails,
+//     and so does a failing command: use `curl -fsS` where an error status
+//     means the example is broken.
 //   - The shell starts in a directory holding .local/env exactly as
 //     scripts/run writes it (lib.sh's write_local_env): BASE, SMTP_URL, UI,
 //     DATABASE_URL and the freshly built mailwatch first on PATH. Its
@@ -18,9 +24,9 @@ package main
 //     starts it (lib.sh's dev_env: loopback listeners, loopback webhook
 //     destinations allowed), on free loopback ports, with a fresh database
 //     (dbtest.NewDB) and DNS_RESOLVER pointing at a loopback DNS server
-//     (dnstest) that serves readmeZone, so the domain examples get real
+//     (dnstest) that serves docsZone, so the domain examples get real
 //     answers without the internet. A feature whose example needs another
-//     setting adds it to readmeSettings.
+//     setting adds it to docsSettings.
 
 import (
 	"bufio"
@@ -41,28 +47,34 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnstest"
 )
 
-// readmeZone is what the loopback DNS server answers for the README's
-// domain examples (example.com as it is published today, roughly).
-const readmeZone = `
+// docsZone is what the loopback DNS server answers for the
+// documentation's domain examples (example.com as it is published today, roughly).
+const docsZone = `
 example.com.        300 IN TXT "v=spf1 -all"
 example.com.        300 IN MX  0 .
 example.com.        300 IN A   93.184.215.14
 _dmarc.example.com. 300 IN TXT "v=DMARC1; p=reject; sp=reject; adkim=s; aspf=s"
 `
 
-// readmeSettings are settings the README's examples need beyond what
-// scripts/run sets.
-var readmeSettings = []string{}
+// docsSettings are settings the documentation's examples need beyond
+// what scripts/run sets.
+var docsSettings = []string{}
 
-// shBlock is one ```sh block of the README.
+// shBlock is one ```sh block of a Markdown file.
 type shBlock struct {
-	line int // of the opening fence, 1-based
+	file string // relative to the repository's root
+	line int    // of the opening fence, 1-based
 	text string
 }
 
-// readmeShBlocks returns the ```sh blocks of the Markdown file in order.
-func readmeShBlocks(t *testing.T, path string) []shBlock {
+// repoRoot is the repository's root, seen from this package's directory.
+const repoRoot = "../.."
+
+// markdownShBlocks returns the ```sh blocks of the Markdown file (a path
+// relative to the repository's root) in order.
+func markdownShBlocks(t *testing.T, file string) []shBlock {
 	t.Helper()
+	path := filepath.Join(repoRoot, filepath.FromSlash(file))
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var (
@@ -78,7 +90,7 @@ func readmeShBlocks(t *testing.T, path string) []shBlock {
 		case cur == nil && fence == "" && strings.HasPrefix(trimmed, "```"):
 			fence = "```"
 			if strings.TrimSpace(strings.TrimPrefix(trimmed, "```")) == "sh" {
-				cur = &shBlock{line: n}
+				cur = &shBlock{file: file, line: n}
 			}
 		case fence != "" && trimmed == fence:
 			if cur != nil {
@@ -90,7 +102,7 @@ func readmeShBlocks(t *testing.T, path string) []shBlock {
 		}
 	}
 	require.NoError(t, sc.Err())
-	require.Empty(t, fence, "%s: a code block is never closed", path)
+	require.Empty(t, fence, "%s: a code block is never closed", file)
 	return blocks
 }
 
@@ -112,36 +124,40 @@ func cleanEnv() []string {
 	return env
 }
 
-// TestREADMEShBlocksParse checks the extractor on the README itself: the
-// walk-through is there and scripts/run is not run.
-func TestREADMEShBlocksParse(t *testing.T) {
+// TestDocsShBlocksParse checks the extractor on the documentation itself:
+// the walk-through is there and comes first, the run order names every
+// docs file with examples, and no block runs scripts/run or a literal
+// address.
+func TestDocsShBlocksParse(t *testing.T) {
 	t.Parallel()
-	blocks := readmeShBlocks(t, "../../README.md")
+	blocks := docsShBlocks(t)
 	require.NotEmpty(t, blocks)
+	require.Equal(t, "README.md", blocks[0].file)
 	require.Contains(t, blocks[0].text, "source .local/env", "the walk-through starts from scripts/run's environment")
 	for _, b := range blocks {
 		for _, l := range strings.Split(b.text, "\n") {
 			require.False(t, strings.HasPrefix(strings.TrimSpace(l), "scripts/run"),
-				"README.md block at line %d: scripts/run does not return; fence it as console", b.line)
+				"%s block at line %d: scripts/run does not return; fence it as console", b.file, b.line)
 		}
-		require.NotContains(t, b.text, "127.0.0.1:8080", "README.md block at line %d: use $BASE", b.line)
+		require.NotContains(t, b.text, "127.0.0.1:8080", "%s block at line %d: use $BASE", b.file, b.line)
 	}
 }
 
-// TestREADMERunsAsPasted runs every ```sh block of README.md against a real
-// `mailwatch dev`; see the rules at the top of this file.
-func TestREADMERunsAsPasted(t *testing.T) {
+// TestDocsRunAsPasted runs every ```sh block of README.md and docs/, in
+// the declared order, against a real `mailwatch dev`; see the rules at the
+// top of this file.
+func TestDocsRunAsPasted(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []string{"bash", "curl", "jq", "openssl"} {
 		_, err := exec.LookPath(tool)
-		require.NoError(t, err, "the README's examples need %s (scripts/test and scripts/run install jq and openssl)", tool)
+		require.NoError(t, err, "the documentation's examples need %s (scripts/test and scripts/run install jq and openssl)", tool)
 	}
-	blocks := readmeShBlocks(t, "../../README.md")
+	blocks := docsShBlocks(t)
 	lib, err := filepath.Abs("../../scripts/lib.sh")
 	require.NoError(t, err)
 	binDir := filepath.Dir(buildBinary(t))
 	pool, dbURL := dbtest.NewDB(t)
-	dns := dnstest.Start(t, readmeZone)
+	dns := dnstest.Start(t, docsZone)
 	work := t.TempDir()
 	listen := freeAddr(t)
 
@@ -155,7 +171,7 @@ func TestREADMERunsAsPasted(t *testing.T) {
 		"MAILWATCH_SECRET_KEY="+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)),
 		"LOG_FORMAT=json",
 	)
-	devEnv = append(devEnv, readmeSettings...)
+	devEnv = append(devEnv, docsSettings...)
 	dev := startBash(t, devEnv, "",
 		`source "$1" && dev_env && write_local_env "$2/.local/env" "$3" && exec "$3/mailwatch" dev`,
 		lib, work, binDir)
@@ -163,20 +179,21 @@ func TestREADMERunsAsPasted(t *testing.T) {
 
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
-	script.WriteString(`trap 'echo "README.md block at line $MW_README_LINE failed: $BASH_COMMAND" >&2' ERR` + "\n")
+	script.WriteString(`trap 'echo "$MW_DOC_BLOCK failed: $BASH_COMMAND" >&2' ERR` + "\n")
 	for _, b := range blocks {
-		fmt.Fprintf(&script, "MW_README_LINE=%d\necho '### README.md line %d' >&2\n%s\n", b.line, b.line, b.text)
+		where := fmt.Sprintf("%s block at line %d", b.file, b.line)
+		fmt.Fprintf(&script, "MW_DOC_BLOCK='%s'\necho '### %s' >&2\n%s\n", where, where, b.text)
 	}
-	path := filepath.Join(work, "readme.sh")
+	path := filepath.Join(work, "docs.sh")
 	require.NoError(t, os.WriteFile(path, []byte(script.String()), 0o600))
 
 	cmd := exec.Command("bash", path)
 	cmd.Dir = work
 	cmd.Env = cleanEnv()
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "the README's ```sh blocks failed as pasted:\n%s\nmailwatch dev:\n%s", out, dev.log())
+	require.NoError(t, err, "the documentation's ```sh blocks failed as pasted:\n%s\nmailwatch dev:\n%s", out, dev.log())
 
-	// What the walk-through did reached the server: the alert was
+	// What the examples did reached the server: the alert was
 	// acknowledged, the delivery was retried, the mail arrived.
 	ctx := context.Background()
 	var acked, attempts, messages int
@@ -185,7 +202,7 @@ func TestREADMERunsAsPasted(t *testing.T) {
 		(SELECT count(*) FROM webhook_delivery_attempts),
 		(SELECT count(*) FROM receiver_messages)`).Scan(&acked, &attempts, &messages))
 	require.Equal(t, 1, acked, "%s", out)
-	require.GreaterOrEqual(t, attempts, 2, "the first attempt and the README's retry:\n%s", out)
+	require.GreaterOrEqual(t, attempts, 2, "the first attempt and docs/features/river-ui.md's retry:\n%s", out)
 	require.Equal(t, 1, messages, "%s", out)
 }
 

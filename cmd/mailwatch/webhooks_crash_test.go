@@ -187,7 +187,7 @@ func TestWorkerCrashLosesNoDelivery(t *testing.T) {
 	}
 	// Delivery is at least once, and the duplicates are bounded: only a
 	// push in flight when the worker died (its outcome never recorded) is
-	// sent again after the rescue, once. The README quotes this figure.
+	// sent again after the rescue, once. docs/features/webhooks.md quotes this figure.
 	rescued := f.count(t, "SELECT count(*) FROM webhook_delivery_attempts WHERE error_class = 'interrupted'")
 	t.Logf("duplicates after a worker kill: %d of %d deliveries arrived twice; %d jobs were running at the kill, "+
 		"%d attempts were interrupted (at least once, de-duplicated on webhook-id)", duplicates, total, inFlight, rescued)

@@ -45,12 +45,13 @@ func TestRESTNameAliases(t *testing.T) {
 	require.Greater(t, aliases, 10)
 }
 
-// TestREADMEListsRESTNames holds the README's table of names to RESTNames.
-func TestREADMEListsRESTNames(t *testing.T) {
+// TestDocsListRESTNames holds docs/features/data-api.md's table of names to
+// RESTNames.
+func TestDocsListRESTNames(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/features/data-api.md")
 	require.NoError(t, err)
 	table := RESTNamesMarkdown()
-	require.True(t, strings.Contains(string(readme), table),
-		"README.md's section \"Identity and the data API\" must hold the table of REST names exactly as RESTNamesMarkdown renders it:\n%s", table)
+	require.True(t, strings.Contains(string(doc), table),
+		"docs/features/data-api.md must hold the table of REST names exactly as RESTNamesMarkdown renders it:\n%s", table)
 }

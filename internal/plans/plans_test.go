@@ -68,10 +68,11 @@ func TestDefault(t *testing.T) {
 	require.Equal(t, plans.Free, plans.Effective(nil, "").Name)
 }
 
-func TestREADMEShowsTheTable(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestDocsShowTheTable holds docs/features/plans.md's plan table to the code.
+func TestDocsShowTheTable(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/features/plans.md")
 	require.NoError(t, err)
-	require.Contains(t, string(readme), plans.MarkdownTable(), "README's plan table must be plans.MarkdownTable()")
+	require.Contains(t, string(doc), plans.MarkdownTable(), "docs/features/plans.md's plan table must be plans.MarkdownTable()")
 }
 
 func TestParsePriceMap(t *testing.T) {
