@@ -97,7 +97,7 @@ type Options struct {
 	// Concurrency is MaxWorkers per queue; zero makes an insert-only client.
 	Concurrency int
 	// FetchCooldown is lowered from River's 100 ms so that a job inserted by
-	// the API starts within milliseconds (measured: see the README's benchmarks): it applies both
+	// the API starts within milliseconds (measured: see docs/benchmarks.md): it applies both
 	// to the inserting client's notify debounce and to the fetch loop.
 	FetchCooldown time.Duration
 	// WithPeriodic enables the periodic jobs (every worker process may set

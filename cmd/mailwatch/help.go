@@ -91,7 +91,7 @@ Takes the account's admin rights away (effective within 5 s).
 
 Without an argument, prints every setting's effective value from the
 environment, secrets redacted. 'table' prints the Markdown table of every
-setting with its default and meaning (the README's configuration table).
+setting with its default and meaning (the table in docs/configuration.md).
 `,
 	"config table": `usage: mailwatch config table
 

@@ -26,7 +26,7 @@ type RoleBudget struct {
 // Total is the role's connections over all its processes.
 func (r RoleBudget) Total() int { return r.Processes * r.PerProcess }
 
-// Roles returns the connection budget of each role, by the rule the README's
+// Roles returns the connection budget of each role, by the rule docs/configuration.md's
 // "Deploying" section states:
 //
 //   - api: its pool, plus one LISTEN connection of its own for long-poll

@@ -1,7 +1,7 @@
 // Package config reads mailwatch's configuration from the environment.
 //
 // Every variable is declared once in Vars, with its default and meaning, so
-// that the README table, the start-up log line and the parser cannot drift
+// that the table of docs/configuration.md, the start-up log line and the parser cannot drift
 // apart. Secret values are redacted whenever the configuration is printed.
 package config
 
@@ -387,7 +387,7 @@ func Redacted(lookup Lookup) map[string]string {
 	return out
 }
 
-// MarkdownTable renders Vars as the README's configuration table.
+// MarkdownTable renders Vars as the table of docs/configuration.md.
 func MarkdownTable() string {
 	var b strings.Builder
 	b.WriteString("| Variable | Default | Secret | Meaning |\n|---|---|---|---|\n")

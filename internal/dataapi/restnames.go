@@ -19,7 +19,7 @@ type RESTName struct {
 }
 
 // RESTNames lists every column whose REST name differs. A test holds it to
-// the views and to the REST API's response types, and the README's table
+// the views and to the REST API's response types, and the table of docs/features/data-api.md
 // is rendered from it (RESTNamesMarkdown), so neither can go stale.
 var RESTNames = []RESTName{
 	{Table: "domains", Column: "name", Field: "domain", Alias: true},
@@ -61,7 +61,7 @@ var RESTNames = []RESTName{
 		Note: "nested under override; the REST type's own webhook is the resolved decision, not the override"},
 }
 
-// RESTNamesMarkdown renders RESTNames as the README's table.
+// RESTNamesMarkdown renders RESTNames as the table of docs/features/data-api.md.
 func RESTNamesMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| data API `table.column` | REST field | REST name also a data-API column | note |\n")

@@ -243,8 +243,8 @@ func VerifyMX(ctx context.Context, db dbutil.Executor, r dnscheck.Resolver, em *
 
 // IsVerifiedInbound reports whether name is a verified custom inbound
 // subdomain, whose mail the SMTP listener should accept like
-// INBOUND_DOMAIN's (the listener's wiring is the coordinator's: see the
-// README's "DNS fixes and connections").
+// INBOUND_DOMAIN's (the listener's wiring is the coordinator's: see
+// docs/features/dnsfix.md).
 func IsVerifiedInbound(ctx context.Context, db dbutil.Executor, name string) (bool, error) {
 	return dbsqlc.New().MXSetupIsVerified(ctx, db, strings.ToLower(strings.TrimSuffix(name, ".")))
 }

@@ -1,5 +1,5 @@
 // Package plans is mailwatch's table of plans and their limits, the one
-// place a limit is written down (the README shows this table).
+// place a limit is written down (docs/features/plans.md shows this table).
 //
 // Plans limit counts (monitored domains, live receivers, event
 // subscriptions, sending providers) and event retention; they never change
@@ -218,7 +218,7 @@ func (m PriceMap) String() string {
 // ErrUnknownPlan is returned for a plan name not in the table.
 var ErrUnknownPlan = errors.New("unknown plan")
 
-// MarkdownTable renders the plan table for the README.
+// MarkdownTable renders the plan table for docs/features/plans.md.
 func MarkdownTable() string {
 	var b strings.Builder
 	b.WriteString("| Plan | Monitored domains | Live receivers | Event subscriptions | Sending providers | Event retention (days) |\n")

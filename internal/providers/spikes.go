@@ -15,8 +15,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/health"
 )
 
-// Spike detection rules (README "Sending providers, suppression and
-// spikes").
+// Spike detection rules (docs/features/providers.md).
 //
 // Rates are per recipient over a rolling window, per (domain, provider):
 // the volume is the larger of the recipients sent to and the recipients
