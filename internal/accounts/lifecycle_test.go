@@ -86,7 +86,7 @@ func TestCreateUpdateDelete(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, st.CredentialsChangedAt)
 	require.Zero(t, countRows(t, tx, "SELECT count(*) FROM web_sessions WHERE account_id = $1", c.Account.ID))
-	require.Equal(t, 1, countRows(t, tx, "SELECT count(*) FROM events WHERE account_id = $1 AND type = $2", c.Account.ID, events.TypePasswordChanged))
+	require.Equal(t, 1, countRows(t, tx, "SELECT count(*) FROM events WHERE account_id = $1 AND event_type = $2", c.Account.ID, events.TypePasswordChanged))
 
 	d, err := s.MarkDeleting(ctx, tx, c.Account.ID)
 	require.NoError(t, err)
@@ -168,7 +168,7 @@ func TestSuspendUnsuspend(t *testing.T) {
 	require.Equal(t, "unpaid", *ch.Account.SuspendedReason)
 	require.Len(t, ch.KeyHashes, 1)
 	var payload map[string]any
-	require.NoError(t, tx.QueryRow(ctx, "SELECT payload FROM events WHERE account_id = $1 AND type = $2",
+	require.NoError(t, tx.QueryRow(ctx, "SELECT payload FROM events WHERE account_id = $1 AND event_type = $2",
 		target.Account.ID, events.TypeAccountSuspended).Scan(&payload))
 	require.Equal(t, adm.Account.Email, payload["admin_email"])
 	require.Equal(t, "unpaid", payload["reason"])
