@@ -4,22 +4,18 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/mail"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"github.com/mailwatch/mailwatch/internal/apikey"
+	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
-	"github.com/mailwatch/mailwatch/internal/events"
-	"github.com/mailwatch/mailwatch/internal/notify"
+	"github.com/mailwatch/mailwatch/internal/emailaddr"
 	"github.com/mailwatch/mailwatch/internal/password"
 	"github.com/mailwatch/mailwatch/internal/signin"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // Account is an account as the API shows it.
@@ -54,27 +50,65 @@ type UpdateAccountRequest struct {
 	Password *string `json:"password,omitempty" validate:"omitempty,min=8,max=256,not_blank"`
 }
 
-// normalizeEmail trims and lower-cases an address and checks that it is a
-// bare addr-spec with a dotted domain.
+// normalizeEmail is the one email normaliser (internal/emailaddr) with
+// its refusal as a 422 naming field.
 func normalizeEmail(field, raw string) (string, error) {
-	s := strings.ToLower(strings.TrimSpace(raw))
-	addr, err := mail.ParseAddress(s)
-	if err != nil || addr.Address != s || addr.Name != "" {
-		return "", InvalidField(field, "must be a valid email address such as name@example.com")
+	email, err := accounts.NormaliseEmail(field, raw)
+	if err != nil {
+		return "", accountError(err)
 	}
-	at := strings.LastIndexByte(s, '@')
-	domain := s[at+1:]
-	if !strings.Contains(domain, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") || strings.HasPrefix(domain, "[") {
-		return "", InvalidField(field, "must be a valid email address with a domain name such as example.com")
-	}
-	return s, nil
+	return email, nil
 }
 
-func checkPassword(field, p string) error {
-	if err := password.Validate(p); err != nil {
-		return InvalidField(field, err.Error())
+// accountService is the account rules' service over this server's dependencies.
+func (s *Server) accountService() *accounts.Service {
+	return &accounts.Service{River: s.deps.River, Emitter: s.deps.Emitter, Passwords: s.deps.Passwords, Logger: s.logger, Now: s.now}
+}
+
+// accountError is the one mapping of the account rules' errors (accounts,
+// API keys, sign-in, suspension) to answers.
+func accountError(err error) error {
+	var (
+		field   *accounts.FieldError
+		limited *signin.LimitedError
+		labeled *accounts.KeyLabelTakenError
+		tooMany *accounts.TooManyKeysError
+		susp    *accounts.SuspendedError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &field):
+		return InvalidField(field.Field, fieldMessage(field.Err))
+	case errors.Is(err, accounts.ErrNotFound):
+		return NotFound("account")
+	case errors.Is(err, accounts.ErrKeyNotFound):
+		return NotFound("API key")
+	case errors.Is(err, accounts.ErrWrongPassword):
+		return unauthorized(accounts.ErrWrongPassword.Error())
+	case errors.As(err, &limited):
+		return &Error{Status: http.StatusTooManyRequests, Detail: limited.Error(),
+			Headers: map[string]string{fiber.HeaderRetryAfter: strconv.FormatInt(limited.Seconds(), 10)}}
+	case errors.As(err, &susp):
+		return &Error{Status: http.StatusForbidden, Detail: susp.Error()}
+	case errors.As(err, &labeled), errors.As(err, &tooMany), errors.Is(err, accounts.ErrEmailTaken),
+		errors.Is(err, accounts.ErrEmailBeingDeleted), errors.Is(err, accounts.ErrLastKey), errors.Is(err, accounts.ErrDeleting),
+		errors.Is(err, accounts.ErrAlreadySuspended), errors.Is(err, accounts.ErrSuspendedOrDeleting),
+		errors.Is(err, accounts.ErrNotSuspended), errors.Is(err, accounts.ErrSuspendSelf):
+		return Conflict("%s", err.Error())
 	}
-	return nil
+	return passwordBusy(err)
+}
+
+// fieldMessage is the 422 message of a refused field.
+func fieldMessage(err error) string {
+	switch {
+	case errors.Is(err, emailaddr.ErrInvalid):
+		return "must be a valid email address such as name@example.com"
+	case errors.Is(err, emailaddr.ErrNoDomainName):
+		return "must be a valid email address with a domain name such as example.com"
+	}
+	return err.Error()
 }
 
 func (s *Server) accountRoutes() {
@@ -124,110 +158,22 @@ func (s *Server) accountRoutes() {
 }
 
 func (s *Server) createAccount(ctx context.Context, req *CreateAccountRequest) (*CreateAccountResponse, error) {
-	email, err := normalizeEmail("email", req.Email)
+	out, err := s.accountService().Create(ctx, s.db, req.Email, req.Password)
 	if err != nil {
-		return nil, err
+		return nil, accountError(err)
 	}
-	if err := checkPassword("password", req.Password); err != nil {
-		return nil, err
-	}
-	hash, err := s.hashPassword(ctx, req.Password)
-	if err != nil {
-		return nil, err
-	}
-	key := apikey.Generate()
-	out, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*CreateAccountResponse, error) {
-		acct, err := s.q.AccountInsert(ctx, tx, dbsqlc.AccountInsertParams{ID: uuid.Must(uuid.NewV7()), Email: email, PasswordHash: hash})
-		if err != nil {
-			return nil, err
-		}
-		row, err := s.q.APIKeyInsert(ctx, tx, dbsqlc.APIKeyInsertParams{
-			ID: uuid.Must(uuid.NewV7()), AccountID: acct.ID, Label: "default", KeyIdentifier: key.Identifier, KeyHash: key.Hash,
-		})
-		if err != nil {
-			return nil, err
-		}
-		// The sign-in address gets notification mail once verified.
-		if _, err := notify.ReplaceLogin(ctx, tx, s.deps.River, acct.ID, email, s.now()); err != nil {
-			return nil, err
-		}
-		return &CreateAccountResponse{Account: accountFromRow(acct), APIKey: NewAPIKey{APIKey: apiKeyFromRow(row), Key: key.Plain}}, nil
-	})
-	if dbutil.IsUniqueViolation(err, "accounts_email_key") {
-		return nil, s.emailTaken(ctx, email)
-	}
-	return out, err
+	return &CreateAccountResponse{Account: accountFromRow(out.Account), APIKey: NewAPIKey{APIKey: apiKeyFromRow(out.Key), Key: out.Plain}}, nil
 }
 
 func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (*Account, error) {
 	caller := mustCaller(ctx)
-	params := dbsqlc.AccountUpdateParams{ID: caller.AccountID}
-	if req.Email != nil {
-		email, err := normalizeEmail("email", *req.Email)
-		if err != nil {
-			return nil, err
-		}
-		params.Email = &email
+	row, err := s.accountService().Update(ctx, s.db, caller.AccountID,
+		accounts.Change{Email: req.Email, Password: req.Password, KeyIdentifier: caller.KeyIdentifier})
+	if err != nil {
+		return nil, accountError(err)
 	}
 	if req.Password != nil {
-		if err := checkPassword("password", *req.Password); err != nil {
-			return nil, err
-		}
-		hash, err := s.hashPassword(ctx, *req.Password)
-		if err != nil {
-			return nil, err
-		}
-		params.PasswordHash = &hash
-	}
-	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.Account, error) {
-		prev, err := s.q.AccountGetByID(ctx, tx, caller.AccountID)
-		if err != nil {
-			return dbsqlc.Account{}, err
-		}
-		row, err := s.q.AccountUpdate(ctx, tx, params)
-		if err != nil {
-			return row, err
-		}
-		if row.Email != prev.Email {
-			// A new sign-in address replaces the old one among the
-			// notification addresses and must be verified again.
-			if _, err := notify.ReplaceLogin(ctx, tx, s.deps.River, row.ID, row.Email, s.now()); err != nil {
-				return row, err
-			}
-		}
-		if params.PasswordHash == nil {
-			return row, nil
-		}
-		// Tokens and sessions issued before now are refused from now on.
-		changed, err := s.q.AccountSetCredentialsChanged(ctx, tx, dbsqlc.AccountSetCredentialsChangedParams{
-			ID: caller.AccountID, ChangedAt: s.now().UTC()})
-		if err != nil {
-			return row, err
-		}
-		// Every dashboard session ends with the change, the session that
-		// made it included (it signs in again with the new password).
-		if _, err := s.EndWebSessions(ctx, tx, caller.AccountID); err != nil {
-			return row, err
-		}
-		// Known devices earned their trust with the old password.
-		if err := signin.ForgetDevices(ctx, tx, caller.AccountID); err != nil {
-			return row, err
-		}
-		_, err = s.deps.Emitter.Emit(ctx, tx, events.Event{AccountID: caller.AccountID, Type: events.TypePasswordChanged,
-			Payload: map[string]any{"key_identifier": caller.KeyIdentifier, "changed_at": changed.UTC().Format(time.RFC3339Nano)}})
-		return row, err
-	})
-	if dbutil.IsUniqueViolation(err, "accounts_email_key") {
-		return nil, s.emailTaken(ctx, *params.Email)
-	}
-	if err == nil && params.PasswordHash != nil {
 		s.accountStates.Evict(caller.AccountID)
-	}
-	if dbutil.IsNotFound(err) {
-		return nil, NotFound("account")
-	}
-	if err != nil {
-		return nil, err
 	}
 	a := accountFromRow(row)
 	return &a, nil
@@ -243,59 +189,12 @@ type AccountDeletion struct {
 
 func (s *Server) deleteAccount(ctx context.Context, _ *emptyRequest) (*AccountDeletion, error) {
 	caller := mustCaller(ctx)
-	type marked struct {
-		out    AccountDeletion
-		hashes [][]byte
-	}
-	m, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*marked, error) {
-		keys, err := s.q.APIKeyListByAccount(ctx, tx, caller.AccountID)
-		if err != nil {
-			return nil, err
-		}
-		at, err := s.q.AccountMarkDeleting(ctx, tx, caller.AccountID)
-		if dbutil.IsNotFound(err) {
-			return nil, NotFound("account")
-		}
-		if err != nil {
-			return nil, err
-		}
-		job, err := s.deps.River.InsertTx(ctx, tx, jobs.AccountDeleteArgs{AccountID: caller.AccountID}, nil)
-		if err != nil {
-			return nil, err
-		}
-		m := &marked{out: AccountDeletion{ID: caller.AccountID, Status: "deleting", DeletedAt: at.UTC(), JobID: job.Job.ID}}
-		for _, k := range keys {
-			m.hashes = append(m.hashes, k.KeyHash)
-		}
-		return m, nil
-	})
+	d, err := s.accountService().MarkDeleting(ctx, s.db, caller.AccountID)
 	if err != nil {
-		return nil, err
+		return nil, accountError(err)
 	}
-	s.forgetAccount(caller.AccountID, m.hashes)
-	return &m.out, nil
-}
-
-// emailTaken is the 409 for an email another account holds; an account
-// being deleted keeps its email until its data is gone, and says so.
-func (s *Server) emailTaken(ctx context.Context, email string) error {
-	if other, err := s.q.AccountGetByEmail(ctx, s.db, email); err == nil && other.DeletedAt != nil {
-		return Conflict("an account with this email is being deleted; the email is free again once its data is gone (usually within minutes)")
-	}
-	return Conflict("an account with this email already exists")
-}
-
-// hashPassword hashes within the process's argon2id bound (Deps.Passwords);
-// a full queue is a 503 that says when to retry.
-func (s *Server) hashPassword(ctx context.Context, p string) (string, error) {
-	hash, err := s.deps.Passwords.Hash(ctx, p)
-	return hash, passwordBusy(err)
-}
-
-// verifyPassword checks p against encoded within the same bound as
-// hashPassword: every sign-in path goes through it.
-func (s *Server) verifyPassword(ctx context.Context, p, encoded string) error {
-	return passwordBusy(s.deps.Passwords.Verify(ctx, p, encoded))
+	s.forgetAccount(caller.AccountID, d.KeyHashes)
+	return &AccountDeletion{ID: caller.AccountID, Status: "deleting", DeletedAt: d.At.UTC(), JobID: d.JobID}, nil
 }
 
 // passwordBusy turns a full hashing queue into a 503 that says when to retry.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
+	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
@@ -194,130 +195,29 @@ func (s *Server) searchAccounts(ctx context.Context, req *SearchAccountsRequest)
 	return page, nil
 }
 
-// adminAuditFields identify the admin in an audit payload.
-func (s *Server) adminAuditFields(ctx context.Context, tx dbutil.Tx, caller Caller) (map[string]any, error) {
-	admin, err := s.q.AccountGetByID(ctx, tx, caller.AccountID)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{
-		"admin_account_id": caller.AccountID, "admin_email": admin.Email, "admin_key_identifier": caller.KeyIdentifier,
-	}, nil
-}
-
-// keyHashes lists the active keys of an account, to evict them from this
-// replica's cache after a change.
-func (s *Server) keyHashes(ctx context.Context, tx dbutil.Tx, id uuid.UUID) ([][]byte, error) {
-	keys, err := s.q.APIKeyListByAccount(ctx, tx, id)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]byte, len(keys))
-	for i, k := range keys {
-		out[i] = k.KeyHash
-	}
-	return out, nil
-}
-
-// accountForChange reads the target of a suspension change: 404 when
-// there is none, 409 when it is being deleted.
-func (s *Server) accountForChange(ctx context.Context, tx dbutil.Tx, id uuid.UUID) (dbsqlc.Account, error) {
-	acct, err := s.q.AccountGetByID(ctx, tx, id)
-	if dbutil.IsNotFound(err) {
-		return acct, NotFound("account")
-	}
-	if err != nil {
-		return acct, err
-	}
-	if acct.DeletedAt != nil {
-		return acct, Conflict("the account is being deleted")
-	}
-	return acct, nil
-}
-
 func (s *Server) suspendAccount(ctx context.Context, req *SuspendAccountRequest) (*AdminAccount, error) {
 	caller := mustCaller(ctx)
-	reason := strings.TrimSpace(req.Reason)
-	if reason == "" {
-		return nil, InvalidField("reason", "must not be blank")
-	}
-	if req.AccountID == caller.AccountID {
-		return nil, Conflict("you cannot suspend your own account")
-	}
-	return s.changeAccountState(ctx, req.AccountID, events.TypeAccountSuspended,
-		func(ctx context.Context, tx dbutil.Tx, acct dbsqlc.Account, audit map[string]any) (dbsqlc.Account, error) {
-			if acct.SuspendedAt != nil {
-				return acct, Conflict("the account is already suspended")
-			}
-			row, err := s.q.AccountSuspend(ctx, tx, dbsqlc.AccountSuspendParams{ID: req.AccountID, Reason: reason})
-			if dbutil.IsNotFound(err) {
-				return row, Conflict("the account is already suspended or being deleted")
-			}
-			audit["reason"] = reason
-			return row, err
-		})
+	ch, err := s.accountService().Suspend(ctx, s.db, accounts.Admin{AccountID: caller.AccountID, KeyIdentifier: caller.KeyIdentifier},
+		req.AccountID, req.Reason)
+	return s.accountChanged(req.AccountID, ch, err)
 }
 
 func (s *Server) unsuspendAccount(ctx context.Context, req *AdminAccountPath) (*AdminAccount, error) {
-	return s.changeAccountState(ctx, req.AccountID, events.TypeAccountUnsuspended,
-		func(ctx context.Context, tx dbutil.Tx, acct dbsqlc.Account, audit map[string]any) (dbsqlc.Account, error) {
-			if acct.SuspendedAt == nil {
-				return acct, Conflict("the account is not suspended")
-			}
-			row, err := s.q.AccountUnsuspend(ctx, tx, req.AccountID)
-			if dbutil.IsNotFound(err) {
-				return row, Conflict("the account is not suspended")
-			}
-			if err != nil {
-				return row, err
-			}
-			audit["previous_reason"] = acct.SuspendedReason
-			// Pushes that waited out the suspension go now.
-			_, err = jobs.WakeAccountDeliveries(ctx, tx, req.AccountID)
-			return row, err
-		})
+	caller := mustCaller(ctx)
+	ch, err := s.accountService().Unsuspend(ctx, s.db, accounts.Admin{AccountID: caller.AccountID, KeyIdentifier: caller.KeyIdentifier},
+		req.AccountID)
+	return s.accountChanged(req.AccountID, ch, err)
 }
 
-// changeAccountState runs an admin's change of an account in one
-// transaction with its audit event (auditType, on the affected account,
-// with the admin's fields and what change adds), then makes this replica
-// forget what it cached of the account and its keys; other replicas follow
-// within their cache TTLs.
-func (s *Server) changeAccountState(ctx context.Context, id uuid.UUID, auditType string,
-	change func(ctx context.Context, tx dbutil.Tx, acct dbsqlc.Account, audit map[string]any) (dbsqlc.Account, error),
-) (*AdminAccount, error) {
-	caller := mustCaller(ctx)
-	type result struct {
-		row    dbsqlc.Account
-		hashes [][]byte
-	}
-	res, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*result, error) {
-		acct, err := s.accountForChange(ctx, tx, id)
-		if err != nil {
-			return nil, err
-		}
-		audit, err := s.adminAuditFields(ctx, tx, caller)
-		if err != nil {
-			return nil, err
-		}
-		row, err := change(ctx, tx, acct, audit)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := s.deps.Emitter.Emit(ctx, tx, events.Event{AccountID: id, Type: auditType, Payload: audit}); err != nil {
-			return nil, err
-		}
-		hashes, err := s.keyHashes(ctx, tx, id)
-		if err != nil {
-			return nil, err
-		}
-		return &result{row: row, hashes: hashes}, nil
-	})
+// accountChanged answers an admin's change of an account, after making
+// this replica forget what it cached of the account and its keys; other
+// replicas follow within their cache TTLs.
+func (s *Server) accountChanged(id uuid.UUID, ch *accounts.Changed, err error) (*AdminAccount, error) {
 	if err != nil {
-		return nil, err
+		return nil, accountError(err)
 	}
-	s.forgetAccount(id, res.hashes)
-	out := adminAccountFromRow(res.row)
+	s.forgetAccount(id, ch.KeyHashes)
+	out := adminAccountFromRow(ch.Account)
 	return &out, nil
 }
 

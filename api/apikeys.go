@@ -7,15 +7,12 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/mailwatch/mailwatch/internal/apikey"
+	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
 )
 
-// MaxActiveAPIKeys caps an account's active keys. Each key has its own
-// request budget, so without a cap one account could multiply its rate limit
-// by creating keys.
-const MaxActiveAPIKeys = 25
+// MaxActiveAPIKeys caps an account's active keys (accounts.MaxActiveAPIKeys).
+const MaxActiveAPIKeys = accounts.MaxActiveAPIKeys
 
 // APIKey describes a key without revealing it.
 type APIKey struct {
@@ -59,37 +56,18 @@ func (s *Server) apiKeyRoutes() {
 			strconv.Itoa(MaxActiveAPIKeys) + " active keys per account (revoke one first).",
 		Errors: []int{409},
 		Call: func(ctx context.Context, req *CreateAPIKeyRequest) (*NewAPIKey, error) {
-			caller := mustCaller(ctx)
-			key := apikey.Generate()
-			row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.APIKey, error) {
-				if err := s.q.APIKeyLockAccount(ctx, tx, caller.AccountID); err != nil {
-					return dbsqlc.APIKey{}, err
-				}
-				active, err := s.q.APIKeyCountActive(ctx, tx, caller.AccountID)
-				if err != nil {
-					return dbsqlc.APIKey{}, err
-				}
-				if active >= MaxActiveAPIKeys {
-					return dbsqlc.APIKey{}, Conflict("the account already has %d active API keys, the most allowed; revoke one before creating another", MaxActiveAPIKeys)
-				}
-				return s.q.APIKeyInsert(ctx, tx, dbsqlc.APIKeyInsertParams{
-					ID: uuid.Must(uuid.NewV7()), AccountID: caller.AccountID, Label: req.Label, KeyIdentifier: key.Identifier, KeyHash: key.Hash,
-				})
-			})
-			if dbutil.IsUniqueViolation(err, "api_keys_account_label_active_key") {
-				return nil, Conflict("an API key labelled %q already exists", req.Label)
-			}
+			row, plain, err := accounts.CreateKey(ctx, s.db, mustCaller(ctx).AccountID, req.Label)
 			if err != nil {
-				return nil, err
+				return nil, accountError(err)
 			}
-			return &NewAPIKey{APIKey: apiKeyFromRow(row), Key: key.Plain}, nil
+			return &NewAPIKey{APIKey: apiKeyFromRow(row), Key: plain}, nil
 		},
 	})
 	Handle(s.router, Endpoint[emptyRequest, []APIKey]{
 		Method: "GET", Path: "/api/accounts/me/api-keys", OperationID: "listAPIKeys", Tag: "api keys",
 		Summary: "List the account's active API keys", Description: "Never includes a key or its hash.",
 		Call: func(ctx context.Context, _ *emptyRequest) (*[]APIKey, error) {
-			rows, err := s.q.APIKeyListByAccount(ctx, s.db, mustCaller(ctx).AccountID)
+			rows, err := accounts.ListKeys(ctx, s.db, mustCaller(ctx).AccountID)
 			if err != nil {
 				return nil, err
 			}
@@ -107,26 +85,9 @@ func (s *Server) apiKeyRoutes() {
 			"The account's last active key cannot be revoked (409): create its successor first.",
 		Errors: []int{404, 409},
 		Call: func(ctx context.Context, req *APIKeyPath) (*NoContent, error) {
-			caller := mustCaller(ctx)
-			hash, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) ([]byte, error) {
-				hash, err := s.q.APIKeyRevoke(ctx, tx, dbsqlc.APIKeyRevokeParams{ID: req.ID, AccountID: caller.AccountID})
-				if dbutil.IsNotFound(err) {
-					return nil, NotFound("API key")
-				}
-				if err != nil {
-					return nil, err
-				}
-				left, err := s.q.APIKeyCountActive(ctx, tx, caller.AccountID)
-				if err != nil {
-					return nil, err
-				}
-				if left == 0 {
-					return nil, Conflict("this is the account's last active API key; create another before revoking it")
-				}
-				return hash, nil
-			})
+			hash, err := accounts.RevokeKey(ctx, s.db, mustCaller(ctx).AccountID, req.ID)
 			if err != nil {
-				return nil, err
+				return nil, accountError(err)
 			}
 			s.router.guard.evict(hash)
 			return &NoContent{}, nil

@@ -13,7 +13,6 @@ import (
 	"github.com/mailwatch/mailwatch/internal/billing"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/plans"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // checkPlanLimit runs in a create's transaction before its insert: it locks
@@ -185,7 +184,7 @@ func (s *Server) ingestStripe(c *fiber.Ctx) error {
 		if err != nil || !stored {
 			return stored, err
 		}
-		if _, err := s.deps.River.InsertTx(ctx, tx, jobs.StripeEventArgs{EventID: ev.ID}, nil); err != nil {
+		if _, err := s.deps.River.InsertTx(ctx, tx, billing.StripeEventArgs{EventID: ev.ID}, nil); err != nil {
 			return false, err
 		}
 		return true, nil

@@ -16,15 +16,10 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dmarcrpt"
-	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/reportmail"
 	"github.com/mailwatch/mailwatch/internal/reports"
 	"github.com/mailwatch/mailwatch/internal/tlsrpt"
 )
-
-// authorizationLookupTimeout bounds the live TXT lookup of the
-// external-destination authorization record.
-const authorizationLookupTimeout = 3 * time.Second
 
 // ReportingAddress is what a domain publishes to receive reports here.
 type ReportingAddress struct {
@@ -418,79 +413,22 @@ func (s *Server) reportRoutes() {
 	s.dmarcInsightRoutes(svc)
 }
 
-// reportingAddress builds the publishing instructions of a domain.
+// reportingAddress shows the publishing instructions of a domain
+// (reports.Service.Instructions).
 func (s *Server) reportingAddress(ctx context.Context, svc *reports.Service, d dbsqlc.Domain, minted []reports.Address) *ReportingAddress {
-	dmarcLP := svc.Signer.Current(reports.KindDMARC, d.AccountID, d.Name)
-	tlsLP := svc.Signer.Current(reports.KindTLSRPT, d.AccountID, d.Name)
+	in := svc.Instructions(ctx, d, minted)
 	out := &ReportingAddress{
-		Domain: d.Name, KeyID: svc.Signer.Keyring.PrimaryKeyID(),
-		DMARCAddress: svc.Signer.Address(dmarcLP), TLSRPTAddress: svc.Signer.Address(tlsLP),
-		TLSRPTPath: "/api/webhooks/tlsrpt/" + reports.Token(tlsLP),
-		Addresses:  nonNilSlice(minted),
+		Domain: in.Domain, Signed: in.Signed, KeyID: in.KeyID, DMARCAddress: in.DMARCAddress, TLSRPTAddress: in.TLSRPTAddress,
+		TLSRPTPath: in.TLSRPTPath, Addresses: in.Addresses,
+		DMARC: DMARCPublishing{RecordName: in.DMARC.RecordName, CurrentRUA: in.DMARC.CurrentRUA, RUA: in.DMARC.Value,
+			NamesAddress: in.DMARC.NamesAddress},
+		TLSRPT: TLSRPTPublishing{RecordName: in.TLSRPT.RecordName, CurrentRUA: in.TLSRPT.CurrentRUA, Value: in.TLSRPT.Value,
+			NamesAddress: in.TLSRPT.NamesAddress},
+		Authorization: Authorization{Name: in.Authorization.Name, Type: in.Authorization.Type, Value: in.Authorization.Value,
+			Published: in.Authorization.Published},
 	}
-	ours := map[string]bool{strings.ToLower(out.DMARCAddress): true, strings.ToLower(out.TLSRPTAddress): true}
-	for _, a := range minted {
-		ours[strings.ToLower(a.Address)] = true
-		if a.Current && a.Signed {
-			out.Signed = true
-		}
-	}
-
-	var results dnscheck.Results
-	if len(d.Results) > 0 {
-		_ = json.Unmarshal(d.Results, &results)
-	}
-	out.DMARC = DMARCPublishing{RecordName: "_dmarc." + d.Name, CurrentRUA: []string{}}
-	if results.DMARC != nil && results.DMARC.Parsed != nil {
-		for _, u := range results.DMARC.Parsed.AggregateURIs {
-			out.DMARC.CurrentRUA = append(out.DMARC.CurrentRUA, u.Raw)
-			if ours[strings.ToLower(u.Address)] {
-				out.DMARC.NamesAddress = true
-			}
-		}
-	}
-	rua := append([]string{}, out.DMARC.CurrentRUA...)
-	if !out.DMARC.NamesAddress {
-		rua = append(rua, "mailto:"+out.DMARCAddress)
-	}
-	out.DMARC.RUA = strings.Join(rua, ",")
-
-	out.TLSRPT = TLSRPTPublishing{RecordName: "_smtp._tls." + d.Name, CurrentRUA: []string{}}
-	if results.TLSRPT != nil {
-		for _, u := range results.TLSRPT.RUA {
-			out.TLSRPT.CurrentRUA = append(out.TLSRPT.CurrentRUA, u)
-			if addr, ok := strings.CutPrefix(strings.ToLower(u), "mailto:"); ok && ours[addr] {
-				out.TLSRPT.NamesAddress = true
-			}
-		}
-	}
-	tlsRUA := append([]string{}, out.TLSRPT.CurrentRUA...)
-	if !out.TLSRPT.NamesAddress {
-		tlsRUA = append(tlsRUA, "mailto:"+out.TLSRPTAddress)
-	}
-	out.TLSRPT.Value = "v=TLSRPTv1; rua=" + strings.Join(tlsRUA, ",")
-
-	out.Authorization = Authorization{
-		Name: d.Name + "._report._dmarc." + s.deps.InboundDomain, Type: "TXT", Value: "v=DMARC1",
-	}
-	if s.deps.Resolver != nil {
-		lctx, cancel := context.WithTimeout(ctx, authorizationLookupTimeout)
-		defer cancel()
-		txts, err := s.deps.Resolver.LookupTXT(lctx, out.Authorization.Name)
-		published := false
-		switch {
-		case err == nil:
-			for _, t := range txts {
-				if strings.HasPrefix(strings.ToLower(strings.TrimSpace(t)), "v=dmarc1") {
-					published = true
-				}
-			}
-			out.Authorization.Published = &published
-		case dnscheck.IsNotFound(err):
-			out.Authorization.Published = &published
-		default:
-			out.Authorization.Error = "DNS lookup failed; try again"
-		}
+	if in.Authorization.LookupErr != nil {
+		out.Authorization.Error = "DNS lookup failed; try again"
 	}
 	return out
 }

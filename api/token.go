@@ -4,21 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/apikey"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/identity"
-	"github.com/mailwatch/mailwatch/internal/password"
-	"github.com/mailwatch/mailwatch/internal/signin"
 )
 
 // TokenRequest is the optional body of POST /api/auth/token: an email and
@@ -142,83 +136,16 @@ func (s *Server) issueToken(c *fiber.Ctx) error {
 	return writeResponse(c, http.StatusOK, &TokenResponse{AccessToken: tok.AccessToken, TokenType: "Bearer", ExpiresIn: tok.ExpiresIn})
 }
 
-// dummyHash is verified when no account has the email, so that a wrong
-// email costs the same time as a wrong password.
-var dummyHash = sync.OnceValue(func() string {
-	h, _ := password.Hash(context.Background(), "mailwatch-dummy-password")
-	return h
-})
-
 // signedIn is the outcome of a right password.
-type signedIn struct {
-	Account uuid.UUID
-	Email   string
-	// Device is the token the client keeps as a known device of the
-	// account (its mw_device cookie); "" unless asked for.
-	Device string
-}
+type signedIn = accounts.SignedIn
 
 // checkPassword is every password check (the dashboard's sign-in and the
-// token route's password grant): the account's failure budget
-// (internal/signin) is charged before the password is compared, so both
-// routes share it. device is the client's mw_device cookie ("" for none);
-// remember asks for a device token to keep.
+// token route's password grant; accounts.Service.SignIn shares the
+// account's failure budget between them). device is the client's
+// mw_device cookie ("" for none); remember asks for a device token to keep.
 func (s *Server) checkPassword(ctx context.Context, rawEmail, plain, device string, remember bool) (signedIn, error) {
-	const wrong = "wrong email or password"
-	email, err := normalizeEmail("email", rawEmail)
-	if err != nil {
-		return signedIn{}, unauthorized(wrong)
-	}
-	acct, err := s.q.AccountGetByEmail(ctx, s.db, email)
-	if dbutil.IsNotFound(err) {
-		_ = s.verifyPassword(ctx, plain, dummyHash())
-		return signedIn{}, unauthorized(wrong)
-	}
-	if err != nil {
-		return signedIn{}, err
-	}
-	attempt, err := signin.Begin(ctx, s.db, acct.ID, device, s.now())
-	if err != nil {
-		return signedIn{}, signInError(err)
-	}
-	if err := s.verifyPassword(ctx, plain, acct.PasswordHash); err != nil {
-		if errors.Is(err, password.ErrMismatch) {
-			return signedIn{}, unauthorized(wrong) // charged already
-		}
-		// Never compared: the check does not count.
-		if aerr := attempt.Abandon(context.WithoutCancel(ctx), s.db); aerr != nil {
-			s.logger.WarnContext(ctx, "error taking back a sign-in charge", slog.Any("error", aerr))
-		}
-		return signedIn{}, err
-	}
-	if acct.DeletedAt != nil {
-		return signedIn{}, unauthorized(wrong)
-	}
-	out := signedIn{Account: acct.ID, Email: acct.Email}
-	out.Device, err = attempt.Succeeded(ctx, s.db, s.now(), remember && acct.SuspendedAt == nil)
-	if err != nil {
-		return signedIn{}, err
-	}
-	if acct.SuspendedAt != nil {
-		return signedIn{}, &Error{Status: http.StatusForbidden,
-			Detail: accounts.State{SuspendedAt: acct.SuspendedAt, SuspendedReason: derefOr(acct.SuspendedReason)}.SuspendedDetail()}
-	}
-	return out, nil
-}
-
-// signInError maps the sign-in budget's refusals: a closed budget is 429
-// with Retry-After, an account deleted meanwhile is a wrong password.
-func signInError(err error) error {
-	var limited *signin.LimitedError
-	if errors.As(err, &limited) {
-		secs := strconv.FormatInt(limited.Seconds(), 10)
-		return &Error{Status: http.StatusTooManyRequests, Detail: limited.Error(),
-			Headers: map[string]string{fiber.HeaderRetryAfter: secs}}
-	}
-	if errors.Is(err, signin.ErrNoAccount) {
-		return unauthorized("wrong email or password")
-	}
-	return err
+	in, err := s.accountService().SignIn(ctx, s.db, rawEmail, plain, device, remember)
+	return in, accountError(err)
 }
 
 func (s *Server) jwks(c *fiber.Ctx) error {

@@ -20,29 +20,14 @@ import (
 // Account deletion and the maintenance tasks an admin runs now
 // (POST /api/admin/maintenance/{task}).
 
-// accountDeleteBudget is how long one run of AccountDeleteArgs purges
+// accountDeleteBudget is how long one run of accounts.DeleteArgs purges
 // before it hands over to a fresh run (a snooze of zero), well within
 // MaxJobTimeout.
 const accountDeleteBudget = 40 * time.Second
 
-// AccountDeleteArgs removes everything an account marked for deletion owns
-// (accounts.Purge), then the account.
-type AccountDeleteArgs struct {
-	AccountID uuid.UUID `json:"account_id"`
-}
-
-// Kind implements river.JobArgs.
-func (AccountDeleteArgs) Kind() string { return "account_delete" }
-
-// InsertOpts implements river.JobArgsWithInsertOpts: one queued run per
-// account.
-func (AccountDeleteArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByArgs: true}}
-}
-
-// AccountDeleteWorker works AccountDeleteArgs.
+// AccountDeleteWorker works accounts.DeleteArgs.
 type AccountDeleteWorker struct {
-	river.WorkerDefaults[AccountDeleteArgs]
+	river.WorkerDefaults[accounts.DeleteArgs]
 	deps Deps
 }
 
@@ -56,7 +41,7 @@ type AccountDeleteOutput struct {
 // purge snoozes for zero seconds, which River runs again at once without
 // using an attempt. A run for an account already gone completes; a run for
 // a live account (an operator's mistake) is cancelled and deletes nothing.
-func (w *AccountDeleteWorker) Work(ctx context.Context, job *river.Job[AccountDeleteArgs]) error {
+func (w *AccountDeleteWorker) Work(ctx context.Context, job *river.Job[accounts.DeleteArgs]) error {
 	res, err := accounts.Purge(ctx, w.deps.Pool, job.Args.AccountID, accounts.PurgeOptions{
 		Deadline: time.Now().Add(accountDeleteBudget),
 	})
@@ -226,24 +211,6 @@ FROM river_job GROUP BY queue, state ORDER BY queue, state`)
 		return nil, fmt.Errorf("error counting jobs: %w", err)
 	}
 	return out, nil
-}
-
-// WakeAccountDeliveries makes the delivery jobs of an unsuspended account,
-// snoozed while it was suspended, available now (as River's scheduler
-// would once their time came). The delivery rows' next_retry_at cannot
-// tell a snooze from a retry's backoff (the reconciler copies a snoozed
-// job's time into it), so a retrying delivery whose backoff had not ended
-// is tried a little early: the account waited longer than that already.
-func WakeAccountDeliveries(ctx context.Context, tx pgx.Tx, accountID uuid.UUID) (int64, error) {
-	tag, err := tx.Exec(ctx, `UPDATE river_job j
-SET state = 'available', scheduled_at = now()
-FROM webhook_deliveries d
-WHERE d.account_id = $1 AND d.status IN ('pending', 'retrying')
-  AND j.id = d.job_id AND j.state = 'scheduled'`, accountID)
-	if err != nil {
-		return 0, fmt.Errorf("error waking deliveries: %w", err)
-	}
-	return tag.RowsAffected(), nil
 }
 
 // addAdminWorkers registers account deletion and the maintenance workers.

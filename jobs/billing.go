@@ -34,17 +34,9 @@ const stripeEventPruneBatch = 5000
 // transaction; the next run takes the rest.
 const graceSweepBatch = 500
 
-// StripeEventArgs applies one stored Stripe event (stripe_events.id).
-type StripeEventArgs struct {
-	EventID string `json:"event_id"`
-}
-
-// Kind implements river.JobArgs.
-func (StripeEventArgs) Kind() string { return "stripe_event" }
-
-// StripeEventWorker works StripeEventArgs.
+// StripeEventWorker works billing.StripeEventArgs.
 type StripeEventWorker struct {
-	river.WorkerDefaults[StripeEventArgs]
+	river.WorkerDefaults[billing.StripeEventArgs]
 	deps Deps
 }
 
@@ -72,7 +64,7 @@ func (d Deps) Applier(em *events.Emitter) *billing.Applier {
 // and payment_failed events. An event of a customer not linked to any
 // account yet is snoozed until checkout.session.completed links it, for at
 // most stripeLinkWait; then it is recorded as no_account.
-func (w *StripeEventWorker) Work(ctx context.Context, job *river.Job[StripeEventArgs]) error {
+func (w *StripeEventWorker) Work(ctx context.Context, job *river.Job[billing.StripeEventArgs]) error {
 	now := time.Now().UTC()
 	if w.deps.Now != nil {
 		now = w.deps.Now().UTC()

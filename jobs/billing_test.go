@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailwatch/mailwatch/internal/billing"
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/plans"
@@ -60,7 +61,7 @@ func TestBillingJobsOnRiver(t *testing.T) {
 		body, err := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "created": time.Now().Unix(), "data": map[string]any{"object": object}})
 		require.NoError(t, err)
 		exec(`INSERT INTO stripe_events (id, type, created, payload) VALUES ($1, $2, now(), $3)`, id, typ, body)
-		_, err = client.Insert(ctx, StripeEventArgs{EventID: id}, nil)
+		_, err = client.Insert(ctx, billing.StripeEventArgs{EventID: id}, nil)
 		require.NoError(t, err)
 	}
 	sub := func(customer string) map[string]any {

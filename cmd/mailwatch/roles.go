@@ -32,6 +32,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dataapi"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/emailaddr"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/identity"
@@ -409,7 +410,10 @@ func runAdmin(ctx context.Context, cfg *config.Config, args []string, stdout io.
 		return err
 	}
 	defer pool.Close()
-	email := strings.ToLower(strings.TrimSpace(args[1]))
+	email, err := emailaddr.Normalise(args[1])
+	if err != nil {
+		return fmt.Errorf("%q: %w", args[1], err)
+	}
 	n, err := dbsqlc.New().AccountSetAdmin(ctx, pool, dbsqlc.AccountSetAdminParams{Email: email, IsAdmin: args[0] == "grant"})
 	if err != nil {
 		return err

@@ -64,6 +64,50 @@ func ParseTLSRPT(s string) (*TLSRPTRecord, error) {
 	return rec, nil
 }
 
+// MailtoAddress returns the lower-cased email address of a mailto: URI
+// (percent-decoding undone, any ?header part dropped); ok is false for
+// another scheme.
+func MailtoAddress(uri string) (addr string, ok bool) {
+	uri = strings.TrimSpace(uri)
+	if len(uri) < len("mailto:") || !strings.EqualFold(uri[:len("mailto:")], "mailto:") {
+		return "", false
+	}
+	addr = uri[len("mailto:"):]
+	if unescaped, err := url.PathUnescape(addr); err == nil {
+		addr = unescaped
+	}
+	addr, _, _ = strings.Cut(addr, "?")
+	return strings.ToLower(addr), true
+}
+
+// ProposeTLSRPT is the one TLS-RPT record mailwatch proposes for domain
+// (the DNS check's instruction, the DNS recommendation, the reporting-address
+// instructions): the current rua URIs, kept as written (none when the domain
+// has no record), with mailto:addr appended; addr "" means
+// postmaster@<domain>, the one mailbox every mail domain must have (RFC 5321
+// section 4.5.1). When a current URI already mails an address of ours, the
+// URIs are kept as they are and named is true. ours gets a lower-cased
+// address; nil means addr alone.
+func ProposeTLSRPT(domain string, current []string, addr string, ours func(addr string) bool) (record string, named bool) {
+	if addr == "" {
+		addr = "postmaster@" + domain
+	}
+	if ours == nil {
+		ours = func(a string) bool { return strings.EqualFold(a, addr) }
+	}
+	rua := make([]string, 0, len(current)+1)
+	for _, u := range current {
+		rua = append(rua, u)
+		if a, ok := MailtoAddress(u); ok && ours(a) {
+			named = true
+		}
+	}
+	if !named {
+		rua = append(rua, "mailto:"+addr)
+	}
+	return "v=TLSRPTv1; rua=" + strings.Join(rua, ","), named
+}
+
 // TLSRPTResult is the TLS-RPT check's result.
 type TLSRPTResult struct {
 	Result
@@ -91,7 +135,8 @@ func CheckTLSRPT(ctx context.Context, r Resolver, domain string) *TLSRPTResult {
 	case 0:
 		res.Status = StatusNone
 		res.errorf("no TLS-RPT record at %s", name)
-		res.instructf("Publish a TXT record at %s: \"v=TLSRPTv1; rua=mailto:tls-reports@%s\" to receive reports of TLS failures delivering to you.", name, domain)
+		rec, _ := ProposeTLSRPT(domain, nil, "", nil)
+		res.instructf("Publish a TXT record at %s: \"%s\" to receive reports of TLS failures delivering to you.", name, rec)
 		return res
 	case 1:
 	default:

@@ -307,13 +307,10 @@ func tlsRPTRec(domain string, k *dnscheck.Results, in Inputs) *Rec {
 	if k.TLSRPT == nil || k.TLSRPT.Status != dnscheck.StatusNone || k.MX == nil || len(k.MX.Hosts) == 0 || k.MX.NullMX {
 		return nil
 	}
-	addr := in.TLSReportAddress
-	if addr == "" {
-		addr = "postmaster@" + domain
-	}
+	rec, _ := dnscheck.ProposeTLSRPT(domain, nil, in.TLSReportAddress, nil)
 	return &Rec{
 		Key: "tls_rpt", Check: dnscheck.NameTLSRPT, Severity: SeverityInfo, Name: "_smtp._tls." + domain, Type: "TXT",
-		Current: []string{}, Proposed: []string{"v=TLSRPTv1; rua=mailto:" + addr},
+		Current: []string{}, Proposed: []string{rec},
 		Why: "SMTP TLS reporting (RFC 8460) makes senders report TLS failures delivering to your MX hosts.",
 	}
 }

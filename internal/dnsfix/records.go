@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mailwatch/mailwatch/internal/dmarc"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
 )
 
 // MaxRecordBytes bounds a TXT value a builder proposes (and accepts as
@@ -62,8 +63,8 @@ func MergeDMARC(rec, reportAddress, policy string) (string, error) {
 			}
 		case "rua":
 			haveRUA = true
-			if reportAddress != "" && !hasDestination(t.value, reportAddress) {
-				t.value += ",mailto:" + reportAddress
+			if reportAddress != "" {
+				t.value, _ = MergeRUA(t.value, reportAddress, nil)
 			}
 		}
 		out = append(out, t)
@@ -78,17 +79,37 @@ func MergeDMARC(rec, reportAddress, policy string) (string, error) {
 	return merged, nil
 }
 
-func hasDestination(rua, addr string) bool {
+// MergeRUA is the one rua merge (the DNS recommendation and the
+// reporting-address instructions): rua is the tag's value as written (""
+// when the record has none); the result keeps every destination as written
+// (size limits included) and appends mailto:addr. When a destination
+// already mails an address of ours, rua is returned unchanged and named is
+// true. ours gets a lower-cased address; nil means addr alone.
+func MergeRUA(rua, addr string, ours func(addr string) bool) (merged string, named bool) {
+	if ours == nil {
+		ours = func(a string) bool { return strings.EqualFold(a, addr) }
+	}
 	for _, u := range strings.Split(rua, ",") {
-		u = strings.TrimSpace(u)
-		if i := strings.IndexByte(u, '!'); i >= 0 {
-			u = u[:i]
-		}
-		if strings.EqualFold(strings.TrimPrefix(strings.ToLower(u), "mailto:"), addr) {
-			return true
+		u, _, _ = strings.Cut(u, "!") // the size limit
+		if a, ok := dnscheck.MailtoAddress(u); ok && ours(a) {
+			return rua, true
 		}
 	}
-	return false
+	if strings.TrimSpace(rua) == "" {
+		return "mailto:" + addr, false
+	}
+	return rua + ",mailto:" + addr, false
+}
+
+// TagValue returns the value of the tag name (lower case) of a DMARC
+// record as written; ok is false when the record has no such tag.
+func TagValue(rec, name string) (value string, ok bool) {
+	for _, t := range splitDMARC(rec) {
+		if t.name == name {
+			return t.value, true
+		}
+	}
+	return "", false
 }
 
 // NewDMARC returns the DMARC record proposed for a domain without one:
