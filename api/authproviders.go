@@ -142,29 +142,12 @@ func (s *Server) authProviderRoutes() {
 	})
 	Handle(s.router, Endpoint[emptyRequest, []AuthProvider]{
 		Method: "GET", Path: base, OperationID: "listAuthProviders", Tag: "identity", Summary: "List the account's identity providers",
-		Call: func(ctx context.Context, _ *emptyRequest) (*[]AuthProvider, error) {
-			rows, err := s.q.AuthProviderListByAccount(ctx, s.db, mustCaller(ctx).AccountID)
-			if err != nil {
-				return nil, err
-			}
-			out := make([]AuthProvider, len(rows))
-			for i, r := range rows {
-				out[i] = authProviderFromRow(r)
-			}
-			return &out, nil
-		},
+		Call: s.listAuthProviders,
 	})
 	Handle(s.router, Endpoint[AuthProviderPath, AuthProvider]{
 		Method: "GET", Path: base + "/{id}", OperationID: "getAuthProvider", Tag: "identity", Summary: "Get an identity provider",
 		Errors: []int{404},
-		Call: func(ctx context.Context, req *AuthProviderPath) (*AuthProvider, error) {
-			row, err := s.getAuthProvider(ctx, req.ID)
-			if err != nil {
-				return nil, err
-			}
-			p := authProviderFromRow(row)
-			return &p, nil
-		},
+		Call:   s.getAuthProvider,
 	})
 	Handle(s.router, Endpoint[UpdateAuthProviderRequest, AuthProvider]{
 		Method: "PATCH", Path: base + "/{id}", OperationID: "updateAuthProvider", Tag: "identity", Summary: "Change an identity provider",
@@ -176,16 +159,7 @@ func (s *Server) authProviderRoutes() {
 	Handle(s.router, Endpoint[AuthProviderPath, NoContent]{
 		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteAuthProvider", Tag: "identity",
 		Summary: "Stop trusting an identity provider (its links go too)", Errors: []int{404},
-		Call: func(ctx context.Context, req *AuthProviderPath) (*NoContent, error) {
-			n, err := s.q.AuthProviderDelete(ctx, s.db, dbsqlc.AuthProviderDeleteParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
-			if err != nil {
-				return nil, err
-			}
-			if n == 0 {
-				return nil, NotFound("auth provider")
-			}
-			return &NoContent{}, nil
-		},
+		Call: s.deleteAuthProvider,
 	})
 	Handle(s.router, Endpoint[CreateLinkRequest, AuthProviderLink]{
 		Method: "POST", Path: base + "/{id}/links", Status: 201, OperationID: "createAuthProviderLink", Tag: "identity",
@@ -197,34 +171,12 @@ func (s *Server) authProviderRoutes() {
 	Handle(s.router, Endpoint[AuthProviderPath, []AuthProviderLink]{
 		Method: "GET", Path: base + "/{id}/links", OperationID: "listAuthProviderLinks", Tag: "identity", Summary: "List a provider's links",
 		Errors: []int{404},
-		Call: func(ctx context.Context, req *AuthProviderPath) (*[]AuthProviderLink, error) {
-			if _, err := s.getAuthProvider(ctx, req.ID); err != nil {
-				return nil, err
-			}
-			rows, err := s.q.AuthProviderLinkList(ctx, s.db, dbsqlc.AuthProviderLinkListParams{ProviderID: req.ID, AccountID: mustCaller(ctx).AccountID})
-			if err != nil {
-				return nil, err
-			}
-			out := make([]AuthProviderLink, len(rows))
-			for i, r := range rows {
-				out[i] = linkFromRow(r)
-			}
-			return &out, nil
-		},
+		Call:   s.listAuthProviderLinks,
 	})
 	Handle(s.router, Endpoint[LinkPath, NoContent]{
 		Method: "DELETE", Path: base + "/{id}/links/{link_id}", Status: 204, OperationID: "deleteAuthProviderLink", Tag: "identity",
 		Summary: "Unlink an external user", Errors: []int{404},
-		Call: func(ctx context.Context, req *LinkPath) (*NoContent, error) {
-			n, err := s.q.AuthProviderLinkDelete(ctx, s.db, dbsqlc.AuthProviderLinkDeleteParams{ID: req.LinkID, ProviderID: req.ID, AccountID: mustCaller(ctx).AccountID})
-			if err != nil {
-				return nil, err
-			}
-			if n == 0 {
-				return nil, NotFound("link")
-			}
-			return &NoContent{}, nil
-		},
+		Call: s.deleteAuthProviderLink,
 	})
 	HandleRaw(s.router, Endpoint[AuthIngressRequest, AuthIngressResult]{
 		Method: "POST", Path: "/api/webhooks/auth/{provider_id}", OperationID: "ingestAuthProviderEvent", Tag: "webhook ingress", Auth: AuthIngress,
@@ -240,7 +192,71 @@ func (s *Server) authProviderRoutes() {
 	}, s.authIngress)
 }
 
-func (s *Server) getAuthProvider(ctx context.Context, id uuid.UUID) (dbsqlc.AuthProvider, error) {
+// listAuthProviders serves GET /api/accounts/me/auth-providers: list the account's identity providers.
+func (s *Server) listAuthProviders(ctx context.Context, _ *emptyRequest) (*[]AuthProvider, error) {
+	rows, err := s.q.AuthProviderListByAccount(ctx, s.db, mustCaller(ctx).AccountID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AuthProvider, len(rows))
+	for i, r := range rows {
+		out[i] = authProviderFromRow(r)
+	}
+	return &out, nil
+}
+
+// getAuthProvider serves GET /api/accounts/me/auth-providers/{id}: get an identity provider.
+func (s *Server) getAuthProvider(ctx context.Context, req *AuthProviderPath) (*AuthProvider, error) {
+	row, err := s.accountAuthProvider(ctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	p := authProviderFromRow(row)
+	return &p, nil
+}
+
+// deleteAuthProvider serves DELETE /api/accounts/me/auth-providers/{id}: stop trusting an identity provider (its links go too).
+func (s *Server) deleteAuthProvider(ctx context.Context, req *AuthProviderPath) (*NoContent, error) {
+	n, err := s.q.AuthProviderDelete(ctx, s.db, dbsqlc.AuthProviderDeleteParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, NotFound("auth provider")
+	}
+	return &NoContent{}, nil
+}
+
+// listAuthProviderLinks serves GET /api/accounts/me/auth-providers/{id}/links: list a provider's links.
+func (s *Server) listAuthProviderLinks(ctx context.Context, req *AuthProviderPath) (*[]AuthProviderLink, error) {
+	if _, err := s.accountAuthProvider(ctx, req.ID); err != nil {
+		return nil, err
+	}
+	rows, err := s.q.AuthProviderLinkList(ctx, s.db, dbsqlc.AuthProviderLinkListParams{ProviderID: req.ID, AccountID: mustCaller(ctx).AccountID})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AuthProviderLink, len(rows))
+	for i, r := range rows {
+		out[i] = linkFromRow(r)
+	}
+	return &out, nil
+}
+
+// deleteAuthProviderLink serves DELETE /api/accounts/me/auth-providers/{id}/links/{link_id}: unlink an external user.
+func (s *Server) deleteAuthProviderLink(ctx context.Context, req *LinkPath) (*NoContent, error) {
+	n, err := s.q.AuthProviderLinkDelete(ctx, s.db, dbsqlc.AuthProviderLinkDeleteParams{ID: req.LinkID, ProviderID: req.ID, AccountID: mustCaller(ctx).AccountID})
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, NotFound("link")
+	}
+	return &NoContent{}, nil
+}
+
+// accountAuthProvider loads one of the caller's providers; 404 when it has none with that id.
+func (s *Server) accountAuthProvider(ctx context.Context, id uuid.UUID) (dbsqlc.AuthProvider, error) {
 	row, err := s.q.AuthProviderGet(ctx, s.db, dbsqlc.AuthProviderGetParams{ID: id, AccountID: mustCaller(ctx).AccountID})
 	if dbutil.IsNotFound(err) {
 		return row, NotFound("auth provider")
@@ -376,7 +392,7 @@ func (s *Server) updateAuthProvider(ctx context.Context, id uuid.UUID, req *Upda
 }
 
 func (s *Server) createLink(ctx context.Context, req *CreateLinkRequest) (*AuthProviderLink, error) {
-	if _, err := s.getAuthProvider(ctx, req.ID); err != nil {
+	if _, err := s.accountAuthProvider(ctx, req.ID); err != nil {
 		return nil, err
 	}
 	params := dbsqlc.AuthProviderLinkInsertParams{

@@ -55,26 +55,29 @@ func (s *Server) dashboardRoutes() {
 	Handle(s.router, Endpoint[emptyRequest, DashboardSummary]{
 		Method: "GET", Path: "/api/accounts/me/dashboard-summary", OperationID: "dashboardSummary", Tag: "accounts",
 		Summary: "Counts of what the account has",
-		Call: func(ctx context.Context, _ *emptyRequest) (*DashboardSummary, error) {
-			account := mustCaller(ctx).AccountID
-			var out DashboardSummary
-			var err error
-			if out.APIKeys, err = s.q.APIKeyCountActive(ctx, s.db, account); err != nil {
-				return nil, err
-			}
-			for _, fill := range []func(context.Context, uuid.UUID, *DashboardSummary) error{
-				s.fillDashboardEvents,    // events.go
-				s.fillDashboardReceivers, // receivers.go
-				s.fillDashboardDomains,   // domains.go
-				s.fillDashboardWebhooks,  // deliveries.go
-				s.fillDashboardMessages,  // messages.go
-				s.fillDashboardReports,   // reports.go
-			} {
-				if err := fill(ctx, account, &out); err != nil {
-					return nil, err
-				}
-			}
-			return &out, nil
-		},
+		Call:    s.dashboardSummary,
 	})
+}
+
+// dashboardSummary serves GET /api/accounts/me/dashboard-summary: counts of what the account has.
+func (s *Server) dashboardSummary(ctx context.Context, _ *emptyRequest) (*DashboardSummary, error) {
+	account := mustCaller(ctx).AccountID
+	var out DashboardSummary
+	var err error
+	if out.APIKeys, err = s.q.APIKeyCountActive(ctx, s.db, account); err != nil {
+		return nil, err
+	}
+	for _, fill := range []func(context.Context, uuid.UUID, *DashboardSummary) error{
+		s.fillDashboardEvents,    // events.go
+		s.fillDashboardReceivers, // receivers.go
+		s.fillDashboardDomains,   // domains.go
+		s.fillDashboardWebhooks,  // deliveries.go
+		s.fillDashboardMessages,  // messages.go
+		s.fillDashboardReports,   // reports.go
+	} {
+		if err := fill(ctx, account, &out); err != nil {
+			return nil, err
+		}
+	}
+	return &out, nil
 }

@@ -210,22 +210,7 @@ func (s *Server) eventRoutes() {
 		Method: "GET", Path: "/api/accounts/me/events/types", OperationID: "listEventTypes", Tag: "events",
 		Summary:     "The registered event types",
 		Description: "Every type's description, default severity, escalation rule and payload JSON Schema, with an example payload.",
-		Call: func(ctx context.Context, _ *emptyRequest) (*[]EventType, error) {
-			all := events.Types()
-			out := make([]EventType, len(all))
-			for i, t := range all {
-				out[i] = EventType{
-					Name: t.Name, Description: t.Description, DefaultSeverity: string(t.DefaultSeverity),
-					Group: t.Group, Required: events.Required(t.Name),
-					Audit: t.Audit, PayloadSchema: t.PayloadSchema, Example: t.Example,
-				}
-				if t.Escalation != "" {
-					esc := t.Escalation
-					out[i].Escalation = &esc
-				}
-			}
-			return &out, nil
-		},
+		Call:        s.listEventTypes,
 	})
 	Handle(s.router, Endpoint[ListEventsRequest, Page[Event]]{
 		Method: "GET", Path: "/api/accounts/me/events", OperationID: "listEvents", Tag: "events",
@@ -369,4 +354,22 @@ func (s *Server) fillDashboardEvents(ctx context.Context, account uuid.UUID, out
 		}
 	}
 	return nil
+}
+
+// listEventTypes serves GET /api/accounts/me/events/types: the registered event types.
+func (s *Server) listEventTypes(ctx context.Context, _ *emptyRequest) (*[]EventType, error) {
+	all := events.Types()
+	out := make([]EventType, len(all))
+	for i, t := range all {
+		out[i] = EventType{
+			Name: t.Name, Description: t.Description, DefaultSeverity: string(t.DefaultSeverity),
+			Group: t.Group, Required: events.Required(t.Name),
+			Audit: t.Audit, PayloadSchema: t.PayloadSchema, Example: t.Example,
+		}
+		if t.Escalation != "" {
+			esc := t.Escalation
+			out[i].Escalation = &esc
+		}
+	}
+	return &out, nil
 }

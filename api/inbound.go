@@ -109,82 +109,7 @@ func (s *Server) inboundRoutes() {
 			"or bad `to`, 503 when no secret is configured. No API key; limited per client IP with the webhook-ingress budget.",
 		Errors:    []int{401, 404, 409, 410, 413, 415, 422, 503},
 		BodyTypes: []string{"message/rfc822", "application/octet-stream", "text/plain"},
-	}, func(c *fiber.Ctx) error {
-		if verifier == nil {
-			if verifierErr != nil {
-				return &Error{Status: http.StatusServiceUnavailable, Detail: "email ingress is misconfigured on this server", Cause: verifierErr}
-			}
-			return Unavailable("email ingress is not configured on this server (INBOUND_WEBHOOK_SECRET is unset)")
-		}
-		body := c.Body()
-		if int64(len(body)) > maxBytes {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "message larger than the " + byteCount(maxBytes) + " cap"}
-		}
-		headers := http.Header{}
-		for _, h := range []string{inbound.HeaderWebhookID, inbound.HeaderWebhookTimestamp, inbound.HeaderWebhookSignature} {
-			if v := c.Get(h); v != "" {
-				headers.Set(h, strings.Clone(v))
-			}
-		}
-		if err := verifier.Verify(headers, body, s.now()); err != nil {
-			if errors.Is(err, inbound.ErrWebhookTimestamp) {
-				return unauthorized("webhook-timestamp is missing or more than 5 minutes from the server's clock")
-			}
-			return unauthorized("missing or invalid Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature)")
-		}
-		// From here the request is verified, and its webhook-id is consumed
-		// by whatever answer it gets: `to` and the headers are outside the
-		// signature, so a refused request must not be replayable with
-		// another recipient.
-		ctx := c.UserContext()
-		webhookID := strings.Clone(c.Get(inbound.HeaderWebhookID))
-		refuse := func(outcome string, apiErr *Error) error {
-			if err := store.ConsumeWebhookID(ctx, webhookID, outcome); err != nil {
-				return err
-			}
-			return apiErr
-		}
-		if outcome, err := store.WebhookIDOutcome(ctx, webhookID); err != nil {
-			return err
-		} else if outcome != "" {
-			return s.usedWebhookID(c, webhookID, outcome)
-		}
-		ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
-		if ct != "" && ct != "message/rfc822" && ct != "application/octet-stream" && ct != "text/plain" {
-			return refuse(receivers.OutcomeUnsupportedType, &Error{Status: http.StatusUnsupportedMediaType, Detail: "the body must be a raw message: Content-Type message/rfc822 or application/octet-stream"})
-		}
-		to, err := ParseIngressRecipient(string(c.Context().QueryArgs().Peek("to")))
-		if err != nil {
-			return refuse(receivers.OutcomeInvalidRecipient, InvalidField("to", err.Error()))
-		}
-		raw := append([]byte(nil), body...) // Fiber reuses the body buffer
-		delivered, err := store.DeliverEmail(ctx, receivers.EmailDelivery{
-			Raw: raw, Recipients: []string{to}, ReceivedAt: s.now(), WebhookID: webhookID,
-		})
-		var used *receivers.WebhookIDUsedError
-		switch {
-		case err == nil:
-			return c.Status(http.StatusOK).JSON(IngressResult{ReceiverID: delivered[0].ReceiverID, MessageID: delivered[0].MessageID})
-		case errors.Is(err, receivers.ErrDuplicate):
-			return s.usedWebhookID(c, webhookID, receivers.OutcomeDelivered)
-		case errors.As(err, &used):
-			return s.usedWebhookID(c, webhookID, used.Outcome)
-		case errors.Is(err, receivers.ErrUnknownRecipient):
-			return refuse(receivers.OutcomeUnknownRecipient, NotFound("receiver "+to))
-		case errors.Is(err, receivers.ErrExpired):
-			return refuse(receivers.OutcomeExpired, Gone("receiver %s has expired", to))
-		case errors.Is(err, inbound.ErrMessageTooLarge):
-			return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusRequestEntityTooLarge, Detail: "message too large"})
-		case errors.Is(err, inbound.ErrEmptyMessage):
-			return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send one raw RFC 5322 message"})
-		case errors.Is(err, mimelimit.ErrLimit):
-			return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusUnprocessableEntity, Detail: receivers.RefusalReason(err)})
-		case errors.Is(err, inbound.ErrMalformedMessage):
-			return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is not a readable RFC 5322 / MIME message"})
-		default:
-			return err
-		}
-	})
+	}, func(c *fiber.Ctx) error { return s.ingestEmail(c, store, verifier, verifierErr, maxBytes) })
 
 	s.router.rawTypes["POST /api/webhooks/sms"] = "text/xml"
 	HandleRaw(s.router, Endpoint[emptyRequest, RawBody]{
@@ -200,71 +125,152 @@ func (s *Server) inboundRoutes() {
 			"inbound message, 503 when no token is configured. No API key; limited per client IP with the webhook-ingress budget.",
 		Errors:    []int{401, 404, 409, 410, 415, 422, 503},
 		BodyTypes: []string{"application/x-www-form-urlencoded"},
-	}, func(c *fiber.Ctx) error {
-		if s.deps.TwilioAuthToken == "" {
-			return Unavailable("SMS ingress is not configured on this server (TWILIO_AUTH_TOKEN is unset)")
+	}, func(c *fiber.Ctx) error { return s.ingestSMS(c, store) })
+}
+
+// ingestEmail serves POST /api/webhooks/email: checks the signature with verifier (nil when unset or unusable: verifierErr), files the message with store.
+func (s *Server) ingestEmail(c *fiber.Ctx, store *receivers.Store, verifier *inbound.WebhookVerifier, verifierErr error, maxBytes int64) error {
+	if verifier == nil {
+		if verifierErr != nil {
+			return &Error{Status: http.StatusServiceUnavailable, Detail: "email ingress is misconfigured on this server", Cause: verifierErr}
 		}
-		if !strings.HasPrefix(strings.ToLower(c.Get(fiber.HeaderContentType)), "application/x-www-form-urlencoded") {
-			return &Error{Status: http.StatusUnsupportedMediaType, Detail: "Twilio posts application/x-www-form-urlencoded"}
+		return Unavailable("email ingress is not configured on this server (INBOUND_WEBHOOK_SECRET is unset)")
+	}
+	body := c.Body()
+	if int64(len(body)) > maxBytes {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "message larger than the " + byteCount(maxBytes) + " cap"}
+	}
+	headers := http.Header{}
+	for _, h := range []string{inbound.HeaderWebhookID, inbound.HeaderWebhookTimestamp, inbound.HeaderWebhookSignature} {
+		if v := c.Get(h); v != "" {
+			headers.Set(h, strings.Clone(v))
 		}
-		form, err := url.ParseQuery(string(c.Body()))
-		if err != nil {
-			return BadRequest("malformed form body: not application/x-www-form-urlencoded")
+	}
+	if err := verifier.Verify(headers, body, s.now()); err != nil {
+		if errors.Is(err, inbound.ErrWebhookTimestamp) {
+			return unauthorized("webhook-timestamp is missing or more than 5 minutes from the server's clock")
 		}
-		fullURL := s.publicURL(c)
-		if !twilio.ValidateSignature(s.deps.TwilioAuthToken, fullURL, form, c.Get(twilio.HeaderSignature)) {
-			return unauthorized("missing or invalid X-Twilio-Signature (mailwatch signs over PUBLIC_BASE_URL and the request path)")
-		}
-		sms, err := twilio.ParseInboundSMS(form)
-		if err != nil {
-			return InvalidField("form", err.Error())
-		}
-		// From here the MessageSid is consumed by whatever answer the request
-		// gets, for good: the signature has no timestamp, so a capture of a
-		// request refused today (no receiver holds the number) must not be
-		// filed once the number is held again, nor a delivered one be filed
-		// again after its receiver was deleted and the number reused.
-		ctx := c.UserContext()
-		sid := receivers.SMSWebhookID(sms.MessageSid)
-		refuse := func(outcome string, apiErr *Error) error {
-			if err := store.ConsumeWebhookID(ctx, sid, outcome); err != nil {
-				return err
-			}
-			return apiErr
-		}
-		usedBefore := func(outcome string) error {
-			return Conflict("MessageSid %s was already used by a request that was refused (%s)", sms.MessageSid, strings.ReplaceAll(outcome, "_", " "))
-		}
-		outcome, err := store.WebhookIDOutcome(ctx, sid)
-		if err != nil {
+		return unauthorized("missing or invalid Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature)")
+	}
+	// From here the request is verified, and its webhook-id is consumed
+	// by whatever answer it gets: `to` and the headers are outside the
+	// signature, so a refused request must not be replayable with
+	// another recipient.
+	ctx := c.UserContext()
+	webhookID := strings.Clone(c.Get(inbound.HeaderWebhookID))
+	refuse := func(outcome string, apiErr *Error) error {
+		if err := store.ConsumeWebhookID(ctx, webhookID, outcome); err != nil {
 			return err
 		}
-		var used *receivers.WebhookIDUsedError
-		switch {
-		case outcome == receivers.OutcomeDelivered:
-			err = receivers.ErrDuplicate
-		case outcome != "":
-			return usedBefore(outcome)
-		default:
-			_, err = store.DeliverSMS(ctx, sms, s.now())
-		}
-		switch {
-		case errors.Is(err, receivers.ErrDuplicate):
-			// A replay (or Twilio's retry) of a stored MessageSid: the same
-			// answer, marked, and nothing stored.
-			c.Set(HeaderDuplicate, "true")
-		case errors.As(err, &used):
-			return usedBefore(used.Outcome)
-		case errors.Is(err, receivers.ErrUnknownRecipient):
-			return refuse(receivers.OutcomeUnknownRecipient, NotFound("receiver holding "+sms.To))
-		case errors.Is(err, receivers.ErrExpired):
-			return refuse(receivers.OutcomeExpired, Gone("the receiver holding %s has expired", sms.To))
-		case err != nil:
-			return err
-		}
-		c.Set(fiber.HeaderContentType, "text/xml")
-		return c.Status(http.StatusOK).SendString(`<?xml version="1.0" encoding="UTF-8"?><Response/>`)
+		return apiErr
+	}
+	if outcome, err := store.WebhookIDOutcome(ctx, webhookID); err != nil {
+		return err
+	} else if outcome != "" {
+		return s.usedWebhookID(c, webhookID, outcome)
+	}
+	ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
+	if ct != "" && ct != "message/rfc822" && ct != "application/octet-stream" && ct != "text/plain" {
+		return refuse(receivers.OutcomeUnsupportedType, &Error{Status: http.StatusUnsupportedMediaType, Detail: "the body must be a raw message: Content-Type message/rfc822 or application/octet-stream"})
+	}
+	to, err := ParseIngressRecipient(string(c.Context().QueryArgs().Peek("to")))
+	if err != nil {
+		return refuse(receivers.OutcomeInvalidRecipient, InvalidField("to", err.Error()))
+	}
+	raw := append([]byte(nil), body...) // Fiber reuses the body buffer
+	delivered, err := store.DeliverEmail(ctx, receivers.EmailDelivery{
+		Raw: raw, Recipients: []string{to}, ReceivedAt: s.now(), WebhookID: webhookID,
 	})
+	var used *receivers.WebhookIDUsedError
+	switch {
+	case err == nil:
+		return c.Status(http.StatusOK).JSON(IngressResult{ReceiverID: delivered[0].ReceiverID, MessageID: delivered[0].MessageID})
+	case errors.Is(err, receivers.ErrDuplicate):
+		return s.usedWebhookID(c, webhookID, receivers.OutcomeDelivered)
+	case errors.As(err, &used):
+		return s.usedWebhookID(c, webhookID, used.Outcome)
+	case errors.Is(err, receivers.ErrUnknownRecipient):
+		return refuse(receivers.OutcomeUnknownRecipient, NotFound("receiver "+to))
+	case errors.Is(err, receivers.ErrExpired):
+		return refuse(receivers.OutcomeExpired, Gone("receiver %s has expired", to))
+	case errors.Is(err, inbound.ErrMessageTooLarge):
+		return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusRequestEntityTooLarge, Detail: "message too large"})
+	case errors.Is(err, inbound.ErrEmptyMessage):
+		return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send one raw RFC 5322 message"})
+	case errors.Is(err, mimelimit.ErrLimit):
+		return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusUnprocessableEntity, Detail: receivers.RefusalReason(err)})
+	case errors.Is(err, inbound.ErrMalformedMessage):
+		return refuse(receivers.OutcomeUnreadable, &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is not a readable RFC 5322 / MIME message"})
+	default:
+		return err
+	}
+}
+
+// ingestSMS serves POST /api/webhooks/sms: checks Twilio's signature, files the message with store.
+func (s *Server) ingestSMS(c *fiber.Ctx, store *receivers.Store) error {
+	if s.deps.TwilioAuthToken == "" {
+		return Unavailable("SMS ingress is not configured on this server (TWILIO_AUTH_TOKEN is unset)")
+	}
+	if !strings.HasPrefix(strings.ToLower(c.Get(fiber.HeaderContentType)), "application/x-www-form-urlencoded") {
+		return &Error{Status: http.StatusUnsupportedMediaType, Detail: "Twilio posts application/x-www-form-urlencoded"}
+	}
+	form, err := url.ParseQuery(string(c.Body()))
+	if err != nil {
+		return BadRequest("malformed form body: not application/x-www-form-urlencoded")
+	}
+	fullURL := s.publicURL(c)
+	if !twilio.ValidateSignature(s.deps.TwilioAuthToken, fullURL, form, c.Get(twilio.HeaderSignature)) {
+		return unauthorized("missing or invalid X-Twilio-Signature (mailwatch signs over PUBLIC_BASE_URL and the request path)")
+	}
+	sms, err := twilio.ParseInboundSMS(form)
+	if err != nil {
+		return InvalidField("form", err.Error())
+	}
+	// From here the MessageSid is consumed by whatever answer the request
+	// gets, for good: the signature has no timestamp, so a capture of a
+	// request refused today (no receiver holds the number) must not be
+	// filed once the number is held again, nor a delivered one be filed
+	// again after its receiver was deleted and the number reused.
+	ctx := c.UserContext()
+	sid := receivers.SMSWebhookID(sms.MessageSid)
+	refuse := func(outcome string, apiErr *Error) error {
+		if err := store.ConsumeWebhookID(ctx, sid, outcome); err != nil {
+			return err
+		}
+		return apiErr
+	}
+	usedBefore := func(outcome string) error {
+		return Conflict("MessageSid %s was already used by a request that was refused (%s)", sms.MessageSid, strings.ReplaceAll(outcome, "_", " "))
+	}
+	outcome, err := store.WebhookIDOutcome(ctx, sid)
+	if err != nil {
+		return err
+	}
+	var used *receivers.WebhookIDUsedError
+	switch {
+	case outcome == receivers.OutcomeDelivered:
+		err = receivers.ErrDuplicate
+	case outcome != "":
+		return usedBefore(outcome)
+	default:
+		_, err = store.DeliverSMS(ctx, sms, s.now())
+	}
+	switch {
+	case errors.Is(err, receivers.ErrDuplicate):
+		// A replay (or Twilio's retry) of a stored MessageSid: the same
+		// answer, marked, and nothing stored.
+		c.Set(HeaderDuplicate, "true")
+	case errors.As(err, &used):
+		return usedBefore(used.Outcome)
+	case errors.Is(err, receivers.ErrUnknownRecipient):
+		return refuse(receivers.OutcomeUnknownRecipient, NotFound("receiver holding "+sms.To))
+	case errors.Is(err, receivers.ErrExpired):
+		return refuse(receivers.OutcomeExpired, Gone("the receiver holding %s has expired", sms.To))
+	case err != nil:
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "text/xml")
+	return c.Status(http.StatusOK).SendString(`<?xml version="1.0" encoding="UTF-8"?><Response/>`)
 }
 
 // publicURL rebuilds the URL the client requested: PUBLIC_BASE_URL when set

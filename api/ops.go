@@ -34,14 +34,7 @@ func (s *Server) opsRoutes() {
 		Summary:     "Readiness: the database answers",
 		Description: "200 when a query reaches Postgres within 2 s, otherwise 503 with a detail.",
 		Errors:      []int{503},
-		Call: func(ctx context.Context, _ *emptyRequest) (*StatusResponse, error) {
-			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			if err := s.ping(ctx); err != nil {
-				return nil, &Error{Status: 503, Detail: "database unreachable", Cause: err}
-			}
-			return &StatusResponse{Status: "ok"}, nil
-		},
+		Call:        s.readyz,
 	})
 
 	s.router.rawTypes["GET /metrics"] = "text/plain"
@@ -51,16 +44,20 @@ func (s *Server) opsRoutes() {
 		Description: "Requests by route and status, request latency, database pool, Go runtime and process metrics, in the Prometheus text format.",
 	}, adaptor.HTTPHandler(promhttp.HandlerFor(s.deps.Registry, promhttp.HandlerOpts{})))
 
-	// The document is built on first request, when every route is known.
+	HandleRaw(s.router, Endpoint[emptyRequest, openAPIDocument]{
+		Method: "GET", Path: "/openapi.json", OperationID: "openapi", Tag: "operations", Auth: AuthOps,
+		Summary: "This API's OpenAPI 3.1 description",
+	}, s.openapi())
+}
+
+// openapi makes the handler of GET /openapi.json, which builds the document on first request, when every route is known.
+func (s *Server) openapi() fiber.Handler {
 	var (
 		once sync.Once
 		doc  []byte
 		err  error
 	)
-	HandleRaw(s.router, Endpoint[emptyRequest, openAPIDocument]{
-		Method: "GET", Path: "/openapi.json", OperationID: "openapi", Tag: "operations", Auth: AuthOps,
-		Summary: "This API's OpenAPI 3.1 description",
-	}, func(c *fiber.Ctx) error {
+	return func(c *fiber.Ctx) error {
 		once.Do(func() {
 			if doc, err = s.router.OpenAPI(); err == nil {
 				doc = append(tidyJSON(doc), '\n')
@@ -71,5 +68,15 @@ func (s *Server) opsRoutes() {
 		}
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Send(doc)
-	})
+	}
+}
+
+// readyz serves GET /readyz: ok when the database answers within 2 s.
+func (s *Server) readyz(ctx context.Context, _ *emptyRequest) (*StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := s.ping(ctx); err != nil {
+		return nil, &Error{Status: 503, Detail: "database unreachable", Cause: err}
+	}
+	return &StatusResponse{Status: "ok"}, nil
 }

@@ -100,6 +100,14 @@ type ProviderIngressResult struct {
 	Duplicate bool    `json:"duplicate" validate:"required" description:"True when this exact request was stored before: acknowledged and ignored."`
 }
 
+// providerIngestJob is a stored payload's own job: an SNS subscription confirmation is confirmed at once, the rest wait for their batch.
+func providerIngestJob(in providers.Ingest, st providers.Stored) river.JobArgs {
+	if in.Verified.Confirmation {
+		return jobs.SNSConfirmArgs{PayloadID: st.PayloadID}
+	}
+	return nil // normalised with the rest of its batch (BatchJob)
+}
+
 func (s *Server) providerRoutes() {
 	s.providerCache = &providers.Cache{Keyring: s.deps.Keyring}
 	if s.deps.SNSCerts == nil {
@@ -108,12 +116,7 @@ func (s *Server) providerRoutes() {
 	}
 	s.ingester = &providers.Ingester{
 		DB: s.db, River: s.deps.River,
-		JobFor: func(in providers.Ingest, st providers.Stored) river.JobArgs {
-			if in.Verified.Confirmation {
-				return jobs.SNSConfirmArgs{PayloadID: st.PayloadID}
-			}
-			return nil // normalised with the rest of its batch (BatchJob)
-		},
+		JobFor:   providerIngestJob,
 		BatchJob: func(ids []uuid.UUID) river.JobArgs { return jobs.ProviderPayloadArgs{PayloadIDs: ids} },
 	}
 	if _, ok := s.db.(pgx.Tx); ok {
@@ -133,13 +136,7 @@ func (s *Server) providerRoutes() {
 	Handle(s.router, Endpoint[emptyRequest, []SendingProvider]{
 		Method: "GET", Path: base, OperationID: "listSendingProviders", Tag: tag,
 		Summary: "List the account's sending providers",
-		Call: func(ctx context.Context, _ *emptyRequest) (*[]SendingProvider, error) {
-			rows, err := s.q.ProviderListByAccount(ctx, s.db, dbsqlc.ProviderListByAccountParams{AccountID: mustCaller(ctx).AccountID, Max: providers.MaxPerAccount})
-			if err != nil {
-				return nil, err
-			}
-			return s.renderProviders(ctx, s.db, rows)
-		},
+		Call:    s.listSendingProviders,
 	})
 	Handle(s.router, Endpoint[ProviderPath, SendingProvider]{
 		Method: "GET", Path: base + "/{id}", OperationID: "getSendingProvider", Tag: tag, Errors: []int{404},
@@ -158,24 +155,7 @@ func (s *Server) providerRoutes() {
 		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteSendingProvider", Tag: tag, Errors: []int{404},
 		Summary:     "Delete a sending provider",
 		Description: "Deletes the provider, its links, stored payloads and message events; its ingress URL answers 404 from then on. Suppression entries stay.",
-		Call: func(ctx context.Context, req *ProviderPath) (*NoContent, error) {
-			n, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (int64, error) {
-				n, err := s.q.ProviderDelete(ctx, tx, dbsqlc.ProviderDeleteParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
-				if err != nil || n == 0 {
-					return n, err
-				}
-				// Payloads have no foreign key to cascade (0017).
-				return n, s.q.ProviderPayloadDeleteByProvider(ctx, tx, req.ID)
-			})
-			if err != nil {
-				return nil, err
-			}
-			s.providerCache.Forget(req.ID)
-			if n == 0 {
-				return nil, NotFound("sending provider")
-			}
-			return &NoContent{}, nil
-		},
+		Call:        s.deleteSendingProvider,
 	})
 	Handle(s.router, Endpoint[ProviderLinkRequest, SendingProvider]{
 		Method: "POST", Path: base + "/{id}/links", OperationID: "linkSendingProvider", Tag: tag, Errors: []int{404},
@@ -209,6 +189,35 @@ func (s *Server) providerRoutes() {
 		// SNS posts its JSON as text/plain.
 		BodyTypes: []string{"application/json", "text/plain"},
 	}, s.ingestProvider)
+}
+
+// listSendingProviders serves GET /api/accounts/me/sending-providers: list the account's sending providers.
+func (s *Server) listSendingProviders(ctx context.Context, _ *emptyRequest) (*[]SendingProvider, error) {
+	rows, err := s.q.ProviderListByAccount(ctx, s.db, dbsqlc.ProviderListByAccountParams{AccountID: mustCaller(ctx).AccountID, Max: providers.MaxPerAccount})
+	if err != nil {
+		return nil, err
+	}
+	return s.renderProviders(ctx, s.db, rows)
+}
+
+// deleteSendingProvider serves DELETE /api/accounts/me/sending-providers/{id}: delete a sending provider.
+func (s *Server) deleteSendingProvider(ctx context.Context, req *ProviderPath) (*NoContent, error) {
+	n, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+		n, err := s.q.ProviderDelete(ctx, tx, dbsqlc.ProviderDeleteParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
+		if err != nil || n == 0 {
+			return n, err
+		}
+		// Payloads have no foreign key to cascade (0017).
+		return n, s.q.ProviderPayloadDeleteByProvider(ctx, tx, req.ID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.providerCache.Forget(req.ID)
+	if n == 0 {
+		return nil, NotFound("sending provider")
+	}
+	return &NoContent{}, nil
 }
 
 func providerFromRow(r *dbsqlc.SendingProvider, publicBaseURL string, domains []string) SendingProvider {

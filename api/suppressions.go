@@ -61,66 +61,75 @@ func (s *Server) suppressionRoutes() {
 		Method: "POST", Path: base, Status: 201, OperationID: "addSuppression", Tag: tag, Errors: []int{409},
 		Summary:     "Suppress an address by hand",
 		Description: "Adds a manual entry. Hard bounces and complaints from sending providers add entries on their own; soft bounces never do. An address already suppressed is 409.",
-		Call: func(ctx context.Context, req *AddSuppressionRequest) (*SuppressionEntry, error) {
-			email, err := checkSuppressionEmail(req.Email)
-			if err != nil {
-				return nil, err
-			}
-			var domain *string
-			if req.Domain != nil {
-				d, err := domainname.Normalize(*req.Domain)
-				if err != nil {
-					return nil, InvalidField("domain", err.Error())
-				}
-				domain = &d
-			}
-			entry, err := providers.AddManual(ctx, s.db, mustCaller(ctx).AccountID, email, domain)
-			if errors.Is(err, providers.ErrAlreadySuppressed) {
-				return nil, Conflict("%s", err.Error())
-			}
-			if err != nil {
-				return nil, err
-			}
-			out := suppressionEntry(entry)
-			return &out, nil
-		},
+		Call:        s.addSuppression,
 	})
 	Handle(s.router, Endpoint[SuppressionEmailQuery, NoContent]{
 		Method: "DELETE", Path: base, Status: 204, OperationID: "removeSuppression", Tag: tag, Errors: []int{404},
 		Summary:     "Remove an address from the suppression list",
 		Description: "Whatever the reason; 404 when the address is not suppressed.",
-		Call: func(ctx context.Context, req *SuppressionEmailQuery) (*NoContent, error) {
-			email, err := checkSuppressionEmail(req.Email)
-			if err != nil {
-				return nil, err
-			}
-			ok, err := providers.Remove(ctx, s.db, mustCaller(ctx).AccountID, email)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				return nil, NotFound("suppression")
-			}
-			return &NoContent{}, nil
-		},
+		Call:        s.removeSuppression,
 	})
 	Handle(s.router, Endpoint[SuppressionEmailQuery, SuppressionCheck]{
 		Method: "GET", Path: base + "/check", OperationID: "checkSuppression", Tag: tag,
 		Summary:     "Is an address suppressed?",
 		Description: "One indexed lookup of the address's lower-case hash. Answers {suppressed, reason, since, domain}.",
-		Call: func(ctx context.Context, req *SuppressionEmailQuery) (*SuppressionCheck, error) {
-			email, err := checkSuppressionEmail(req.Email)
-			if err != nil {
-				return nil, err
-			}
-			entry, err := providers.CheckSuppression(ctx, s.db, mustCaller(ctx).AccountID, email)
-			if err != nil {
-				return nil, err
-			}
-			if entry == nil {
-				return &SuppressionCheck{}, nil
-			}
-			return &SuppressionCheck{Suppressed: true, Reason: &entry.Reason, Since: &entry.Since, Domain: entry.Domain}, nil
-		},
+		Call:        s.checkSuppression,
 	})
+}
+
+// addSuppression serves POST /api/accounts/me/suppressions: suppress an address by hand.
+func (s *Server) addSuppression(ctx context.Context, req *AddSuppressionRequest) (*SuppressionEntry, error) {
+	email, err := checkSuppressionEmail(req.Email)
+	if err != nil {
+		return nil, err
+	}
+	var domain *string
+	if req.Domain != nil {
+		d, err := domainname.Normalize(*req.Domain)
+		if err != nil {
+			return nil, InvalidField("domain", err.Error())
+		}
+		domain = &d
+	}
+	entry, err := providers.AddManual(ctx, s.db, mustCaller(ctx).AccountID, email, domain)
+	if errors.Is(err, providers.ErrAlreadySuppressed) {
+		return nil, Conflict("%s", err.Error())
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := suppressionEntry(entry)
+	return &out, nil
+}
+
+// removeSuppression serves DELETE /api/accounts/me/suppressions: remove an address from the suppression list.
+func (s *Server) removeSuppression(ctx context.Context, req *SuppressionEmailQuery) (*NoContent, error) {
+	email, err := checkSuppressionEmail(req.Email)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := providers.Remove(ctx, s.db, mustCaller(ctx).AccountID, email)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, NotFound("suppression")
+	}
+	return &NoContent{}, nil
+}
+
+// checkSuppression serves GET /api/accounts/me/suppressions/check: whether an address is suppressed.
+func (s *Server) checkSuppression(ctx context.Context, req *SuppressionEmailQuery) (*SuppressionCheck, error) {
+	email, err := checkSuppressionEmail(req.Email)
+	if err != nil {
+		return nil, err
+	}
+	entry, err := providers.CheckSuppression(ctx, s.db, mustCaller(ctx).AccountID, email)
+	if err != nil {
+		return nil, err
+	}
+	if entry == nil {
+		return &SuppressionCheck{}, nil
+	}
+	return &SuppressionCheck{Suppressed: true, Reason: &entry.Reason, Since: &entry.Since, Domain: entry.Domain}, nil
 }
