@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/apikey"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -78,7 +79,7 @@ func checkPassword(field, p string) error {
 }
 
 func (s *Server) accountRoutes() {
-	Handle(s.router, Endpoint[CreateAccountRequest, CreateAccountResponse]{
+	s.ops.CreateAccount = Handle(s.router, Endpoint[CreateAccountRequest, CreateAccountResponse]{
 		Method: "POST", Path: "/api/accounts", Status: 201, OperationID: "createAccount", Tag: "accounts", Auth: AuthNone,
 		Summary:     "Create an account",
 		Description: "Creates an account and its first API key. No authentication; limited per client IP. The key is shown once.",
@@ -206,7 +207,7 @@ func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (
 		}
 		// Every dashboard session ends with the change, the session that
 		// made it included (it signs in again with the new password).
-		if _, err := s.EndWebSessions(ctx, tx, caller.AccountID); err != nil {
+		if err := accounts.EndSessions(ctx, tx, caller.AccountID); err != nil {
 			return row, err
 		}
 		// Known devices earned their trust with the old password.

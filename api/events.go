@@ -227,7 +227,7 @@ func (s *Server) eventRoutes() {
 			return &out, nil
 		},
 	})
-	Handle(s.router, Endpoint[ListEventsRequest, Page[Event]]{
+	s.ops.ListEvents = Handle(s.router, Endpoint[ListEventsRequest, Page[Event]]{
 		Method: "GET", Path: "/api/accounts/me/events", OperationID: "listEvents", Tag: "events",
 		Summary: "List the account's events",
 		Description: "Newest first (order=asc for oldest first), keyset-paginated: when more events match, the " +
