@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -116,12 +115,6 @@ func (h *Dashboard) startSession(c *fiber.Ctx, account uuid.UUID, email string, 
 	h.clearCookie(c, preCSRFCookie)
 	c.Locals(webSessionKey, &webSession{ID: row.ID, Account: account, Email: email, IsAdmin: isAdmin, CSRF: csrfFor(token)})
 	return nil
-}
-
-// EndWebSessions signs the account out of the dashboard everywhere (on a
-// password change, say). db may be the transaction making the change.
-func (h *Dashboard) EndWebSessions(ctx context.Context, db dbsqlc.DBTX, account uuid.UUID) (int64, error) {
-	return h.q.WebSessionDeleteByAccount(ctx, db, account)
 }
 
 // session reads the request's session; nil when there is none.
