@@ -112,7 +112,7 @@ func fieldMessage(err error) string {
 }
 
 func (s *Server) accountRoutes() {
-	Handle(s.router, Endpoint[CreateAccountRequest, CreateAccountResponse]{
+	s.ops.CreateAccount = Handle(s.router, Endpoint[CreateAccountRequest, CreateAccountResponse]{
 		Method: "POST", Path: "/api/accounts", Status: 201, OperationID: "createAccount", Tag: "accounts", Auth: AuthNone,
 		Summary:     "Create an account",
 		Description: "Creates an account and its first API key. No authentication; limited per client IP. The key is shown once.",

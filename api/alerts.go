@@ -52,14 +52,14 @@ type AcknowledgeRequest struct {
 }
 
 func (s *Server) alertRoutes() {
-	Handle(s.router, Endpoint[ListAlertsRequest, Page[Alert]]{
+	s.ops.ListAlerts = Handle(s.router, Endpoint[ListAlertsRequest, Page[Alert]]{
 		Method: "GET", Path: "/api/accounts/me/alerts", OperationID: "listAlerts", Tag: "alerts",
 		Summary: "List the account's alerts (critical events)",
 		Description: "Filtered by acknowledgement state and paginated like GET /api/accounts/me/events " +
 			"(X-Next-Cursor and Link headers). A malformed acknowledged, since or cursor is 400.",
 		Call: s.listAlerts,
 	})
-	Handle(s.router, Endpoint[AcknowledgeRequest, Alert]{
+	s.ops.AcknowledgeAlert = Handle(s.router, Endpoint[AcknowledgeRequest, Alert]{
 		Method: "POST", Path: "/api/accounts/me/alerts/{event_id}/acknowledge", OperationID: "acknowledgeAlert", Tag: "alerts",
 		Summary: "Acknowledge an alert",
 		Description: "Records who investigated and an optional note, and writes an alert_acknowledged audit event in the " +
@@ -68,7 +68,7 @@ func (s *Server) alertRoutes() {
 		Errors: []int{404, 409},
 		Call:   s.acknowledgeAlert,
 	})
-	Handle(s.router, Endpoint[AlertPath, Alert]{
+	s.ops.UnacknowledgeAlert = Handle(s.router, Endpoint[AlertPath, Alert]{
 		Method: "DELETE", Path: "/api/accounts/me/alerts/{event_id}/acknowledge", OperationID: "unacknowledgeAlert", Tag: "alerts",
 		Summary: "Withdraw an alert's acknowledgement",
 		Description: "Clears the acknowledgement and writes an alert_unacknowledged audit event (with the withdrawn " +

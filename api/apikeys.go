@@ -49,7 +49,7 @@ type APIKeyPath struct {
 }
 
 func (s *Server) apiKeyRoutes() {
-	Handle(s.router, Endpoint[CreateAPIKeyRequest, NewAPIKey]{
+	s.ops.CreateAPIKey = Handle(s.router, Endpoint[CreateAPIKeyRequest, NewAPIKey]{
 		Method: "POST", Path: "/api/accounts/me/api-keys", Status: 201, OperationID: "createAPIKey", Tag: "api keys",
 		Summary: "Create an API key",
 		Description: "The full key is in this response only; a duplicate label is 409, and so is a key beyond the cap of " +
@@ -63,7 +63,7 @@ func (s *Server) apiKeyRoutes() {
 			return &NewAPIKey{APIKey: apiKeyFromRow(row), Key: plain}, nil
 		},
 	})
-	Handle(s.router, Endpoint[emptyRequest, []APIKey]{
+	s.ops.ListAPIKeys = Handle(s.router, Endpoint[emptyRequest, []APIKey]{
 		Method: "GET", Path: "/api/accounts/me/api-keys", OperationID: "listAPIKeys", Tag: "api keys",
 		Summary: "List the account's active API keys", Description: "Never includes a key or its hash.",
 		Call: func(ctx context.Context, _ *emptyRequest) (*[]APIKey, error) {
@@ -78,7 +78,7 @@ func (s *Server) apiKeyRoutes() {
 			return &out, nil
 		},
 	})
-	Handle(s.router, Endpoint[APIKeyPath, NoContent]{
+	s.ops.RevokeAPIKey = Handle(s.router, Endpoint[APIKeyPath, NoContent]{
 		Method: "DELETE", Path: "/api/accounts/me/api-keys/{id}", Status: 204, OperationID: "revokeAPIKey", Tag: "api keys",
 		Summary: "Revoke an API key",
 		Description: "The key answers 401 at once on this replica and within 5 s on every other. " +

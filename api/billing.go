@@ -80,7 +80,7 @@ type StripeIngressResult struct {
 }
 
 func (s *Server) billingRoutes() {
-	Handle(s.router, Endpoint[emptyRequest, AccountPlan]{
+	s.ops.GetAccountPlan = Handle(s.router, Endpoint[emptyRequest, AccountPlan]{
 		Method: "GET", Path: "/api/accounts/me/plan", OperationID: "getAccountPlan", Tag: "plans",
 		Summary: "The account's plan, its limits, usage and billing state",
 		Description: "Limits apply to creates: a create beyond one answers 402 with a detail naming the limit, the plan and " +

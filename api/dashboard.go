@@ -52,7 +52,7 @@ type DashboardWebhooks struct {
 }
 
 func (s *Server) dashboardRoutes() {
-	Handle(s.router, Endpoint[emptyRequest, DashboardSummary]{
+	s.ops.DashboardSummary = Handle(s.router, Endpoint[emptyRequest, DashboardSummary]{
 		Method: "GET", Path: "/api/accounts/me/dashboard-summary", OperationID: "dashboardSummary", Tag: "accounts",
 		Summary: "Counts of what the account has",
 		Call:    s.dashboardSummary,

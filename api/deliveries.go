@@ -110,13 +110,13 @@ type DeliveryPath struct {
 }
 
 func (s *Server) deliveryRoutes() {
-	Handle(s.router, Endpoint[ListDeliveriesRequest, DeliveryPage]{
+	s.ops.ListDeliveries = Handle(s.router, Endpoint[ListDeliveriesRequest, DeliveryPage]{
 		Method: "GET", Path: "/api/accounts/me/deliveries", OperationID: "listDeliveries", Tag: "deliveries",
 		Summary:     "List webhook deliveries, newest first",
 		Description: "Filter by status, subscription_id and event_id; paginate with the X-Next-Cursor header. A malformed cursor is 422.",
 		Call:        s.listDeliveries,
 	})
-	Handle(s.router, Endpoint[DeliveryPath, DeliveryDetail]{
+	s.ops.GetDelivery = Handle(s.router, Endpoint[DeliveryPath, DeliveryDetail]{
 		Method: "GET", Path: "/api/accounts/me/deliveries/{id}", OperationID: "getDelivery", Tag: "deliveries", Errors: []int{404},
 		Summary: "One delivery with its attempts",
 		Call: func(ctx context.Context, req *DeliveryPath) (*DeliveryDetail, error) {
@@ -142,7 +142,7 @@ func (s *Server) deliveryRoutes() {
 			return out, nil
 		},
 	})
-	Handle(s.router, Endpoint[DeliveryPath, Delivery]{
+	s.ops.RetryDelivery = Handle(s.router, Endpoint[DeliveryPath, Delivery]{
 		Method: "POST", Path: "/api/accounts/me/deliveries/{id}/retry", Status: 202, OperationID: "retryDelivery", Tag: "deliveries",
 		Summary: "Push a delivery again now",
 		Description: "Queues one immediate attempt. On a retrying delivery it is the next scheduled attempt, run now " +

@@ -121,7 +121,7 @@ func (s *Server) dnsProviderFromRow(ctx context.Context, r dbsqlc.DnsConnection)
 func (s *Server) dnsProviderRoutes() {
 	const base = "/api/accounts/me/dns-providers"
 	const tag = "DNS connections"
-	Handle(s.router, Endpoint[CreateDNSProviderRequest, DNSProvider]{
+	s.ops.CreateDNSProvider = Handle(s.router, Endpoint[CreateDNSProviderRequest, DNSProvider]{
 		Method: "POST", Path: base, Status: 201, OperationID: "createDNSProvider", Tag: tag, Errors: []int{409},
 		Summary: "Connect a DNS provider",
 		Description: "Checks the configuration, then verifies the credentials with the provider by a read (rfc2136: a TSIG-signed " +
@@ -130,7 +130,7 @@ func (s *Server) dnsProviderRoutes() {
 			"A duplicate label is 409, and so is a connection beyond the cap of " + strconv.Itoa(dnsfix.MaxConnectionsPerAccount) + " per account.",
 		Call: s.createDNSProvider,
 	})
-	Handle(s.router, Endpoint[emptyRequest, []DNSProvider]{
+	s.ops.ListDNSProviders = Handle(s.router, Endpoint[emptyRequest, []DNSProvider]{
 		Method: "GET", Path: base, OperationID: "listDNSProviders", Tag: tag,
 		Summary: "List DNS connections",
 		Call: func(ctx context.Context, _ *emptyRequest) (*[]DNSProvider, error) {
@@ -170,7 +170,7 @@ func (s *Server) dnsProviderRoutes() {
 		Description: "A new config (of the same kind) is verified with the provider like at creation.",
 		Call:        s.updateDNSProvider,
 	})
-	Handle(s.router, Endpoint[DNSProviderPath, NoContent]{
+	s.ops.DeleteDNSProvider = Handle(s.router, Endpoint[DNSProviderPath, NoContent]{
 		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteDNSProvider", Tag: tag, Errors: []int{404},
 		Summary: "Delete a DNS connection", Description: "Its domains are unlinked; recommendations can no longer be applied to them.",
 		Call: func(ctx context.Context, req *DNSProviderPath) (*NoContent, error) {
@@ -184,7 +184,7 @@ func (s *Server) dnsProviderRoutes() {
 			return &NoContent{}, nil
 		},
 	})
-	Handle(s.router, Endpoint[DNSProviderLinkRequest, DNSProviderLink]{
+	s.ops.LinkDNSProvider = Handle(s.router, Endpoint[DNSProviderLinkRequest, DNSProviderLink]{
 		Method: "POST", Path: base + "/{id}/links", Status: 201, OperationID: "linkDNSProvider", Tag: tag, Errors: []int{404},
 		Summary: "Write a domain's DNS fixes through this connection",
 		Description: "Finds the zone that holds the domain at the provider (rfc2136: the nearest SOA the server is authoritative " +
@@ -205,7 +205,7 @@ func (s *Server) dnsProviderRoutes() {
 			return &DNSProviderLink{Domain: name, Zone: l.ZoneName, ZoneID: l.ZoneID, LinkedAt: l.CreatedAt.UTC()}, nil
 		},
 	})
-	Handle(s.router, Endpoint[DNSProviderLinkRequest, NoContent]{
+	s.ops.UnlinkDNSProvider = Handle(s.router, Endpoint[DNSProviderLinkRequest, NoContent]{
 		Method: "DELETE", Path: base + "/{id}/links", Status: 204, OperationID: "unlinkDNSProvider", Tag: tag, Errors: []int{404},
 		Summary: "Stop writing a domain's DNS through this connection",
 		Call: func(ctx context.Context, req *DNSProviderLinkRequest) (*NoContent, error) {

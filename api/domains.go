@@ -256,7 +256,7 @@ func (s *Server) getDomain(ctx context.Context, db dbutil.Executor, raw string) 
 
 func (s *Server) domainRoutes() {
 	const tag = "domains"
-	Handle(s.router, Endpoint[CreateDomainRequest, Domain]{
+	s.ops.CreateDomain = Handle(s.router, Endpoint[CreateDomainRequest, Domain]{
 		Method: "POST", Path: "/api/accounts/me/domains", Status: 201, OperationID: "createDomain", Tag: tag,
 		Summary: "Monitor a domain",
 		Description: "Normalises the name (IDNA to ASCII, lower case, no trailing dot) and refuses public suffixes (422). " +
@@ -265,13 +265,13 @@ func (s *Server) domainRoutes() {
 		Errors: []int{402, 409},
 		Call:   s.createDomain,
 	})
-	Handle(s.router, Endpoint[ListDomainsRequest, []Domain]{
+	s.ops.ListDomains = Handle(s.router, Endpoint[ListDomainsRequest, []Domain]{
 		Method: "GET", Path: "/api/accounts/me/domains", OperationID: "listDomains", Tag: tag,
 		Summary:     "List monitored domains",
 		Description: "Sorted by name, with each domain's latest score and check statuses. Page with after=<last name>.",
 		Call:        s.listDomains,
 	})
-	Handle(s.router, Endpoint[DomainPath, DomainDetail]{
+	s.ops.GetDomain = Handle(s.router, Endpoint[DomainPath, DomainDetail]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}", OperationID: "getDomain", Tag: tag,
 		Summary: "Get a domain with its latest DNS results and health report",
 		Errors:  []int{404},
@@ -306,7 +306,7 @@ func (s *Server) domainRoutes() {
 		Errors:      []int{404},
 		Call:        s.recomputeDomainHealth,
 	})
-	Handle(s.router, Endpoint[HealthHistoryRequest, []HealthEntry]{
+	s.ops.ListDomainHealth = Handle(s.router, Endpoint[HealthHistoryRequest, []HealthEntry]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/health", OperationID: "listDomainHealth", Tag: tag,
 		Summary: "A domain's health score history", Description: "Newest first.",
 		Errors: []int{404},

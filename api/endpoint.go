@@ -85,7 +85,8 @@ type NoContent struct{}
 func (NoContent) HTTPStatus() int { return http.StatusNoContent }
 
 // Handle registers ep on the router and records it in the OpenAPI document.
-func Handle[Req, Resp any](r *Router, ep Endpoint[Req, Resp]) {
+// It returns the operation, for the dashboard to call (operation.go).
+func Handle[Req, Resp any](r *Router, ep Endpoint[Req, Resp]) Operation[Req, Resp] {
 	if ep.Status == 0 {
 		ep.Status = http.StatusOK
 	}
@@ -96,60 +97,20 @@ func Handle[Req, Resp any](r *Router, ep Endpoint[Req, Resp]) {
 		plan.nulls = r.bodyNullRule(ep.Method, ep.Path)
 	}
 
+	op := Operation[Req, Resp]{r: r, ep: &ep}
 	handler := func(c *fiber.Ctx) error {
 		req := new(Req)
 		if err := plan.decode(c, req); err != nil {
 			return err
 		}
-		if err := checkText(reflect.ValueOf(req).Elem(), ""); err != nil {
-			return err
-		}
-		if err := r.validate(req); err != nil {
-			return err
-		}
-		ctx := c.UserContext()
-		if ep.Timeout != nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ep.Timeout(req))
-			defer cancel()
-		}
-		resp, err := ep.Call(ctx, req)
+		resp, err := op.run(c.UserContext(), req)
 		if err != nil {
 			return err
 		}
 		return writeResponse(c, ep.Status, resp)
 	}
 	r.add(ep.Method, ep.Path, ep.Auth, ep.Timeout != nil, handler)
-	if r.endpoints == nil {
-		r.endpoints = map[string]any{}
-	}
-	r.endpoints[ep.OperationID] = ep
-}
-
-// invoke calls the endpoint registered under operationID as its HTTP route
-// would, after decoding: the same text check, validation, deadline and
-// function. The web dashboard acts through it, so that no rule of the API
-// has a second implementation (web.go).
-func invoke[Req, Resp any](ctx context.Context, r *Router, operationID string, req *Req) (*Resp, error) {
-	ep, ok := r.endpoints[operationID].(Endpoint[Req, Resp])
-	if !ok {
-		// Not registered on this server (a feature whose configuration is
-		// missing) or a caller's type mistake, which the browser tests catch.
-		return nil, &Error{Status: http.StatusServiceUnavailable, Detail: "this action is not available on this server",
-			Cause: errors.New("api: no endpoint " + operationID + " of these request and response types")}
-	}
-	if err := checkText(reflect.ValueOf(req).Elem(), ""); err != nil {
-		return nil, err
-	}
-	if err := r.validate(req); err != nil {
-		return nil, err
-	}
-	if ep.Timeout != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), ep.Timeout(req))
-		defer cancel()
-	}
-	return ep.Call(ctx, req)
+	return op
 }
 
 // HandleRaw registers a route served by a plain Fiber handler (raw bodies,

@@ -212,7 +212,7 @@ func (s *Server) eventRoutes() {
 		Description: "Every type's description, default severity, escalation rule and payload JSON Schema, with an example payload.",
 		Call:        s.listEventTypes,
 	})
-	Handle(s.router, Endpoint[ListEventsRequest, Page[Event]]{
+	s.ops.ListEvents = Handle(s.router, Endpoint[ListEventsRequest, Page[Event]]{
 		Method: "GET", Path: "/api/accounts/me/events", OperationID: "listEvents", Tag: "events",
 		Summary: "List the account's events",
 		Description: "Newest first (order=asc for oldest first), keyset-paginated: when more events match, the " +

@@ -26,6 +26,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
+	"github.com/mailwatch/mailwatch/web"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -33,6 +34,9 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // testBundle is one API server on its own transaction (or database).
 type testBundle struct {
 	srv *api.Server
+	// web is the dashboard mounted on srv's app (nil on a data-API-only
+	// server).
+	web *web.Dashboard
 	db  dbutil.Executor
 	// defaultPlan is the server's DEFAULT_PLAN, for the jobs a test runs
 	// by hand (billing's) to agree with it.
@@ -99,7 +103,11 @@ func setup(t *testing.T, opts ...func(*setupOpts)) *testBundle {
 		o.deps(&deps)
 	}
 	srv := api.New(deps)
-	return &testBundle{srv: srv, db: o.db, defaultPlan: deps.DefaultPlan}
+	b := &testBundle{srv: srv, db: o.db, defaultPlan: deps.DefaultPlan}
+	if !deps.DataAPIOnly {
+		b.web = web.Mount(srv, web.DepsFrom(deps)) // as cmd/mailwatch does
+	}
+	return b
 }
 
 // response is a captured HTTP response.

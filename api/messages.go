@@ -88,7 +88,7 @@ func (s *Server) messageRoutes() {
 		Description: "Per-recipient events from the account's sending providers, by the provider's event time, over the last `days` UTC days including today; `domain` narrows to one sending domain.",
 		Call:        s.messageDailyVolume,
 	})
-	Handle(s.router, Endpoint[MessageTypeBreakdownRequest, MessageTypeBreakdown]{
+	s.ops.MessageTypeBreakdown = Handle(s.router, Endpoint[MessageTypeBreakdownRequest, MessageTypeBreakdown]{
 		Method: "GET", Path: "/api/accounts/me/messages/type-breakdown", OperationID: "messageTypeBreakdown", Tag: tag,
 		Summary:     "Sending-provider message events per outcome and provider",
 		Description: "Counts since a time (exclusive; default: the last 30 days).",

@@ -52,9 +52,9 @@ func TestOpenAPIDocument(t *testing.T) {
 			}
 		}
 		// The dashboard's HTML routes are left out of the document on purpose
-		// (api/web.go): they serve a browser's session, not API keys.
+		// (package web): they serve a browser's session, not API keys.
 		web := map[string]bool{}
-		for _, r := range b.srv.WebRoutes() {
+		for _, r := range b.web.Routes() {
 			require.False(t, strings.HasPrefix(r.Path, "/api/"), "the API's namespace is the API's: %s", r.Path)
 			web[r.Method+" "+r.Path] = true
 		}

@@ -1,6 +1,10 @@
 package api
 
-import "net/url"
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+)
 
 // ArrayPage is one page of a keyset-paginated listing: the body is a JSON
 // array of T, encoded once, and the next page's cursor travels in the
@@ -42,4 +46,19 @@ func (p *ArrayPage[T]) ResponseHeaders() map[string]string {
 		"X-Next-Cursor": p.next,
 		"Link":          "<" + p.path + "?" + q.Encode() + `>; rel="next"`,
 	}
+}
+
+// Entries returns the page's items, decoding one by one those a listing
+// keeps rendered as JSON (the events' first-page cache).
+func (p *Page[T]) Entries() ([]T, error) {
+	if p.Items != nil || p.raw == nil {
+		return p.Items, nil
+	}
+	out := make([]T, len(p.raw))
+	for i, r := range p.raw {
+		if err := json.Unmarshal(r, &out[i]); err != nil {
+			return nil, fmt.Errorf("decoding a listed item: %w", err)
+		}
+	}
+	return out, nil
 }

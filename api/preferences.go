@@ -114,7 +114,7 @@ func (s *Server) preferences(ctx context.Context, account uuid.UUID) (*notify.Pr
 func (s *Server) preferenceRoutes() {
 	const base = "/api/accounts/me/preferences"
 	const tag = "preferences"
-	Handle(s.router, Endpoint[emptyRequest, notify.Preferences]{
+	s.ops.GetPreferences = Handle(s.router, Endpoint[emptyRequest, notify.Preferences]{
 		Method: "GET", Path: base, OperationID: "getPreferences", Tag: tag,
 		Summary: "Notification preferences",
 		Description: "Every group with its channel switches (on unless set), every event type with its override and the " +
@@ -125,7 +125,7 @@ func (s *Server) preferenceRoutes() {
 			return s.preferences(ctx, mustCaller(ctx).AccountID)
 		},
 	})
-	Handle(s.router, Endpoint[PreferenceGroupRequest, notify.Preferences]{
+	s.ops.SetPreferenceGroup = Handle(s.router, Endpoint[PreferenceGroupRequest, notify.Preferences]{
 		Method: "PUT", Path: base + "/groups/{group}", OperationID: "setPreferenceGroup", Tag: tag, Errors: []int{404},
 		Summary:     "Switch a group's channels",
 		Description: "An unknown group is 404; a required group (audit, security) is 422. Answers the preferences.",
@@ -144,7 +144,7 @@ func (s *Server) preferenceRoutes() {
 		Description: "The group decides again. 404 when the type is unknown or has no override.",
 		Call:        s.deletePreferenceOverride,
 	})
-	Handle(s.router, Endpoint[ChannelSwitches, notify.Preferences]{
+	s.ops.SetChannelMutes = Handle(s.router, Endpoint[ChannelSwitches, notify.Preferences]{
 		Method: "PUT", Path: base + "/mutes", OperationID: "setChannelMutes", Tag: tag,
 		Summary:     "Mute or unmute a channel account-wide",
 		Description: "true mutes the channel for every type except required ones (audit, security). Answers the preferences.",
@@ -152,13 +152,13 @@ func (s *Server) preferenceRoutes() {
 	})
 
 	const addrs = "/api/accounts/me/notification-addresses"
-	Handle(s.router, Endpoint[emptyRequest, []notify.Address]{
+	s.ops.ListNotificationAddresses = Handle(s.router, Endpoint[emptyRequest, []notify.Address]{
 		Method: "GET", Path: addrs, OperationID: "listNotificationAddresses", Tag: tag,
 		Summary:     "List the addresses that get notification mail",
 		Description: "Only verified addresses get alerts and digests. The sign-in address is added at sign-up (login: true).",
 		Call:        s.listNotificationAddresses,
 	})
-	Handle(s.router, Endpoint[AddNotificationAddressRequest, notify.Address]{
+	s.ops.AddNotificationAddress = Handle(s.router, Endpoint[AddNotificationAddressRequest, notify.Address]{
 		Method: "POST", Path: addrs, Status: 201, OperationID: "addNotificationAddress", Tag: tag, Errors: []int{409},
 		Summary: "Add a notification address",
 		Description: "Added unverified; a verification mail with a single-use token (valid 48 h) is queued. An address the account already has is 409, and so is an 11th address (at most 10, the sign-in address included: each new one is mailed). " +
@@ -166,20 +166,20 @@ func (s *Server) preferenceRoutes() {
 			"beyond, 429 with Retry-After and nothing is added.",
 		Call: s.addNotificationAddress,
 	})
-	Handle(s.router, Endpoint[NotificationAddressPath, notify.Address]{
+	s.ops.ResendNotificationAddressVerification = Handle(s.router, Endpoint[NotificationAddressPath, notify.Address]{
 		Method: "POST", Path: addrs + "/{id}/resend", Status: 202, OperationID: "resendNotificationAddressVerification", Tag: tag, Errors: []int{404},
 		Summary: "Send the verification mail again",
 		Description: "Queues a new token (the previous one stops working); nothing for a verified address. " +
 			"429 with Retry-After within a minute of the last verification mail to the address, or past its " + strconv.Itoa(notify.RecipientMailsPerDay) + " a UTC day (from any account).",
 		Call: s.resendNotificationAddressVerification,
 	})
-	Handle(s.router, Endpoint[NotificationAddressPath, NoContent]{
+	s.ops.RemoveNotificationAddress = Handle(s.router, Endpoint[NotificationAddressPath, NoContent]{
 		Method: "DELETE", Path: addrs + "/{id}", Status: 204, OperationID: "removeNotificationAddress", Tag: tag, Errors: []int{404},
 		Summary:     "Remove a notification address",
 		Description: "The sign-in address can be removed too; it is added again (unverified) when the account's email changes.",
 		Call:        s.removeNotificationAddress,
 	})
-	Handle(s.router, Endpoint[VerifyNotificationAddressRequest, notify.Address]{
+	s.ops.VerifyNotificationAddress = Handle(s.router, Endpoint[VerifyNotificationAddressRequest, notify.Address]{
 		Method: "POST", Path: "/api/notification-addresses/verify", OperationID: "verifyNotificationAddress", Tag: tag, Auth: AuthNone, Errors: []int{404},
 		Summary: "Verify a notification address",
 		Description: "No API key: the single-use token from the verification mail is the proof (limited per client IP). " +

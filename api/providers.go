@@ -124,7 +124,7 @@ func (s *Server) providerRoutes() {
 	}
 	const base = "/api/accounts/me/sending-providers"
 	const tag = "sending providers"
-	Handle(s.router, Endpoint[CreateProviderRequest, SendingProvider]{
+	s.ops.CreateSendingProvider = Handle(s.router, Endpoint[CreateProviderRequest, SendingProvider]{
 		Method: "POST", Path: base, Status: 201, OperationID: "createSendingProvider", Tag: tag, Errors: []int{402, 409},
 		Summary: "Connect a sending provider's webhooks",
 		Description: "kind is ses, sendgrid, postmark, mailgun or resend; config holds that kind's verification material " +
@@ -133,7 +133,7 @@ func (s *Server) providerRoutes() {
 			"ingress URL and the setup steps. A duplicate label is 409.",
 		Call: s.createProvider,
 	})
-	Handle(s.router, Endpoint[emptyRequest, []SendingProvider]{
+	s.ops.ListSendingProviders = Handle(s.router, Endpoint[emptyRequest, []SendingProvider]{
 		Method: "GET", Path: base, OperationID: "listSendingProviders", Tag: tag,
 		Summary: "List the account's sending providers",
 		Call:    s.listSendingProviders,
@@ -151,13 +151,13 @@ func (s *Server) providerRoutes() {
 		Description: "label is trimmed and must keep 1 to 100 characters, as on create (422).",
 		Call:        s.updateProvider,
 	})
-	Handle(s.router, Endpoint[ProviderPath, NoContent]{
+	s.ops.DeleteSendingProvider = Handle(s.router, Endpoint[ProviderPath, NoContent]{
 		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteSendingProvider", Tag: tag, Errors: []int{404},
 		Summary:     "Delete a sending provider",
 		Description: "Deletes the provider, its links, stored payloads and message events; its ingress URL answers 404 from then on. Suppression entries stay.",
 		Call:        s.deleteSendingProvider,
 	})
-	Handle(s.router, Endpoint[ProviderLinkRequest, SendingProvider]{
+	s.ops.LinkSendingProvider = Handle(s.router, Endpoint[ProviderLinkRequest, SendingProvider]{
 		Method: "POST", Path: base + "/{id}/links", OperationID: "linkSendingProvider", Tag: tag, Errors: []int{404},
 		Summary:     "Bind a sending domain to the provider",
 		Description: "domain must be a registered domain of the account (else 422). Linking twice is harmless.",
@@ -165,7 +165,7 @@ func (s *Server) providerRoutes() {
 			return s.linkProvider(ctx, req, true)
 		},
 	})
-	Handle(s.router, Endpoint[ProviderLinkRequest, SendingProvider]{
+	s.ops.UnlinkSendingProvider = Handle(s.router, Endpoint[ProviderLinkRequest, SendingProvider]{
 		Method: "DELETE", Path: base + "/{id}/links", OperationID: "unlinkSendingProvider", Tag: tag, Errors: []int{404},
 		Summary:     "Unbind a sending domain from the provider",
 		Description: "The body names the domain; 404 when it was not linked. Events already stored keep their domain.",

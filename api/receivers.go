@@ -232,7 +232,7 @@ func (s *Server) receiverRoutes() {
 	}
 	const base = "/api/accounts/me/receivers"
 	gone := "An expired receiver answers 410 until it is deleted 24 h after expiry; then 404."
-	Handle(s.router, Endpoint[CreateReceiverRequest, Receiver]{
+	s.ops.CreateReceiver = Handle(s.router, Endpoint[CreateReceiverRequest, Receiver]{
 		Method: "POST", Path: base, Status: 201, OperationID: "createReceiver", Tag: "receivers",
 		Summary: "Create a receiver (temporary inbox)",
 		Description: "An email receiver gets a random address of the inbound domain; an SMS receiver takes a free number " +
@@ -240,13 +240,13 @@ func (s *Server) receiverRoutes() {
 		Errors: []int{402, 503},
 		Call:   s.createReceiver,
 	})
-	Handle(s.router, Endpoint[ListReceiversRequest, pagedList[Receiver]]{
+	s.ops.ListReceivers = Handle(s.router, Endpoint[ListReceiversRequest, pagedList[Receiver]]{
 		Method: "GET", Path: base, OperationID: "listReceivers", Tag: "receivers",
 		Summary:     "List the account's receivers, newest first",
 		Description: "Includes expired receivers until they are purged (expired: true).",
 		Call:        s.listReceivers,
 	})
-	Handle(s.router, Endpoint[ReceiverPath, Receiver]{
+	s.ops.GetReceiver = Handle(s.router, Endpoint[ReceiverPath, Receiver]{
 		Method: "GET", Path: base + "/{id}", OperationID: "getReceiver", Tag: "receivers",
 		Summary: "Get a receiver", Description: gone, Errors: []int{404, 410},
 		Call: func(ctx context.Context, req *ReceiverPath) (*Receiver, error) {
@@ -265,13 +265,13 @@ func (s *Server) receiverRoutes() {
 		Errors:      []int{404, 410},
 		Call:        s.deleteReceiver,
 	})
-	Handle(s.router, Endpoint[ListMessagesRequest, pagedList[MessageSummary]]{
+	s.ops.ListReceiverMessages = Handle(s.router, Endpoint[ListMessagesRequest, pagedList[MessageSummary]]{
 		Method: "GET", Path: base + "/{id}/messages", OperationID: "listReceiverMessages", Tag: "receivers",
 		Summary: "List a receiver's messages", Description: "Newest first (order=desc, the default) or in arrival order (order=asc). " + gone,
 		Errors: []int{404, 410},
 		Call:   s.listMessages,
 	})
-	Handle(s.router, Endpoint[MessagePath, Message]{
+	s.ops.GetReceiverMessage = Handle(s.router, Endpoint[MessagePath, Message]{
 		Method: "GET", Path: base + "/{id}/messages/{message_id}", OperationID: "getReceiverMessage", Tag: "receivers",
 		Summary: "Get a message with its parsed content, links and codes", Description: gone, Errors: []int{404, 410},
 		Call: s.getMessage,
@@ -292,7 +292,7 @@ func (s *Server) receiverRoutes() {
 		Errors:      []int{404, 410},
 		Call:        s.deleteMessage,
 	})
-	Handle(s.router, Endpoint[WaitRequest, WaitResponse]{
+	s.ops.WaitReceiver = Handle(s.router, Endpoint[WaitRequest, WaitResponse]{
 		Method: "GET", Path: base + "/{id}/wait", OperationID: "waitReceiver", Tag: "receivers",
 		Summary: "Wait for a message (long poll)",
 		Description: "Answers 200 with the oldest message newer than `after` (or the oldest message when `after` is absent) " +

@@ -85,7 +85,7 @@ type DismissRecommendationRequest struct {
 func (s *Server) recommendationRoutes() {
 	const base = "/api/accounts/me/domains/{domain}/dns-recommendations"
 	const tag = "DNS recommendations"
-	Handle(s.router, Endpoint[DomainPath, []DNSRecommendation]{
+	s.ops.ListDNSRecommendations = Handle(s.router, Endpoint[DomainPath, []DNSRecommendation]{
 		Method: "GET", Path: base, OperationID: "listDNSRecommendations", Tag: tag, Errors: []int{404},
 		Summary: "Recommended DNS changes for a domain",
 		Description: "Computed from the latest known check results after every check. Each is one RRset change with a fingerprint " +
@@ -106,7 +106,7 @@ func (s *Server) recommendationRoutes() {
 			return &out, nil
 		},
 	})
-	Handle(s.router, Endpoint[ApplyRecommendationRequest, ApplyResult]{
+	s.ops.ApplyDNSRecommendation = Handle(s.router, Endpoint[ApplyRecommendationRequest, ApplyResult]{
 		Method: "POST", Path: base + "/{id}/apply", Status: 202, OperationID: "applyDNSRecommendation", Tag: tag, Errors: []int{404, 409},
 		Summary: "Write a recommendation into the domain's zone",
 		Description: "Queues a job (in this request's transaction) that writes the change through the domain's linked DNS connection " +
@@ -117,7 +117,7 @@ func (s *Server) recommendationRoutes() {
 			"With dry_run=true nothing is queued and plan holds the exact update.",
 		Call: s.applyRecommendation,
 	})
-	Handle(s.router, Endpoint[DismissRecommendationRequest, DNSRecommendation]{
+	s.ops.DismissDNSRecommendation = Handle(s.router, Endpoint[DismissRecommendationRequest, DNSRecommendation]{
 		Method: "POST", Path: base + "/{id}/dismiss", OperationID: "dismissDNSRecommendation", Tag: tag, Errors: []int{404, 409},
 		Summary: "Dismiss a recommendation", Description: "It stays dismissed until the observed record changes or until passes.",
 		Call: func(ctx context.Context, req *DismissRecommendationRequest) (*DNSRecommendation, error) {

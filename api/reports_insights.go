@@ -30,7 +30,7 @@ type Sources struct {
 
 func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
 	const tag = "dmarc and tls reports"
-	Handle(s.router, Endpoint[SourcesRequest, Sources]{
+	s.ops.ListDMARCSources = Handle(s.router, Endpoint[SourcesRequest, Sources]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/sources", OperationID: "listDMARCSources", Tag: tag,
 		Summary: "Who sends mail as the domain, from its aggregate reports",
 		Description: "Each source (a known sender grouping its IPs by reverse DNS and the sender map, or an unknown IP) with its volume, " +
@@ -67,7 +67,7 @@ func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
 			return &Sources{Since: list.Since, Until: until, Truncated: list.Truncated, Sources: nonNilSlice(list.Sources)}, nil
 		},
 	})
-	Handle(s.router, Endpoint[DomainPath, reports.Guidance]{
+	s.ops.GetDMARCGuidance = Handle(s.router, Endpoint[DomainPath, reports.Guidance]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/guidance", OperationID: "getDMARCGuidance", Tag: tag,
 		Summary: "How to fix failing senders and when to enforce DMARC",
 		Description: "Per known sender failing DMARC, the concrete fix (SPF include or return path, DKIM selector, alignment mode). " +

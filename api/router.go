@@ -23,8 +23,6 @@ type Router struct {
 	// /path") answered with the same body, as 206 for a partial page.
 	alsoStatuses map[string][]int
 	routes       []RouteInfo
-	// endpoints holds each Handle'd endpoint by operation id (invoke).
-	endpoints map[string]any
 }
 
 // RouteInfo names one registered route, in OpenAPI path syntax.

@@ -152,8 +152,8 @@ type Server struct {
 	// accountStates caches accounts' suspension, deletion and credentials
 	// changes for token checks (account_state.go).
 	accountStates *accounts.Cache
-	// web is the dashboard's state (web.go).
-	web webState
+	// ops are the operations the dashboard calls (operation.go).
+	ops Ops
 	// tokenNulls is where POST /api/auth/token's body may hold null
 	// (token.go reads the body itself).
 	tokenNulls *nullRule
@@ -323,7 +323,8 @@ func (s *Server) routes() {
 	s.preferenceRoutes()   // preferences.go
 	s.billingRoutes()      // billing.go
 	s.adminRoutes()        // admin.go
-	s.webRoutes()          // web.go: the dashboard, last (its "/" and "/static/*")
+	// The dashboard (package web) is mounted after these, last: its "/"
+	// and "/static/*".
 }
 
 // databasePing is s.ping for the outage log (dberrors.go), or nil without

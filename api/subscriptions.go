@@ -169,7 +169,7 @@ type SubscriptionTestResult struct {
 
 func (s *Server) subscriptionRoutes() {
 	const base = "/api/accounts/me/event-subscriptions"
-	Handle(s.router, Endpoint[CreateSubscriptionRequest, NewSubscription]{
+	s.ops.CreateEventSubscription = Handle(s.router, Endpoint[CreateSubscriptionRequest, NewSubscription]{
 		Method: "POST", Path: base, Status: 201, OperationID: "createEventSubscription", Tag: "event subscriptions", Errors: []int{402, 409},
 		Summary: "Subscribe a URL to events",
 		Description: "Events matching the filters are pushed to url, signed per Standard Webhooks (webhook-id, " +
@@ -177,7 +177,7 @@ func (s *Server) subscriptionRoutes() {
 			"A url that is not absolute http(s) or resolves to a private, loopback or otherwise non-public address is 422.",
 		Call: s.createSubscription,
 	})
-	Handle(s.router, Endpoint[emptyRequest, []Subscription]{
+	s.ops.ListEventSubscriptions = Handle(s.router, Endpoint[emptyRequest, []Subscription]{
 		Method: "GET", Path: base, OperationID: "listEventSubscriptions", Tag: "event subscriptions",
 		Summary: "List the account's event subscriptions",
 		Call: func(ctx context.Context, _ *emptyRequest) (*[]Subscription, error) {
@@ -209,7 +209,7 @@ func (s *Server) subscriptionRoutes() {
 			return &out, nil
 		},
 	})
-	Handle(s.router, Endpoint[UpdateSubscriptionRequest, Subscription]{
+	s.ops.UpdateEventSubscription = Handle(s.router, Endpoint[UpdateSubscriptionRequest, Subscription]{
 		Method: "PATCH", Path: base + "/{id}", OperationID: "updateEventSubscription", Tag: "event subscriptions", Errors: []int{404},
 		Summary:     "Change an event subscription",
 		Description: "Only the fields present change; null clears event_types (every type), domain_filter or tag_filter.",
@@ -230,7 +230,7 @@ func (s *Server) subscriptionRoutes() {
 			return &NoContent{}, nil
 		},
 	})
-	Handle(s.router, Endpoint[SubscriptionPath, SubscriptionTestResult]{
+	s.ops.TestEventSubscription = Handle(s.router, Endpoint[SubscriptionPath, SubscriptionTestResult]{
 		Method: "POST", Path: base + "/{id}/test", OperationID: "testEventSubscription", Tag: "event subscriptions", Errors: []int{404},
 		Summary: "Send a signed test event now",
 		Description: "Pushes a synthetic event of type `test` to the subscription's url, signed with its secret, " +

@@ -57,19 +57,19 @@ func checkSuppressionEmail(raw string) (string, error) {
 func (s *Server) suppressionRoutes() {
 	const base = "/api/accounts/me/suppressions"
 	const tag = "suppressions"
-	Handle(s.router, Endpoint[AddSuppressionRequest, SuppressionEntry]{
+	s.ops.AddSuppression = Handle(s.router, Endpoint[AddSuppressionRequest, SuppressionEntry]{
 		Method: "POST", Path: base, Status: 201, OperationID: "addSuppression", Tag: tag, Errors: []int{409},
 		Summary:     "Suppress an address by hand",
 		Description: "Adds a manual entry. Hard bounces and complaints from sending providers add entries on their own; soft bounces never do. An address already suppressed is 409.",
 		Call:        s.addSuppression,
 	})
-	Handle(s.router, Endpoint[SuppressionEmailQuery, NoContent]{
+	s.ops.RemoveSuppression = Handle(s.router, Endpoint[SuppressionEmailQuery, NoContent]{
 		Method: "DELETE", Path: base, Status: 204, OperationID: "removeSuppression", Tag: tag, Errors: []int{404},
 		Summary:     "Remove an address from the suppression list",
 		Description: "Whatever the reason; 404 when the address is not suppressed.",
 		Call:        s.removeSuppression,
 	})
-	Handle(s.router, Endpoint[SuppressionEmailQuery, SuppressionCheck]{
+	s.ops.CheckSuppression = Handle(s.router, Endpoint[SuppressionEmailQuery, SuppressionCheck]{
 		Method: "GET", Path: base + "/check", OperationID: "checkSuppression", Tag: tag,
 		Summary:     "Is an address suppressed?",
 		Description: "One indexed lookup of the address's lower-case hash. Answers {suppressed, reason, since, domain}.",

@@ -40,6 +40,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
+	"github.com/mailwatch/mailwatch/web"
 )
 
 func openPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
@@ -136,7 +137,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 			return nil, err
 		}
 	}
-	srv := api.New(api.Deps{
+	deps := api.Deps{
 		Identity:    issuer,
 		DataAPIOnly: dataAPIOnly,
 		DataAPI: api.DataAPIOptions{MaxRows: cfg.DataAPIMaxRows, StatementTimeout: cfg.DataAPIStatementTimeout,
@@ -169,7 +170,13 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		RequestTimeout:        cfg.RequestTimeout,
 		BodyLimit:             cfg.BodyLimitBytes,
 		TrustedProxies:        cfg.TrustedProxies,
-	})
+	}
+	srv := api.New(deps)
+	if !dataAPIOnly {
+		// The dashboard, on the same app after every API route: it owns
+		// "/" and "/static/*".
+		web.Mount(srv, web.DepsFrom(deps))
+	}
 	return &apiRole{srv: srv, waiters: waiters, closeLim: closeLim}, nil
 }
 

@@ -187,8 +187,8 @@ func (s *Service) update(ctx context.Context, tx dbutil.Tx, params dbsqlc.Accoun
 	}
 	// Every dashboard session ends with the change, the session that
 	// made it included (it signs in again with the new password).
-	if _, err := q.WebSessionDeleteByAccount(ctx, tx, params.ID); err != nil {
-		return row, fmt.Errorf("ending dashboard sessions: %w", err)
+	if err := EndSessions(ctx, tx, params.ID); err != nil {
+		return row, err
 	}
 	// Known devices earned their trust with the old password.
 	if err := signin.ForgetDevices(ctx, tx, params.ID); err != nil {

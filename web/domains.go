@@ -1,0 +1,177 @@
+package web
+
+import (
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/reports"
+)
+
+func (h *Dashboard) webDomains(c *fiber.Ctx) error {
+	doms, err := h.ops.ListDomains.Call(c.UserContext(), callerOf(c), &api.ListDomainsRequest{})
+	if err != nil {
+		return h.pageError(c, err)
+	}
+	return h.render(c, http.StatusOK, "domains", "Domains", *doms, "")
+}
+
+func (h *Dashboard) webCreateDomain(c *fiber.Ctx) error {
+	req := &api.CreateDomainRequest{Domain: c.FormValue("domain")}
+	for _, t := range strings.Split(c.FormValue("tags"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			req.Tags = append(req.Tags, t)
+		}
+	}
+	d, err := h.ops.CreateDomain.Call(c.UserContext(), callerOf(c), req)
+	if err != nil {
+		return h.done(c, "/domains", err, "")
+	}
+	return h.done(c, "/domains/"+url.PathEscape(d.Domain), nil, d.Domain+" added; its first check is running")
+}
+
+// namedCheck is one check of a domain's detail.
+type namedCheck struct {
+	Name   string
+	Result *dnscheck.Result
+}
+
+type domainData struct {
+	Domain  *api.DomainDetail
+	Checks  []namedCheck
+	History []api.HealthEntry
+	Chart   template.HTML
+	Recs    []api.DNSRecommendation
+	Sources *api.Sources
+	Guide   *reports.Guidance
+}
+
+func checksOf(rs *dnscheck.Results) []namedCheck {
+	if rs == nil {
+		return nil
+	}
+	var out []namedCheck
+	add := func(name string, r *dnscheck.Result) {
+		if r != nil {
+			out = append(out, namedCheck{name, r})
+		}
+	}
+	if rs.SPF != nil {
+		add("spf", &rs.SPF.Result)
+	}
+	if rs.DMARC != nil {
+		add("dmarc", &rs.DMARC.Result)
+	}
+	if rs.DKIM != nil {
+		add("dkim", &rs.DKIM.Result)
+	}
+	if rs.MX != nil {
+		add("mx", &rs.MX.Result)
+	}
+	if rs.MTASTS != nil {
+		add("mta_sts", &rs.MTASTS.Result)
+	}
+	if rs.TLSRPT != nil {
+		add("tls_rpt", &rs.TLSRPT.Result)
+	}
+	if rs.BIMI != nil {
+		add("bimi", &rs.BIMI.Result)
+	}
+	if rs.DNSSEC != nil {
+		add("dnssec", &rs.DNSSEC.Result)
+	}
+	return out
+}
+
+func (h *Dashboard) webDomain(c *fiber.Ctx) error {
+	name := c.Params("domain")
+	if u, err := url.PathUnescape(name); err == nil {
+		name = u
+	}
+	d, err := h.ops.GetDomain.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: name})
+	if err != nil {
+		return h.pageError(c, err)
+	}
+	data := domainData{Domain: d, Checks: checksOf(d.Results)}
+	limit := 90
+	if hist, err := h.ops.ListDomainHealth.Call(c.UserContext(), callerOf(c), &api.HealthHistoryRequest{DomainPath: api.DomainPath{Name: d.Domain.Domain}, Limit: &limit}); err == nil {
+		data.History = *hist
+		data.Chart = healthChart(*hist)
+	} else {
+		return h.pageError(c, err)
+	}
+	if recs, err := h.ops.ListDNSRecommendations.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
+		data.Recs = *recs
+	}
+	// The DMARC insights exist only where reports are configured.
+	if src, err := h.ops.ListDMARCSources.Call(c.UserContext(), callerOf(c), &api.SourcesRequest{DomainPath: api.DomainPath{Name: d.Domain.Domain}}); err == nil {
+		data.Sources = src
+	}
+	if g, err := h.ops.GetDMARCGuidance.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
+		data.Guide = g
+	}
+	return h.render(c, http.StatusOK, "domain", d.Domain.Domain, data, "")
+}
+
+// healthChart draws the score history as an inline SVG line (oldest left),
+// server-side: no script or chart library.
+func healthChart(h []api.HealthEntry) template.HTML {
+	if len(h) == 0 {
+		return ""
+	}
+	const w, ht, pad = 600.0, 160.0, 24.0
+	pts := make([]string, 0, len(h))
+	n := len(h)
+	var dots strings.Builder
+	for i := range h {
+		e := h[n-1-i] // the API lists newest first
+		x := pad
+		if n > 1 {
+			x = pad + float64(i)*(w-2*pad)/float64(n-1)
+		}
+		y := pad + (100-float64(e.Score))*(ht-2*pad)/100
+		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
+		fmt.Fprintf(&dots, `<circle cx="%.1f" cy="%.1f" r="3"><title>%d at %s</title></circle>`, x, y, e.Score, e.ComputedAt.UTC().Format(time.RFC3339))
+	}
+	first, last := h[n-1], h[0]
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %.0f %.0f" role="img" aria-label="Health score history: %d values from %d to %d">`, w, ht, n, first.Score, last.Score)
+	for _, g := range []int{0, 50, 100} {
+		y := pad + (100-float64(g))*(ht-2*pad)/100
+		fmt.Fprintf(&b, `<line class="grid" x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f"/><text x="2" y="%.1f">%d</text>`, pad, w-pad, y, y, y+4, g)
+	}
+	fmt.Fprintf(&b, `<polyline points="%s"/>%s</svg>`, strings.Join(pts, " "), dots.String())
+	return template.HTML(b.String())
+}
+
+func (h *Dashboard) webApplyRecommendation(c *fiber.Ctx) error {
+	to := "/domains/" + url.PathEscape(c.Params("domain"))
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return h.done(c, to, api.NotFound("recommendation"), "")
+	}
+	req := &api.ApplyRecommendationRequest{Name: c.Params("domain"), ID: id}
+	if fp := c.FormValue("fingerprint"); fp != "" {
+		req.Fingerprint = &fp
+	}
+	_, err = h.ops.ApplyDNSRecommendation.Call(c.UserContext(), callerOf(c), req)
+	return h.done(c, to, err, "the change is being applied")
+}
+
+func (h *Dashboard) webDismissRecommendation(c *fiber.Ctx) error {
+	to := "/domains/" + url.PathEscape(c.Params("domain"))
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return h.done(c, to, api.NotFound("recommendation"), "")
+	}
+	_, err = h.ops.DismissDNSRecommendation.Call(c.UserContext(), callerOf(c), &api.DismissRecommendationRequest{Name: c.Params("domain"), ID: id, Reason: c.FormValue("reason")})
+	return h.done(c, to, err, "recommendation dismissed")
+}

@@ -1,0 +1,127 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/events"
+)
+
+type subscriptionsData struct {
+	Subscriptions []api.Subscription
+	Created       *api.NewSubscription
+	Test          *api.SubscriptionTestResult
+	Types         []string
+}
+
+func (h *Dashboard) subscriptionsPage(c *fiber.Ctx, status int, extra subscriptionsData, problem string) error {
+	list, err := h.ops.ListEventSubscriptions.Call(c.UserContext(), callerOf(c), &api.EmptyRequest{})
+	if err != nil {
+		return h.pageError(c, err)
+	}
+	extra.Subscriptions = *list
+	for _, t := range events.Types() {
+		extra.Types = append(extra.Types, t.Name)
+	}
+	return h.render(c, status, "subscriptions", "Subscriptions", extra, problem)
+}
+
+func (h *Dashboard) webSubscriptions(c *fiber.Ctx) error {
+	return h.subscriptionsPage(c, http.StatusOK, subscriptionsData{}, "")
+}
+
+func optional(v string) *string {
+	if v = strings.TrimSpace(v); v == "" {
+		return nil
+	}
+	return &v
+}
+
+func (h *Dashboard) webCreateSubscription(c *fiber.Ctx) error {
+	req := &api.CreateSubscriptionRequest{URL: c.FormValue("url"), DomainFilter: optional(c.FormValue("domain_filter")),
+		TagFilter: optional(c.FormValue("tag_filter"))}
+	if args := c.Context().PostArgs(); args != nil {
+		for _, v := range args.PeekMulti("event_types") {
+			req.EventTypes = append(req.EventTypes, string(v))
+		}
+	}
+	sub, err := h.ops.CreateEventSubscription.Call(c.UserContext(), callerOf(c), req)
+	if err != nil {
+		status, msg := h.problemText(c, err)
+		return h.subscriptionsPage(c, status, subscriptionsData{}, msg)
+	}
+	// The signing secret is shown in this answer only.
+	return h.subscriptionsPage(c, http.StatusCreated, subscriptionsData{Created: sub}, "")
+}
+
+func (h *Dashboard) webTestSubscription(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return h.done(c, "/subscriptions", api.NotFound("subscription"), "")
+	}
+	res, err := h.ops.TestEventSubscription.Call(c.UserContext(), callerOf(c), &api.SubscriptionPath{ID: id})
+	if err != nil {
+		return h.done(c, "/subscriptions", err, "")
+	}
+	return h.subscriptionsPage(c, http.StatusOK, subscriptionsData{Test: res}, "")
+}
+
+func (h *Dashboard) webEnableSubscription(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return h.done(c, "/subscriptions", api.NotFound("subscription"), "")
+	}
+	on := c.FormValue("enabled") == "true"
+	_, err = h.ops.UpdateEventSubscription.Call(c.UserContext(), callerOf(c), &api.UpdateSubscriptionRequest{ID: id, Enabled: &on})
+	msg := "subscription disabled"
+	if on {
+		msg = "subscription enabled"
+	}
+	return h.done(c, "/subscriptions", err, msg)
+}
+
+type deliveriesData struct {
+	Deliveries []api.Delivery
+	Status     string
+}
+
+func (h *Dashboard) webDeliveries(c *fiber.Ctx) error {
+	req := &api.ListDeliveriesRequest{Status: c.Query("status")}
+	if v := c.Query("subscription_id"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return h.pageError(c, api.NotFound("subscription"))
+		}
+		req.SubscriptionID = &id
+	}
+	p, err := h.ops.ListDeliveries.Call(c.UserContext(), callerOf(c), req)
+	if err != nil {
+		return h.pageError(c, err)
+	}
+	return h.render(c, http.StatusOK, "deliveries", "Deliveries", deliveriesData{Deliveries: p.Items, Status: req.Status}, "")
+}
+
+func (h *Dashboard) webDelivery(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return h.pageError(c, api.NotFound("delivery"))
+	}
+	d, err := h.ops.GetDelivery.Call(c.UserContext(), callerOf(c), &api.DeliveryPath{ID: id})
+	if err != nil {
+		return h.pageError(c, err)
+	}
+	return h.render(c, http.StatusOK, "delivery", "Delivery", d, "")
+}
+
+func (h *Dashboard) webRetryDelivery(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return h.done(c, "/deliveries", api.NotFound("delivery"), "")
+	}
+	_, err = h.ops.RetryDelivery.Call(c.UserContext(), callerOf(c), &api.DeliveryPath{ID: id})
+	return h.done(c, "/deliveries/"+id.String(), err, "retry queued")
+}

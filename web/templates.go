@@ -1,0 +1,120 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/mailwatch/mailwatch/api"
+)
+
+// parsePages parses each page template with the layout.
+func parsePages() map[string]*template.Template {
+	names, err := fs.Glob(Files, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]*template.Template{}
+	for _, n := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if base == "layout" {
+			continue
+		}
+		out[base] = template.Must(template.New(base).Funcs(templateFuncs).ParseFS(Files, "templates/layout.html", n))
+	}
+	return out
+}
+
+var templateFuncs = template.FuncMap{
+	// when renders a time for the viewer's zone: RFC 3339 in datetime (the
+	// page's script formats it with Intl), UTC as the text until then.
+	"when": func(v any) template.HTML {
+		var t time.Time
+		switch x := v.(type) {
+		case time.Time:
+			t = x
+		case *time.Time:
+			if x == nil {
+				return "—"
+			}
+			t = *x
+		default:
+			return ""
+		}
+		u := t.UTC()
+		return template.HTML(`<time datetime="` + u.Format(time.RFC3339) + `">` + template.HTMLEscapeString(u.Format("2006-01-02 15:04 UTC")) + `</time>`)
+	},
+	"str": func(v any) string {
+		switch x := v.(type) {
+		case *string:
+			if x == nil {
+				return "—"
+			}
+			return *x
+		case *int:
+			if x == nil {
+				return "—"
+			}
+			return strconv.Itoa(*x)
+		case *int32:
+			if x == nil {
+				return "—"
+			}
+			return strconv.Itoa(int(*x))
+		case *int64:
+			if x == nil {
+				return "—"
+			}
+			return strconv.FormatInt(*x, 10)
+		case *float64:
+			if x == nil {
+				return "—"
+			}
+			return strconv.FormatFloat(*x, 'f', 1, 64)
+		}
+		return fmt.Sprint(v)
+	},
+	"join":  strings.Join,
+	"deref": func(b *bool) bool { return b != nil && *b },
+	"pct":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
+	"pretty": func(v any) string {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	},
+	// TODO(lead): use internal/domains constants (the score thresholds).
+	"scoreClass": func(p *int) string {
+		switch {
+		case p == nil:
+			return "unknown"
+		case *p >= 80:
+			return "good"
+		case *p >= 50:
+			return "fair"
+		}
+		return "bad"
+	},
+	// TODO(lead): use internal/domains constants (the check names).
+	"checkNames": func() []string { return []string{"spf", "dmarc", "dkim", "mx", "mta_sts", "tls_rpt", "bimi", "dnssec"} },
+	"index0": func(m api.CheckMap, k string) string {
+		if v, ok := m[k]; ok {
+			return v
+		}
+		return "—"
+	},
+}
+
+// callerOf is the signed-in account of the request as the operations'
+// caller.
+func callerOf(c *fiber.Ctx) api.Caller {
+	ws := c.Locals(webSessionKey).(*webSession)
+	return api.Caller{AccountID: ws.Account, KeyIdentifier: DashboardKeyIdentifier, IsAdmin: ws.IsAdmin}
+}
