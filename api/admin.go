@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/jobs"
 )
@@ -96,7 +97,7 @@ type QueueStat struct {
 var maintenanceTasks = map[string]func() river.JobArgs{
 	"prune-events":         func() river.JobArgs { return jobs.EventPruneArgs{} },
 	"recheck-domains":      func() river.JobArgs { return jobs.DomainRecheckAllArgs{} },
-	"reconcile-deliveries": func() river.JobArgs { return jobs.DeliveryReconcileArgs{} },
+	"reconcile-deliveries": func() river.JobArgs { return deliveries.ReconcileArgs{} },
 	"vacuum-queues":        func() river.JobArgs { return jobs.QueueVacuumArgs{} },
 	"rotate-signing-keys":  func() river.JobArgs { return jobs.SigningKeyRotateArgs{Force: true} },
 	"reparse-reports":      func() river.JobArgs { return jobs.ReportReparseArgs{} },
@@ -273,7 +274,7 @@ func (s *Server) unsuspendAccount(ctx context.Context, req *AdminAccountPath) (*
 			}
 			audit["previous_reason"] = acct.SuspendedReason
 			// Pushes that waited out the suspension go now.
-			_, err = jobs.WakeAccountDeliveries(ctx, tx, req.AccountID)
+			_, err = deliveries.WakeAccount(ctx, tx, req.AccountID)
 			return row, err
 		})
 }

@@ -228,24 +228,6 @@ FROM river_job GROUP BY queue, state ORDER BY queue, state`)
 	return out, nil
 }
 
-// WakeAccountDeliveries makes the delivery jobs of an unsuspended account,
-// snoozed while it was suspended, available now (as River's scheduler
-// would once their time came). The delivery rows' next_retry_at cannot
-// tell a snooze from a retry's backoff (the reconciler copies a snoozed
-// job's time into it), so a retrying delivery whose backoff had not ended
-// is tried a little early: the account waited longer than that already.
-func WakeAccountDeliveries(ctx context.Context, tx pgx.Tx, accountID uuid.UUID) (int64, error) {
-	tag, err := tx.Exec(ctx, `UPDATE river_job j
-SET state = 'available', scheduled_at = now()
-FROM webhook_deliveries d
-WHERE d.account_id = $1 AND d.status IN ('pending', 'retrying')
-  AND j.id = d.job_id AND j.state = 'scheduled'`, accountID)
-	if err != nil {
-		return 0, fmt.Errorf("error waking deliveries: %w", err)
-	}
-	return tag.RowsAffected(), nil
-}
-
 // addAdminWorkers registers account deletion and the maintenance workers.
 func addAdminWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &AccountDeleteWorker{deps: deps})
