@@ -13,6 +13,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/jobs"
 )
@@ -97,7 +98,7 @@ type QueueStat struct {
 var maintenanceTasks = map[string]func() river.JobArgs{
 	"prune-events":         func() river.JobArgs { return jobs.EventPruneArgs{} },
 	"recheck-domains":      func() river.JobArgs { return jobs.DomainRecheckAllArgs{} },
-	"reconcile-deliveries": func() river.JobArgs { return jobs.DeliveryReconcileArgs{} },
+	"reconcile-deliveries": func() river.JobArgs { return deliveries.ReconcileArgs{} },
 	"vacuum-queues":        func() river.JobArgs { return jobs.QueueVacuumArgs{} },
 	"rotate-signing-keys":  func() river.JobArgs { return jobs.SigningKeyRotateArgs{Force: true} },
 	"reparse-reports":      func() river.JobArgs { return jobs.ReportReparseArgs{} },

@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/events"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 type adminAccountJSON struct {
@@ -105,7 +105,7 @@ func TestSuspendBlocksKeysTokensAndPushes(t *testing.T) {
 	require.Zero(t, attempts)
 	// The periodic reconciler copies the snoozed job's time into the row;
 	// unsuspending must not wait for it.
-	_, err := jobs.ReconcileDeliveries(ctx, b.db, &events.Emitter{River: b.worker}, time.Now().Add(time.Minute))
+	_, err := deliveries.Reconcile(ctx, b.db, &events.Emitter{River: b.worker}, time.Now().Add(time.Minute))
 	require.NoError(t, err)
 	var nextRetry *time.Time
 	require.NoError(t, b.db.QueryRow(ctx, "SELECT next_retry_at FROM webhook_deliveries WHERE event_id = $1", eventID).Scan(&nextRetry))

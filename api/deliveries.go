@@ -8,12 +8,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
-	"github.com/mailwatch/mailwatch/internal/events"
-	"github.com/mailwatch/mailwatch/jobs"
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 )
 
 // Delivery is one push of one event to one subscription.
@@ -58,7 +56,7 @@ type DeliveryDetail struct {
 }
 
 // deliveryFromRow renders a row; jobStates holds the state of the River
-// jobs of queued rows (jobs.JobStates), missing for a deleted job.
+// jobs of queued rows (deliveries.JobStates), missing for a deleted job.
 func deliveryFromRow(d dbsqlc.WebhookDelivery, jobStates map[int64]string) Delivery {
 	out := Delivery{
 		ID: d.ID, SubscriptionID: d.SubscriptionID, EventID: d.EventID, EventType: d.EventType, Status: d.Status,
@@ -66,7 +64,7 @@ func deliveryFromRow(d dbsqlc.WebhookDelivery, jobStates map[int64]string) Deliv
 		LastError: d.LastError, NextRetryAt: whUTC(d.NextRetryAt), JobID: d.JobID, CreatedAt: d.CreatedAt.UTC(),
 		UpdatedAt: d.UpdatedAt.UTC(), DeliveredAt: whUTC(d.DeliveredAt),
 	}
-	if jobStates != nil && d.JobID != nil && jobs.DeliveryAwaitsReconcile(d.Status, jobStates[*d.JobID]) {
+	if jobStates != nil && d.JobID != nil && deliveries.AwaitsReconcile(d.Status, jobStates[*d.JobID]) {
 		out.PendingReconciliation, out.NextRetryAt = true, nil
 	}
 	return out
@@ -77,11 +75,11 @@ func deliveryFromRow(d dbsqlc.WebhookDelivery, jobStates map[int64]string) Deliv
 func (s *Server) queuedJobStates(ctx context.Context, rows ...dbsqlc.WebhookDelivery) (map[int64]string, error) {
 	var ids []int64
 	for _, d := range rows {
-		if d.JobID != nil && (d.Status == jobs.DeliveryPending || d.Status == jobs.DeliveryRetrying) {
+		if d.JobID != nil && deliveries.Queued(d.Status) {
 			ids = append(ids, *d.JobID)
 		}
 	}
-	return jobs.JobStates(ctx, s.db, ids)
+	return deliveries.JobStates(ctx, s.db, ids)
 }
 
 func attemptFromRow(a dbsqlc.WebhookDeliveryAttempt) DeliveryAttempt {
@@ -200,110 +198,31 @@ func (s *Server) listDeliveries(ctx context.Context, req *ListDeliveriesRequest)
 	return out, nil
 }
 
-// retryDelivery queues one immediate attempt, in one transaction with its
-// River job:
-//
-//   - retrying, job waiting for its scheduled retry: JobRetryTx makes it
-//     available now; the attempt is the next one of the schedule.
-//   - failed or delivered (or a retrying row whose job is gone): a new job
-//     with MaxAttempts 1 becomes the delivery's job; max_attempts becomes
-//     attempts + 1.
-//
-// A queued (pending, or job available) or running delivery is 409, so one
-// delivery never has two attempts in flight.
-// errJobFinishing is a delivery whose attempt was just recorded while River
-// has not yet finished its job.
-var errJobFinishing = errors.New("the delivery's job is finishing")
-
-// finishingWindow is how recent a recorded attempt must be for its still
-// running job to count as finishing, and finishingWait how long a retry
-// waits for River to finish it.
-const (
-	finishingWindow = 3 * time.Second
-	finishingWait   = 2 * time.Second
-)
-
+// retryDelivery queues one immediate attempt (deliveries.Retry).
 func (s *Server) retryDelivery(ctx context.Context, req *DeliveryPath) (*Delivery, error) {
-	deadline := time.Now().Add(finishingWait)
-	for {
-		out, err := s.retryDeliveryOnce(ctx, req)
-		if !errors.Is(err, errJobFinishing) {
-			return out, err
-		}
-		if time.Now().After(deadline) {
-			return nil, Conflict("the delivery's last attempt is still being recorded; retry in a moment")
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(25 * time.Millisecond):
-		}
-	}
-}
-
-func (s *Server) retryDeliveryOnce(ctx context.Context, req *DeliveryPath) (*Delivery, error) {
-	caller := mustCaller(ctx)
-	now := s.now().UTC()
-	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.WebhookDelivery, error) {
-		d, err := s.q.DeliveryGetByIDForUpdate(ctx, tx, dbsqlc.DeliveryGetByIDForUpdateParams{ID: req.ID, AccountID: caller.AccountID})
-		if dbutil.IsNotFound(err) {
-			return d, NotFound("delivery")
-		}
-		if err != nil {
-			return d, err
-		}
-		sub, err := s.q.SubscriptionGetByID(ctx, tx, dbsqlc.SubscriptionGetByIDParams{ID: d.SubscriptionID, AccountID: caller.AccountID})
-		if err != nil {
-			return d, err
-		}
-		if !sub.Enabled {
-			return d, Conflict("the delivery's subscription is disabled; enable it (PATCH enabled=true) before retrying")
-		}
-		var (
-			state string
-			at    time.Time
-		)
-		if d.JobID != nil {
-			if state, at, err = jobs.JobState(ctx, tx, *d.JobID); err != nil {
-				return d, err
-			}
-		}
-		switch {
-		case state == "running" && d.Status == jobs.DeliveryDelivered:
-			// The push was accepted and recorded; River has yet to mark
-			// the job completed. Nothing is in flight: a new job below.
-		case state == "running" && (d.Status == jobs.DeliveryRetrying || d.Status == jobs.DeliveryFailed) && now.Sub(d.UpdatedAt) < finishingWindow:
-			// The attempt just ended and was recorded; River has yet to
-			// mark the job retryable or discarded. Wait for it (below)
-			// rather than refuse a retry that will be possible in a moment.
-			return d, errJobFinishing
-		case state == "running" || state == "pending" || (state == "available" && !at.After(now)):
-			return d, Conflict("the delivery is already queued or being pushed")
-		case state == "available" || state == "retryable" || state == "scheduled":
-			// Waiting for a later run.
-			if d.Status == jobs.DeliveryPending {
-				return d, Conflict("the delivery is already queued")
-			}
-			if d.Status == jobs.DeliveryRetrying {
-				if _, err := s.deps.River.JobRetryTx(ctx, tx, *d.JobID); err != nil {
-					return d, err
-				}
-				return s.q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{ID: d.ID, JobID: *d.JobID, NextRetryAt: now})
-			}
-		}
-		res, err := s.deps.River.InsertTx(ctx, tx, events.DeliveryArgs{DeliveryID: d.ID}, &river.InsertOpts{
-			MaxAttempts: 1, Tags: events.DeliveryTags(d.AccountID, d.EventType, d.SubscriptionID),
-		})
-		if err != nil {
-			return d, err
-		}
-		return s.q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{ID: d.ID, JobID: res.Job.ID, NextRetryAt: now})
-	})
+	row, err := deliveries.Retry(ctx, s.db, s.deps.River, mustCaller(ctx).AccountID, req.ID, s.now)
 	if err != nil {
-		return nil, err
+		return nil, retryError(err)
 	}
 	out := deliveryFromRow(row, nil)
 	return &out, nil
+}
+
+// retryError maps the reasons deliveries.Retry refuses to their answers.
+func retryError(err error) error {
+	switch {
+	case errors.Is(err, deliveries.ErrNotFound):
+		return NotFound("delivery")
+	case errors.Is(err, deliveries.ErrSubscriptionDisabled):
+		return Conflict("the delivery's subscription is disabled; enable it (PATCH enabled=true) before retrying")
+	case errors.Is(err, deliveries.ErrInFlight):
+		return Conflict("the delivery is already queued or being pushed")
+	case errors.Is(err, deliveries.ErrAlreadyQueued):
+		return Conflict("the delivery is already queued")
+	case errors.Is(err, deliveries.ErrJobFinishing):
+		return Conflict("the delivery's last attempt is still being recorded; retry in a moment")
+	}
+	return err
 }
 
 // fillDashboardWebhooks counts the account's deliveries that need

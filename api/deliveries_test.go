@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
@@ -390,7 +391,7 @@ func TestDeliveryShowsItsJobAndPendingReconciliation(t *testing.T) {
 	}
 
 	// The reconciler converges them; the flag goes away.
-	n, err := jobs.ReconcileDeliveries(ctx, b.db, &events.Emitter{River: b.worker}, time.Now().Add(time.Second))
+	n, err := deliveries.Reconcile(ctx, b.db, &events.Emitter{River: b.worker}, time.Now().Add(time.Second))
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	for _, id := range ids {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 )
 
@@ -134,22 +135,22 @@ func TestStartManyIsolatesAFailingRun(t *testing.T) {
 	}
 	w := NewDeliveryWorker(deps)
 	shared := uuid.Must(uuid.NewV7()) // the second insert of this attempt id fails
-	ins := make([]startIn, len(ds))
+	ins := make([]deliveries.StartIn, len(ds))
 	for i, d := range ds {
-		ins[i] = startIn{deliveryID: d.ID, jobID: *d.JobID, attemptID: shared, jobAttempt: 1, attemptsLeft: 7, startedAt: time.Now().UTC()}
+		ins[i] = deliveries.StartIn{DeliveryID: d.ID, JobID: *d.JobID, AttemptID: shared, JobAttempt: 1, AttemptsLeft: 7, StartedAt: time.Now().UTC()}
 	}
-	outs, errs := make([]startOut, 2), make([]error, 2)
+	outs, errs := make([]*deliveries.Started, 2), make([]error, 2)
 	w.startMany(ctx, ins, outs, errs)
 
 	require.NoError(t, errs[0])
-	require.NotNil(t, outs[0].started, "the first run starts on its own")
-	require.Equal(t, ds[0].ID, outs[0].started.delivery.ID)
-	require.EqualValues(t, 1, outs[0].started.delivery.Attempts)
+	require.NotNil(t, outs[0], "the first run starts on its own")
+	require.Equal(t, ds[0].ID, outs[0].Delivery.ID)
+	require.EqualValues(t, 1, outs[0].Delivery.Attempts)
 	require.Error(t, errs[1])
 	var pgErr interface{ SQLState() string }
 	require.True(t, errors.As(errs[1], &pgErr))
 	require.Equal(t, "23505", pgErr.SQLState())
-	require.Nil(t, outs[1].started)
+	require.Nil(t, outs[1])
 
 	q := dbsqlc.New()
 	for i, want := range []int32{1, 0} {
@@ -162,26 +163,26 @@ func TestStartManyIsolatesAFailingRun(t *testing.T) {
 
 	// A run whose job does not own the delivery is not started: it takes
 	// the slow path.
-	outs, errs = make([]startOut, 1), make([]error, 1)
-	w.startMany(ctx, []startIn{{deliveryID: ds[1].ID, jobID: *ds[1].JobID + 1000, attemptID: uuid.Must(uuid.NewV7()),
-		jobAttempt: 1, attemptsLeft: 7, startedAt: time.Now().UTC()}}, outs, errs)
+	outs, errs = make([]*deliveries.Started, 1), make([]error, 1)
+	w.startMany(ctx, []deliveries.StartIn{{DeliveryID: ds[1].ID, JobID: *ds[1].JobID + 1000, AttemptID: uuid.Must(uuid.NewV7()),
+		JobAttempt: 1, AttemptsLeft: 7, StartedAt: time.Now().UTC()}}, outs, errs)
 	require.NoError(t, errs[0])
-	require.Nil(t, outs[0].started)
+	require.Nil(t, outs[0])
 
 	// Two jobs of one delivery in one batch (an operator re-ran an old
 	// job): only the owner's run starts, with its own attempt.
-	owner := startIn{deliveryID: ds[1].ID, jobID: *ds[1].JobID, attemptID: uuid.Must(uuid.NewV7()),
-		jobAttempt: 1, attemptsLeft: 7, startedAt: time.Now().UTC()}
+	owner := deliveries.StartIn{DeliveryID: ds[1].ID, JobID: *ds[1].JobID, AttemptID: uuid.Must(uuid.NewV7()),
+		JobAttempt: 1, AttemptsLeft: 7, StartedAt: time.Now().UTC()}
 	stranger := owner
-	stranger.jobID, stranger.attemptID = owner.jobID+1000, uuid.Must(uuid.NewV7())
-	outs, errs = make([]startOut, 2), make([]error, 2)
-	w.startMany(ctx, []startIn{owner, stranger}, outs, errs)
+	stranger.JobID, stranger.AttemptID = owner.JobID+1000, uuid.Must(uuid.NewV7())
+	outs, errs = make([]*deliveries.Started, 2), make([]error, 2)
+	w.startMany(ctx, []deliveries.StartIn{owner, stranger}, outs, errs)
 	require.NoError(t, errs[0])
 	require.NoError(t, errs[1])
-	require.NotNil(t, outs[0].started, "the owner's run starts")
-	require.Equal(t, owner.attemptID, outs[0].started.attemptID)
-	require.Nil(t, outs[1].started, "the other job's run takes the slow path")
+	require.NotNil(t, outs[0], "the owner's run starts")
+	require.Equal(t, owner.AttemptID, outs[0].AttemptID)
+	require.Nil(t, outs[1], "the other job's run takes the slow path")
 	atts := e.attempts(t, ds[1].ID)
 	require.Len(t, atts, 1)
-	require.Equal(t, owner.attemptID, atts[0].ID)
+	require.Equal(t, owner.AttemptID, atts[0].ID)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
@@ -168,13 +169,13 @@ func (e *whEnv) checkDelivered(t *testing.T, account, eventID uuid.UUID) (waited
 		require.Eventually(t, func() bool {
 			got, err = dbsqlc.New().DeliveryGetByID(context.Background(), e.pool, dbsqlc.DeliveryGetByIDParams{ID: d.ID, AccountID: account})
 			require.NoError(t, err)
-			return got.Status == DeliveryDelivered
+			return got.Status == deliveries.StatusDelivered
 		}, time.Minute, 10*time.Millisecond, "delivery %s never delivered; last: %+v", d.ID, got)
 		require.EqualValues(t, 1, got.Attempts, "waiting for a turn uses no attempt")
 		require.Len(t, e.attempts(t, d.ID), 1, "waiting for a turn leaves no attempt row")
 		job := e.settled(t, got)
 		require.Equal(t, 1, job.Attempt)
-		if fairWaits(job.Metadata) > 0 {
+		if deliveries.FairWaits(job.Metadata) > 0 {
 			waited++
 		}
 	}

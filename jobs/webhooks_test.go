@@ -23,6 +23,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
@@ -158,7 +159,7 @@ func (e *whEnv) settled(t *testing.T, d dbsqlc.WebhookDelivery) *rivertype.JobRo
 func statusIs(status string, attempts int32) func(dbsqlc.WebhookDelivery) bool {
 	return func(d dbsqlc.WebhookDelivery) bool {
 		// A retrying delivery has its next time once its attempt is over.
-		return d.Status == status && d.Attempts == attempts && (status != DeliveryRetrying || d.NextRetryAt != nil)
+		return d.Status == status && d.Attempts == attempts && (status != deliveries.StatusRetrying || d.NextRetryAt != nil)
 	}
 }
 
@@ -247,7 +248,7 @@ func TestDeliveryWorker(t *testing.T) {
 		e.subscribe(t, rc.URL, secret, nil)
 		ev := e.emit(t, messageEvent(e.account))
 		d := e.only(t, ev.ID)
-		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 1))
+		d = e.waitFor(t, d.ID, "delivered", statusIs(deliveries.StatusDelivered, 1))
 		require.NotNil(t, d.DeliveredAt)
 		require.Nil(t, d.NextRetryAt)
 		require.EqualValues(t, 200, *d.LastStatusCode)
@@ -276,7 +277,7 @@ func TestDeliveryWorker(t *testing.T) {
 		secret := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 		e.subscribe(t, rc.URL, secret, nil)
 		d := e.only(t, e.emit(t, messageEvent(e.account)).ID)
-		d = e.waitFor(t, d.ID, "retrying", statusIs(DeliveryRetrying, 1))
+		d = e.waitFor(t, d.ID, "retrying", statusIs(deliveries.StatusRetrying, 1))
 		require.EqualValues(t, 500, *d.LastStatusCode)
 		require.Equal(t, webhook.ErrorClassHTTPStatus, *d.LastErrorClass)
 		// next_retry_at is exactly when River will run the job, about 5 s on.
@@ -291,7 +292,7 @@ func TestDeliveryWorker(t *testing.T) {
 		// Hurry the retry as River UI would.
 		_, err := e.client.JobRetry(context.Background(), job.ID)
 		require.NoError(t, err)
-		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 2))
+		d = e.waitFor(t, d.ID, "delivered", statusIs(deliveries.StatusDelivered, 2))
 		require.Len(t, rc.requests(), 2)
 		rc.verify(t, secret, d.ID.String(), d.Body)
 		require.EqualValues(t, 10, d.MaxAttempts)
@@ -306,14 +307,14 @@ func TestDeliveryWorker(t *testing.T) {
 		})
 		d := e.only(t, e.emit(t, messageEvent(e.account)).ID)
 		for n := int32(1); n < webhook.MaxAttempts; n++ {
-			d = e.waitFor(t, d.ID, "retrying", statusIs(DeliveryRetrying, n))
+			d = e.waitFor(t, d.ID, "retrying", statusIs(deliveries.StatusRetrying, n))
 			job := e.settled(t, d)
 			require.True(t, d.NextRetryAt.Equal(job.ScheduledAt), "attempt %d: next_retry_at %v, River %v", n, d.NextRetryAt, job.ScheduledAt)
 			require.WithinDuration(t, time.Now().Add(webhook.BaseDelay(int(n))), *d.NextRetryAt, webhook.BaseDelay(int(n))/10+2*time.Second)
 			_, err := e.client.JobRetry(context.Background(), job.ID)
 			require.NoError(t, err)
 		}
-		d = e.waitFor(t, d.ID, "failed", statusIs(DeliveryFailed, webhook.MaxAttempts))
+		d = e.waitFor(t, d.ID, "failed", statusIs(deliveries.StatusFailed, webhook.MaxAttempts))
 		require.Nil(t, d.NextRetryAt)
 		require.EqualValues(t, webhook.MaxAttempts, d.MaxAttempts)
 		require.Eventually(t, func() bool { return e.job(t, *d.JobID).State == rivertype.JobStateDiscarded }, 5*time.Second, 10*time.Millisecond)
@@ -336,7 +337,7 @@ func TestDeliveryWorker(t *testing.T) {
 			"delivery_id": uuid.New(), "subscription_id": uuid.New(), "event_id": uuid.New(), "event_type": "bounce_spike", "attempts": 10,
 		}})
 		d := e.only(t, ev.ID)
-		d = e.waitFor(t, d.ID, "failed", statusIs(DeliveryFailed, 1))
+		d = e.waitFor(t, d.ID, "failed", statusIs(deliveries.StatusFailed, 1))
 		require.EqualValues(t, 410, *d.LastStatusCode)
 		require.Eventually(t, func() bool { return e.job(t, *d.JobID).State == rivertype.JobStateCancelled }, 5*time.Second, 10*time.Millisecond)
 		s, err := dbsqlc.New().SubscriptionGetForDelivery(context.Background(), e.pool, sub)
@@ -368,7 +369,7 @@ func TestDeliveryWorker(t *testing.T) {
 		})
 		e.subscribe(t, rc.URL, webhook.GenerateSecret(), nil)
 		d := e.only(t, e.emit(t, messageEvent(e.account)).ID)
-		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 1))
+		d = e.waitFor(t, d.ID, "delivered", statusIs(deliveries.StatusDelivered, 1))
 		atts := e.attempts(t, d.ID)
 		require.Len(t, atts, 2)
 		require.False(t, atts[0].Counted)
@@ -392,7 +393,7 @@ func TestDeliveryWorker(t *testing.T) {
 		})
 		e.subscribe(t, rc.URL, webhook.GenerateSecret(), nil)
 		d := e.only(t, e.emit(t, messageEvent(e.account)).ID)
-		d = e.waitFor(t, d.ID, "retrying", statusIs(DeliveryRetrying, 1))
+		d = e.waitFor(t, d.ID, "retrying", statusIs(deliveries.StatusRetrying, 1))
 		require.Equal(t, webhook.ErrorClassTimeout, *d.LastErrorClass)
 		require.Nil(t, d.LastStatusCode)
 	})
@@ -406,7 +407,7 @@ func TestDeliveryWorker(t *testing.T) {
 		})
 		e.subscribe(t, rc.URL, webhook.GenerateSecret(), nil)
 		d := e.only(t, e.emit(t, messageEvent(e.account)).ID)
-		d = e.waitFor(t, d.ID, "retrying", statusIs(DeliveryRetrying, 1))
+		d = e.waitFor(t, d.ID, "retrying", statusIs(deliveries.StatusRetrying, 1))
 		require.Equal(t, webhook.ErrorClassRedirect, *d.LastErrorClass)
 		require.EqualValues(t, 302, *d.LastStatusCode)
 		require.Empty(t, target.requests(), "the redirect target is never called")
@@ -422,7 +423,7 @@ func TestDeliveryWorker(t *testing.T) {
 			p.EventTypes = []string{events.TypeReceiverMessageReceived}
 		})
 		d := e.only(t, e.emit(t, messageEvent(e.account)).ID)
-		d = e.waitFor(t, d.ID, "failed", statusIs(DeliveryFailed, 1))
+		d = e.waitFor(t, d.ID, "failed", statusIs(deliveries.StatusFailed, 1))
 		require.Equal(t, webhook.ErrorClassBlockedDestination, *d.LastErrorClass)
 		require.Empty(t, rc.requests())
 		require.Eventually(t, func() bool { return e.job(t, *d.JobID).State == rivertype.JobStateCancelled }, 5*time.Second, 10*time.Millisecond)
@@ -443,7 +444,7 @@ func TestDeliveryWorker(t *testing.T) {
 			p.EventTypes = []string{events.TypeReceiverMessageReceived}
 		})
 		d := e.only(t, e.emit(t, messageEvent(e.account)).ID)
-		d = e.waitFor(t, d.ID, "failed", statusIs(DeliveryFailed, 1))
+		d = e.waitFor(t, d.ID, "failed", statusIs(deliveries.StatusFailed, 1))
 		require.Eventually(t, func() bool { return e.job(t, *d.JobID).State == rivertype.JobStateCancelled }, 5*time.Second, 10*time.Millisecond)
 		// The account re-enables the subscription; an operator retries the
 		// cancelled job in River UI (or `mailwatch jobs retry`).
@@ -451,7 +452,7 @@ func TestDeliveryWorker(t *testing.T) {
 		require.NoError(t, err)
 		_, err = e.client.JobRetry(context.Background(), *d.JobID)
 		require.NoError(t, err)
-		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 2))
+		d = e.waitFor(t, d.ID, "delivered", statusIs(deliveries.StatusDelivered, 2))
 		require.Nil(t, d.FailedAt)
 		job := e.settled(t, d)
 		require.Equal(t, rivertype.JobStateCompleted, job.State)
@@ -466,11 +467,11 @@ func TestDeliveryWorker(t *testing.T) {
 		rc := newReceiver(t, nil)
 		e.subscribe(t, rc.URL, webhook.GenerateSecret(), nil)
 		d := e.only(t, e.emit(t, messageEvent(e.account)).ID)
-		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 1))
+		d = e.waitFor(t, d.ID, "delivered", statusIs(deliveries.StatusDelivered, 1))
 		require.Equal(t, rivertype.JobStateCompleted, e.settled(t, d).State)
 		_, err := e.client.JobRetry(context.Background(), *d.JobID)
 		require.NoError(t, err)
-		d = e.waitFor(t, d.ID, "delivered again", statusIs(DeliveryDelivered, 2))
+		d = e.waitFor(t, d.ID, "delivered again", statusIs(deliveries.StatusDelivered, 2))
 		reqs := rc.requests()
 		require.Len(t, reqs, 2, "the retry pushes again")
 		require.Equal(t, reqs[0].header.Get("webhook-id"), reqs[1].header.Get("webhook-id"), "with the same webhook-id")
@@ -488,7 +489,7 @@ func TestDeliveryWorker(t *testing.T) {
 		rc := newReceiver(t, nil)
 		e.subscribe(t, rc.URL, webhook.GenerateSecret(), nil)
 		d := e.only(t, e.emit(t, messageEvent(e.account)).ID)
-		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 1))
+		d = e.waitFor(t, d.ID, "delivered", statusIs(deliveries.StatusDelivered, 1))
 		require.Equal(t, rivertype.JobStateCompleted, e.settled(t, d).State)
 		_, err := e.pool.Exec(context.Background(), `UPDATE river_job SET state = 'available', scheduled_at = now(), finalized_at = NULL,
 			errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt, 'error', 'Stuck job rescued by JobRescuer', 'trace', ''))
@@ -500,9 +501,9 @@ func TestDeliveryWorker(t *testing.T) {
 		}, 10*time.Second, 10*time.Millisecond)
 		require.Len(t, rc.requests(), 1, "no second push")
 		require.Len(t, e.attempts(t, d.ID), 1, "no second attempt")
-		d = e.waitFor(t, d.ID, "delivered", statusIs(DeliveryDelivered, 1))
+		d = e.waitFor(t, d.ID, "delivered", statusIs(deliveries.StatusDelivered, 1))
 		out := e.job(t, *d.JobID).Output()
-		require.Contains(t, string(out), SkipAlreadyDelivered)
+		require.Contains(t, string(out), deliveries.SkipAlreadyDelivered)
 	})
 
 	t.Run("BurstIsRecordedPerDelivery", func(t *testing.T) {
@@ -530,7 +531,7 @@ func TestDeliveryWorker(t *testing.T) {
 		})
 		require.NoError(t, err)
 		for _, evID := range ids {
-			d := e.waitFor(t, e.only(t, evID).ID, "delivered", statusIs(DeliveryDelivered, 1))
+			d := e.waitFor(t, e.only(t, evID).ID, "delivered", statusIs(deliveries.StatusDelivered, 1))
 			atts := e.attempts(t, d.ID)
 			require.Len(t, atts, 1)
 			a := atts[0]
@@ -554,9 +555,9 @@ func TestDeliveryWorker(t *testing.T) {
 		e.subscribe(t, rc.URL, webhook.GenerateSecret(), func(p *dbsqlc.SubscriptionInsertParams) {
 			p.EventTypes = []string{events.TypeReceiverMessageReceived}
 		})
-		cancelled := e.waitFor(t, e.only(t, e.emit(t, messageEvent(e.account)).ID).ID, "retrying", statusIs(DeliveryRetrying, 1))
-		deleted := e.waitFor(t, e.only(t, e.emit(t, messageEvent(e.account)).ID).ID, "retrying", statusIs(DeliveryRetrying, 1))
-		rescheduled := e.waitFor(t, e.only(t, e.emit(t, messageEvent(e.account)).ID).ID, "retrying", statusIs(DeliveryRetrying, 1))
+		cancelled := e.waitFor(t, e.only(t, e.emit(t, messageEvent(e.account)).ID).ID, "retrying", statusIs(deliveries.StatusRetrying, 1))
+		deleted := e.waitFor(t, e.only(t, e.emit(t, messageEvent(e.account)).ID).ID, "retrying", statusIs(deliveries.StatusRetrying, 1))
+		rescheduled := e.waitFor(t, e.only(t, e.emit(t, messageEvent(e.account)).ID).ID, "retrying", statusIs(deliveries.StatusRetrying, 1))
 		for _, d := range []dbsqlc.WebhookDelivery{cancelled, deleted, rescheduled} {
 			e.settled(t, d)
 		}
@@ -569,7 +570,7 @@ func TestDeliveryWorker(t *testing.T) {
 		_, err = e.pool.Exec(ctx, "UPDATE river_job SET scheduled_at = $2 WHERE id = $1", *rescheduled.JobID, later)
 		require.NoError(t, err)
 
-		n, err := ReconcileDeliveries(ctx, e.pool, &events.Emitter{River: e.client}, time.Now().Add(time.Second))
+		n, err := deliveries.Reconcile(ctx, e.pool, &events.Emitter{River: e.client}, time.Now().Add(time.Second))
 		require.NoError(t, err)
 		require.Equal(t, 3, n)
 		get := func(id uuid.UUID) dbsqlc.WebhookDelivery {
@@ -577,15 +578,15 @@ func TestDeliveryWorker(t *testing.T) {
 			require.NoError(t, err)
 			return d
 		}
-		require.Equal(t, DeliveryFailed, get(cancelled.ID).Status)
-		require.Equal(t, errorClassJobCancelled, *get(cancelled.ID).LastErrorClass)
-		require.Equal(t, DeliveryFailed, get(deleted.ID).Status)
-		require.Equal(t, errorClassJobGone, *get(deleted.ID).LastErrorClass)
-		require.Equal(t, DeliveryRetrying, get(rescheduled.ID).Status)
+		require.Equal(t, deliveries.StatusFailed, get(cancelled.ID).Status)
+		require.Equal(t, deliveries.ErrorClassJobCancelled, *get(cancelled.ID).LastErrorClass)
+		require.Equal(t, deliveries.StatusFailed, get(deleted.ID).Status)
+		require.Equal(t, deliveries.ErrorClassJobGone, *get(deleted.ID).LastErrorClass)
+		require.Equal(t, deliveries.StatusRetrying, get(rescheduled.ID).Status)
 		require.True(t, get(rescheduled.ID).NextRetryAt.Equal(later))
 		require.Equal(t, 2, e.countEvents(t, events.TypeWebhookDeliveryFailed))
 		// Nothing left to repair.
-		n, err = ReconcileDeliveries(ctx, e.pool, &events.Emitter{River: e.client}, time.Now().Add(time.Second))
+		n, err = deliveries.Reconcile(ctx, e.pool, &events.Emitter{River: e.client}, time.Now().Add(time.Second))
 		require.NoError(t, err)
 		require.Zero(t, n)
 	})
@@ -649,29 +650,4 @@ func TestFanOut(t *testing.T) {
 		require.Zero(t, jobs)
 		require.Empty(t, rc.requests())
 	})
-}
-
-// TestOperatorRetry pins the signal that tells an operator's retry of a
-// finished job (re-send) from River's own runs (never re-send a delivered
-// delivery): whether River recorded an error for the previous attempt.
-func TestOperatorRetry(t *testing.T) {
-	t.Parallel()
-	rescued := rivertype.AttemptError{Attempt: 1, Error: "Stuck job rescued by JobRescuer"}
-	failed := rivertype.AttemptError{Attempt: 2, Error: "webhook push failed"}
-	for _, tc := range []struct {
-		name    string
-		attempt int
-		errs    []rivertype.AttemptError
-		want    bool
-	}{
-		{"FirstRun", 1, nil, false},
-		{"RetryOfACompletedFirstAttempt", 2, nil, true},
-		{"RescueAfterACrash", 2, []rivertype.AttemptError{rescued}, false},
-		{"RiversRetryAfterAFailure", 3, []rivertype.AttemptError{rescued, failed}, false},
-		{"RetryOfACompletedJobThatFailedEarlier", 3, []rivertype.AttemptError{rescued}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, operatorRetry(&rivertype.JobRow{Attempt: tc.attempt, Errors: tc.errs}))
-		})
-	}
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/events"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // runCLI runs the real binary and returns its stdout, stderr and exit code.
@@ -87,7 +87,7 @@ func TestJobsCommand(t *testing.T) {
 	require.Zero(t, code, stderr)
 	require.Contains(t, out, "available")
 	require.Equal(t, "pending", status())
-	n, err := jobs.ReconcileDeliveries(ctx, f.pool, &events.Emitter{River: f.client}, time.Now().Add(time.Second))
+	n, err := deliveries.Reconcile(ctx, f.pool, &events.Emitter{River: f.client}, time.Now().Add(time.Second))
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing left for the reconciler")
 	startProcess(t, f.workerEnv(t), "worker", "--queues=webhooks")

@@ -27,6 +27,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/edge"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/jobs"
@@ -302,7 +303,7 @@ func (c *uiConverge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.next.ServeHTTP(rec, r)
 	if rec.status == http.StatusOK {
 		if ids := jobActionIDs(body); len(ids) > 0 {
-			if _, err := jobs.ReconcileJobs(r.Context(), c.pool, c.emitter, ids); err != nil {
+			if _, err := deliveries.ReconcileJobs(r.Context(), c.pool, c.emitter, ids); err != nil {
 				// The periodic reconciler repairs the rows later.
 				c.logger.WarnContext(r.Context(), "River UI: error reconciling deliveries of changed jobs", slog.Any("error", err))
 			}
@@ -372,7 +373,7 @@ func serveDevUI(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 // cancelled or retried with `mailwatch jobs` up to date at once, as River
 // UI's actions do.
 func reconcileJob(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], id int64) error {
-	if _, err := jobs.ReconcileJobs(ctx, pool, &events.Emitter{River: client}, []int64{id}); err != nil {
+	if _, err := deliveries.ReconcileJobs(ctx, pool, &events.Emitter{River: client}, []int64{id}); err != nil {
 		return fmt.Errorf("the job changed, but its delivery rows wait for the periodic reconciler: %w", err)
 	}
 	return nil

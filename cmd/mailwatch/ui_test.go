@@ -22,8 +22,8 @@ import (
 	"github.com/mailwatch/mailwatch/internal/apikey"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/events"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // uiReceiver is a loopback webhook endpoint whose answer is set per
@@ -300,7 +300,7 @@ func TestRiverUIOperatorActions(t *testing.T) {
 		require.NoError(t, err)
 		waitFor(t, "the rescued run", func() bool { s, out := jobOf(t, job); return s == "completed" && out != nil })
 		_, out := jobOf(t, job)
-		require.Equal(t, jobs.SkipAlreadyDelivered, out["reason"])
+		require.Equal(t, deliveries.SkipAlreadyDelivered, out["reason"])
 		require.Equal(t, false, out["sent"])
 		require.Contains(t, out["detail"], "never pushes again")
 		require.Equal(t, 2, rc.count(delivered), "no push after a rescue")
@@ -316,7 +316,7 @@ func TestRiverUIOperatorActions(t *testing.T) {
 		require.Equal(t, "job_cancelled", d.errorClass)
 		require.Equal(t, "cancelled", d.jobState)
 		require.Equal(t, 1, failedEvents(t, id), "a delivery that ends failed emits webhook_delivery_failed")
-		require.False(t, jobs.DeliveryAwaitsReconcile(d.status, d.jobState))
+		require.False(t, deliveries.AwaitsReconcile(d.status, d.jobState))
 
 		rc.set(id, http.StatusNoContent)
 		action(t, "retry", job)
@@ -360,14 +360,14 @@ func TestRiverUIOperatorActions(t *testing.T) {
 		action(t, "retry", old)
 		waitFor(t, "the old job's run", func() bool { s, _ := jobOf(t, old); return s == "completed" })
 		_, out := jobOf(t, old)
-		require.Equal(t, jobs.SkipOwnedByOtherJob, out["reason"])
+		require.Equal(t, deliveries.SkipOwnedByOtherJob, out["reason"])
 		require.EqualValues(t, owner, out["owner_job_id"])
 		require.Contains(t, out["detail"], fmt.Sprintf("job %d (scheduled) owns this delivery", owner))
 		require.Equal(t, 1, rc.count(id), "nothing sent")
 		// River UI shows the output: it is in the job's metadata.
 		status, body, _ := call(t, "GET", fmt.Sprintf("/api/jobs/%d", old), nil, admin)
 		require.Equal(t, http.StatusOK, status)
-		require.Contains(t, string(body), jobs.SkipOwnedByOtherJob)
+		require.Contains(t, string(body), deliveries.SkipOwnedByOtherJob)
 	})
 
 	t.Run("TagsFindAnAccountsJobs", func(t *testing.T) {
@@ -411,7 +411,7 @@ func TestRiverUIOperatorActions(t *testing.T) {
 			return s == "cancelled" && out["reason"] != nil && read(t, id).status == "failed"
 		})
 		_, out := jobOf(t, job)
-		require.Equal(t, jobs.SkipSubscriptionDisabled, out["reason"])
+		require.Equal(t, deliveries.SkipSubscriptionDisabled, out["reason"])
 		require.Contains(t, out["detail"], "enable it")
 		d := read(t, id)
 		require.Equal(t, "subscription_disabled", d.errorClass)
@@ -423,7 +423,7 @@ func TestRiverUIOperatorActions(t *testing.T) {
 		action(t, "retry", djob)
 		waitFor(t, "the delivered job's run", func() bool { s, out := jobOf(t, djob); return s == "cancelled" && out["reason"] != nil })
 		_, out = jobOf(t, djob)
-		require.Equal(t, jobs.SkipSubscriptionDisabled, out["reason"])
+		require.Equal(t, deliveries.SkipSubscriptionDisabled, out["reason"])
 		require.Equal(t, "delivered", read(t, delivered).status)
 		require.Equal(t, 2, rc.count(delivered))
 	})
