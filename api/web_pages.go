@@ -616,7 +616,7 @@ func (s *Server) webReceivers(c *fiber.Ctx) error {
 	if err != nil {
 		return s.pageError(c, err)
 	}
-	return s.render(c, http.StatusOK, "receivers", "Receivers", list.items, "")
+	return s.render(c, http.StatusOK, "receivers", "Receivers", list.Items, "")
 }
 
 func (s *Server) webCreateReceiver(c *fiber.Ctx) error {
@@ -655,9 +655,9 @@ func (s *Server) webReceiver(c *fiber.Ctx) error {
 	if err != nil {
 		return s.pageError(c, err)
 	}
-	data := receiverData{Receiver: r, Messages: list.items}
-	if len(list.items) > 0 {
-		data.Last = list.items[0].ID.String() // newest first
+	data := receiverData{Receiver: r, Messages: list.Items}
+	if len(list.Items) > 0 {
+		data.Last = list.Items[0].ID.String() // newest first
 	}
 	return s.render(c, http.StatusOK, "receiver", r.Address, data, "")
 }
