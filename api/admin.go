@@ -52,7 +52,7 @@ type SearchAccountsRequest struct {
 }
 
 // AdminAccountPage is one page of accounts in id (creation) order.
-type AdminAccountPage = ArrayPage[AdminAccount]
+type AdminAccountPage = Page[AdminAccount]
 
 // AdminAccountPath names one account.
 type AdminAccountPath struct {

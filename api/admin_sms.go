@@ -2,18 +2,11 @@ package api
 
 import (
 	"context"
-	"regexp"
-	"strings"
+	"errors"
 	"time"
 
-	"github.com/mailwatch/mailwatch/internal/dbsqlc"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
-	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/receivers"
 )
-
-// e164 is an E.164 number: +, a country code not starting with 0, at most
-// 15 digits in all (ITU-T E.164 section 6), and at least 7.
-var e164 = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
 
 // SMSNumber is one number of the operator's SMS pool.
 type SMSNumber struct {
@@ -34,23 +27,37 @@ type SMSNumberPath struct {
 	PhoneNumber string `path:"phone_number" description:"E.164; URL-encode the + as %2B."`
 }
 
-// normalizeE164 strips common separators and checks E.164.
-func normalizeE164(field, raw string) (string, error) {
-	s := strings.NewReplacer(" ", "", "-", "", ".", "", "(", "", ")", "").Replace(strings.TrimSpace(raw))
-	if !e164.MatchString(s) {
-		return "", InvalidField(field, "must be an E.164 number such as +14155550100")
+func smsNumberOf(n receivers.PoolNumber) SMSNumber {
+	out := SMSNumber{PhoneNumber: n.PhoneNumber, CreatedAt: n.CreatedAt, HeldUntil: n.HeldUntil}
+	if n.ReceiverID != nil {
+		rid := n.ReceiverID.String()
+		out.ReceiverID = &rid
 	}
-	return s, nil
-}
-
-func (s *Server) smsNumberFromRow(n dbsqlc.SMSNumberListRow) SMSNumber {
-	out := SMSNumber{PhoneNumber: n.PhoneNumber, CreatedAt: n.CreatedAt.UTC()}
-	if n.ReceiverID != nil && n.HolderExpiresAt != nil && s.now().Before(*n.HolderExpiresAt) {
-		t := n.HolderExpiresAt.UTC()
-		rid, aid := n.ReceiverID.String(), n.HolderAccountID.String()
-		out.ReceiverID, out.AccountID, out.HeldUntil = &rid, &aid, &t
+	if n.AccountID != nil {
+		aid := n.AccountID.String()
+		out.AccountID = &aid
 	}
 	return out
+}
+
+// smsPoolError maps internal/receivers' pool errors to the API's answers.
+func smsPoolError(err error) error {
+	var exists *receivers.NumberExistsError
+	var held *receivers.NumberHeldError
+	switch {
+	case errors.Is(err, receivers.ErrNotE164):
+		return InvalidField("phone_number", err.Error())
+	case errors.Is(err, receivers.ErrNumberNotFound):
+		return NotFound("SMS number")
+	case errors.As(err, &exists), errors.As(err, &held):
+		return Conflict("%s", err.Error())
+	}
+	return err
+}
+
+func (s *Server) poolAdmin(ctx context.Context) receivers.PoolAdmin {
+	caller := mustCaller(ctx)
+	return receivers.PoolAdmin{AccountID: caller.AccountID, KeyIdentifier: caller.KeyIdentifier}
 }
 
 func (s *Server) adminSMSRoutes() {
@@ -61,22 +68,9 @@ func (s *Server) adminSMSRoutes() {
 		Auth:        AuthAdmin,
 		Errors:      []int{409},
 		Call: func(ctx context.Context, req *AddSMSNumberRequest) (*SMSNumber, error) {
-			number, err := normalizeE164("phone_number", req.PhoneNumber)
+			row, err := receivers.AddNumber(ctx, s.db, s.deps.Emitter, s.poolAdmin(ctx), req.PhoneNumber)
 			if err != nil {
-				return nil, err
-			}
-			row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.SmsNumber, error) {
-				row, err := s.q.SMSNumberInsert(ctx, tx, number)
-				if err != nil {
-					return row, err
-				}
-				return row, s.auditSMSPool(ctx, tx, "added", number)
-			})
-			if dbutil.IsUniqueViolation(err, "sms_numbers_pkey") {
-				return nil, Conflict("%s is already in the pool", number)
-			}
-			if err != nil {
-				return nil, err
+				return nil, smsPoolError(err)
 			}
 			return &SMSNumber{PhoneNumber: row.PhoneNumber, CreatedAt: row.CreatedAt.UTC()}, nil
 		},
@@ -87,13 +81,13 @@ func (s *Server) adminSMSRoutes() {
 		Description: "Every number with the live receiver (and account) holding it, if any.",
 		Auth:        AuthAdmin,
 		Call: func(ctx context.Context, _ *emptyRequest) (*[]SMSNumber, error) {
-			rows, err := s.q.SMSNumberList(ctx, s.db)
+			numbers, err := receivers.ListNumbers(ctx, s.db, s.now())
 			if err != nil {
 				return nil, err
 			}
-			out := make([]SMSNumber, len(rows))
-			for i, r := range rows {
-				out[i] = s.smsNumberFromRow(r)
+			out := make([]SMSNumber, len(numbers))
+			for i, n := range numbers {
+				out[i] = smsNumberOf(n)
 			}
 			return &out, nil
 		},
@@ -106,40 +100,10 @@ func (s *Server) adminSMSRoutes() {
 		Auth:   AuthAdmin,
 		Errors: []int{409},
 		Call: func(ctx context.Context, req *SMSNumberPath) (*NoContent, error) {
-			number, err := normalizeE164("phone_number", req.PhoneNumber)
-			if err != nil {
-				return nil, NotFound("SMS number")
-			}
-			err = dbutil.WithTx(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) error {
-				row, err := s.q.SMSNumberGetForUpdate(ctx, tx, number)
-				if dbutil.IsNotFound(err) {
-					return NotFound("SMS number")
-				}
-				if err != nil {
-					return err
-				}
-				if row.ReceiverID != nil && row.HolderExpiresAt != nil && s.now().Before(*row.HolderExpiresAt) {
-					return Conflict("%s is held by receiver %s until %s; delete that receiver first or wait",
-						number, row.ReceiverID, row.HolderExpiresAt.UTC().Format(time.RFC3339))
-				}
-				if _, err = s.q.SMSNumberDelete(ctx, tx, number); err != nil {
-					return err
-				}
-				return s.auditSMSPool(ctx, tx, "removed", number)
-			})
-			if err != nil {
-				return nil, err
+			if err := receivers.RemoveNumber(ctx, s.db, s.deps.Emitter, s.poolAdmin(ctx), req.PhoneNumber, s.now()); err != nil {
+				return nil, smsPoolError(err)
 			}
 			return &NoContent{}, nil
 		},
 	})
-}
-
-// auditSMSPool records a change of the pool as sms_pool_changed on the
-// calling admin's own account (the pool belongs to no account).
-func (s *Server) auditSMSPool(ctx context.Context, tx dbutil.Tx, action, number string) error {
-	caller := mustCaller(ctx)
-	_, err := s.deps.Emitter.Emit(ctx, tx, events.Event{AccountID: caller.AccountID, Type: events.TypeSMSPoolChanged,
-		Payload: map[string]any{"action": action, "phone_number": number, "admin_key_identifier": caller.KeyIdentifier}})
-	return err
 }

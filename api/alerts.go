@@ -2,15 +2,14 @@ package api
 
 import (
 	"context"
+	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/mailwatch/mailwatch/internal/alerts"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
-	"github.com/mailwatch/mailwatch/internal/events"
 )
 
 // Alert is a critical event with its acknowledgement.
@@ -84,57 +83,35 @@ func (s *Server) listAlerts(ctx context.Context, req *ListAlertsRequest) (*Page[
 	if err != nil {
 		return nil, err
 	}
-	f.AlertsOnly = true
-	f.Acknowledged = req.Acknowledged
 	if req.Acknowledged != nil {
 		q.Set("acknowledged", strconv.FormatBool(*req.Acknowledged))
 	}
-	rows, next, err := events.List(ctx, s.db, f)
+	rows, next, err := alerts.List(ctx, s.db, f, req.Acknowledged)
 	if err != nil {
 		return nil, err
 	}
-	page := &Page[Alert]{Items: make([]Alert, len(rows)), next: next, path: "/api/accounts/me/alerts", query: q}
+	page := newPage(make([]Alert, len(rows)), "/api/accounts/me/alerts", q)
 	for i, r := range rows {
 		page.Items[i] = alertFromRow(r)
 	}
+	page.setNext(cursorString(next))
 	return page, nil
 }
 
-// alertStateError explains why a transition did not apply: the event is
-// not the account's alert (404) or is not in the state the transition
-// leaves (409).
-func (s *Server) alertStateError(ctx context.Context, tx dbutil.Tx, account, id uuid.UUID, acknowledging bool) error {
-	row, err := s.q.EventGetByID(ctx, tx, dbsqlc.EventGetByIDParams{ID: id, AccountID: account})
-	if dbutil.IsNotFound(err) || (err == nil && row.Severity != string(events.SeverityCritical)) {
+// alertError maps internal/alerts' errors to the API's answers.
+func alertError(err error) error {
+	var already *alerts.AlreadyAcknowledgedError
+	switch {
+	case errors.Is(err, alerts.ErrNotFound):
 		return NotFound("alert")
+	case errors.As(err, &already):
+		return Conflict("%s", already.Error())
+	case errors.Is(err, alerts.ErrNotAcknowledged):
+		return Conflict("the alert is not acknowledged")
+	case errors.Is(err, alerts.ErrBlankAcknowledger):
+		return InvalidField("acknowledged_by", "must not be blank")
 	}
-	if err != nil {
-		return err
-	}
-	if acknowledging {
-		by := ""
-		if row.AcknowledgedBy != nil {
-			by = " by " + strconv.Quote(*row.AcknowledgedBy)
-		}
-		return Conflict("the alert is already acknowledged%s; withdraw the acknowledgement (DELETE) first", by)
-	}
-	return Conflict("the alert is not acknowledged")
-}
-
-type alertAcknowledgedPayload struct {
-	AlertID        uuid.UUID `json:"alert_id"`
-	AlertType      string    `json:"alert_type"`
-	AcknowledgedBy string    `json:"acknowledged_by"`
-	Note           *string   `json:"note"`
-	KeyIdentifier  string    `json:"key_identifier"`
-}
-
-type alertUnacknowledgedPayload struct {
-	AlertID                  uuid.UUID `json:"alert_id"`
-	AlertType                string    `json:"alert_type"`
-	PreviouslyAcknowledgedBy *string   `json:"previously_acknowledged_by"`
-	PreviousNote             *string   `json:"previous_note"`
-	KeyIdentifier            string    `json:"key_identifier"`
+	return err
 }
 
 func derefOr(p *string) string {
@@ -146,56 +123,21 @@ func derefOr(p *string) string {
 
 func (s *Server) acknowledgeAlert(ctx context.Context, req *AcknowledgeRequest) (*Alert, error) {
 	caller := mustCaller(ctx)
-	by := strings.TrimSpace(req.AcknowledgedBy)
-	if by == "" {
-		return nil, InvalidField("acknowledged_by", "must not be blank")
+	row, err := alerts.Acknowledge(ctx, s.db, s.deps.Emitter, caller.AccountID, req.EventID,
+		alerts.Acknowledgement{By: req.AcknowledgedBy, Note: req.Note, KeyIdentifier: caller.KeyIdentifier}, s.now())
+	if err != nil {
+		return nil, alertError(err)
 	}
-	var note *string
-	if req.Note != nil && strings.TrimSpace(*req.Note) != "" {
-		note = req.Note
-	}
-	now := s.now().UTC()
-	return dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*Alert, error) {
-		row, err := s.q.AlertAcknowledge(ctx, tx, dbsqlc.AlertAcknowledgeParams{
-			AcknowledgedAt: now, AcknowledgedBy: by, Note: note, KeyIdentifier: caller.KeyIdentifier,
-			ID: req.EventID, AccountID: caller.AccountID,
-		})
-		if dbutil.IsNotFound(err) {
-			return nil, s.alertStateError(ctx, tx, caller.AccountID, req.EventID, true)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if _, err := s.deps.Emitter.Emit(ctx, tx, events.Event{
-			AccountID: caller.AccountID, Type: events.TypeAlertAcknowledged, Domain: derefOr(row.Domain), Tags: row.Tags, At: now,
-			Payload: alertAcknowledgedPayload{AlertID: row.ID, AlertType: row.EventType, AcknowledgedBy: by, Note: note, KeyIdentifier: caller.KeyIdentifier},
-		}); err != nil {
-			return nil, err
-		}
-		a := alertFromRow(row)
-		return &a, nil
-	})
+	a := alertFromRow(row)
+	return &a, nil
 }
 
 func (s *Server) unacknowledgeAlert(ctx context.Context, req *AlertPath) (*Alert, error) {
 	caller := mustCaller(ctx)
-	return dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*Alert, error) {
-		row, err := s.q.AlertUnacknowledge(ctx, tx, dbsqlc.AlertUnacknowledgeParams{ID: req.EventID, AccountID: caller.AccountID})
-		if dbutil.IsNotFound(err) {
-			return nil, s.alertStateError(ctx, tx, caller.AccountID, req.EventID, false)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if _, err := s.deps.Emitter.Emit(ctx, tx, events.Event{
-			AccountID: caller.AccountID, Type: events.TypeAlertUnacknowledged, Domain: derefOr(row.Domain), Tags: row.Tags, At: s.now(),
-			Payload: alertUnacknowledgedPayload{AlertID: row.ID, AlertType: row.EventType, PreviouslyAcknowledgedBy: row.PreviousBy,
-				PreviousNote: row.PreviousNote, KeyIdentifier: caller.KeyIdentifier},
-		}); err != nil {
-			return nil, err
-		}
-		a := alertFromRow(dbsqlc.Event{ID: row.ID, AccountID: row.AccountID, EventType: row.EventType, Severity: row.Severity,
-			Domain: row.Domain, Tags: row.Tags, Payload: row.Payload, CreatedAt: row.CreatedAt})
-		return &a, nil
-	})
+	row, err := alerts.Unacknowledge(ctx, s.db, s.deps.Emitter, caller.AccountID, req.EventID, caller.KeyIdentifier, s.now())
+	if err != nil {
+		return nil, alertError(err)
+	}
+	a := alertFromRow(row)
+	return &a, nil
 }

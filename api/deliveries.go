@@ -100,7 +100,7 @@ type ListDeliveriesRequest struct {
 }
 
 // DeliveryPage is one page of deliveries, newest first.
-type DeliveryPage = ArrayPage[Delivery]
+type DeliveryPage = Page[Delivery]
 
 // DeliveryPath names one delivery.
 type DeliveryPath struct {

@@ -76,49 +76,6 @@ type EventType struct {
 	Example         json.RawMessage `json:"example" validate:"required" description:"A payload that matches payload_schema."`
 }
 
-// pageHeaders documents the pagination headers of a listing.
-type pageHeaders struct {
-	NextCursor string `header:"X-Next-Cursor" description:"Opaque cursor of the next page; absent on the last page. Pass it as ?cursor= with the same filters."`
-	Link       string `header:"Link" description:"RFC 8288 link to the next page (rel=\"next\"); absent on the last page."`
-}
-
-// Page is one page of a listing: a JSON array whose next-page cursor
-// travels in the X-Next-Cursor and Link headers.
-type Page[T any] struct {
-	Items []T
-	// raw, when set, holds the items already rendered as JSON objects.
-	raw   [][]byte
-	next  *events.Cursor
-	path  string
-	query url.Values
-}
-
-// MarshalJSON writes the items only.
-func (p *Page[T]) MarshalJSON() ([]byte, error) { return p.AppendJSON(nil) }
-
-// OpenAPIBody documents the body as an array of T.
-func (p *Page[T]) OpenAPIBody() any { return new([]T) }
-
-// OpenAPIHeaders documents the pagination headers.
-func (p *Page[T]) OpenAPIHeaders() any { return new(pageHeaders) }
-
-// ResponseHeaders implements HeaderSetter.
-func (p *Page[T]) ResponseHeaders() map[string]string {
-	if p.next == nil {
-		return nil
-	}
-	c := p.next.String()
-	q := url.Values{}
-	for k, v := range p.query {
-		q[k] = v
-	}
-	q.Set("cursor", c)
-	return map[string]string{
-		"X-Next-Cursor": c,
-		"Link":          "<" + p.path + "?" + q.Encode() + `>; rel="next"`,
-	}
-}
-
 // PageParams are the paging parameters every listing shares.
 type PageParams struct {
 	Since  *time.Time `query:"since" description:"Only events created strictly after this RFC 3339 time."`
@@ -255,7 +212,10 @@ func (s *Server) listEvents(ctx context.Context, req *ListEventsRequest) (*Page[
 	if err != nil {
 		return nil, err
 	}
-	return &Page[Event]{raw: rendered, next: next, path: "/api/accounts/me/events", query: q}, nil
+	page := newPage[Event](nil, "/api/accounts/me/events", q)
+	page.raw = rendered
+	page.setNext(cursorString(next))
+	return page, nil
 }
 
 func utcDay(t time.Time) time.Time {

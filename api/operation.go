@@ -81,10 +81,10 @@ type Ops struct {
 	GetDelivery             Operation[DeliveryPath, DeliveryDetail]
 	RetryDelivery           Operation[DeliveryPath, Delivery]
 
-	ListReceivers        Operation[ListReceiversRequest, pagedList[Receiver]]
+	ListReceivers        Operation[ListReceiversRequest, Page[Receiver]]
 	CreateReceiver       Operation[CreateReceiverRequest, Receiver]
 	GetReceiver          Operation[ReceiverPath, Receiver]
-	ListReceiverMessages Operation[ListMessagesRequest, pagedList[MessageSummary]]
+	ListReceiverMessages Operation[ListMessagesRequest, Page[MessageSummary]]
 	GetReceiverMessage   Operation[MessagePath, Message]
 	WaitReceiver         Operation[WaitRequest, WaitResponse]
 
@@ -127,6 +127,3 @@ type EmptyRequest = emptyRequest
 // SwitchableGroup names a preference group a caller may switch (the
 // {group} of PUT /api/accounts/me/preferences/groups/{group}).
 type SwitchableGroup = switchableGroup
-
-// Entries returns a receiver listing's items.
-func (p *pagedList[T]) Entries() []T { return p.items }

@@ -2,39 +2,31 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/mailwatch/mailwatch/internal/billing"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
-	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/inbound"
-	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/twilio"
 )
 
-// Receiver lifetimes and wait bounds (README: "Receivers (temporary inboxes)").
+// Wait bounds (README: "Receivers (temporary inboxes)"); the lifetimes
+// are internal/receivers' (DefaultTTL, MinTTL, MaxTTL, PurgeGrace).
 const (
-	receiverDefaultTTL = 3600
-	receiverMinTTL     = 60
-	receiverMaxTTL     = 604800
-	// ReceiverPurgeGrace is how long an expired receiver and its messages
-	// stay (answering 410) before the expiry job deletes them (then 404).
-	ReceiverPurgeGrace = 24 * time.Hour
-
 	waitDefaultTimeout = 20
 	// waitMargin is added to the wait's timeout to make its own deadline.
 	waitMargin = 10 * time.Second
 )
+
+// ReceiverPurgeGrace is how long an expired receiver and its messages stay
+// (answering 410) before the expiry job deletes them (then 404).
+const ReceiverPurgeGrace = receivers.PurgeGrace
 
 // Receiver is a temporary inbox.
 type Receiver struct {
@@ -134,17 +126,6 @@ type Message struct {
 	ReceivedAt      time.Time            `json:"received_at" validate:"required"`
 }
 
-func decodeDetails(raw []byte) (receivers.Details, error) {
-	var d receivers.Details
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return d, fmt.Errorf("error decoding stored message details: %w", err)
-	}
-	d.To, d.Cc, d.Recipients = nonNilSlice(d.To), nonNilSlice(d.Cc), nonNilSlice(d.Recipients)
-	d.Headers, d.Attachments = nonNilSlice(d.Headers), nonNilSlice(d.Attachments)
-	d.Links, d.Codes, d.Media = nonNilSlice(d.Links), nonNilSlice(d.Codes), nonNilSlice(d.Media)
-	return d, nil
-}
-
 func nonNilSlice[T any](s []T) []T {
 	if s == nil {
 		return []T{}
@@ -152,55 +133,26 @@ func nonNilSlice[T any](s []T) []T {
 	return s
 }
 
-func messageFromRow(r dbsqlc.MessageGetRow) (*Message, error) {
-	d, err := decodeDetails(r.Parsed)
-	if err != nil {
-		return nil, err
-	}
+func messageOf(m *receivers.Message) *Message {
+	d := m.Details
 	var date *time.Time
 	if d.Date != nil {
 		t := d.Date.UTC()
 		date = &t
 	}
 	return &Message{
-		ID: r.ID, ReceiverID: r.ReceiverID, Channel: r.Channel, Sender: r.Sender, From: d.From, To: d.To, Cc: d.Cc,
-		Recipients: d.Recipients, Subject: r.Subject, Text: r.TextBody, HTML: r.HtmlBody, Date: date,
+		ID: m.ID, ReceiverID: m.ReceiverID, Channel: m.Channel, Sender: m.Sender, From: d.From, To: d.To, Cc: d.Cc,
+		Recipients: d.Recipients, Subject: m.Subject, Text: m.TextBody, HTML: m.HTMLBody, Date: date,
 		RFC822MessageID: d.MessageID, Headers: d.Headers, Attachments: d.Attachments, Links: d.Links, Codes: d.Codes,
-		Media: d.Media, SizeBytes: int(r.SizeBytes), ReceivedAt: r.ReceivedAt.UTC(),
-	}, nil
+		Media: d.Media, SizeBytes: m.SizeBytes, ReceivedAt: m.ReceivedAt,
+	}
 }
 
-// pagedList is a JSON array with the X-Next-Cursor header of the next page.
-type pagedList[T any] struct {
-	items []T
-	next  string
-}
-
-type nextCursorHeader struct {
-	NextCursor string `header:"X-Next-Cursor" description:"Present when the page is full: pass it as cursor for the next page."`
-}
-
-// MarshalJSON encodes the items as an array.
-func (p *pagedList[T]) MarshalJSON() ([]byte, error) { return json.Marshal(nonNilSlice(p.items)) }
-
-// ResponseBody implements BodyProvider: the items go through the API's
-// encoder (MarshalJSON's output would keep encoding/json's HTML escapes).
-func (p *pagedList[T]) ResponseBody() any { return nonNilSlice(p.items) }
-
-// ResponseHeaders implements HeaderSetter.
-func (p *pagedList[T]) ResponseHeaders() map[string]string {
-	return map[string]string{"X-Next-Cursor": p.next}
-}
-
-// OpenAPIBody documents the array.
-func (*pagedList[T]) OpenAPIBody() any { return new([]T) }
-
-// OpenAPIHeaders documents the cursor header.
-func (*pagedList[T]) OpenAPIHeaders() any { return new(nextCursorHeader) }
-
-func (p *pagedList[T]) setNext(full bool, last func() string) {
-	if full {
-		p.next = last()
+func messageSummaryOf(m receivers.Message) MessageSummary {
+	d := m.Details
+	return MessageSummary{
+		ID: m.ID, ReceiverID: m.ReceiverID, Channel: m.Channel, Sender: m.Sender, From: d.From, Subject: m.Subject,
+		Codes: d.Codes, AttachmentCount: len(d.Attachments), SizeBytes: m.SizeBytes, ReceivedAt: m.ReceivedAt,
 	}
 }
 
@@ -240,7 +192,7 @@ func (s *Server) receiverRoutes() {
 		Errors: []int{402, 503},
 		Call:   s.createReceiver,
 	})
-	s.ops.ListReceivers = Handle(s.router, Endpoint[ListReceiversRequest, pagedList[Receiver]]{
+	s.ops.ListReceivers = Handle(s.router, Endpoint[ListReceiversRequest, Page[Receiver]]{
 		Method: "GET", Path: base, OperationID: "listReceivers", Tag: "receivers",
 		Summary:     "List the account's receivers, newest first",
 		Description: "Includes expired receivers until they are purged (expired: true).",
@@ -249,14 +201,7 @@ func (s *Server) receiverRoutes() {
 	s.ops.GetReceiver = Handle(s.router, Endpoint[ReceiverPath, Receiver]{
 		Method: "GET", Path: base + "/{id}", OperationID: "getReceiver", Tag: "receivers",
 		Summary: "Get a receiver", Description: gone, Errors: []int{404, 410},
-		Call: func(ctx context.Context, req *ReceiverPath) (*Receiver, error) {
-			r, err := s.liveReceiver(ctx, req.ID)
-			if err != nil {
-				return nil, err
-			}
-			out := s.receiverFromRow(r)
-			return &out, nil
-		},
+		Call: s.getReceiver,
 	})
 	Handle(s.router, Endpoint[ReceiverPath, NoContent]{
 		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteReceiver", Tag: "receivers",
@@ -265,7 +210,7 @@ func (s *Server) receiverRoutes() {
 		Errors:      []int{404, 410},
 		Call:        s.deleteReceiver,
 	})
-	s.ops.ListReceiverMessages = Handle(s.router, Endpoint[ListMessagesRequest, pagedList[MessageSummary]]{
+	s.ops.ListReceiverMessages = Handle(s.router, Endpoint[ListMessagesRequest, Page[MessageSummary]]{
 		Method: "GET", Path: base + "/{id}/messages", OperationID: "listReceiverMessages", Tag: "receivers",
 		Summary: "List a receiver's messages", Description: "Newest first (order=desc, the default) or in arrival order (order=asc). " + gone,
 		Errors: []int{404, 410},
@@ -313,243 +258,121 @@ func waitSeconds(req *WaitRequest) int {
 	return *req.Timeout
 }
 
-// liveReceiver loads the caller's receiver: 404 when absent or another
-// account's, 410 when expired.
-func (s *Server) liveReceiver(ctx context.Context, id uuid.UUID) (dbsqlc.Receiver, error) {
-	r, err := s.q.ReceiverGetForAccount(ctx, s.db, dbsqlc.ReceiverGetForAccountParams{ID: id, AccountID: mustCaller(ctx).AccountID})
-	if dbutil.IsNotFound(err) {
-		return r, NotFound("receiver")
+// receiverError maps internal/receivers' errors to the API's answers; other
+// errors pass as they are.
+func receiverError(err error) error {
+	var gone *receivers.GoneError
+	var limit *billing.LimitError
+	switch {
+	case errors.Is(err, receivers.ErrNotFound):
+		return NotFound("receiver")
+	case errors.As(err, &gone):
+		return Gone("receiver expired at %s; it and its messages are deleted %s later",
+			gone.ExpiresAt.UTC().Format(time.RFC3339), "24 h")
+	case errors.Is(err, receivers.ErrMessageNotFound):
+		return NotFound("message")
+	case errors.Is(err, receivers.ErrNoRaw):
+		return &Error{Status: http.StatusNotFound, Detail: "SMS messages have no raw form; GET the message instead"}
+	case errors.Is(err, receivers.ErrEmailUnconfigured):
+		return Unavailable("email receivers are not configured on this server (INBOUND_DOMAIN is unset)")
+	case errors.Is(err, receivers.ErrNoFreeNumber):
+		return Unavailable("no SMS number is free: every number of the pool is held by a live receiver; " +
+			"try again when one expires or ask the operator to add numbers")
+	case errors.Is(err, receivers.ErrHubClosed):
+		return &Error{Status: http.StatusServiceUnavailable, Detail: "the server is shutting down; repeat the wait", Headers: map[string]string{"Retry-After": "1"}}
+	case errors.As(err, &limit):
+		return &Error{Status: http.StatusPaymentRequired, Detail: limit.Error()}
 	}
+	return err
+}
+
+func (s *Server) getReceiver(ctx context.Context, req *ReceiverPath) (*Receiver, error) {
+	r, err := receivers.Get(ctx, s.db, mustCaller(ctx).AccountID, req.ID, s.now())
 	if err != nil {
-		return r, err
+		return nil, receiverError(err)
 	}
-	if !s.now().Before(r.ExpiresAt) {
-		return r, receiverGone(r.ExpiresAt)
-	}
-	return r, nil
-}
-
-func receiverGone(expiresAt time.Time) *Error {
-	return Gone("receiver expired at %s; it and its messages are deleted %s later",
-		expiresAt.UTC().Format(time.RFC3339), "24 h")
-}
-
-// newEmailLocalPart returns 20 random base32 characters (100 bits).
-func newEmailLocalPart() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
-	b := make([]byte, 20)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[b[i]&31]
-	}
-	return string(b)
+	out := s.receiverFromRow(r)
+	return &out, nil
 }
 
 func (s *Server) createReceiver(ctx context.Context, req *CreateReceiverRequest) (*Receiver, error) {
-	caller := mustCaller(ctx)
-	channel := req.Channel
-	if channel == "" {
-		channel = receivers.ChannelEmail
-	}
-	ttl := receiverDefaultTTL
+	n := receivers.NewReceiver{Channel: req.Channel, Label: req.Label, InboundDomain: s.deps.InboundDomain, DefaultPlan: s.deps.DefaultPlan}
 	if req.TTLSeconds != nil {
-		ttl = *req.TTLSeconds
+		n.TTLSeconds = *req.TTLSeconds
 	}
-	now := s.now().UTC().Truncate(time.Microsecond)
-	params := dbsqlc.ReceiverInsertParams{
-		ID: uuid.Must(uuid.NewV7()), AccountID: caller.AccountID, Channel: channel, Label: strings.TrimSpace(req.Label),
-		TtlSeconds: int32(ttl), ExpiresAt: now.Add(time.Duration(ttl) * time.Second), CreatedAt: now,
-	}
-	if channel == receivers.ChannelEmail {
-		domain := s.deps.InboundDomain
-		if domain == "" {
-			return nil, Unavailable("email receivers are not configured on this server (INBOUND_DOMAIN is unset)")
-		}
-		for attempt := 0; ; attempt++ {
-			params.Address = newEmailLocalPart() + "@" + strings.ToLower(domain)
-			row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.Receiver, error) {
-				if err := s.checkPlanLimit(ctx, tx, caller.AccountID, plans.LimitReceivers); err != nil { // billing.go
-					return dbsqlc.Receiver{}, err
-				}
-				return s.q.ReceiverInsert(ctx, tx, params)
-			})
-			if dbutil.IsUniqueViolation(err, "receivers_email_address_key") && attempt < 3 {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			out := s.receiverFromRow(row)
-			return &out, nil
-		}
-	}
-	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.Receiver, error) {
-		if err := s.checkPlanLimit(ctx, tx, caller.AccountID, plans.LimitReceivers); err != nil { // billing.go
-			return dbsqlc.Receiver{}, err
-		}
-		number, err := s.q.SMSNumberPickFree(ctx, tx, now)
-		if dbutil.IsNotFound(err) {
-			return dbsqlc.Receiver{}, Unavailable("no SMS number is free: every number of the pool is held by a live receiver; " +
-				"try again when one expires or ask the operator to add numbers")
-		}
-		if err != nil {
-			return dbsqlc.Receiver{}, err
-		}
-		params.Address = number
-		row, err := s.q.ReceiverInsert(ctx, tx, params)
-		if err != nil {
-			return row, err
-		}
-		return row, s.q.SMSNumberAssign(ctx, tx, dbsqlc.SMSNumberAssignParams{ReceiverID: row.ID, Now: now, PhoneNumber: number})
-	})
+	row, err := receivers.Create(ctx, s.db, mustCaller(ctx).AccountID, n, s.now())
 	if err != nil {
-		return nil, err
+		return nil, receiverError(err)
 	}
 	out := s.receiverFromRow(row)
 	return &out, nil
 }
 
-func (s *Server) listReceivers(ctx context.Context, req *ListReceiversRequest) (*pagedList[Receiver], error) {
+func (s *Server) listReceivers(ctx context.Context, req *ListReceiversRequest) (*Page[Receiver], error) {
 	limit := 50
 	if req.Limit != nil {
 		limit = *req.Limit
 	}
-	rows, err := s.q.ReceiverListByAccount(ctx, s.db, dbsqlc.ReceiverListByAccountParams{
-		AccountID: mustCaller(ctx).AccountID, Before: req.Cursor, Max: int32(limit),
-	})
+	rows, err := receivers.List(ctx, s.db, mustCaller(ctx).AccountID, req.Cursor, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := &pagedList[Receiver]{items: make([]Receiver, len(rows))}
+	out := newPage(make([]Receiver, len(rows)), "/api/accounts/me/receivers", limitQuery(limit))
 	for i, r := range rows {
-		out.items[i] = s.receiverFromRow(r)
+		out.Items[i] = s.receiverFromRow(r)
 	}
-	out.setNext(len(rows) == limit, func() string { return rows[len(rows)-1].ID.String() })
+	out.setNextIfFull(limit, func() string { return rows[len(rows)-1].ID.String() })
 	return out, nil
 }
 
 func (s *Server) deleteReceiver(ctx context.Context, req *ReceiverPath) (*NoContent, error) {
-	caller := mustCaller(ctx)
-	err := dbutil.WithTx(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) error {
-		r, err := s.q.ReceiverGetForAccount(ctx, tx, dbsqlc.ReceiverGetForAccountParams{ID: req.ID, AccountID: caller.AccountID})
-		if dbutil.IsNotFound(err) {
-			return NotFound("receiver")
-		}
-		if err != nil {
-			return err
-		}
-		if !s.now().Before(r.ExpiresAt) {
-			return receiverGone(r.ExpiresAt)
-		}
-		n, err := s.q.ReceiverDeleteForAccount(ctx, tx, dbsqlc.ReceiverDeleteForAccountParams{ID: req.ID, AccountID: caller.AccountID})
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return NotFound("receiver")
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	if err := receivers.Delete(ctx, s.db, mustCaller(ctx).AccountID, req.ID, s.now()); err != nil {
+		return nil, receiverError(err)
 	}
 	s.deps.Waiters.WakeLocal(req.ID)
 	return &NoContent{}, nil
 }
 
-func (s *Server) listMessages(ctx context.Context, req *ListMessagesRequest) (*pagedList[MessageSummary], error) {
-	r, err := s.liveReceiver(ctx, req.ID)
+func (s *Server) listMessages(ctx context.Context, req *ListMessagesRequest) (*Page[MessageSummary], error) {
+	r, err := receivers.Get(ctx, s.db, mustCaller(ctx).AccountID, req.ID, s.now())
 	if err != nil {
-		return nil, err
+		return nil, receiverError(err)
 	}
 	limit := 50
 	if req.Limit != nil {
 		limit = *req.Limit
 	}
-	asc := req.Order == "asc"
-	var cursorSeq int64
-	if req.Cursor != nil {
-		cursorSeq, err = s.q.MessageGetSeq(ctx, s.db, dbsqlc.MessageGetSeqParams{ID: *req.Cursor, ReceiverID: r.ID})
-		if dbutil.IsNotFound(err) {
-			return nil, InvalidField("cursor", "is no message of this receiver")
-		}
-		if err != nil {
-			return nil, err
-		}
-	} else if !asc {
-		cursorSeq = r.LastSeq + 1
+	msgs, err := receivers.ListMessages(ctx, s.db, r, receivers.MessagePage{Asc: req.Order == "asc", After: req.Cursor, Limit: limit})
+	if errors.Is(err, receivers.ErrNotAMessage) {
+		return nil, InvalidField("cursor", "is no message of this receiver")
 	}
-	type row struct {
-		id         uuid.UUID
-		channel    string
-		sender     string
-		subject    string
-		parsed     []byte
-		size       int32
-		receivedAt time.Time
+	if err != nil {
+		return nil, receiverError(err)
 	}
-	var rows []row
-	if asc {
-		rs, err := s.q.MessageListAsc(ctx, s.db, dbsqlc.MessageListAscParams{ReceiverID: r.ID, AfterSeq: cursorSeq, Max: int32(limit)})
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range rs {
-			rows = append(rows, row{m.ID, m.Channel, m.Sender, m.Subject, m.Parsed, m.SizeBytes, m.ReceivedAt})
-		}
-	} else {
-		rs, err := s.q.MessageListDesc(ctx, s.db, dbsqlc.MessageListDescParams{ReceiverID: r.ID, BeforeSeq: cursorSeq, Max: int32(limit)})
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range rs {
-			rows = append(rows, row{m.ID, m.Channel, m.Sender, m.Subject, m.Parsed, m.SizeBytes, m.ReceivedAt})
-		}
+	q := limitQuery(limit)
+	if req.Order != "" {
+		q.Set("order", req.Order)
 	}
-	out := &pagedList[MessageSummary]{items: make([]MessageSummary, len(rows))}
-	for i, m := range rows {
-		d, err := decodeDetails(m.parsed)
-		if err != nil {
-			return nil, err
-		}
-		out.items[i] = MessageSummary{
-			ID: m.id, ReceiverID: r.ID, Channel: m.channel, Sender: m.sender, From: d.From, Subject: m.subject,
-			Codes: d.Codes, AttachmentCount: len(d.Attachments), SizeBytes: int(m.size), ReceivedAt: m.receivedAt.UTC(),
-		}
+	out := newPage(make([]MessageSummary, len(msgs)), "/api/accounts/me/receivers/"+r.ID.String()+"/messages", q)
+	for i, m := range msgs {
+		out.Items[i] = messageSummaryOf(m)
 	}
-	out.setNext(len(rows) == limit, func() string { return rows[len(rows)-1].id.String() })
+	out.setNextIfFull(limit, func() string { return msgs[len(msgs)-1].ID.String() })
 	return out, nil
 }
 
 func (s *Server) getMessage(ctx context.Context, req *MessagePath) (*Message, error) {
-	r, err := s.liveReceiver(ctx, req.ID)
+	m, err := receivers.GetMessage(ctx, s.db, mustCaller(ctx).AccountID, req.ID, req.MessageID, s.now())
 	if err != nil {
-		return nil, err
+		return nil, receiverError(err)
 	}
-	row, err := s.q.MessageGet(ctx, s.db, dbsqlc.MessageGetParams{ID: req.MessageID, ReceiverID: r.ID, AccountID: r.AccountID})
-	if dbutil.IsNotFound(err) {
-		return nil, NotFound("message")
-	}
-	if err != nil {
-		return nil, err
-	}
-	return messageFromRow(row)
+	return messageOf(m), nil
 }
 
 func (s *Server) getMessageRaw(ctx context.Context, req *MessagePath) (*RawBody, error) {
-	r, err := s.liveReceiver(ctx, req.ID)
+	raw, err := receivers.GetMessageRaw(ctx, s.db, mustCaller(ctx).AccountID, req.ID, req.MessageID, s.now())
 	if err != nil {
-		return nil, err
-	}
-	raw, err := s.q.MessageGetRaw(ctx, s.db, dbsqlc.MessageGetRawParams{ID: req.MessageID, ReceiverID: r.ID, AccountID: r.AccountID})
-	if dbutil.IsNotFound(err) {
-		return nil, NotFound("message")
-	}
-	if err != nil {
-		return nil, err
-	}
-	if raw == nil {
-		return nil, &Error{Status: http.StatusNotFound, Detail: "SMS messages have no raw form; GET the message instead"}
+		return nil, receiverError(err)
 	}
 	// The bytes are the sender's: a browser must neither sniff them into
 	// HTML nor render them in our origin, only save them.
@@ -561,118 +384,27 @@ func (s *Server) getMessageRaw(ctx context.Context, req *MessagePath) (*RawBody,
 
 func (s *Server) deleteMessage(ctx context.Context, req *MessagePath) (*NoContent, error) {
 	caller := mustCaller(ctx)
-	r, err := s.liveReceiver(ctx, req.ID)
+	err := receivers.DeleteMessage(ctx, s.db, s.deps.Emitter, caller.AccountID, req.ID, req.MessageID, caller.KeyIdentifier, s.now())
 	if err != nil {
-		return nil, err
-	}
-	err = dbutil.WithTx(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) error {
-		n, err := s.q.MessageDelete(ctx, tx, dbsqlc.MessageDeleteParams{ID: req.MessageID, ReceiverID: r.ID, AccountID: caller.AccountID})
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return NotFound("message")
-		}
-		_, err = s.deps.Emitter.Emit(ctx, tx, events.Event{
-			AccountID: caller.AccountID,
-			Type:      events.TypeMessageDeleted,
-			Payload:   map[string]any{"receiver_id": r.ID, "message_id": req.MessageID, "key_identifier": caller.KeyIdentifier},
-		})
-		return err
-	})
-	if err != nil {
-		return nil, err
+		return nil, receiverError(err)
 	}
 	return &NoContent{}, nil
 }
 
-// waitReceiver registers the waiter first and only then looks at the
-// database, so a message committed between the look and the wait still
-// wakes it. It holds no database connection while it waits.
 func (s *Server) waitReceiver(ctx context.Context, req *WaitRequest) (*WaitResponse, error) {
-	caller := mustCaller(ctx)
-	hub := s.deps.Waiters
-	w, err := hub.Register(req.ID)
-	if errors.Is(err, receivers.ErrHubClosed) {
-		return nil, shuttingDown()
+	m, err := receivers.Wait(ctx, s.db, s.deps.Waiters, receivers.WaitRequest{
+		AccountID: mustCaller(ctx).AccountID, ReceiverID: req.ID, After: req.After,
+		Timeout: time.Duration(waitSeconds(req)) * time.Second, Now: s.now,
+	})
+	switch {
+	case errors.Is(err, receivers.ErrNotAMessage):
+		return nil, InvalidField("after", "is no message of this receiver")
+	case err != nil:
+		return nil, receiverError(err)
+	case m == nil:
+		return &WaitResponse{empty: true}, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close()
-	deadline := time.NewTimer(time.Duration(waitSeconds(req)) * time.Second)
-	defer deadline.Stop()
-
-	r, err := s.liveReceiver(ctx, req.ID)
-	if err != nil {
-		return nil, err
-	}
-	var afterSeq int64
-	if req.After != nil {
-		afterSeq, err = s.q.MessageGetSeq(ctx, s.db, dbsqlc.MessageGetSeqParams{ID: *req.After, ReceiverID: r.ID})
-		if dbutil.IsNotFound(err) {
-			return nil, InvalidField("after", "is no message of this receiver")
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	expiry := time.NewTimer(time.Until(r.ExpiresAt) + time.Millisecond)
-	defer expiry.Stop()
-	for {
-		msg, err := s.nextMessage(ctx, caller.AccountID, req.ID, afterSeq)
-		if err != nil || msg != nil {
-			return msg, err
-		}
-		select {
-		case <-w.C:
-		case <-expiry.C:
-			expiry.Reset(time.Second) // re-check until the clocks agree
-		case <-deadline.C:
-			return &WaitResponse{empty: true}, nil
-		case <-hub.Done():
-			return nil, shuttingDown()
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// nextMessage returns the oldest message after afterSeq, nil when there is
-// none yet, or the error a wait ends with (404, 410).
-func (s *Server) nextMessage(ctx context.Context, account, receiverID uuid.UUID, afterSeq int64) (*WaitResponse, error) {
-	m, err := s.q.MessageNextForWait(ctx, s.db, dbsqlc.MessageNextForWaitParams{ReceiverID: receiverID, AccountID: account, AfterSeq: afterSeq})
-	if err == nil {
-		if !s.now().Before(m.ExpiresAt) {
-			return nil, receiverGone(m.ExpiresAt)
-		}
-		msg, err := messageFromRow(dbsqlc.MessageGetRow{
-			ID: m.ID, ReceiverID: m.ReceiverID, AccountID: m.AccountID, Seq: m.Seq, Channel: m.Channel, Sender: m.Sender,
-			Subject: m.Subject, TextBody: m.TextBody, HtmlBody: m.HtmlBody, Parsed: m.Parsed, SizeBytes: m.SizeBytes, ReceivedAt: m.ReceivedAt,
-		})
-		if err != nil {
-			return nil, err
-		}
-		return &WaitResponse{Message: msg}, nil
-	}
-	if !dbutil.IsNotFound(err) {
-		return nil, err
-	}
-	r, err := s.q.ReceiverGetForAccount(ctx, s.db, dbsqlc.ReceiverGetForAccountParams{ID: receiverID, AccountID: account})
-	if dbutil.IsNotFound(err) {
-		return nil, NotFound("receiver")
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !s.now().Before(r.ExpiresAt) {
-		return nil, receiverGone(r.ExpiresAt)
-	}
-	return nil, nil
-}
-
-func shuttingDown() *Error {
-	return &Error{Status: http.StatusServiceUnavailable, Detail: "the server is shutting down; repeat the wait", Headers: map[string]string{"Retry-After": "1"}}
+	return &WaitResponse{Message: messageOf(m)}, nil
 }
 
 // fillDashboardReceivers fills this feature's part of the dashboard summary.

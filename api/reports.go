@@ -314,13 +314,13 @@ func (s *Server) reportRoutes() {
 		},
 	})
 
-	Handle(s.router, Endpoint[ReportListRequest, pagedList[DMARCReportSummary]]{
+	Handle(s.router, Endpoint[ReportListRequest, Page[DMARCReportSummary]]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports", OperationID: "listDMARCReports", Tag: tag,
 		Summary: "A domain's DMARC aggregate reports", Description: "Newest first; page with the X-Next-Cursor header.",
 		Errors: []int{404},
 		Call:   s.listDMARCReports,
 	})
-	Handle(s.router, Endpoint[ReportListRequest, pagedList[FailureReport]]{
+	Handle(s.router, Endpoint[ReportListRequest, Page[FailureReport]]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/failure-reports", OperationID: "listDMARCFailureReports", Tag: tag,
 		Summary: "A domain's DMARC failure reports",
 		Description: "Failure (forensic, ruf) reports accepted for the domain, newest first; page with the X-Next-Cursor header. " +
@@ -334,7 +334,7 @@ func (s *Server) reportRoutes() {
 		Summary: "An aggregate report with its records", Errors: []int{404},
 		Call: s.getDMARCReport,
 	})
-	Handle(s.router, Endpoint[ReportListRequest, pagedList[TLSReportSummary]]{
+	Handle(s.router, Endpoint[ReportListRequest, Page[TLSReportSummary]]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/tls-reports", OperationID: "listTLSReports", Tag: tag,
 		Summary: "A domain's SMTP TLS reports", Description: "Newest first; page with the X-Next-Cursor header.",
 		Errors: []int{404},
@@ -433,7 +433,7 @@ func (s *Server) reportingAddress(ctx context.Context, svc *reports.Service, d d
 	return out
 }
 
-func (s *Server) listDMARCReports(ctx context.Context, req *ReportListRequest) (*pagedList[DMARCReportSummary], error) {
+func (s *Server) listDMARCReports(ctx context.Context, req *ReportListRequest) (*Page[DMARCReportSummary], error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
 		return nil, err
@@ -446,19 +446,19 @@ func (s *Server) listDMARCReports(ctx context.Context, req *ReportListRequest) (
 	if err != nil {
 		return nil, err
 	}
-	out := &pagedList[DMARCReportSummary]{items: make([]DMARCReportSummary, len(rows))}
+	out := newPage(make([]DMARCReportSummary, len(rows)), domainListPath(d.Name, "dmarc/reports"), limitQuery(limit))
 	for i, r := range rows {
-		out.items[i] = DMARCReportSummary{
+		out.Items[i] = DMARCReportSummary{
 			ID: r.ID, OrgName: r.OrgName, ReportID: r.ReportID, Email: r.Email, Begin: r.BeginAt.UTC(), End: r.EndAt.UTC(),
 			PolicyDomain: r.PolicyDomain, Records: int(r.RecordCount), Messages: r.MessageCount, Passing: r.PassCount,
 			CreatedAt: r.CreatedAt.UTC(),
 		}
 	}
-	out.setNext(len(rows) == limit, func() string { return rows[len(rows)-1].ID.String() })
+	out.setNextIfFull(limit, func() string { return rows[len(rows)-1].ID.String() })
 	return out, nil
 }
 
-func (s *Server) listFailureReports(ctx context.Context, req *ReportListRequest) (*pagedList[FailureReport], error) {
+func (s *Server) listFailureReports(ctx context.Context, req *ReportListRequest) (*Page[FailureReport], error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
 		return nil, err
@@ -471,16 +471,16 @@ func (s *Server) listFailureReports(ctx context.Context, req *ReportListRequest)
 	if err != nil {
 		return nil, err
 	}
-	out := &pagedList[FailureReport]{items: make([]FailureReport, len(rows))}
+	out := newPage(make([]FailureReport, len(rows)), domainListPath(d.Name, "dmarc/failure-reports"), limitQuery(limit))
 	for i, r := range rows {
-		out.items[i] = FailureReport{ID: r.ID, Source: r.Source, ReceivedAt: r.ReceivedAt.UTC()}
+		out.Items[i] = FailureReport{ID: r.ID, Source: r.Source, ReceivedAt: r.ReceivedAt.UTC()}
 		if len(r.Failure) > 0 {
-			if err := json.Unmarshal(r.Failure, &out.items[i].Report); err != nil {
+			if err := json.Unmarshal(r.Failure, &out.Items[i].Report); err != nil {
 				return nil, err
 			}
 		}
 	}
-	out.setNext(len(rows) == limit, func() string { return rows[len(rows)-1].ID.String() })
+	out.setNextIfFull(limit, func() string { return rows[len(rows)-1].ID.String() })
 	return out, nil
 }
 
@@ -527,7 +527,7 @@ func (s *Server) getDMARCReport(ctx context.Context, req *DMARCReportPath) (*DMA
 	return out, nil
 }
 
-func (s *Server) listTLSReports(ctx context.Context, req *ReportListRequest) (*pagedList[TLSReportSummary], error) {
+func (s *Server) listTLSReports(ctx context.Context, req *ReportListRequest) (*Page[TLSReportSummary], error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
 		return nil, err
@@ -540,14 +540,14 @@ func (s *Server) listTLSReports(ctx context.Context, req *ReportListRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	out := &pagedList[TLSReportSummary]{items: make([]TLSReportSummary, len(rows))}
+	out := newPage(make([]TLSReportSummary, len(rows)), domainListPath(d.Name, "tls-reports"), limitQuery(limit))
 	for i, r := range rows {
-		out.items[i] = TLSReportSummary{
+		out.Items[i] = TLSReportSummary{
 			ID: r.ID, OrgName: r.OrgName, ReportID: r.ReportID, ContactInfo: r.ContactInfo, Begin: r.BeginAt.UTC(), End: r.EndAt.UTC(),
 			SuccessfulSessions: r.SuccessfulCount, FailedSessions: r.FailureCount, CreatedAt: r.CreatedAt.UTC(),
 		}
 	}
-	out.setNext(len(rows) == limit, func() string { return rows[len(rows)-1].ID.String() })
+	out.setNextIfFull(limit, func() string { return rows[len(rows)-1].ID.String() })
 	return out, nil
 }
 

@@ -152,7 +152,14 @@ func TestReportUploadAndLists(t *testing.T) {
 	var list []api.DMARCReportSummary
 	resp.JSON(t, &list)
 	require.Len(t, list, 1)
-	require.NotEmpty(t, resp.Header.Get("X-Next-Cursor"))
+	next := nextLink(t, resp)
+	require.Equal(t, base+"/dmarc/reports?cursor="+resp.Header.Get("X-Next-Cursor")+"&limit=1", next)
+	// The one accepted report filled the page; the Link's page is the
+	// (empty) rest of the list.
+	rest := b.do(t, "GET", next, acct.Key, nil)
+	require.Equal(t, http.StatusOK, rest.Status, "%s", rest.Body)
+	require.JSONEq(t, "[]", string(rest.Body))
+	lastPage(t, rest)
 
 	resp = b.do(t, "GET", base+"/dmarc/reports/"+list[0].ID.String(), acct.Key, nil)
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)

@@ -5,31 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"slices"
-	"strings"
+	"net/http"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/swaggest/jsonschema-go"
 
+	"github.com/mailwatch/mailwatch/internal/billing"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
-	"github.com/mailwatch/mailwatch/internal/domainname"
-	"github.com/mailwatch/mailwatch/internal/events"
-	"github.com/mailwatch/mailwatch/internal/netguard"
-	"github.com/mailwatch/mailwatch/internal/plans"
-	"github.com/mailwatch/mailwatch/internal/webhook"
-)
-
-// Subscription limits.
-const (
-	maxSubscriptionsPerAccount = 100
-	maxEventTypesPerFilter     = 50
-	maxTagLength               = 64
-	// urlCheckTimeout bounds the DNS resolution of a destination at create
-	// and update time.
-	urlCheckTimeout = 5 * time.Second
+	"github.com/mailwatch/mailwatch/internal/subscriptions"
 )
 
 // Subscription is an event subscription as the API shows it. The signing
@@ -180,34 +164,12 @@ func (s *Server) subscriptionRoutes() {
 	s.ops.ListEventSubscriptions = Handle(s.router, Endpoint[emptyRequest, []Subscription]{
 		Method: "GET", Path: base, OperationID: "listEventSubscriptions", Tag: "event subscriptions",
 		Summary: "List the account's event subscriptions",
-		Call: func(ctx context.Context, _ *emptyRequest) (*[]Subscription, error) {
-			rows, err := s.q.SubscriptionListByAccount(ctx, s.db, dbsqlc.SubscriptionListByAccountParams{
-				AccountID: mustCaller(ctx).AccountID, Max: maxSubscriptionsPerAccount,
-			})
-			if err != nil {
-				return nil, err
-			}
-			out := make([]Subscription, len(rows))
-			for i, r := range rows {
-				out[i] = subscriptionFromRow(r)
-			}
-			return &out, nil
-		},
+		Call:    s.listSubscriptions,
 	})
 	Handle(s.router, Endpoint[SubscriptionPath, Subscription]{
 		Method: "GET", Path: base + "/{id}", OperationID: "getEventSubscription", Tag: "event subscriptions", Errors: []int{404},
 		Summary: "One event subscription",
-		Call: func(ctx context.Context, req *SubscriptionPath) (*Subscription, error) {
-			row, err := s.q.SubscriptionGetByID(ctx, s.db, dbsqlc.SubscriptionGetByIDParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
-			if dbutil.IsNotFound(err) {
-				return nil, NotFound("event subscription")
-			}
-			if err != nil {
-				return nil, err
-			}
-			out := subscriptionFromRow(row)
-			return &out, nil
-		},
+		Call:    s.getSubscription,
 	})
 	s.ops.UpdateEventSubscription = Handle(s.router, Endpoint[UpdateSubscriptionRequest, Subscription]{
 		Method: "PATCH", Path: base + "/{id}", OperationID: "updateEventSubscription", Tag: "event subscriptions", Errors: []int{404},
@@ -219,16 +181,7 @@ func (s *Server) subscriptionRoutes() {
 		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteEventSubscription", Tag: "event subscriptions", Errors: []int{404},
 		Summary:     "Delete an event subscription",
 		Description: "Deletes the subscription and its deliveries; queued pushes are dropped.",
-		Call: func(ctx context.Context, req *SubscriptionPath) (*NoContent, error) {
-			n, err := s.q.SubscriptionDelete(ctx, s.db, dbsqlc.SubscriptionDeleteParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
-			if err != nil {
-				return nil, err
-			}
-			if n == 0 {
-				return nil, NotFound("event subscription")
-			}
-			return &NoContent{}, nil
-		},
+		Call:        s.deleteSubscription,
 	})
 	s.ops.TestEventSubscription = Handle(s.router, Endpoint[SubscriptionPath, SubscriptionTestResult]{
 		Method: "POST", Path: base + "/{id}/test", OperationID: "testEventSubscription", Tag: "event subscriptions", Errors: []int{404},
@@ -239,201 +192,106 @@ func (s *Server) subscriptionRoutes() {
 	})
 }
 
-// checkURL validates a destination: absolute http(s), and (the advisory
-// SSRF check) every address it resolves to is allowed.
-func (s *Server) checkURL(ctx context.Context, raw string) error {
-	ctx, cancel := context.WithTimeout(ctx, urlCheckTimeout)
-	defer cancel()
-	err := s.deps.WebhookGuard.CheckURL(ctx, raw, nil)
-	var ue *netguard.URLError
-	if errors.As(err, &ue) {
-		return InvalidField("url", ue.Message)
+// subscriptionError maps internal/subscriptions' errors to the API's
+// answers; other errors pass as they are.
+func subscriptionError(err error) error {
+	var field *subscriptions.FieldError
+	var max *subscriptions.LimitError
+	var plan *billing.LimitError
+	switch {
+	case errors.Is(err, subscriptions.ErrNotFound):
+		return NotFound("event subscription")
+	case errors.As(err, &field):
+		return InvalidField(field.Field, field.Message)
+	case errors.As(err, &max):
+		return Conflict("%s", max.Error())
+	case errors.As(err, &plan):
+		return &Error{Status: http.StatusPaymentRequired, Detail: plan.Error()}
+	case errors.Is(err, subscriptions.ErrSecretUnreadable):
+		return Unavailable("%s", subscriptions.ErrSecretUnreadable.Error())
 	}
 	return err
 }
 
-func checkEventTypes(types []string) error {
-	if len(types) > maxEventTypesPerFilter {
-		return InvalidField("event_types", fmt.Sprintf("must have at most %d items", maxEventTypesPerFilter))
-	}
-	if len(types) == 0 {
-		return InvalidField("event_types", "must name at least one type; omit it (or send null) for every type")
-	}
-	seen := map[string]bool{}
-	for i, t := range types {
-		if _, ok := events.Lookup(t); !ok {
-			return InvalidField(fmt.Sprintf("event_types[%d]", i), fmt.Sprintf("%q is not a registered event type (see GET /api/accounts/me/events/types)", t))
-		}
-		if seen[t] {
-			return InvalidField(fmt.Sprintf("event_types[%d]", i), fmt.Sprintf("%q is listed twice", t))
-		}
-		seen[t] = true
-	}
-	return nil
+func (s *Server) subscriptionService() *subscriptions.Service {
+	return &subscriptions.Service{Guard: s.deps.WebhookGuard, Keyring: s.deps.Keyring, Client: s.deps.WebhookClient, DefaultPlan: s.deps.DefaultPlan}
 }
 
-func normalizeDomainFilter(raw string) (string, error) {
-	d, err := domainname.Normalize(raw)
-	if err != nil {
-		return "", InvalidField("domain_filter", err.Error())
-	}
-	return d, nil
-}
-
-func checkTag(raw string) (string, error) {
-	t := strings.TrimSpace(raw)
-	if t == "" || len(t) > maxTagLength {
-		return "", InvalidField("tag_filter", fmt.Sprintf("must be 1 to %d characters", maxTagLength))
-	}
-	return t, nil
-}
-
-func (s *Server) createSubscription(ctx context.Context, req *CreateSubscriptionRequest) (*NewSubscription, error) {
-	caller := mustCaller(ctx)
-	if err := s.checkURL(ctx, req.URL); err != nil {
-		return nil, err
-	}
-	params := dbsqlc.SubscriptionInsertParams{ID: uuid.Must(uuid.NewV7()), AccountID: caller.AccountID, URL: req.URL}
-	if req.EventTypes != nil {
-		if err := checkEventTypes(req.EventTypes); err != nil {
-			return nil, err
-		}
-		params.EventTypes = req.EventTypes
-	}
-	if req.DomainFilter != nil {
-		d, err := normalizeDomainFilter(*req.DomainFilter)
-		if err != nil {
-			return nil, err
-		}
-		params.DomainFilter = &d
-	}
-	if req.TagFilter != nil {
-		t, err := checkTag(*req.TagFilter)
-		if err != nil {
-			return nil, err
-		}
-		params.TagFilter = &t
-	}
-	secret := webhook.GenerateSecret()
-	if req.SigningSecret != nil {
-		if err := webhook.ValidateSecret(*req.SigningSecret); err != nil {
-			return nil, InvalidField("signing_secret", strings.TrimPrefix(err.Error(), webhook.ErrInvalidSecret.Error()+": "))
-		}
-		secret = *req.SigningSecret
-	}
-	ct, keyID, err := s.deps.Keyring.Seal([]byte(secret), params.ID[:])
+func (s *Server) listSubscriptions(ctx context.Context, _ *emptyRequest) (*[]Subscription, error) {
+	rows, err := subscriptions.List(ctx, s.db, mustCaller(ctx).AccountID)
 	if err != nil {
 		return nil, err
 	}
-	params.SecretCiphertext, params.SecretKeyID = ct, keyID
-	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.EventSubscription, error) {
-		if err := s.checkPlanLimit(ctx, tx, caller.AccountID, plans.LimitSubscriptions); err != nil { // billing.go
-			return dbsqlc.EventSubscription{}, err
-		}
-		existing, err := s.q.SubscriptionListByAccount(ctx, tx, dbsqlc.SubscriptionListByAccountParams{AccountID: caller.AccountID, Max: maxSubscriptionsPerAccount})
-		if err != nil {
-			return dbsqlc.EventSubscription{}, err
-		}
-		if len(existing) >= maxSubscriptionsPerAccount {
-			return dbsqlc.EventSubscription{}, Conflict("an account may have at most %d event subscriptions", maxSubscriptionsPerAccount)
-		}
-		return s.q.SubscriptionInsert(ctx, tx, params)
-	})
-	if err != nil {
-		return nil, err
+	out := make([]Subscription, len(rows))
+	for i, r := range rows {
+		out[i] = subscriptionFromRow(r)
 	}
-	return &NewSubscription{Subscription: subscriptionFromRow(row), SigningSecret: secret}, nil
+	return &out, nil
 }
 
-func (s *Server) updateSubscription(ctx context.Context, req *UpdateSubscriptionRequest) (*Subscription, error) {
-	caller := mustCaller(ctx)
-	if req.URL != nil {
-		if err := s.checkURL(ctx, *req.URL); err != nil {
-			return nil, err
-		}
-	}
-	if req.EventTypes.Set && !req.EventTypes.Null {
-		if err := checkEventTypes(req.EventTypes.Value); err != nil {
-			return nil, err
-		}
-	}
-	var domain, tag *string
-	if req.DomainFilter.Set && !req.DomainFilter.Null {
-		d, err := normalizeDomainFilter(req.DomainFilter.Value)
-		if err != nil {
-			return nil, err
-		}
-		domain = &d
-	}
-	if req.TagFilter.Set && !req.TagFilter.Null {
-		t, err := checkTag(req.TagFilter.Value)
-		if err != nil {
-			return nil, err
-		}
-		tag = &t
-	}
-	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.EventSubscription, error) {
-		cur, err := s.q.SubscriptionGetByID(ctx, tx, dbsqlc.SubscriptionGetByIDParams{ID: req.ID, AccountID: caller.AccountID})
-		if err != nil {
-			return cur, err
-		}
-		p := dbsqlc.SubscriptionUpdateParams{
-			ID: cur.ID, AccountID: caller.AccountID, URL: cur.URL, EventTypes: cur.EventTypes,
-			DomainFilter: cur.DomainFilter, TagFilter: cur.TagFilter, Enabled: cur.Enabled,
-		}
-		if req.URL != nil {
-			p.URL = *req.URL
-		}
-		if req.EventTypes.Set {
-			p.EventTypes = nil
-			if !req.EventTypes.Null {
-				p.EventTypes = slices.Clone(req.EventTypes.Value)
-			}
-		}
-		if req.DomainFilter.Set {
-			p.DomainFilter = domain
-		}
-		if req.TagFilter.Set {
-			p.TagFilter = tag
-		}
-		if req.Enabled != nil {
-			p.Enabled = *req.Enabled
-		}
-		return s.q.SubscriptionUpdate(ctx, tx, p)
-	})
-	if dbutil.IsNotFound(err) {
-		return nil, NotFound("event subscription")
-	}
+func (s *Server) getSubscription(ctx context.Context, req *SubscriptionPath) (*Subscription, error) {
+	row, err := subscriptions.Get(ctx, s.db, mustCaller(ctx).AccountID, req.ID)
 	if err != nil {
-		return nil, err
+		return nil, subscriptionError(err)
 	}
 	out := subscriptionFromRow(row)
 	return &out, nil
 }
 
+func (s *Server) deleteSubscription(ctx context.Context, req *SubscriptionPath) (*NoContent, error) {
+	if err := subscriptions.Delete(ctx, s.db, mustCaller(ctx).AccountID, req.ID); err != nil {
+		return nil, subscriptionError(err)
+	}
+	return &NoContent{}, nil
+}
+
+func (s *Server) createSubscription(ctx context.Context, req *CreateSubscriptionRequest) (*NewSubscription, error) {
+	row, secret, err := s.subscriptionService().Create(ctx, s.db, mustCaller(ctx).AccountID, subscriptions.New{
+		URL: req.URL, EventTypes: req.EventTypes, DomainFilter: req.DomainFilter, TagFilter: req.TagFilter, SigningSecret: req.SigningSecret,
+	}, s.now())
+	if err != nil {
+		return nil, subscriptionError(err)
+	}
+	return &NewSubscription{Subscription: subscriptionFromRow(row), SigningSecret: secret}, nil
+}
+
+func (s *Server) updateSubscription(ctx context.Context, req *UpdateSubscriptionRequest) (*Subscription, error) {
+	c := subscriptions.Change{URL: req.URL, Enabled: req.Enabled}
+	if req.EventTypes.Set {
+		types := req.EventTypes.Value
+		if req.EventTypes.Null {
+			types = nil
+		}
+		c.EventTypes = &types
+	}
+	c.DomainFilter = req.DomainFilter.change()
+	c.TagFilter = req.TagFilter.change()
+	row, err := s.subscriptionService().Update(ctx, s.db, mustCaller(ctx).AccountID, req.ID, c)
+	if err != nil {
+		return nil, subscriptionError(err)
+	}
+	out := subscriptionFromRow(row)
+	return &out, nil
+}
+
+// change is the field as a subscriptions.Change field: nil when absent, a
+// nil inner pointer when null.
+func (o OptionalString) change() **string {
+	if !o.Set {
+		return nil
+	}
+	var v *string
+	if !o.Null {
+		v = &o.Value
+	}
+	return &v
+}
+
 func (s *Server) testSubscription(ctx context.Context, req *SubscriptionPath) (*SubscriptionTestResult, error) {
-	caller := mustCaller(ctx)
-	sub, err := s.q.SubscriptionGetByID(ctx, s.db, dbsqlc.SubscriptionGetByIDParams{ID: req.ID, AccountID: caller.AccountID})
-	if dbutil.IsNotFound(err) {
-		return nil, NotFound("event subscription")
-	}
+	a, err := s.subscriptionService().Test(ctx, s.db, mustCaller(ctx).AccountID, req.ID, s.now())
 	if err != nil {
-		return nil, err
+		return nil, subscriptionError(err)
 	}
-	secret, err := s.deps.Keyring.Open(sub.SecretKeyID, sub.SecretCiphertext, sub.ID[:])
-	if err != nil {
-		return nil, Unavailable("the subscription's signing secret cannot be decrypted with the configured keys")
-	}
-	now := s.now().UTC()
-	msgID := uuid.Must(uuid.NewV7())
-	body, err := webhook.Payload("test", now, map[string]any{
-		"id": msgID, "event_type": "test", "subscription_id": sub.ID,
-		"message": "This is a test event sent from mailwatch.", "created_at": now,
-	})
-	if err != nil {
-		return nil, err
-	}
-	a := webhook.Send(ctx, s.deps.WebhookClient, webhook.Request{URL: sub.URL, MsgID: msgID.String(), Body: body, Secret: string(secret)})
 	out := &SubscriptionTestResult{Status: "failed", DurationMS: a.Duration.Milliseconds()}
 	if a.Delivered {
 		out.Status = "delivered"

@@ -113,7 +113,7 @@ var textRules = map[string]textRule{
 	// A webhook or JWKS destination: absolute http(s) (netguard checks the
 	// address it resolves to when it is used).
 	"web_url": {check: checkWebURL, format: "uri", pattern: webURL},
-	// An E.164 number, separators allowed (normalizeE164).
+	// An E.164 number, separators allowed (receivers.NormalizeE164).
 	"e164": {check: func(s string) error {
 		if !e164Re.MatchString(s) {
 			return errors.New("must be an E.164 number such as +14155550100")

@@ -2,23 +2,19 @@ package jobs
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/receivers"
 )
 
 // ReceiverPurgeGrace is how long an expired receiver and its messages are
 // kept (their routes answer 410) before ReceiverExpireWorker deletes them
-// (then 404). It matches api.ReceiverPurgeGrace.
-const ReceiverPurgeGrace = 24 * time.Hour
-
-// receiverPurgeBatch bounds one DELETE so that purging a backlog never holds
-// long locks.
-const receiverPurgeBatch = 500
+// (then 404): receivers.PurgeGrace.
+const ReceiverPurgeGrace = receivers.PurgeGrace
 
 // addReceiverWorkers registers this feature's workers.
 func addReceiverWorkers(w *river.Workers, deps Deps) {
@@ -65,7 +61,7 @@ func (w *ReceiverExpireWorker) Work(ctx context.Context, job *river.Job[Receiver
 	if w.deps.Now != nil {
 		now = w.deps.Now().UTC()
 	}
-	res, err := ExpireReceivers(ctx, w.deps.Pool, now)
+	res, err := receivers.Expire(ctx, w.deps.Pool, now)
 	if err != nil {
 		return err
 	}
@@ -77,29 +73,10 @@ func (w *ReceiverExpireWorker) Work(ctx context.Context, job *river.Job[Receiver
 }
 
 // ExpireResult counts what one expiry run changed.
-type ExpireResult struct {
-	Released, Marked, Purged int64
-}
+type ExpireResult = receivers.ExpireResult
 
-// ExpireReceivers is the expiry run at time now, on any executor.
+// ExpireReceivers is the expiry run at time now, on any executor
+// (receivers.Expire).
 func ExpireReceivers(ctx context.Context, db dbsqlc.DBTX, now time.Time) (ExpireResult, error) {
-	q := dbsqlc.New()
-	var res ExpireResult
-	var err error
-	if res.Released, err = q.SMSNumberReleaseExpired(ctx, db, now); err != nil {
-		return res, fmt.Errorf("error releasing SMS numbers: %w", err)
-	}
-	if res.Marked, err = q.ReceiverMarkExpired(ctx, db, now); err != nil {
-		return res, fmt.Errorf("error marking expired receivers: %w", err)
-	}
-	for {
-		n, err := q.ReceiverPurgeExpired(ctx, db, dbsqlc.ReceiverPurgeExpiredParams{Cutoff: now.Add(-ReceiverPurgeGrace), Max: receiverPurgeBatch})
-		if err != nil {
-			return res, fmt.Errorf("error purging expired receivers: %w", err)
-		}
-		res.Purged += n
-		if n < receiverPurgeBatch || ctx.Err() != nil {
-			return res, nil
-		}
-	}
+	return receivers.Expire(ctx, db, now)
 }

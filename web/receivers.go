@@ -15,7 +15,7 @@ func (h *Dashboard) webReceivers(c *fiber.Ctx) error {
 	if err != nil {
 		return h.pageError(c, err)
 	}
-	return h.render(c, http.StatusOK, "receivers", "Receivers", list.Entries(), "")
+	return h.render(c, http.StatusOK, "receivers", "Receivers", list.Items, "")
 }
 
 func (h *Dashboard) webCreateReceiver(c *fiber.Ctx) error {
@@ -54,9 +54,9 @@ func (h *Dashboard) webReceiver(c *fiber.Ctx) error {
 	if err != nil {
 		return h.pageError(c, err)
 	}
-	data := receiverData{Receiver: r, Messages: list.Entries()}
-	if len(list.Entries()) > 0 {
-		data.Last = list.Entries()[0].ID.String() // newest first
+	data := receiverData{Receiver: r, Messages: list.Items}
+	if len(list.Items) > 0 {
+		data.Last = list.Items[0].ID.String() // newest first
 	}
 	return h.render(c, http.StatusOK, "receiver", r.Address, data, "")
 }
