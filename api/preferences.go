@@ -161,7 +161,7 @@ func (s *Server) preferenceRoutes() {
 	s.ops.AddNotificationAddress = Handle(s.router, Endpoint[AddNotificationAddressRequest, notify.Address]{
 		Method: "POST", Path: addrs, Status: 201, OperationID: "addNotificationAddress", Tag: tag, Errors: []int{409},
 		Summary: "Add a notification address",
-		Description: "Added unverified; a verification mail with a single-use token (valid 48 h) is queued. An address the account already has is 409, and so is an 11th address (at most 10, the sign-in address included: each new one is mailed). " +
+		Description: "Added unverified; a verification mail with a single-use token (valid " + strconv.Itoa(int(notify.VerificationTokenTTL/time.Hour)) + " h) is queued. An address the account already has is 409, and so is an 11th address (at most 10, the sign-in address included: each new one is mailed). " +
 			"One address gets at most one verification mail a minute and " + strconv.Itoa(notify.RecipientMailsPerDay) + " per UTC day, whichever account asks and however often it is removed and added: " +
 			"beyond, 429 with Retry-After and nothing is added.",
 		Call: s.addNotificationAddress,

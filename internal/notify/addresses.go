@@ -198,7 +198,7 @@ func RemoveAddress(ctx context.Context, db dbutil.Executor, account, id uuid.UUI
 }
 
 // Verify marks the address whose token this is verified. Tokens are
-// single-use and expire after 48 hours.
+// single-use and expire after VerificationTokenTTL.
 func Verify(ctx context.Context, db dbutil.Executor, token string, now time.Time) (Address, error) {
 	if len(token) == 0 || len(token) > 128 {
 		return Address{}, ErrBadToken
@@ -225,7 +225,7 @@ func NewToken(ctx context.Context, db dbutil.Executor, id uuid.UUID, now time.Ti
 	}
 	token = base64.RawURLEncoding.EncodeToString(raw[:])
 	row, err = dbsqlc.New().NotificationAddressSetToken(ctx, db, dbsqlc.NotificationAddressSetTokenParams{
-		ID: id, TokenHash: hashToken(token), ExpiresAt: now.Add(tokenTTL), Now: now,
+		ID: id, TokenHash: hashToken(token), ExpiresAt: now.Add(VerificationTokenTTL), Now: now,
 	})
 	if dbutil.IsNotFound(err) {
 		return "", row, false, nil

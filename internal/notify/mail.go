@@ -230,11 +230,14 @@ func (ml *Mailer) DigestMessage(day time.Time, evs []dbsqlc.Event, total int, to
 	return render(to, fmt.Sprintf("[mailwatch] Daily digest for %s: %d event(s)", d.Day, total), digestText, digestHTML, d)
 }
 
-type verifyData struct{ Email, Token, Link string }
+type verifyData struct{ Email, Token, Link, Lifetime string }
+
+// verifyLifetime is VerificationTokenTTL in the mail's words ("48 hours").
+var verifyLifetime = fmt.Sprintf("%d hours", int(VerificationTokenTTL/time.Hour))
 
 var verifyText = texttemplate.Must(texttemplate.New("verify").Parse(`Confirm that mailwatch may send alerts and digests to {{.Email}}.
 
-Open this link to confirm (it works once, for 48 hours):
+Open this link to confirm (it works once, for {{.Lifetime}}):
 {{.Link}}
 
 or send the token to the API:
@@ -246,7 +249,7 @@ If you did not ask for this, ignore this message.
 var verifyHTML = htmltemplate.Must(htmltemplate.New("verify").Parse(`<!DOCTYPE html>
 <html><body>
 <p>Confirm that mailwatch may send alerts and digests to <b>{{.Email}}</b>.</p>
-<p><a href="{{.Link}}">Confirm this address</a> (it works once, for 48 hours).</p>
+<p><a href="{{.Link}}">Confirm this address</a> (it works once, for {{.Lifetime}}).</p>
 <p>Or send the token to the API: <code>POST /api/notification-addresses/verify</code> with <code>{"token": "{{.Token}}"}</code></p>
 <p>If you did not ask for this, ignore this message.</p>
 </body></html>
@@ -254,7 +257,8 @@ var verifyHTML = htmltemplate.Must(htmltemplate.New("verify").Parse(`<!DOCTYPE h
 
 // VerifyMessage composes the verification mail of one address.
 func (ml *Mailer) VerifyMessage(email, token string) (Message, error) {
-	d := verifyData{Email: email, Token: token, Link: ml.Link("/notifications/verify?token=" + url.QueryEscape(token))}
+	d := verifyData{Email: email, Token: token, Link: ml.Link("/notifications/verify?token=" + url.QueryEscape(token)),
+		Lifetime: verifyLifetime}
 	return render([]string{email}, "[mailwatch] Confirm your notification address", verifyText, verifyHTML, d)
 }
 

@@ -244,5 +244,6 @@ func SetMutes(ctx context.Context, db dbutil.Executor, account uuid.UUID, m Chan
 	return nil
 }
 
-// tokenTTL is how long a verification token works.
-const tokenTTL = 48 * time.Hour
+// VerificationTokenTTL is how long a verification token works: the mail,
+// the API's description and the token's expiry all read it.
+const VerificationTokenTTL = 48 * time.Hour

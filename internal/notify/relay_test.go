@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"math/big"
 	"net"
 	"strings"
@@ -175,4 +176,17 @@ func TestAlertMessage(t *testing.T) {
 	require.NotContains(t, env.HTML, "<script>", "the HTML part escapes the payload")
 	require.Contains(t, env.HTML, "&lt;script&gt;")
 	require.True(t, strings.HasPrefix(env.Root.ContentType, "multipart/alternative"))
+}
+
+// TestVerifyMessageStatesTheTokenLifetime: the mail promises the lifetime
+// the token is stored with, in both parts.
+func TestVerifyMessageStatesTheTokenLifetime(t *testing.T) {
+	t.Parallel()
+	m, err := testMailer(nil).VerifyMessage("ops@example.com", "tok")
+	require.NoError(t, err)
+	hours := fmt.Sprintf("for %d hours", int(VerificationTokenTTL/time.Hour))
+	require.Equal(t, "for 48 hours", hours)
+	require.Contains(t, m.Text, "it works once, "+hours)
+	require.Contains(t, m.HTML, "it works once, "+hours)
+	require.Contains(t, m.Text, "/notifications/verify?token=tok")
 }
