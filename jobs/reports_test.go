@@ -12,6 +12,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/reports"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 )
@@ -26,7 +27,7 @@ func TestHealthCappedByDMARCPassRate(t *testing.T) {
 	d := insertTestDomain(t, b.pool, name)
 	ctx := context.Background()
 
-	b.run(t, DomainCheckArgs{DomainID: d.ID})
+	b.run(t, domains.CheckArgs{DomainID: d.ID})
 	var before int
 	require.NoError(t, b.pool.QueryRow(ctx, "SELECT score FROM domains WHERE id = $1", d.ID).Scan(&before))
 	require.Greater(t, before, 50)
@@ -34,7 +35,7 @@ func TestHealthCappedByDMARCPassRate(t *testing.T) {
 	_, err := b.pool.Exec(ctx, `INSERT INTO dmarc_source_days (domain_id, day, source_ip, messages, dkim_aligned, spf_aligned, compliant, forwarded, failing)
 		VALUES ($1, current_date, '192.0.2.1', 1000, 500, 500, 500, 0, 500)`, d.ID)
 	require.NoError(t, err)
-	b.run(t, DomainHealthArgs{DomainID: d.ID})
+	b.run(t, domains.HealthArgs{DomainID: d.ID})
 	var after int
 	var applied string
 	require.NoError(t, b.pool.QueryRow(ctx, "SELECT score, health->'applied'->>'name' FROM domains WHERE id = $1", d.ID).Scan(&after, &applied))

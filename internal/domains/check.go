@@ -472,4 +472,3 @@ func mergeKnown(known, rs *dnscheck.Results) {
 		known.DNSSEC = rs.DNSSEC
 	}
 }
-

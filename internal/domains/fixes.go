@@ -121,7 +121,6 @@ func decodeKnown(row dbsqlc.Domain) (*dnscheck.Results, error) {
 	return known, nil
 }
 
-
 // ApplyFix writes recommendation id through its domain's DNS connection
 // (outside any transaction), then records the outcome (applied or failed,
 // with its event) and, once applied, queues a fresh check of the domain,
