@@ -311,7 +311,10 @@ func TestDomainArgsQueuesAreWorked(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, QueueDNS, domains.Queue)
 	require.Equal(t, QueueMaintenance, domains.MaintenanceQueue)
-	for _, args := range []river.JobArgsWithInsertOpts{
+	for _, args := range []interface {
+		river.JobArgs
+		river.JobArgsWithInsertOpts
+	}{
 		domains.CheckArgs{}, domains.HealthArgs{}, domains.ScheduleArgs{}, domains.HealthPruneArgs{},
 		domains.RecheckAllArgs{}, domains.FixApplyArgs{}, domains.MXVerifyArgs{}, domains.MXScheduleArgs{},
 	} {

@@ -97,3 +97,25 @@ func TestDNSFixInputsFromReports(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, "SELECT proposed FROM dns_recommendations WHERE domain_id = $1 AND key = 'tls_rpt'", d.ID).Scan(&tlsProposed))
 	require.Equal(t, []string{"v=TLSRPTv1; rua=mailto:" + tlsAddr}, tlsProposed)
 }
+
+// TestDomainCheckAsksForTheSignedAddress: once a domain's reporting
+// addresses are minted, its DMARC check is given the DMARC address to look
+// for in rua.
+func TestDomainCheckAsksForTheSignedAddress(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDB(t)
+	ctx := context.Background()
+	d := insertTestDomain(t, pool, "job-signed.test")
+	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{5}, 32))
+	require.NoError(t, err)
+	svc := &reports.Service{DB: pool, Signer: &reports.Signer{Keyring: keyring, Domain: "inbound.mailwatch.test"}}
+	require.Empty(t, reportAddress(ctx, pool, svc.Signer, d.ID), "nothing minted yet")
+
+	addrs, err := dbutil.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
+		return svc.Sign(ctx, tx, d.AccountID, d.ID, d.Name)
+	})
+	require.NoError(t, err)
+	got := reportAddress(ctx, pool, svc.Signer, d.ID)
+	require.True(t, strings.HasPrefix(got, "dmarc+"))
+	require.Contains(t, []string{addrs[0].Address, addrs[1].Address}, got)
+}
