@@ -549,7 +549,7 @@ func (s *Server) listDomainHealth(ctx context.Context, req *HealthHistoryRequest
 
 // fillDashboardDomains fills this feature's part of the dashboard summary.
 func (s *Server) fillDashboardDomains(ctx context.Context, account uuid.UUID, out *DashboardSummary) error {
-	row, err := s.q.DomainDashboard(ctx, s.db, account)
+	row, err := s.q.DomainDashboard(ctx, s.db, dbsqlc.DomainDashboardParams{AccountID: account, AtRiskBelow: domains.AtRiskBelow})
 	if err != nil {
 		return err
 	}
