@@ -78,13 +78,6 @@ func eventsOf(t *testing.T, db dbutil.Executor, account uuid.UUID, eventType str
 	return out
 }
 
-func historyLen(t *testing.T, db dbutil.Executor, domainID uuid.UUID) int {
-	t.Helper()
-	var n int
-	require.NoError(t, db.QueryRow(context.Background(), "SELECT count(*) FROM domain_health_history WHERE domain_id = $1", domainID).Scan(&n))
-	return n
-}
-
 func TestApplyDiscardsOlderChecks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
