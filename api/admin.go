@@ -14,6 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/deliveries"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/jobs"
 )
@@ -97,7 +98,7 @@ type QueueStat struct {
 // maintenanceTasks maps a task name to its job.
 var maintenanceTasks = map[string]func() river.JobArgs{
 	"prune-events":         func() river.JobArgs { return jobs.EventPruneArgs{} },
-	"recheck-domains":      func() river.JobArgs { return jobs.DomainRecheckAllArgs{} },
+	"recheck-domains":      func() river.JobArgs { return domains.RecheckAllArgs{} },
 	"reconcile-deliveries": func() river.JobArgs { return deliveries.ReconcileArgs{} },
 	"vacuum-queues":        func() river.JobArgs { return jobs.QueueVacuumArgs{} },
 	"rotate-signing-keys":  func() river.JobArgs { return jobs.SigningKeyRotateArgs{Force: true} },

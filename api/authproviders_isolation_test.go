@@ -17,8 +17,8 @@ import (
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // dataAPI reads path of the data API with token, naming account in
@@ -147,7 +147,7 @@ func TestDNSConnectionCapUnderConcurrency(t *testing.T) {
 	b := setup(t, func(o *setupOpts) {
 		o.db = pool
 		o.deps = func(d *api.Deps) {
-			d.DNSFix = &jobs.DNSFixDeps{Env: &dnsfix.Env{Keyring: keyring, Guard: testGuard(t), CloudflareURL: cf.URL + "/client/v4"}}
+			d.DNSFix = &domains.FixDeps{Env: &dnsfix.Env{Keyring: keyring, Guard: testGuard(t), CloudflareURL: cf.URL + "/client/v4"}}
 		}
 	})
 	acct := b.createAccount(t)

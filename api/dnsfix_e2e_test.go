@@ -23,6 +23,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
 	"github.com/mailwatch/mailwatch/internal/dnsprovider"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
@@ -86,7 +87,7 @@ func TestDNSFixEndToEnd(t *testing.T) {
 	resolver := dnscheck.NewClient(bind.Addr, 2*time.Second)
 	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{7}, 32)) // the harness's key
 	require.NoError(t, err)
-	fix := &jobs.DNSFixDeps{
+	fix := &domains.FixDeps{
 		Env: &dnsfix.Env{Keyring: keyring, Guard: testGuard(t)},
 		MX:  dnsfix.MXConfig{Host: "mx.mailwatch.test"},
 		Inputs: func(context.Context, dbsqlc.DBTX, dbsqlc.Domain, *dnscheck.Results, time.Time) dnsfix.Inputs {

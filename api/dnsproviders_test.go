@@ -10,8 +10,8 @@ import (
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/bindtest"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // setupDNSFix starts BIND serving zone with records and a bundle whose
@@ -22,7 +22,7 @@ func setupDNSFix(t *testing.T, zone, records string) (*bindtest.Server, *testBun
 	require.NoError(t, err)
 	b := setup(t, func(o *setupOpts) {
 		o.deps = func(d *api.Deps) {
-			d.DNSFix = &jobs.DNSFixDeps{Env: &dnsfix.Env{Keyring: keyring, Guard: testGuard(t)}}
+			d.DNSFix = &domains.FixDeps{Env: &dnsfix.Env{Keyring: keyring, Guard: testGuard(t)}}
 		}
 	})
 	return bind, b

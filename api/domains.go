@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -19,9 +18,9 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/domainname"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/health"
 	"github.com/mailwatch/mailwatch/internal/plans"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // Limits of a domain's lists.
@@ -99,11 +98,16 @@ type HealthEntry struct {
 // DNSChange is one difference the live lookup found with the last known
 // results; each was also emitted as a dns_record_changed event.
 type DNSChange struct {
-	Check    string           `json:"check" validate:"required"`
-	Critical bool             `json:"critical" validate:"required" description:"A check that passed now fails or is missing."`
-	Before   jobs.RecordState `json:"before" validate:"required"`
-	After    jobs.RecordState `json:"after" validate:"required"`
+	Check    string          `json:"check" validate:"required"`
+	Critical bool            `json:"critical" validate:"required" description:"A check that passed now fails or is missing."`
+	Before   JobsRecordState `json:"before" validate:"required"`
+	After    JobsRecordState `json:"after" validate:"required"`
 }
+
+// JobsRecordState is one side of a DNSChange: a dns_record_changed
+// payload's domains.RecordState. Its name keeps the schema name the OpenAPI
+// document has always published for it.
+type JobsRecordState domains.RecordState
 
 // DNSLookup is the outcome of a live DNS lookup.
 type DNSLookup struct {
@@ -334,7 +338,7 @@ func (s *Server) createDomain(ctx context.Context, req *CreateDomainRequest) (*D
 		if err != nil {
 			return row, err
 		}
-		if _, err := s.deps.River.InsertTx(ctx, tx, jobs.DomainCheckArgs{DomainID: row.ID}, nil); err != nil {
+		if _, err := s.deps.River.InsertTx(ctx, tx, domains.CheckArgs{DomainID: row.ID}, nil); err != nil {
 			return row, fmt.Errorf("error queueing the first check: %w", err)
 		}
 		// Its reporting addresses route from now on: a rua published from
@@ -426,7 +430,7 @@ func (s *Server) updateDomain(ctx context.Context, req *UpdateDomainRequest) (*D
 			if err := s.q.DomainForgetKnownCheck(ctx, tx, dbsqlc.DomainForgetKnownCheckParams{ID: row.ID, CheckName: dnscheck.NameDKIM}); err != nil {
 				return row, err
 			}
-			if _, err := s.deps.River.InsertTx(ctx, tx, jobs.DomainCheckArgs{DomainID: row.ID}, nil); err != nil {
+			if _, err := s.deps.River.InsertTx(ctx, tx, domains.CheckArgs{DomainID: row.ID}, nil); err != nil {
 				return row, fmt.Errorf("error queueing a check: %w", err)
 			}
 		}
@@ -462,38 +466,34 @@ func (s *Server) lookupDomainDNS(ctx context.Context, req *DomainPath) (*DNSLook
 	if s.deps.Resolver == nil {
 		return nil, Unavailable("DNS checks are not configured on this server")
 	}
-	started := s.now()
-	rs := jobs.CheckDomain(ctx, s.deps.Resolver, s.deps.MTASTSClient, s.db, s.reportService().Signer, row, started)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	out, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (*jobs.CheckOutcome, error) {
-		return jobs.ApplyDomainCheck(ctx, tx, s.deps.Emitter, row.ID, row.DkimSelectors, started, rs, s.now())
-	})
-	if errors.Is(err, jobs.ErrDomainGone) {
+	run, err := s.domainChecker().Run(ctx, row, nil)
+	if errors.Is(err, domains.ErrDomainGone) {
 		return nil, NotFound("domain")
 	}
 	if err != nil {
 		return nil, err
 	}
-	if out.Applied {
-		// DNS recommendations follow every stored check (recommendations.go).
-		if err := jobs.RecomputeDNSFixes(ctx, s.db, s.deps.Resolver, s.deps.DNSFix, out.Domain, s.now()); err != nil {
-			s.logger.WarnContext(ctx, "recomputing DNS recommendations failed", slog.String("domain", row.Name), slog.Any("error", err))
-		}
-	}
-	resp := &DNSLookup{Domain: row.Name, CheckedAt: started.UTC(), Stored: out.Applied, Results: rs, Changes: []DNSChange{}}
-	for _, ch := range out.Changes {
+	resp := &DNSLookup{Domain: row.Name, CheckedAt: run.StartedAt.UTC(), Stored: run.Applied, Results: run.Results, Changes: []DNSChange{}}
+	for _, ch := range run.Changes {
 		c := DNSChange{Check: ch.Check, Critical: ch.Critical}
 		c.Before.Status, c.Before.Records = ch.Before.Status, nonNil(ch.Before.Records)
 		c.After.Status, c.After.Records = ch.After.Status, nonNil(ch.After.Records)
 		resp.Changes = append(resp.Changes, c)
 	}
-	if out.Domain.Score != nil {
-		n := int(*out.Domain.Score)
+	if run.Domain.Score != nil {
+		n := int(*run.Domain.Score)
 		resp.Score = &n
 	}
 	return resp, nil
+}
+
+// domainChecker is the domains.Checker of this server: the live lookup
+// runs the check job's sequence.
+func (s *Server) domainChecker() *domains.Checker {
+	return &domains.Checker{
+		DB: s.db, Resolver: s.deps.Resolver, MTASTS: s.deps.MTASTSClient, Signer: s.reportService().Signer,
+		Emitter: s.deps.Emitter, Fixes: s.deps.DNSFix, Logger: s.logger, Now: s.now,
+	}
 }
 
 func (s *Server) recomputeDomainHealth(ctx context.Context, req *DomainPath) (*HealthRecompute, error) {
@@ -502,7 +502,7 @@ func (s *Server) recomputeDomainHealth(ctx context.Context, req *DomainPath) (*H
 		return nil, err
 	}
 	res, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (int64, error) {
-		res, err := s.deps.River.InsertTx(ctx, tx, jobs.DomainHealthArgs{DomainID: row.ID}, nil)
+		res, err := s.deps.River.InsertTx(ctx, tx, domains.HealthArgs{DomainID: row.ID}, nil)
 		if err != nil {
 			return 0, fmt.Errorf("error queueing health recompute: %w", err)
 		}
@@ -549,7 +549,7 @@ func (s *Server) listDomainHealth(ctx context.Context, req *HealthHistoryRequest
 
 // fillDashboardDomains fills this feature's part of the dashboard summary.
 func (s *Server) fillDashboardDomains(ctx context.Context, account uuid.UUID, out *DashboardSummary) error {
-	row, err := s.q.DomainDashboard(ctx, s.db, account)
+	row, err := s.q.DomainDashboard(ctx, s.db, dbsqlc.DomainDashboardParams{AccountID: account, AtRiskBelow: domains.AtRiskBelow})
 	if err != nil {
 		return err
 	}

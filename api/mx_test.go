@@ -11,7 +11,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
-	"github.com/mailwatch/mailwatch/jobs"
+	"github.com/mailwatch/mailwatch/internal/domains"
 )
 
 // TestMXSetupStates walks an MX setup through every state against a
@@ -29,7 +29,7 @@ func TestMXSetupStates(t *testing.T) {
 			if prev != nil {
 				prev(d)
 			}
-			d.DNSFix = &jobs.DNSFixDeps{MX: dnsfix.MXConfig{Host: "mx.mailwatch.test"}}
+			d.DNSFix = &domains.FixDeps{MX: dnsfix.MXConfig{Host: "mx.mailwatch.test"}}
 		}
 	})
 	acct := b.createAccount(t)

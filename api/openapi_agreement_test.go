@@ -30,9 +30,9 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
 	"github.com/mailwatch/mailwatch/internal/dnstest"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // TestOpenAPIAgreement holds the server to its own document. For every
@@ -157,7 +157,7 @@ _dmarc.example.com. IN TXT "v=DMARC1; p=none"
 			d.Resolver = dnscheck.NewClient(e.dns.Addr(), 500*time.Millisecond)
 			d.StripeWebhookSecret = testStripeSecret
 			d.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			d.DNSFix = &jobs.DNSFixDeps{
+			d.DNSFix = &domains.FixDeps{
 				Env: &dnsfix.Env{Keyring: keyring, Guard: testGuard(t), CloudflareURL: cf.URL + "/client/v4"},
 				MX:  dnsfix.MXConfig{Host: "mx.mailwatch.test"},
 			}

@@ -14,7 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
-	"github.com/mailwatch/mailwatch/jobs"
+	"github.com/mailwatch/mailwatch/internal/domains"
 )
 
 // DNSRecommendation is one recommended RRset change.
@@ -202,7 +202,7 @@ func (s *Server) applyRecommendation(ctx context.Context, req *ApplyRecommendati
 	var jobState string
 	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (dbsqlc.DnsRecommendation, error) {
 		return dnsfix.StartApply(ctx, tx, d.ID, req.ID, fp, func(ctx context.Context, tx pgx.Tx) (int64, error) {
-			res, err := s.deps.River.InsertTx(ctx, tx, jobs.DNSFixApplyArgs{RecommendationID: req.ID}, nil)
+			res, err := s.deps.River.InsertTx(ctx, tx, domains.FixApplyArgs{RecommendationID: req.ID}, nil)
 			if err != nil {
 				return 0, fmt.Errorf("error queueing the DNS fix: %w", err)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/identity"
@@ -33,7 +34,6 @@ import (
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/usage"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // Deps is what the API needs from the outside world.
@@ -95,7 +95,7 @@ type Deps struct {
 	MTASTSClient *http.Client
 	// DNSFix holds DNS connections' environment and the MX setup's
 	// configuration; nil answers their routes with 503.
-	DNSFix *jobs.DNSFixDeps
+	DNSFix *domains.FixDeps
 	// SNSCerts fetches SNS signing certificates (SES provider ingress):
 	// ses.HTTPCertFetcher over the AWS-only, SSRF-guarded client.
 	SNSCerts ses.CertFetcher

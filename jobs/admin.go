@@ -7,14 +7,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailwatch/mailwatch/internal/accounts"
-	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/domains"
 )
 
 // Account deletion and the maintenance tasks an admin runs now
@@ -63,58 +62,22 @@ func (w *AccountDeleteWorker) Work(ctx context.Context, job *river.Job[accounts.
 	return nil
 }
 
-// DomainRecheckAllArgs queues a DNS check, now, of every domain of every
-// account (the maintenance task recheck-domains). The periodic schedule
-// (DomainScheduleArgs) is untouched.
-type DomainRecheckAllArgs struct{}
-
-// Kind implements river.JobArgs.
-func (DomainRecheckAllArgs) Kind() string { return "domain_recheck_all" }
-
-// InsertOpts implements river.JobArgsWithInsertOpts.
-func (DomainRecheckAllArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance}
-}
-
-// DomainRecheckAllWorker works DomainRecheckAllArgs.
+// DomainRecheckAllWorker works domains.RecheckAllArgs.
 type DomainRecheckAllWorker struct {
-	river.WorkerDefaults[DomainRecheckAllArgs]
+	river.WorkerDefaults[domains.RecheckAllArgs]
 	deps Deps
 }
 
-// Work inserts one DomainCheckArgs per domain, scheduleBatch at a time. A
-// domain whose check is already queued or running is not queued twice.
-func (w *DomainRecheckAllWorker) Work(ctx context.Context, _ *river.Job[DomainRecheckAllArgs]) error {
+// Work queues a check of every domain (domains.RecheckAll). A domain whose
+// check is already queued or running is not queued twice.
+func (w *DomainRecheckAllWorker) Work(ctx context.Context, _ *river.Job[domains.RecheckAllArgs]) error {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
 		return err
 	}
-	q := dbsqlc.New()
-	after, queued := uuid.Nil, 0
-	for {
-		ids, err := q.DomainIDsAfter(ctx, w.deps.Pool, dbsqlc.DomainIDsAfterParams{After: after, MaxRows: scheduleBatch})
-		if err != nil {
-			return fmt.Errorf("error listing domains: %w", err)
-		}
-		if len(ids) == 0 {
-			break
-		}
-		params := make([]river.InsertManyParams, len(ids))
-		for i, id := range ids {
-			params[i] = river.InsertManyParams{Args: DomainCheckArgs{DomainID: id}, InsertOpts: &river.InsertOpts{
-				UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: activeStates},
-			}}
-		}
-		res, err := client.InsertMany(ctx, params)
-		if err != nil {
-			return fmt.Errorf("error inserting domain checks: %w", err)
-		}
-		for _, r := range res {
-			if !r.UniqueSkippedAsDuplicate {
-				queued++
-			}
-		}
-		after = ids[len(ids)-1]
+	queued, err := domains.RecheckAll(ctx, w.deps.Pool, client, activeStates)
+	if err != nil {
+		return err
 	}
 	return river.RecordOutput(ctx, map[string]int{"queued": queued})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
 	"github.com/mailwatch/mailwatch/internal/dnstest"
+	"github.com/mailwatch/mailwatch/internal/domains"
 )
 
 // TestMXScheduleReverifies runs the periodic re-verification through a
@@ -38,7 +39,7 @@ func TestMXScheduleReverifies(t *testing.T) {
 	client, err := NewClient(Deps{
 		Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Resolver: dnscheck.NewClient(srv.Addr(), time.Second),
-		DNSFix:   &DNSFixDeps{MX: dnsfix.MXConfig{Host: "mx.mailwatch.test"}},
+		DNSFix:   &domains.FixDeps{MX: dnsfix.MXConfig{Host: "mx.mailwatch.test"}},
 	}, Options{Concurrency: 4})
 	require.NoError(t, err)
 	require.NoError(t, client.Start(ctx))
@@ -47,7 +48,7 @@ func TestMXScheduleReverifies(t *testing.T) {
 		defer cancel()
 		_ = client.StopAndCancel(stopCtx)
 	})
-	_, err = client.Insert(ctx, MXScheduleArgs{}, nil)
+	_, err = client.Insert(ctx, domains.MXScheduleArgs{}, nil)
 	require.NoError(t, err)
 
 	state := func(id dbsqlc.MxSetup) string {

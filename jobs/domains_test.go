@@ -27,6 +27,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnstest"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/events"
 )
 
@@ -213,7 +214,7 @@ func TestDomainCheckJob(t *testing.T) {
 	q := dbsqlc.New()
 	ctx := context.Background()
 
-	b.run(t, DomainCheckArgs{DomainID: d.ID})
+	b.run(t, domains.CheckArgs{DomainID: d.ID})
 	row, err := q.DomainGetByID(ctx, b.pool, d.ID)
 	require.NoError(t, err)
 	require.NotNil(t, row.CheckedAt)
@@ -225,14 +226,14 @@ func TestDomainCheckJob(t *testing.T) {
 	require.Equal(t, 1.0, b.metric(t, "mailwatch_domain_check_duration_seconds"), "one domain checked")
 
 	t.Run("UnchangedEmitsNothing", func(t *testing.T) {
-		b.run(t, DomainCheckArgs{DomainID: d.ID})
+		b.run(t, domains.CheckArgs{DomainID: d.ID})
 		require.Empty(t, eventsOf(t, b.pool, d.AccountID, events.TypeDNSRecordChanged))
 		require.Equal(t, 2, historyLen(t, b.pool, d.ID), "every computation is recorded")
 	})
 
 	t.Run("TemperrorNeverEmits", func(t *testing.T) {
 		b.dns.ServFail(name + ".")
-		b.run(t, DomainCheckArgs{DomainID: d.ID})
+		b.run(t, domains.CheckArgs{DomainID: d.ID})
 		row, err := q.DomainGetByID(ctx, b.pool, d.ID)
 		require.NoError(t, err)
 		var status map[string]string
@@ -250,7 +251,7 @@ func TestDomainCheckJob(t *testing.T) {
 		fresh := dnstest.Start(t, testDomainZone(name))
 		fresh.Remove(name+".", dns.TypeTXT)
 		b.resolver.use(fresh)
-		b.run(t, DomainCheckArgs{DomainID: d.ID})
+		b.run(t, domains.CheckArgs{DomainID: d.ID})
 
 		evs := eventsOf(t, b.pool, d.AccountID, events.TypeDNSRecordChanged)
 		require.Len(t, evs, 1)
@@ -276,8 +277,8 @@ func TestDomainCheckJob(t *testing.T) {
 		gone := insertTestDomain(t, b.pool, "gone.job-check.test")
 		_, err := b.pool.Exec(ctx, "DELETE FROM domains WHERE id = $1", gone.ID)
 		require.NoError(t, err)
-		b.run(t, DomainCheckArgs{DomainID: gone.ID})
-		b.run(t, DomainHealthArgs{DomainID: gone.ID})
+		b.run(t, domains.CheckArgs{DomainID: gone.ID})
+		b.run(t, domains.HealthArgs{DomainID: gone.ID})
 	})
 }
 
@@ -287,157 +288,36 @@ func TestDomainHealthJob(t *testing.T) {
 	b := startDomainWorkers(t, testDomainZone(name))
 	d := insertTestDomain(t, b.pool, name)
 
-	b.run(t, DomainHealthArgs{DomainID: d.ID})
+	b.run(t, domains.HealthArgs{DomainID: d.ID})
 	require.Zero(t, historyLen(t, b.pool, d.ID), "a domain never checked has nothing to score")
 
-	b.run(t, DomainCheckArgs{DomainID: d.ID})
+	b.run(t, domains.CheckArgs{DomainID: d.ID})
 	require.Equal(t, 1, historyLen(t, b.pool, d.ID))
-	b.run(t, DomainHealthArgs{DomainID: d.ID})
+	b.run(t, domains.HealthArgs{DomainID: d.ID})
 	require.Equal(t, 2, historyLen(t, b.pool, d.ID))
 	require.Empty(t, eventsOf(t, b.pool, d.AccountID, events.TypeHealthScoreChanged), "same score, no event")
 }
 
-func TestApplyDomainCheckDiscardsOlderChecks(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	tx := dbtest.Tx(t)
-	d := insertTestDomain(t, tx, "stale.test")
-	now := time.Now()
-	rs := func(spf string) *dnscheck.Results {
-		return &dnscheck.Results{Domain: "stale.test", SPF: &dnscheck.SPFResult{Result: dnscheck.Result{Status: spf, Records: []string{}}}}
-	}
-	em := &events.Emitter{}
-
-	out, err := ApplyDomainCheck(ctx, tx, em, d.ID, d.DkimSelectors, now, rs(dnscheck.StatusPass), now)
-	require.NoError(t, err)
-	require.True(t, out.Applied)
-	out, err = ApplyDomainCheck(ctx, tx, em, d.ID, d.DkimSelectors, now.Add(-time.Second), rs(dnscheck.StatusNone), now)
-	require.NoError(t, err)
-	require.False(t, out.Applied, "a check that started before the stored one is discarded")
-	require.Empty(t, out.Changes)
-	require.Empty(t, eventsOf(t, tx, d.AccountID, events.TypeDNSRecordChanged))
-
-	_, err = ApplyDomainCheck(ctx, tx, em, uuid.Must(uuid.NewV7()), nil, now, rs(dnscheck.StatusPass), now)
-	require.ErrorIs(t, err, ErrDomainGone)
-}
-
-// A check that ran with selectors the domain no longer has must not teach
-// or change the DKIM baseline: the PATCH that changed them queued its own.
-func TestApplyDomainCheckIgnoresDKIMOfReplacedSelectors(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	tx := dbtest.Tx(t)
-	d := insertTestDomain(t, tx, "selectors.test")
-	em := &events.Emitter{}
-	dkim := func(status string, records ...string) *dnscheck.Results {
-		return &dnscheck.Results{Domain: "selectors.test", DKIM: &dnscheck.DKIMResult{Result: dnscheck.Result{Status: status, Records: append([]string{}, records...)}}}
-	}
-	now := time.Now()
-	_, err := ApplyDomainCheck(ctx, tx, em, d.ID, []string{"s1"}, now, dkim(dnscheck.StatusPass, "v=DKIM1; p=old"), now)
-	require.NoError(t, err)
-	_, err = tx.Exec(ctx, "UPDATE domains SET dkim_selectors = '{s1}' WHERE id = $1", d.ID)
-	require.NoError(t, err)
-	_, err = ApplyDomainCheck(ctx, tx, em, d.ID, []string{"s1"}, now.Add(time.Second), dkim(dnscheck.StatusPass, "v=DKIM1; p=old"), now)
-	require.NoError(t, err)
-
-	// The selectors change to s2 while a check with s1 is in flight; it
-	// lands afterwards and finds no key at s1.
-	_, err = tx.Exec(ctx, "UPDATE domains SET dkim_selectors = '{s2}' WHERE id = $1", d.ID)
-	require.NoError(t, err)
-	out, err := ApplyDomainCheck(ctx, tx, em, d.ID, []string{"s1"}, now.Add(2*time.Second), dkim(dnscheck.StatusNone), now)
-	require.NoError(t, err)
-	require.True(t, out.Applied)
-	require.Empty(t, out.Changes, "a stale DKIM answer is no change")
-	require.Empty(t, eventsOf(t, tx, d.AccountID, events.TypeDNSRecordChanged))
-
-	// A check with the current selectors is compared as usual.
-	out, err = ApplyDomainCheck(ctx, tx, em, d.ID, []string{"s2"}, now.Add(3*time.Second), dkim(dnscheck.StatusNone), now)
-	require.NoError(t, err)
-	require.Len(t, out.Changes, 1)
-}
-
-func TestScheduleDomainChecks(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool, _ := dbtest.NewDB(t)
-	client, err := NewClient(Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, Options{})
-	require.NoError(t, err)
-	const n = 250
-	for i := range n {
-		insertTestDomain(t, pool, fmt.Sprintf("d%d.schedule.test", i))
-	}
-	interval := 15 * time.Minute
-	now := time.Date(2026, 3, 1, 10, 7, 30, 0, time.UTC)
-
-	inserted, err := ScheduleDomainChecks(ctx, pool, client, interval, now)
-	require.NoError(t, err)
-	require.Equal(t, n, inserted)
-
-	t.Run("SpreadOverTheInterval", func(t *testing.T) {
-		rows, err := pool.Query(ctx, "SELECT scheduled_at, queue FROM river_job WHERE kind = 'domain_check'")
-		require.NoError(t, err)
-		buckets := make([]int, 5)
-		count := 0
-		for rows.Next() {
-			var at time.Time
-			var queue string
-			require.NoError(t, rows.Scan(&at, &queue))
-			require.Equal(t, QueueDNS, queue)
-			require.False(t, at.Before(now), "%s", at)
-			require.True(t, at.Before(now.Add(interval)), "%s", at)
-			buckets[int(at.Sub(now)*5/interval)]++
-			count++
-		}
-		require.NoError(t, rows.Err())
-		require.Equal(t, n, count)
-		for i, c := range buckets {
-			require.Greater(t, c, n/5/3, "bucket %d of the interval holds only %d of %d checks", i, c, n)
-		}
-	})
-
-	t.Run("OnePerDomainAndPeriod", func(t *testing.T) {
-		// Runs later in the same period, and the next period's run, only
-		// add checks for periods a domain has none in yet.
-		again, err := ScheduleDomainChecks(ctx, pool, client, interval, now)
-		require.NoError(t, err)
-		require.Zero(t, again, "the same run twice adds nothing")
-		for _, at := range []time.Time{now.Add(time.Minute), now.Add(interval / 2), now.Add(interval), now.Add(interval + time.Minute)} {
-			_, err := ScheduleDomainChecks(ctx, pool, client, interval, at)
-			require.NoError(t, err)
-		}
-		var total, distinct, maxPerSlot int
-		require.NoError(t, pool.QueryRow(ctx, `
-			SELECT count(*), count(DISTINCT (args->>'domain_id', date_bin('15 minutes', scheduled_at, 'epoch'))), coalesce(max(c), 0)
-			FROM river_job, LATERAL (SELECT count(*) AS c FROM river_job j2
-				WHERE j2.kind = 'domain_check' AND j2.args = river_job.args
-				AND date_bin('15 minutes', j2.scheduled_at, 'epoch') = date_bin('15 minutes', river_job.scheduled_at, 'epoch')) per_slot
-			WHERE kind = 'domain_check'`).Scan(&total, &distinct, &maxPerSlot))
-		require.Equal(t, 1, maxPerSlot, "never two checks of a domain in one period")
-		require.Equal(t, total, distinct)
-		require.GreaterOrEqual(t, total, 2*n, "every domain has its check in this period and the next")
-		require.LessOrEqual(t, total, 3*n)
-	})
-}
-
-func TestNextCheckAt(t *testing.T) {
-	t.Parallel()
-	interval := 15 * time.Minute
-	id := uuid.Must(uuid.NewV7())
-	off := CheckOffset(id, interval)
-	require.Equal(t, off, CheckOffset(id, interval), "stable")
-	require.Less(t, off, interval)
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, now := range []time.Time{base, base.Add(off), base.Add(off + 1), base.Add(interval - 1)} {
-		at := NextCheckAt(id, interval, now)
-		require.False(t, at.Before(now))
-		require.Less(t, at.Sub(now), interval)
-		require.Equal(t, off, at.Sub(at.Truncate(interval)), "always at the domain's offset")
-	}
-}
-
 func TestDomainPeriodicJobsUseTheConfiguredInterval(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, DefaultDNSCheckInterval, Deps{}.dnsCheckInterval())
+	require.Equal(t, domains.DefaultCheckInterval, Deps{}.dnsCheckInterval())
 	require.Equal(t, time.Minute, Deps{Config: &config.Config{DNSCheckInterval: time.Minute}}.dnsCheckInterval())
 	require.Len(t, domainPeriodicJobs(Deps{}), 2)
+}
+
+// The domains package names the queues its args go to; they must be the
+// queues the workers work.
+func TestDomainArgsQueuesAreWorked(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, QueueDNS, domains.Queue)
+	require.Equal(t, QueueMaintenance, domains.MaintenanceQueue)
+	for _, args := range []interface {
+		river.JobArgs
+		river.JobArgsWithInsertOpts
+	}{
+		domains.CheckArgs{}, domains.HealthArgs{}, domains.ScheduleArgs{}, domains.HealthPruneArgs{},
+		domains.RecheckAllArgs{}, domains.FixApplyArgs{}, domains.MXVerifyArgs{}, domains.MXScheduleArgs{},
+	} {
+		require.Contains(t, AllQueues, args.InsertOpts().Queue, args.Kind())
+	}
 }

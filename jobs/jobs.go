@@ -22,6 +22,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/logthrottle"
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
@@ -83,7 +84,7 @@ type Deps struct {
 	Observer *Observer
 	// DNSFix writes DNS recommendations and verifies MX setups; nil
 	// leaves them unconfigured (their jobs fail and say so).
-	DNSFix *DNSFixDeps
+	DNSFix *domains.FixDeps
 	// SNSClient confirms SNS subscriptions (ses.AWSOnlyClient over the
 	// SSRF-guarded client).
 	SNSClient *http.Client

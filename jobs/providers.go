@@ -15,6 +15,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/esp"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
@@ -287,7 +288,7 @@ func CheckMessageSpikes(ctx context.Context, tx pgx.Tx, client *river.Client[pgx
 		return nil, err
 	}
 	if len(changes) > 0 {
-		if _, err := client.InsertTx(ctx, tx, DomainHealthArgs{DomainID: domainID}, nil); err != nil {
+		if _, err := client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil); err != nil {
 			return nil, fmt.Errorf("error enqueueing health rescore: %w", err)
 		}
 	}

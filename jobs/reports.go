@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
@@ -191,7 +192,7 @@ func ReportService(deps Deps) *reports.Service {
 			if err != nil {
 				return nil // outside a worker (tests, tools): nothing to queue with
 			}
-			_, err = client.InsertTx(ctx, tx, DomainHealthArgs{DomainID: domainID}, nil)
+			_, err = client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil)
 			return err
 		},
 	}

@@ -58,7 +58,7 @@ SELECT id FROM domains WHERE id > @after::uuid ORDER BY id LIMIT @max_rows::int;
 SELECT count(*) AS total,
        count(score) AS scored,
        coalesce(avg(score), 0)::float8 AS average_score,
-       count(*) FILTER (WHERE score < 50) AS at_risk
+       count(*) FILTER (WHERE score < @at_risk_below::int) AS at_risk
 FROM domains
 WHERE account_id = @account_id::uuid;
 

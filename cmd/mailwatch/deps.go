@@ -12,6 +12,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/notify"
@@ -25,7 +26,7 @@ type shared struct {
 	keyring  *secretbox.Keyring
 	guard    *netguard.Guard
 	resolver dnscheck.Resolver
-	dnsFix   *jobs.DNSFixDeps
+	dnsFix   *domains.FixDeps
 	// aws reaches AWS hosts only (SNS certificates and subscription
 	// confirmations), through the SSRF guard: one client for the process.
 	aws *http.Client
@@ -54,11 +55,11 @@ func buildShared(cfg *config.Config) (*shared, error) {
 	return &shared{
 		keyring: keyring, guard: guard, resolver: dnscheck.NewClient(resolverAddr, 3*time.Second),
 		aws: ses.AWSOnlyClient(webhook.NewClient(guard, webhook.ClientOptions{})),
-		dnsFix: &jobs.DNSFixDeps{
+		dnsFix: &domains.FixDeps{
 			Env: &dnsfix.Env{Keyring: keyring, Guard: guard}, MX: dnsfix.MXConfig{Host: mxHost},
 			// The DMARC recommendation merges the signed rua address and
 			// steps the policy up when the reports say it is safe.
-			Inputs: jobs.ReportInputs(keyring, cfg.InboundDomain, slog.Default()),
+			Inputs: domains.ReportInputs(keyring, cfg.InboundDomain, slog.Default()),
 		},
 	}, nil
 }

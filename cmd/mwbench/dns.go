@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,8 +19,11 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnstest"
+	"github.com/mailwatch/mailwatch/internal/domains"
+	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -107,8 +111,7 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 	fmt.Printf("CheckAll only (no DB), %d at a time:   %7.0f checks/s  p50 %6.2f ms  p99 %6.2f ms  %5.1f DNS queries/domain\n",
 		dnsBenchConcurrency, direct.rate, ms(direct.p50), ms(direct.p99), direct.queries)
 
-	fix := &jobs.DNSFixDeps{}
-	deps := jobs.Deps{Pool: env.Pool, Logger: env.Logger, Resolver: resolver, MTASTSClient: stsClient, DNSFix: fix}
+	deps := jobs.Deps{Pool: env.Pool, Logger: env.Logger, Resolver: resolver, MTASTSClient: stsClient, DNSFix: &domains.FixDeps{}}
 	worker, err := jobs.NewClient(deps, jobs.Options{Concurrency: dnsBenchConcurrency, Queues: []string{jobs.QueueDNS}})
 	if err != nil {
 		return err
@@ -152,7 +155,7 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 	}
 	params := make([]river.InsertManyParams, len(ids))
 	for i, id := range ids {
-		params[i] = river.InsertManyParams{Args: jobs.DomainCheckArgs{DomainID: id}}
+		params[i] = river.InsertManyParams{Args: domains.CheckArgs{DomainID: id}}
 	}
 	q0 = srv.Queries()
 	start = time.Now()
@@ -178,28 +181,17 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 		return fmt.Errorf("expected %d dns_record_changed events, got %d", dnsBenchChanged, changed)
 	}
 
-	// Rounds 3 and 4: the same re-checks (nothing changed) without and
-	// with the DNS recommendations recomputed after each check, to show
-	// what the recomputation costs.
-	recheck := func(skip bool) (dnsRound, error) {
-		fix.SkipRecompute.Store(skip)
-		defer fix.SkipRecompute.Store(false)
-		start := time.Now()
-		if _, err := worker.InsertMany(ctx, params); err != nil {
-			return dnsRound{}, err
-		}
-		evs, err := waitJobs(ctx, completed, len(ids))
-		if err != nil {
-			return dnsRound{}, err
-		}
-		return jobRound(evs, time.Since(start), 0), nil
-	}
-	r3, err := recheck(true)
+	// Rounds 3 and 4: the same re-checks (nothing changed), called
+	// directly at the workers' concurrency, without and with the DNS
+	// recommendations recomputed after each check, to show what the
+	// recomputation costs.
+	checker := &domains.Checker{DB: env.Pool, Resolver: resolver, MTASTS: stsClient, Emitter: &events.Emitter{}, Fixes: deps.DNSFix, Logger: env.Logger}
+	r3, err := checkRound(ctx, env, ids, checker.CheckAndApply)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("round 3 (re-checks, no recommendations):   %s\n", r3)
-	r4, err := recheck(false)
+	r4, err := checkRound(ctx, env, ids, checker.Run)
 	if err != nil {
 		return err
 	}
@@ -259,6 +251,45 @@ func benchDomainIDs(ctx context.Context, env *benchEnv) ([]uuid.UUID, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 }
 
+// checkRound runs check on every domain of ids, dnsBenchConcurrency at a
+// time, as the check workers would.
+func checkRound(ctx context.Context, env *benchEnv, ids []uuid.UUID, check func(context.Context, dbsqlc.Domain, func(context.Context, pgx.Tx) error) (*domains.Run, error)) (dnsRound, error) {
+	q := dbsqlc.New()
+	rows := make([]dbsqlc.Domain, len(ids))
+	for i, id := range ids {
+		row, err := q.DomainGetByID(ctx, env.Pool, id)
+		if err != nil {
+			return dnsRound{}, err
+		}
+		rows[i] = row
+	}
+	durations := make([]time.Duration, len(rows))
+	errs := make([]error, len(rows))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range dnsBenchConcurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(rows) {
+					return
+				}
+				t0 := time.Now()
+				_, errs[i] = check(ctx, rows[i], nil)
+				durations[i] = time.Since(t0)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return dnsRound{}, err
+	}
+	slices.Sort(durations)
+	return dnsRound{n: len(rows), elapsed: elapsed, p50: percentile(durations, 50), p99: percentile(durations, 99)}, nil
+}
+
 // waitJobs collects n finished jobs; a failed one is an error.
 func waitJobs(ctx context.Context, ch <-chan *river.Event, n int) ([]*river.Event, error) {
 	out := make([]*river.Event, 0, n)
@@ -266,7 +297,7 @@ func waitJobs(ctx context.Context, ch <-chan *river.Event, n int) ([]*river.Even
 	for len(out) < n {
 		select {
 		case ev := <-ch:
-			if ev.Job.Kind != (jobs.DomainCheckArgs{}).Kind() {
+			if ev.Job.Kind != (domains.CheckArgs{}).Kind() {
 				continue
 			}
 			if ev.Kind == river.EventKindJobFailed {
@@ -323,7 +354,7 @@ func checkAllDirect(ctx context.Context, resolver dnscheck.Resolver, sts *http.C
 					return
 				}
 				t0 := time.Now()
-				dnscheck.CheckAll(ctx, fmt.Sprintf("d%d.bench", i), dnscheck.Options{Resolver: resolver, HTTPClient: sts, CheckTimeout: jobs.DomainCheckBudget})
+				dnscheck.CheckAll(ctx, fmt.Sprintf("d%d.bench", i), dnscheck.Options{Resolver: resolver, HTTPClient: sts, CheckTimeout: domains.CheckBudget})
 				durations[i] = time.Since(t0)
 			}
 		})

@@ -17,10 +17,15 @@ const domainDashboard = `-- name: DomainDashboard :one
 SELECT count(*) AS total,
        count(score) AS scored,
        coalesce(avg(score), 0)::float8 AS average_score,
-       count(*) FILTER (WHERE score < 50) AS at_risk
+       count(*) FILTER (WHERE score < $1::int) AS at_risk
 FROM domains
-WHERE account_id = $1::uuid
+WHERE account_id = $2::uuid
 `
+
+type DomainDashboardParams struct {
+	AtRiskBelow int32
+	AccountID   uuid.UUID
+}
 
 type DomainDashboardRow struct {
 	Total        int64
@@ -29,8 +34,8 @@ type DomainDashboardRow struct {
 	AtRisk       int64
 }
 
-func (q *Queries) DomainDashboard(ctx context.Context, db DBTX, accountID uuid.UUID) (DomainDashboardRow, error) {
-	row := db.QueryRow(ctx, domainDashboard, accountID)
+func (q *Queries) DomainDashboard(ctx context.Context, db DBTX, arg DomainDashboardParams) (DomainDashboardRow, error) {
+	row := db.QueryRow(ctx, domainDashboard, arg.AtRiskBelow, arg.AccountID)
 	var i DomainDashboardRow
 	err := row.Scan(
 		&i.Total,

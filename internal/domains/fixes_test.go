@@ -1,4 +1,4 @@
-package jobs
+package domains
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
@@ -37,17 +36,17 @@ func TestDNSFixInputsFromReports(t *testing.T) {
 	d := insertTestDomain(t, pool, name)
 	now := time.Now()
 	rs := CheckDomain(ctx, resolver, nil, pool, nil, d, now)
-	out, err := dbutil.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) (*CheckOutcome, error) {
-		return ApplyDomainCheck(ctx, tx, &events.Emitter{}, d.ID, d.DkimSelectors, now, rs, now)
+	out, err := dbutil.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) (*Outcome, error) {
+		return Apply(ctx, tx, &events.Emitter{}, d.ID, d.DkimSelectors, now, rs, now)
 	})
 	require.NoError(t, err)
 
 	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)
 	const inbound = "inbound.mailwatch.test"
-	fx := &DNSFixDeps{Inputs: ReportInputs(keyring, inbound, nil)}
+	fx := &FixDeps{Inputs: ReportInputs(keyring, inbound, nil)}
 	addrs, err := dbutil.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
-		return ReportService(Deps{Pool: pool, Keyring: keyring, Config: &config.Config{InboundDomain: inbound}}).Sign(ctx, tx, d.AccountID, d.ID, d.Name)
+		return (&reports.Service{DB: pool, Signer: &reports.Signer{Keyring: keyring, Domain: inbound}}).Sign(ctx, tx, d.AccountID, d.ID, d.Name)
 	})
 	require.NoError(t, err)
 	var dmarcAddr, tlsAddr string
@@ -63,7 +62,7 @@ func TestDNSFixInputsFromReports(t *testing.T) {
 
 	proposed := func() (string, string) {
 		t.Helper()
-		require.NoError(t, RecomputeDNSFixes(ctx, pool, resolver, fx, out.Domain, now))
+		require.NoError(t, RecomputeFixes(ctx, pool, resolver, fx, out.Domain, now))
 		var p []string
 		var why string
 		require.NoError(t, pool.QueryRow(ctx, "SELECT proposed, why FROM dns_recommendations WHERE domain_id = $1 AND key = 'dmarc'", d.ID).Scan(&p, &why))
@@ -73,7 +72,7 @@ func TestDNSFixInputsFromReports(t *testing.T) {
 
 	// Without the inputs, the record already names a destination and has
 	// nothing to change: no recommendation at all.
-	require.NoError(t, RecomputeDNSFixes(ctx, pool, resolver, &DNSFixDeps{}, out.Domain, now))
+	require.NoError(t, RecomputeFixes(ctx, pool, resolver, &FixDeps{}, out.Domain, now))
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM dns_recommendations WHERE domain_id = $1 AND key = 'dmarc'", d.ID).Scan(&n))
 	require.Zero(t, n)
@@ -97,4 +96,26 @@ func TestDNSFixInputsFromReports(t *testing.T) {
 	var tlsProposed []string
 	require.NoError(t, pool.QueryRow(ctx, "SELECT proposed FROM dns_recommendations WHERE domain_id = $1 AND key = 'tls_rpt'", d.ID).Scan(&tlsProposed))
 	require.Equal(t, []string{"v=TLSRPTv1; rua=mailto:" + tlsAddr}, tlsProposed)
+}
+
+// TestDomainCheckAsksForTheSignedAddress: once a domain's reporting
+// addresses are minted, its DMARC check is given the DMARC address to look
+// for in rua.
+func TestDomainCheckAsksForTheSignedAddress(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDB(t)
+	ctx := context.Background()
+	d := insertTestDomain(t, pool, "job-signed.test")
+	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{5}, 32))
+	require.NoError(t, err)
+	svc := &reports.Service{DB: pool, Signer: &reports.Signer{Keyring: keyring, Domain: "inbound.mailwatch.test"}}
+	require.Empty(t, reportAddress(ctx, pool, svc.Signer, d.ID), "nothing minted yet")
+
+	addrs, err := dbutil.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
+		return svc.Sign(ctx, tx, d.AccountID, d.ID, d.Name)
+	})
+	require.NoError(t, err)
+	got := reportAddress(ctx, pool, svc.Signer, d.ID)
+	require.True(t, strings.HasPrefix(got, "dmarc+"))
+	require.Contains(t, []string{addrs[0].Address, addrs[1].Address}, got)
 }
