@@ -12,6 +12,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/domains"
 )
 
 // parsePages parses each page template with the layout.
@@ -90,20 +92,18 @@ var templateFuncs = template.FuncMap{
 		}
 		return string(b)
 	},
-	// TODO(lead): use internal/domains constants (the score thresholds).
 	"scoreClass": func(p *int) string {
 		switch {
 		case p == nil:
 			return "unknown"
-		case *p >= 80:
+		case *p >= domains.HealthyFrom:
 			return "good"
-		case *p >= 50:
+		case *p >= domains.AtRiskBelow:
 			return "fair"
 		}
 		return "bad"
 	},
-	// TODO(lead): use internal/domains constants (the check names).
-	"checkNames": func() []string { return []string{"spf", "dmarc", "dkim", "mx", "mta_sts", "tls_rpt", "bimi", "dnssec"} },
+	"checkNames": dnscheck.Names,
 	"index0": func(m api.CheckMap, k string) string {
 		if v, ok := m[k]; ok {
 			return v

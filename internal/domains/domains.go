@@ -28,6 +28,9 @@ const (
 	// AtRiskBelow is the health score below which a domain counts as at
 	// risk (the dashboard's at_risk).
 	AtRiskBelow = 50
+	// HealthyFrom is the health score from which a domain shows as healthy
+	// (between AtRiskBelow and it: fair).
+	HealthyFrom = 80
 	// MXReverifyInterval is how often pending, verified and lost MX setups
 	// are verified again.
 	MXReverifyInterval = time.Hour
