@@ -122,17 +122,7 @@ func (s *Server) accountRoutes() {
 	Handle(s.router, Endpoint[emptyRequest, Account]{
 		Method: "GET", Path: "/api/accounts/me", OperationID: "getAccount", Tag: "accounts",
 		Summary: "The calling key's account",
-		Call: func(ctx context.Context, _ *emptyRequest) (*Account, error) {
-			row, err := s.q.AccountGetByID(ctx, s.db, mustCaller(ctx).AccountID)
-			if dbutil.IsNotFound(err) {
-				return nil, NotFound("account")
-			}
-			if err != nil {
-				return nil, err
-			}
-			a := accountFromRow(row)
-			return &a, nil
-		},
+		Call:    s.getAccount,
 	})
 	Handle(s.router, Endpoint[UpdateAccountRequest, Account]{
 		Method: "PATCH", Path: "/api/accounts/me", OperationID: "updateAccount", Tag: "accounts",
@@ -157,6 +147,7 @@ func (s *Server) accountRoutes() {
 	})
 }
 
+// createAccount serves POST /api/accounts: create an account.
 func (s *Server) createAccount(ctx context.Context, req *CreateAccountRequest) (*CreateAccountResponse, error) {
 	out, err := s.accountService().Create(ctx, s.db, req.Email, req.Password)
 	if err != nil {
@@ -165,6 +156,20 @@ func (s *Server) createAccount(ctx context.Context, req *CreateAccountRequest) (
 	return &CreateAccountResponse{Account: accountFromRow(out.Account), APIKey: NewAPIKey{APIKey: apiKeyFromRow(out.Key), Key: out.Plain}}, nil
 }
 
+// getAccount serves GET /api/accounts/me: the calling key's account.
+func (s *Server) getAccount(ctx context.Context, _ *emptyRequest) (*Account, error) {
+	row, err := s.q.AccountGetByID(ctx, s.db, mustCaller(ctx).AccountID)
+	if dbutil.IsNotFound(err) {
+		return nil, NotFound("account")
+	}
+	if err != nil {
+		return nil, err
+	}
+	a := accountFromRow(row)
+	return &a, nil
+}
+
+// updateAccount serves PATCH /api/accounts/me: change the account's email or password.
 func (s *Server) updateAccount(ctx context.Context, req *UpdateAccountRequest) (*Account, error) {
 	caller := mustCaller(ctx)
 	row, err := s.accountService().Update(ctx, s.db, caller.AccountID,
@@ -187,6 +192,7 @@ type AccountDeletion struct {
 	JobID     int64     `json:"job_id" validate:"required" description:"The River job (kind account_delete) removing the account's data; River UI shows its progress."`
 }
 
+// deleteAccount serves DELETE /api/accounts/me: delete the account and everything it owns.
 func (s *Server) deleteAccount(ctx context.Context, _ *emptyRequest) (*AccountDeletion, error) {
 	caller := mustCaller(ctx)
 	d, err := s.accountService().MarkDeleting(ctx, s.db, caller.AccountID)

@@ -55,28 +55,12 @@ func (s *Server) apiKeyRoutes() {
 		Description: "The full key is in this response only; a duplicate label is 409, and so is a key beyond the cap of " +
 			strconv.Itoa(MaxActiveAPIKeys) + " active keys per account (revoke one first).",
 		Errors: []int{409},
-		Call: func(ctx context.Context, req *CreateAPIKeyRequest) (*NewAPIKey, error) {
-			row, plain, err := accounts.CreateKey(ctx, s.db, mustCaller(ctx).AccountID, req.Label)
-			if err != nil {
-				return nil, accountError(err)
-			}
-			return &NewAPIKey{APIKey: apiKeyFromRow(row), Key: plain}, nil
-		},
+		Call:   s.createAPIKey,
 	})
 	s.ops.ListAPIKeys = Handle(s.router, Endpoint[emptyRequest, []APIKey]{
 		Method: "GET", Path: "/api/accounts/me/api-keys", OperationID: "listAPIKeys", Tag: "api keys",
 		Summary: "List the account's active API keys", Description: "Never includes a key or its hash.",
-		Call: func(ctx context.Context, _ *emptyRequest) (*[]APIKey, error) {
-			rows, err := accounts.ListKeys(ctx, s.db, mustCaller(ctx).AccountID)
-			if err != nil {
-				return nil, err
-			}
-			out := make([]APIKey, len(rows))
-			for i, r := range rows {
-				out[i] = apiKeyFromRow(r)
-			}
-			return &out, nil
-		},
+		Call: s.listAPIKeys,
 	})
 	s.ops.RevokeAPIKey = Handle(s.router, Endpoint[APIKeyPath, NoContent]{
 		Method: "DELETE", Path: "/api/accounts/me/api-keys/{id}", Status: 204, OperationID: "revokeAPIKey", Tag: "api keys",
@@ -84,13 +68,38 @@ func (s *Server) apiKeyRoutes() {
 		Description: "The key answers 401 at once on this replica and within 5 s on every other. " +
 			"The account's last active key cannot be revoked (409): create its successor first.",
 		Errors: []int{404, 409},
-		Call: func(ctx context.Context, req *APIKeyPath) (*NoContent, error) {
-			hash, err := accounts.RevokeKey(ctx, s.db, mustCaller(ctx).AccountID, req.ID)
-			if err != nil {
-				return nil, accountError(err)
-			}
-			s.router.guard.evict(hash)
-			return &NoContent{}, nil
-		},
+		Call:   s.revokeAPIKey,
 	})
+}
+
+// createAPIKey serves POST /api/accounts/me/api-keys: create an API key.
+func (s *Server) createAPIKey(ctx context.Context, req *CreateAPIKeyRequest) (*NewAPIKey, error) {
+	row, plain, err := accounts.CreateKey(ctx, s.db, mustCaller(ctx).AccountID, req.Label)
+	if err != nil {
+		return nil, accountError(err)
+	}
+	return &NewAPIKey{APIKey: apiKeyFromRow(row), Key: plain}, nil
+}
+
+// listAPIKeys serves GET /api/accounts/me/api-keys: list the account's active API keys.
+func (s *Server) listAPIKeys(ctx context.Context, _ *emptyRequest) (*[]APIKey, error) {
+	rows, err := accounts.ListKeys(ctx, s.db, mustCaller(ctx).AccountID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]APIKey, len(rows))
+	for i, r := range rows {
+		out[i] = apiKeyFromRow(r)
+	}
+	return &out, nil
+}
+
+// revokeAPIKey serves DELETE /api/accounts/me/api-keys/{id}: revoke an API key.
+func (s *Server) revokeAPIKey(ctx context.Context, req *APIKeyPath) (*NoContent, error) {
+	hash, err := accounts.RevokeKey(ctx, s.db, mustCaller(ctx).AccountID, req.ID)
+	if err != nil {
+		return nil, accountError(err)
+	}
+	s.router.guard.evict(hash)
+	return &NoContent{}, nil
 }

@@ -117,28 +117,7 @@ func (s *Server) deliveryRoutes() {
 	s.ops.GetDelivery = Handle(s.router, Endpoint[DeliveryPath, DeliveryDetail]{
 		Method: "GET", Path: "/api/accounts/me/deliveries/{id}", OperationID: "getDelivery", Tag: "deliveries", Errors: []int{404},
 		Summary: "One delivery with its attempts",
-		Call: func(ctx context.Context, req *DeliveryPath) (*DeliveryDetail, error) {
-			d, err := s.q.DeliveryGetByID(ctx, s.db, dbsqlc.DeliveryGetByIDParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
-			if dbutil.IsNotFound(err) {
-				return nil, NotFound("delivery")
-			}
-			if err != nil {
-				return nil, err
-			}
-			atts, err := s.q.DeliveryAttemptListByDelivery(ctx, s.db, d.ID)
-			if err != nil {
-				return nil, err
-			}
-			states, err := s.queuedJobStates(ctx, d)
-			if err != nil {
-				return nil, err
-			}
-			out := &DeliveryDetail{Delivery: deliveryFromRow(d, states), AttemptLog: make([]DeliveryAttempt, len(atts))}
-			for i, a := range atts {
-				out.AttemptLog[i] = attemptFromRow(a)
-			}
-			return out, nil
-		},
+		Call:    s.getDelivery,
 	})
 	s.ops.RetryDelivery = Handle(s.router, Endpoint[DeliveryPath, Delivery]{
 		Method: "POST", Path: "/api/accounts/me/deliveries/{id}/retry", Status: 202, OperationID: "retryDelivery", Tag: "deliveries",
@@ -153,6 +132,7 @@ func (s *Server) deliveryRoutes() {
 	})
 }
 
+// listDeliveries serves GET /api/accounts/me/deliveries: list webhook deliveries, newest first.
 func (s *Server) listDeliveries(ctx context.Context, req *ListDeliveriesRequest) (*DeliveryPage, error) {
 	p := dbsqlc.DeliveryListParams{AccountID: mustCaller(ctx).AccountID, SubscriptionID: req.SubscriptionID, EventID: req.EventID, Max: 50}
 	q := url.Values{}
@@ -198,7 +178,31 @@ func (s *Server) listDeliveries(ctx context.Context, req *ListDeliveriesRequest)
 	return out, nil
 }
 
-// retryDelivery queues one immediate attempt (deliveries.Retry).
+// getDelivery serves GET /api/accounts/me/deliveries/{id}: one delivery with its attempts.
+func (s *Server) getDelivery(ctx context.Context, req *DeliveryPath) (*DeliveryDetail, error) {
+	d, err := s.q.DeliveryGetByID(ctx, s.db, dbsqlc.DeliveryGetByIDParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
+	if dbutil.IsNotFound(err) {
+		return nil, NotFound("delivery")
+	}
+	if err != nil {
+		return nil, err
+	}
+	atts, err := s.q.DeliveryAttemptListByDelivery(ctx, s.db, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	states, err := s.queuedJobStates(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	out := &DeliveryDetail{Delivery: deliveryFromRow(d, states), AttemptLog: make([]DeliveryAttempt, len(atts))}
+	for i, a := range atts {
+		out.AttemptLog[i] = attemptFromRow(a)
+	}
+	return out, nil
+}
+
+// retryDelivery serves POST /api/accounts/me/deliveries/{id}/retry: push a delivery again now (deliveries.Retry).
 func (s *Server) retryDelivery(ctx context.Context, req *DeliveryPath) (*Delivery, error) {
 	row, err := deliveries.Retry(ctx, s.db, s.deps.River, mustCaller(ctx).AccountID, req.ID, s.now)
 	if err != nil {

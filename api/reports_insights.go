@@ -42,29 +42,7 @@ func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
 			"422 when until is before since or the period exceeds 400 days.",
 		Errors: []int{404},
 		Call: func(ctx context.Context, req *SourcesRequest) (*Sources, error) {
-			d, err := s.getDomain(ctx, s.db, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			until := s.now().UTC()
-			if req.Until != nil {
-				until = req.Until.UTC()
-			}
-			since := until.Add(-reports.ReadinessWindow)
-			if req.Since != nil {
-				since = req.Since.UTC()
-			}
-			if until.Before(since) {
-				return nil, InvalidField("until", "must not be before since")
-			}
-			if until.Sub(since) > maxSourcesPeriod {
-				return nil, InvalidField("since", "the period must not exceed 400 days")
-			}
-			list, err := svc.Sources(ctx, s.db, d.ID, since, until)
-			if err != nil {
-				return nil, err
-			}
-			return &Sources{Since: list.Since, Until: until, Truncated: list.Truncated, Sources: nonNilSlice(list.Sources)}, nil
+			return s.listDMARCSources(ctx, svc, req)
 		},
 	})
 	s.ops.GetDMARCGuidance = Handle(s.router, Endpoint[DomainPath, reports.Guidance]{
@@ -76,18 +54,50 @@ func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
 			"legitimate messages and a 98% compliant share.",
 		Errors: []int{404},
 		Call: func(ctx context.Context, req *DomainPath) (*reports.Guidance, error) {
-			d, err := s.getDomain(ctx, s.db, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			var policy reports.Policy
-			if len(d.Results) > 0 {
-				var rs dnscheck.Results
-				if json.Unmarshal(d.Results, &rs) == nil {
-					policy = reports.PolicyOf(&rs) // as the DNS recommendations read it
-				}
-			}
-			return svc.Guidance(ctx, s.db, d.ID, d.Name, policy, s.now().UTC())
+			return s.getDMARCGuidance(ctx, svc, req)
 		},
 	})
+}
+
+// listDMARCSources serves GET /api/accounts/me/domains/{domain}/dmarc/sources: who sends mail as the domain, from its aggregate reports.
+func (s *Server) listDMARCSources(ctx context.Context, svc *reports.Service, req *SourcesRequest) (*Sources, error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	until := s.now().UTC()
+	if req.Until != nil {
+		until = req.Until.UTC()
+	}
+	since := until.Add(-reports.ReadinessWindow)
+	if req.Since != nil {
+		since = req.Since.UTC()
+	}
+	if until.Before(since) {
+		return nil, InvalidField("until", "must not be before since")
+	}
+	if until.Sub(since) > maxSourcesPeriod {
+		return nil, InvalidField("since", "the period must not exceed 400 days")
+	}
+	list, err := svc.Sources(ctx, s.db, d.ID, since, until)
+	if err != nil {
+		return nil, err
+	}
+	return &Sources{Since: list.Since, Until: until, Truncated: list.Truncated, Sources: nonNilSlice(list.Sources)}, nil
+}
+
+// getDMARCGuidance serves GET /api/accounts/me/domains/{domain}/dmarc/guidance: how to fix failing senders and when to enforce DMARC.
+func (s *Server) getDMARCGuidance(ctx context.Context, svc *reports.Service, req *DomainPath) (*reports.Guidance, error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	var policy reports.Policy
+	if len(d.Results) > 0 {
+		var rs dnscheck.Results
+		if json.Unmarshal(d.Results, &rs) == nil {
+			policy = reports.PolicyOf(&rs) // as the DNS recommendations read it
+		}
+	}
+	return svc.Guidance(ctx, s.db, d.ID, d.Name, policy, s.now().UTC())
 }

@@ -13,14 +13,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
-	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 const (
@@ -73,46 +69,16 @@ func benchFairness(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	producer, err := jobs.NewClient(jobs.Deps{Pool: env.Pool, Logger: env.Logger}, jobs.Options{FetchCooldown: 10 * time.Millisecond})
+	emit, err := newBenchEmitter(env)
 	if err != nil {
 		return err
 	}
-	emitter := &events.Emitter{River: producer}
-	emit := func(ctx context.Context, account uuid.UUID) (uuid.UUID, time.Time, error) {
-		ev, err := dbutil.WithTxV(ctx, env.Pool, func(ctx context.Context, tx pgx.Tx) (dbsqlc.Event, error) {
-			return emitter.Emit(ctx, tx, events.Event{
-				AccountID: account, Type: events.TypeReceiverMessageReceived,
-				Payload: map[string]any{"receiver_id": uuid.New(), "message_id": uuid.New(), "channel": "email", "subject": "benchmark"},
-			})
-		})
-		return ev.ID, time.Now(), err
-	}
 
-	bin := os.Getenv("MAILWATCH_BIN")
-	if bin == "" {
-		bin = "bin/mailwatch"
+	bin, stopWorker, err := startFairnessWorker(ctx, env, tp)
+	if err != nil {
+		return err
 	}
-	cmd := benchWorkerCmd(ctx, env, bin)
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("error starting %s worker (scripts/bench builds it; MAILWATCH_BIN overrides): %w", bin, err)
-	}
-	defer func() {
-		tp.release() // held pushes end at once, so that the worker stops quickly
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if cmd.ProcessState != nil && !cmd.ProcessState.Success() && logs.Len() > 0 {
-			fmt.Fprintf(os.Stderr, "worker process:\n%s", logs.String())
-		}
-	}()
+	defer stopWorker()
 	// Warm up: the worker is working once one push arrived.
 	id, _, err := emit(ctx, victim)
 	if err != nil {
@@ -142,6 +108,44 @@ func benchFairness(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
+	printFairness(alone, beside, mostHeld)
+	return nil
+}
+
+// startFairnessWorker starts a `mailwatch worker --queues=webhooks` process
+// of the built binary (MAILWATCH_BIN, default bin/mailwatch) and answers its
+// name and a function that releases the tarpit's held pushes and stops it.
+func startFairnessWorker(ctx context.Context, env *benchEnv, tp *tarpit) (string, func(), error) {
+	bin := os.Getenv("MAILWATCH_BIN")
+	if bin == "" {
+		bin = "bin/mailwatch"
+	}
+	cmd := benchWorkerCmd(ctx, env, bin)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		return bin, nil, fmt.Errorf("error starting %s worker (scripts/bench builds it; MAILWATCH_BIN overrides): %w", bin, err)
+	}
+	stop := func() {
+		tp.release() // held pushes end at once, so that the worker stops quickly
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if cmd.ProcessState != nil && !cmd.ProcessState.Success() && logs.Len() > 0 {
+			fmt.Fprintf(os.Stderr, "worker process:\n%s", logs.String())
+		}
+	}
+	return bin, stop, nil
+}
+
+// printFairness prints the victim's figures alone and beside the tarpit.
+func printFairness(alone, beside victimResult, mostHeld int) {
 	fmt.Printf("fairness: one `mailwatch worker --queues=webhooks` (WEBHOOK_CONCURRENCY %d, WEBHOOK_ACCOUNT_CONCURRENCY %s, WEBHOOK_HOST_CONCURRENCY %s);\n",
 		benchWebhookWorkers, envOr("WEBHOOK_ACCOUNT_CONCURRENCY", "default"), envOr("WEBHOOK_HOST_CONCURRENCY", "default"))
 	fmt.Printf("  victim: one event every %s for %s to a local receiver; tarpit tenant: %d events x %d subscriptions of an endpoint that never answers (%d pushes of 15 s)\n",
@@ -152,7 +156,6 @@ func benchFairness(ctx context.Context, env *benchEnv) error {
 	fmt.Printf("    max               %10.2f ms   %10.2f ms\n", ms(alone.max), ms(beside.max))
 	fmt.Printf("    events            %10d      %10d\n", alone.n, beside.n)
 	fmt.Printf("  tarpit tenant's pushes held over 1 s at once (open attempts, sampled every 100 ms): at most %d of %d workers\n", mostHeld, benchWebhookWorkers)
-	return nil
 }
 
 func envOr(name, def string) string {

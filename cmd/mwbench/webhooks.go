@@ -64,44 +64,20 @@ func benchWebhooks(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	defer workerPool.Close()
-	guard, err := netguard.ParseGuard("127.0.0.1/32,::1/128")
+	deps, worker, err := newWebhookWorker(env, workerPool)
 	if err != nil {
 		return err
 	}
-	keyring, err := secretbox.NewKeyring(make([]byte, 32))
+	emitFor, err := newBenchEmitter(env)
 	if err != nil {
 		return err
 	}
-	deps := jobs.Deps{
-		Pool: workerPool, Logger: env.Logger, Keyring: keyring,
-		WebhookClient: webhook.NewClient(guard, webhook.ClientOptions{MaxIdleConnsPerHost: benchWebhookWorkers}),
-	}
-	worker, err := jobs.NewClient(deps, jobs.Options{
-		Concurrency: 100, WebhookConcurrency: benchWebhookWorkers, Queues: []string{jobs.QueueWebhooks},
-		FetchCooldown: 10 * time.Millisecond,
-	})
-	if err != nil {
-		return err
-	}
-	// The producers' client inserts only, as the API's does.
-	producer, err := jobs.NewClient(jobs.Deps{Pool: env.Pool, Logger: env.Logger}, jobs.Options{FetchCooldown: 10 * time.Millisecond})
-	if err != nil {
-		return err
-	}
-	emitter := &events.Emitter{River: producer}
-	emit := func(ctx context.Context) (uuid.UUID, time.Time, error) {
-		ev, err := dbutil.WithTxV(ctx, env.Pool, func(ctx context.Context, tx pgx.Tx) (dbsqlc.Event, error) {
-			return emitter.Emit(ctx, tx, events.Event{
-				AccountID: account, Type: events.TypeReceiverMessageReceived,
-				Payload: map[string]any{"receiver_id": uuid.New(), "message_id": uuid.New(), "channel": "email", "subject": "benchmark"},
-			})
-		})
-		return ev.ID, time.Now(), err
-	}
+	emit := func(ctx context.Context) (uuid.UUID, time.Time, error) { return emitFor(ctx, account) }
 
+	var res webhookResults
 	// 1. Drain: events queued while no worker runs, then one worker client
 	// started: the rate of the delivery path alone.
-	drain, err := rc.runDrain(ctx, benchWebhookEvents, emit, func() error { return worker.Start(ctx) })
+	res.drain, err = rc.runDrain(ctx, benchWebhookEvents, emit, func() error { return worker.Start(ctx) })
 	if err != nil {
 		return err
 	}
@@ -110,35 +86,10 @@ func benchWebhooks(ctx context.Context, env *benchEnv) error {
 		defer cancel()
 		_ = worker.Stop(stopCtx)
 	}()
-	// 2. Flow: events emitted by the producers while the worker runs:
-	// commit-to-receipt latency under load.
-	if err := rc.settle(ctx); err != nil {
+	if err := res.measureWorker(ctx, env, rc, emit); err != nil {
 		return err
 	}
-	load, err := rc.runMeasured(ctx, benchWebhookEvents, emit)
-	if err != nil {
-		return err
-	}
-	// 3. Idle: one event at a time.
-	if err := rc.settle(ctx); err != nil {
-		return err
-	}
-	idle, err := rc.runIdle(ctx, benchIdleSamples, emit)
-	if err != nil {
-		return err
-	}
-	// A push reaches the receiver a moment before its row says delivered.
-	var notDelivered int
-	for range 50 {
-		if err := env.Pool.QueryRow(ctx, "SELECT count(*) FROM webhook_deliveries WHERE status <> 'delivered'").Scan(&notDelivered); err != nil {
-			return err
-		}
-		if notDelivered == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	noopDrain, noopFlow, err := benchNoop(ctx, env)
+	res.noopDrain, res.noopFlow, err = benchNoop(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -147,7 +98,106 @@ func benchWebhooks(ctx context.Context, env *benchEnv) error {
 	stopCtx, cancelStop := context.WithTimeout(ctx, 10*time.Second)
 	_ = worker.Stop(stopCtx)
 	cancelStop()
-	minimal, err := benchMinimalPush(ctx, env, rc, deps.WebhookClient, benchWebhookEvents)
+	if err := res.measureBaselines(ctx, env, rc, deps.WebhookClient, emit); err != nil {
+		return err
+	}
+	res.print()
+	return nil
+}
+
+// newWebhookWorker makes the worker client configured as `mailwatch worker
+// --queues=webhooks` is, on pool, and the deps it works with.
+func newWebhookWorker(env *benchEnv, pool *pgxpool.Pool) (jobs.Deps, *river.Client[pgx.Tx], error) {
+	guard, err := netguard.ParseGuard("127.0.0.1/32,::1/128")
+	if err != nil {
+		return jobs.Deps{}, nil, err
+	}
+	keyring, err := secretbox.NewKeyring(make([]byte, 32))
+	if err != nil {
+		return jobs.Deps{}, nil, err
+	}
+	deps := jobs.Deps{
+		Pool: pool, Logger: env.Logger, Keyring: keyring,
+		WebhookClient: webhook.NewClient(guard, webhook.ClientOptions{MaxIdleConnsPerHost: benchWebhookWorkers}),
+	}
+	worker, err := jobs.NewClient(deps, jobs.Options{
+		Concurrency: 100, WebhookConcurrency: benchWebhookWorkers, Queues: []string{jobs.QueueWebhooks},
+		FetchCooldown: 10 * time.Millisecond,
+	})
+	if err != nil {
+		return jobs.Deps{}, nil, err
+	}
+	return deps, worker, nil
+}
+
+// newBenchEmitter answers a function that emits one receiver_message_received
+// event of an account in its own transaction, and when it committed.
+func newBenchEmitter(env *benchEnv) (func(ctx context.Context, account uuid.UUID) (uuid.UUID, time.Time, error), error) {
+	// The producers' client inserts only, as the API's does.
+	producer, err := jobs.NewClient(jobs.Deps{Pool: env.Pool, Logger: env.Logger}, jobs.Options{FetchCooldown: 10 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	emitter := &events.Emitter{River: producer}
+	return func(ctx context.Context, account uuid.UUID) (uuid.UUID, time.Time, error) {
+		ev, err := dbutil.WithTxV(ctx, env.Pool, func(ctx context.Context, tx pgx.Tx) (dbsqlc.Event, error) {
+			return emitter.Emit(ctx, tx, events.Event{
+				AccountID: account, Type: events.TypeReceiverMessageReceived,
+				Payload: map[string]any{"receiver_id": uuid.New(), "message_id": uuid.New(), "channel": "email", "subject": "benchmark"},
+			})
+		})
+		return ev.ID, time.Now(), err
+	}, nil
+}
+
+// webhookResults are the figures benchWebhooks prints.
+type webhookResults struct {
+	drain, load, idle   flowResult
+	notDelivered        int
+	noopDrain, noopFlow flowResult
+	minimal             flowResult
+	oneProc, twoProcs   flowResult
+}
+
+// measureWorker runs the flow and idle phases on the running worker, then
+// counts the deliveries not yet marked delivered.
+func (res *webhookResults) measureWorker(ctx context.Context, env *benchEnv, rc *benchReceiver, emit emitFunc) error {
+	// 2. Flow: events emitted by the producers while the worker runs:
+	// commit-to-receipt latency under load.
+	if err := rc.settle(ctx); err != nil {
+		return err
+	}
+	var err error
+	res.load, err = rc.runMeasured(ctx, benchWebhookEvents, emit)
+	if err != nil {
+		return err
+	}
+	// 3. Idle: one event at a time.
+	if err := rc.settle(ctx); err != nil {
+		return err
+	}
+	res.idle, err = rc.runIdle(ctx, benchIdleSamples, emit)
+	if err != nil {
+		return err
+	}
+	// A push reaches the receiver a moment before its row says delivered.
+	for range 50 {
+		if err := env.Pool.QueryRow(ctx, "SELECT count(*) FROM webhook_deliveries WHERE status <> 'delivered'").Scan(&res.notDelivered); err != nil {
+			return err
+		}
+		if res.notDelivered == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// measureBaselines runs the minimal push worker, then one and two worker
+// processes of the built binary.
+func (res *webhookResults) measureBaselines(ctx context.Context, env *benchEnv, rc *benchReceiver, client *http.Client, emit emitFunc) error {
+	var err error
+	res.minimal, err = benchMinimalPush(ctx, env, rc, client, benchWebhookEvents)
 	if err != nil {
 		return err
 	}
@@ -156,18 +206,20 @@ func benchWebhooks(ctx context.Context, env *benchEnv) error {
 	if err := rc.settle(ctx); err != nil {
 		return err
 	}
-	oneProc, err := benchWorkerProcesses(ctx, env, rc, emit, 1, benchWebhookEvents)
+	res.oneProc, err = benchWorkerProcesses(ctx, env, rc, emit, 1, benchWebhookEvents)
 	if err != nil {
 		return err
 	}
 	if err := rc.settle(ctx); err != nil {
 		return err
 	}
-	twoProcs, err := benchWorkerProcesses(ctx, env, rc, emit, 2, benchWebhookEvents)
-	if err != nil {
-		return err
-	}
+	res.twoProcs, err = benchWorkerProcesses(ctx, env, rc, emit, 2, benchWebhookEvents)
+	return err
+}
 
+func (res *webhookResults) print() {
+	drain, load, idle, noopDrain, noopFlow := res.drain, res.load, res.idle, res.noopDrain, res.noopFlow
+	minimal, oneProc, twoProcs := res.minimal, res.oneProc, res.twoProcs
 	fmt.Printf("webhooks: 1 subscription -> local receiver; one worker client (MaxWorkers %d, FetchCooldown 10 ms, pool %d = DB_MAX_CONNS); %d producers, one event per transaction\n",
 		benchWebhookWorkers, benchWorkerConns(), benchEmitters)
 	fmt.Printf("  drain %d queued:  webhook deliveries %6.0f /s   River no-op jobs %6.0f /s   ratio %.2f\n",
@@ -183,8 +235,7 @@ func benchWebhooks(ctx context.Context, env *benchEnv) error {
 		benchWebhookEvents, drain.rateFromFirst(), minimal.rateFromFirst())
 	fmt.Printf("    `mailwatch worker --queues=webhooks` processes of the built binary: one %6.0f /s (%.2f of the minimal worker);  two %6.0f /s = %.2fx one\n",
 		oneProc.rateFromFirst(), oneProc.rateFromFirst()/minimal.rateFromFirst(), twoProcs.rateFromFirst(), twoProcs.rateFromFirst()/oneProc.rateFromFirst())
-	fmt.Printf("  rows not delivered at the end: %d\n", notDelivered)
-	return nil
+	fmt.Printf("  rows not delivered at the end: %d\n", res.notDelivered)
 }
 
 // benchSubscription creates an account subscribed to every event at url.
@@ -460,22 +511,9 @@ func benchNoop(ctx context.Context, env *benchEnv) (drain, flow flowResult, err 
 		return drain, flow, err
 	}
 	defer workerPool.Close()
-	var (
-		mu      sync.Mutex
-		waiting = map[int64]chan time.Time{}
-	)
-	chanFor := func(id int64) chan time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		ch, ok := waiting[id]
-		if !ok {
-			ch = make(chan time.Time, 1)
-			waiting[id] = ch
-		}
-		return ch
-	}
+	runs := &noopRuns{waiting: map[int64]chan time.Time{}}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &noopWorker{done: func(id int64) { chanFor(id) <- time.Now() }})
+	river.AddWorker(workers, &noopWorker{done: func(id int64) { runs.chanFor(id) <- time.Now() }})
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	worker, err := river.NewClient(riverpgxv5.New(workerPool), &river.Config{
 		Logger: logger, Workers: workers, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 200 * time.Millisecond,
@@ -488,8 +526,42 @@ func benchNoop(ctx context.Context, env *benchEnv) (drain, flow flowResult, err 
 	if err != nil {
 		return drain, flow, err
 	}
-	// Drain: 10,000 jobs queued (InsertMany, 1,000 per call), then the
-	// worker started.
+	drain, err = runs.drain(ctx, env, producer, worker)
+	if err != nil {
+		return drain, flow, err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = worker.Stop(stopCtx)
+	}()
+	flow, err = runs.flow(ctx, env, producer)
+	if err != nil {
+		return drain, flow, err
+	}
+	return drain, flow, nil
+}
+
+// noopRuns hands out, per no-op job, the channel its run is reported on.
+type noopRuns struct {
+	mu      sync.Mutex
+	waiting map[int64]chan time.Time
+}
+
+func (n *noopRuns) chanFor(id int64) chan time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ch, ok := n.waiting[id]
+	if !ok {
+		ch = make(chan time.Time, 1)
+		n.waiting[id] = ch
+	}
+	return ch
+}
+
+// drain queues benchWebhookEvents jobs (InsertMany, 1,000 per call), then
+// starts the worker and waits for every job to run.
+func (n *noopRuns) drain(ctx context.Context, env *benchEnv, producer, worker *river.Client[pgx.Tx]) (flowResult, error) {
 	queued := make([]int64, 0, benchWebhookEvents)
 	for len(queued) < benchWebhookEvents {
 		batch := make([]river.InsertManyParams, 1000)
@@ -498,36 +570,36 @@ func benchNoop(ctx context.Context, env *benchEnv) (drain, flow flowResult, err 
 		}
 		res, err := producer.InsertMany(ctx, batch)
 		if err != nil {
-			return drain, flow, err
+			return flowResult{}, err
 		}
 		for _, r := range res {
 			queued = append(queued, r.Job.ID)
 		}
 	}
 	if err := settleTables(ctx, env.Pool); err != nil {
-		return drain, flow, err
+		return flowResult{}, err
 	}
 	t0 := time.Now()
 	if err := worker.Start(ctx); err != nil {
-		return drain, flow, err
+		return flowResult{}, err
 	}
 	var last time.Time
 	for _, id := range queued {
 		select {
-		case at := <-chanFor(id):
+		case at := <-n.chanFor(id):
 			if at.After(last) {
 				last = at
 			}
 		case <-time.After(2 * time.Minute):
-			return drain, flow, fmt.Errorf("no-op job %d never ran", id)
+			return flowResult{}, fmt.Errorf("no-op job %d never ran", id)
 		}
 	}
-	drain = flowResult{n: benchWebhookEvents, start: t0, lastDone: last}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = worker.Stop(stopCtx)
-	}()
+	return flowResult{n: benchWebhookEvents, start: t0, lastDone: last}, nil
+}
+
+// flow inserts benchWebhookEvents jobs from benchEmitters producers, one
+// per transaction, while the worker runs, and measures commit to run.
+func (n *noopRuns) flow(ctx context.Context, env *benchEnv, producer *river.Client[pgx.Tx]) (flowResult, error) {
 	insert := func(ctx context.Context, pool *pgxpool.Pool) (int64, time.Time, error) {
 		id, err := dbutil.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) (int64, error) {
 			res, err := producer.InsertTx(ctx, tx, noopArgs{N: 1}, &river.InsertOpts{Queue: "bench_noop"})
@@ -561,7 +633,7 @@ func benchNoop(ctx context.Context, env *benchEnv) (drain, flow flowResult, err 
 					rmu.Unlock()
 					return
 				}
-				ch := chanFor(id)
+				ch := n.chanFor(id)
 				waiters.Add(1)
 				go func() {
 					defer waiters.Done()
@@ -587,15 +659,14 @@ func benchNoop(ctx context.Context, env *benchEnv) (drain, flow flowResult, err 
 	wg.Wait()
 	waiters.Wait()
 	if firstErr != nil {
-		return drain, flow, firstErr
+		return flowResult{}, firstErr
 	}
 	if len(latencies) != benchWebhookEvents {
-		return drain, flow, fmt.Errorf("only %d of %d no-op jobs ran", len(latencies), benchWebhookEvents)
+		return flowResult{}, fmt.Errorf("only %d of %d no-op jobs ran", len(latencies), benchWebhookEvents)
 	}
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	flow = flowResult{n: benchWebhookEvents, start: start, lastEmit: lastEmit, lastDone: lastDone,
-		p50: percentile(latencies, 50), p99: percentile(latencies, 99)}
-	return drain, flow, nil
+	return flowResult{n: benchWebhookEvents, start: start, lastEmit: lastEmit, lastDone: lastDone,
+		p50: percentile(latencies, 50), p99: percentile(latencies, 99)}, nil
 }
 
 // benchWorkerConns is the worker pool's size (DB_MAX_CONNS, default 20).

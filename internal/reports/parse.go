@@ -271,26 +271,11 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 		return Outcome{}, err
 	}
 
-	// Sources never seen for the domain before this report, for
-	// dmarc_new_source; asked before the aggregates include this report.
-	// Only sources failing enough to be announced are asked about, the
-	// most failing first and at most as many as have their PTR resolved.
-	var candidates []string
-	for _, ip := range p.bySeverity {
-		if groups[ip].failing < newSourceFloor || len(candidates) == maxPTRLookups {
-			break
-		}
-		candidates = append(candidates, ip)
-	}
-	seen := map[string]bool{}
-	if len(candidates) > 0 {
-		seenList, err := q.DMARCSourcesSeen(ctx, tx, dbsqlc.DMARCSourcesSeenParams{DomainID: msg.DomainID, SourceIps: candidates})
-		if err != nil {
-			return Outcome{}, fmt.Errorf("error reading known sources: %w", err)
-		}
-		for _, ip := range seenList {
-			seen[ip] = true
-		}
+	// Sources new to the domain (dmarc_new_source), asked before the
+	// aggregates include this report.
+	candidates, seen, err := newSourceCandidates(ctx, tx, msg.DomainID, p)
+	if err != nil {
+		return Outcome{}, err
 	}
 	days, note := spreadDays(f.ReportMetadata.Begin, f.ReportMetadata.End, len(groups))
 	if err := addDays(ctx, tx, msg.DomainID, days, groups); err != nil {
@@ -320,9 +305,45 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 	}); err != nil {
 		return Outcome{}, err
 	}
+	if err := emitNewSources(ctx, tx, emitter, msg, p, candidates, seen); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Status: StatusAccepted, ReportType: TypeAggregate, ReportID: id, Reason: note}, nil
+}
+
+// newSourceCandidates lists the sources of report p that may be new to the
+// domain, for dmarc_new_source, and which of them it has seen before. Only
+// sources failing enough to be announced are asked about, the most failing
+// first and at most as many as have their PTR resolved.
+func newSourceCandidates(ctx context.Context, tx pgx.Tx, domainID uuid.UUID, p *parsedReport) ([]string, map[string]bool, error) {
+	var candidates []string
+	for _, ip := range p.bySeverity {
+		if p.groups[ip].failing < newSourceFloor || len(candidates) == maxPTRLookups {
+			break
+		}
+		candidates = append(candidates, ip)
+	}
+	seen := map[string]bool{}
+	if len(candidates) > 0 {
+		seenList, err := q.DMARCSourcesSeen(ctx, tx, dbsqlc.DMARCSourcesSeenParams{DomainID: domainID, SourceIps: candidates})
+		if err != nil {
+			return nil, nil, fmt.Errorf("error reading known sources: %w", err)
+		}
+		for _, ip := range seenList {
+			seen[ip] = true
+		}
+	}
+	return candidates, seen, nil
+}
+
+// emitNewSources emits dmarc_new_source for the candidates not seen before
+// that no known sender explains, at most maxNewSourceEvents.
+func emitNewSources(ctx context.Context, tx pgx.Tx, emitter *events.Emitter, msg *dbsqlc.ReportMessageGetForUpdateRow,
+	p *parsedReport, candidates []string, seen map[string]bool) error {
+	f := p.agg
 	emitted := 0
 	for _, ip := range candidates {
-		g := groups[ip]
+		g := p.groups[ip]
 		if emitted >= maxNewSourceEvents {
 			break
 		}
@@ -342,10 +363,10 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 				"org_name": f.ReportMetadata.OrgName, "report_id": f.ReportMetadata.ReportID,
 			},
 		}); err != nil {
-			return Outcome{}, err
+			return err
 		}
 	}
-	return Outcome{Status: StatusAccepted, ReportType: TypeAggregate, ReportID: id, Reason: note}, nil
+	return nil
 }
 
 // Event type names this package emits (registered in internal/events).
