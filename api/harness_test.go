@@ -84,20 +84,19 @@ func setup(t *testing.T, opts ...func(*setupOpts)) *testBundle {
 	require.NoError(t, err)
 	guard := testGuard(t)
 	deps := api.Deps{
-		DB:                   o.db,
-		River:                riverClient,
-		Keyring:              keyring,
-		WebhookGuard:         guard,
-		WebhookClient:        webhook.NewClient(guard, webhook.ClientOptions{}),
-		InboundDomain:        "inbound.mailwatch.test",
-		InboundWebhookSecret: testInboundSecret,
-		TwilioAuthToken:      testTwilioToken,
-		Limiter:              o.lim,
-		Logger:               logger,
-		Now:                  o.now,
+		StoreDeps:   api.StoreDeps{DB: o.db, River: riverClient, Keyring: keyring},
+		WebhookDeps: api.WebhookDeps{WebhookGuard: guard, WebhookClient: webhook.NewClient(guard, webhook.ClientOptions{})},
+		IngressDeps: api.IngressDeps{
+			InboundDomain:        "inbound.mailwatch.test",
+			InboundWebhookSecret: testInboundSecret,
+			TwilioAuthToken:      testTwilioToken,
+		},
+		HTTPDeps: api.HTTPDeps{Limiter: o.lim},
+		Logger:   logger,
+		Now:      o.now,
 		// As in production (EVENTS_PAGE_CACHE_TTL's default), so every
 		// listing test also checks the cache never hides a new event.
-		EventPages: events.NewFirstPages(time.Second, 1<<20),
+		EventDeps: api.EventDeps{EventPages: events.NewFirstPages(time.Second, 1<<20)},
 	}
 	if o.deps != nil {
 		o.deps(&deps)
@@ -105,7 +104,7 @@ func setup(t *testing.T, opts ...func(*setupOpts)) *testBundle {
 	srv := api.New(deps)
 	b := &testBundle{srv: srv, db: o.db, defaultPlan: deps.DefaultPlan}
 	if !deps.DataAPIOnly {
-		b.web = web.Mount(srv, web.DepsFrom(deps)) // as cmd/mailwatch does
+		b.web = web.Mount(srv, web.DepsFrom(deps, nil)) // as cmd/mailwatch does
 	}
 	return b
 }

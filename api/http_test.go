@@ -38,8 +38,8 @@ func TestHTTPErrors(t *testing.T) {
 		require.Contains(t, resp.Detail(t), "PUT")
 	})
 	t.Run("BodyTooLargeIs413", func(t *testing.T) {
-		srv := api.New(api.Deps{DB: b.db, BodyLimit: 1024, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Limiter: limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 100})})
+		srv := api.New(api.Deps{StoreDeps: api.StoreDeps{DB: b.db}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			HTTPDeps: api.HTTPDeps{BodyLimit: 1024, Limiter: limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 100})}})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		go srv.Serve(ln)
@@ -74,8 +74,9 @@ func TestHTTPErrors(t *testing.T) {
 	})
 	t.Run("DeadlineExceededIs503", func(t *testing.T) {
 		type req struct{}
-		srv := api.New(api.Deps{DB: b.db, RequestTimeout: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Limiter: limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 100})})
+		srv := api.New(api.Deps{StoreDeps: api.StoreDeps{DB: b.db}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			HTTPDeps: api.HTTPDeps{RequestTimeout: 20 * time.Millisecond,
+				Limiter: limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 100})}})
 		api.Handle(srv.Router(), api.Endpoint[req, api.StatusResponse]{
 			Method: "GET", Path: "/test/slow", Auth: api.AuthNone, Summary: "slow",
 			Call: func(ctx context.Context, _ *req) (*api.StatusResponse, error) {

@@ -26,8 +26,8 @@ import (
 func TestMetricsLabelsSurviveBufferReuse(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	srv := api.New(api.Deps{DB: b.db, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Limiter: limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1 << 30})})
+	srv := api.New(api.Deps{StoreDeps: api.StoreDeps{DB: b.db}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		HTTPDeps: api.HTTPDeps{Limiter: limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1 << 30})}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go srv.Serve(ln)

@@ -36,14 +36,48 @@ import (
 	"github.com/mailwatch/mailwatch/internal/usage"
 )
 
-// Deps is what the API needs from the outside world.
+// Deps is what the API needs from the outside world, grouped by the part
+// of the world each capability touches. Logger and Now are defaulted once,
+// in New.
 type Deps struct {
+	StoreDeps
+	EventDeps
+	HTTPDeps
+	IngressDeps
+	WebhookDeps
+	DNSDeps
+	PlanDeps
+	AuthDeps
+
+	// Logger receives the API's logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// StoreDeps is where the API keeps rows and queues work.
+type StoreDeps struct {
 	// DB is a pool in production; tests may pass a transaction.
 	DB dbutil.Executor
 	// Pool, when set, is reported in /metrics.
 	Pool *pgxpool.Pool
 	// River inserts jobs in the request's transaction (insert-only client).
 	River *river.Client[pgx.Tx]
+	// Keyring encrypts and decrypts signing secrets at rest.
+	Keyring *secretbox.Keyring
+}
+
+// EventDeps writes and lists events.
+type EventDeps struct {
+	// Emitter writes events (and their deliveries) in a transaction.
+	Emitter *events.Emitter
+	// EventPages caches the first page of event listings
+	// (EVENTS_PAGE_CACHE_TTL); nil caches nothing.
+	EventPages *events.FirstPages
+}
+
+// HTTPDeps shapes every request: budgets, limits, proxies and metrics.
+type HTTPDeps struct {
 	// Limiter holds the per-key and per-IP budgets.
 	Limiter *limiter.Limiter
 	// IngressLimiter holds the webhook-ingress budgets per client IP
@@ -51,43 +85,58 @@ type Deps struct {
 	IngressLimiter *limiter.Limiter
 	// Usage collects per-key request counts; flushed by its own loop.
 	Usage *usage.Tracker
-	// Emitter writes events (and their deliveries) in a transaction.
-	Emitter *events.Emitter
-	// Keyring encrypts and decrypts signing secrets at rest.
-	Keyring *secretbox.Keyring
-	// WebhookGuard checks webhook destinations against SSRF rules.
-	WebhookGuard *netguard.Guard
-	// WebhookClient sends subscription test pushes.
-	WebhookClient *http.Client
+	// RequestTimeout bounds a request (REQUEST_TIMEOUT).
+	RequestTimeout time.Duration
+	// BodyLimit caps every request body (BODY_LIMIT_BYTES).
+	BodyLimit int
+	// TrustedProxies are the proxies whose forwarded client IP is believed.
+	TrustedProxies []string
+	// PublicBaseURL is the scheme://host[:port] clients (Twilio) use to reach
+	// the API, for checking signatures behind a proxy; empty means the
+	// request's own scheme and host.
+	PublicBaseURL string
+	// Registry receives the API's metrics; a new one when nil.
+	Registry *prometheus.Registry
+}
+
+// IngressDeps verifies and bounds what outsiders post: inbound mail and SMS,
+// sending providers' and Stripe's webhooks, and the receivers' long polls.
+type IngressDeps struct {
 	// InboundDomain is the domain of receiver and reporting addresses.
 	InboundDomain string
 	// InboundWebhookSecret verifies the email ingress webhook.
 	InboundWebhookSecret string
 	// TwilioAuthToken verifies the SMS ingress webhook.
 	TwilioAuthToken string
-	// StripeWebhookSecret verifies the Stripe payment webhook; empty
-	// answers it with 503.
-	StripeWebhookSecret string
-	// EventRetentionDays is EVENT_RETENTION_DAYS, the cap on every plan's
-	// event retention (shown by GET /api/accounts/me/plan); zero: no cap.
-	EventRetentionDays int
-	// DefaultPlan is DEFAULT_PLAN: the plan of accounts without one of
-	// their own; empty is free.
-	DefaultPlan string
+	// MaxMessageBytes caps a message sent to the email ingress webhook (413
+	// beyond); zero means 10 MiB. BodyLimit caps every body first.
+	MaxMessageBytes int64
 	// Waiters wakes receiver long polls (one LISTEN connection per process;
 	// the caller runs it). When nil the API makes a hub without a listener,
 	// woken only by writes this process makes (tests on one transaction).
 	Waiters *receivers.Hub
-	// PublicBaseURL is the scheme://host[:port] clients (Twilio) use to reach
-	// the API, for checking signatures behind a proxy; empty means the
-	// request's own scheme and host.
-	PublicBaseURL string
-	// MaxMessageBytes caps a message sent to the email ingress webhook (413
-	// beyond); zero means 10 MiB. BodyLimit caps every body first.
-	MaxMessageBytes int64
-	// EventPages caches the first page of event listings
-	// (EVENTS_PAGE_CACHE_TTL); nil caches nothing.
-	EventPages *events.FirstPages
+	// SNSCerts fetches SNS signing certificates (SES provider ingress):
+	// ses.HTTPCertFetcher over the AWS-only, SSRF-guarded client.
+	SNSCerts ses.CertFetcher
+	// ProviderWebhookMaxAge is PROVIDER_WEBHOOK_MAX_AGE: how old a signed
+	// provider webhook timestamp may be; zero turns the check off.
+	ProviderWebhookMaxAge time.Duration
+	// StripeWebhookSecret verifies the Stripe payment webhook; empty
+	// answers it with 503.
+	StripeWebhookSecret string
+}
+
+// WebhookDeps reaches customers' endpoints (subscription tests, auth provider
+// key sets) through the SSRF guard.
+type WebhookDeps struct {
+	// WebhookGuard checks webhook destinations against SSRF rules.
+	WebhookGuard *netguard.Guard
+	// WebhookClient sends subscription test pushes.
+	WebhookClient *http.Client
+}
+
+// DNSDeps answers live domain checks and DNS fixes.
+type DNSDeps struct {
 	// Resolver answers the domain checks' DNS queries.
 	Resolver dnscheck.Resolver
 	// MTASTSClient fetches MTA-STS policies in live lookups; nil means
@@ -96,12 +145,20 @@ type Deps struct {
 	// DNSFix holds DNS connections' environment and the MX setup's
 	// configuration; nil answers their routes with 503.
 	DNSFix *domains.FixDeps
-	// SNSCerts fetches SNS signing certificates (SES provider ingress):
-	// ses.HTTPCertFetcher over the AWS-only, SSRF-guarded client.
-	SNSCerts ses.CertFetcher
-	// ProviderWebhookMaxAge is PROVIDER_WEBHOOK_MAX_AGE: how old a signed
-	// provider webhook timestamp may be; zero turns the check off.
-	ProviderWebhookMaxAge time.Duration
+}
+
+// PlanDeps are the plan settings the API shows and enforces.
+type PlanDeps struct {
+	// EventRetentionDays is EVENT_RETENTION_DAYS, the cap on every plan's
+	// event retention (shown by GET /api/accounts/me/plan); zero: no cap.
+	EventRetentionDays int
+	// DefaultPlan is DEFAULT_PLAN: the plan of accounts without one of
+	// their own; empty is free.
+	DefaultPlan string
+}
+
+// AuthDeps signs in people and issues and checks data-API tokens.
+type AuthDeps struct {
 	// Passwords bounds concurrent argon2id hashing; nil means the
 	// process-wide password.Process().
 	Passwords *password.Limiter
@@ -113,18 +170,6 @@ type Deps struct {
 	// DataAPIOnly serves only the data API (`mailwatch data-api`): /rest/v1,
 	// token issuance, the JWKS and the operational routes.
 	DataAPIOnly bool
-	// SignInStore keeps the dashboard's failed sign-in counts per client
-	// IP (per account they are in Postgres: internal/signin); the limiter's
-	// Redis store when REDIS_URL is set, else this process's memory.
-	SignInStore limiter.Store
-	// Registry receives the API's metrics; a new one when nil.
-	Registry *prometheus.Registry
-	Logger   *slog.Logger
-	Now      func() time.Time
-
-	RequestTimeout time.Duration
-	BodyLimit      int
-	TrustedProxies []string
 }
 
 // Server is the REST API.

@@ -33,9 +33,10 @@ type Deps struct {
 }
 
 // DepsFrom takes the dashboard's dependencies from the API's, so that both
-// share the database, clock, log and limits.
-func DepsFrom(d api.Deps) Deps {
-	return Deps{DB: d.DB, PublicBaseURL: d.PublicBaseURL, SignInStore: d.SignInStore,
+// share the database, clock, log and limits; signIn is the store of its
+// sign-in and request budgets (nil: this process's memory).
+func DepsFrom(d api.Deps, signIn limiter.Store) Deps {
+	return Deps{DB: d.DB, PublicBaseURL: d.PublicBaseURL, SignInStore: signIn,
 		RequestTimeout: d.RequestTimeout, Logger: d.Logger, Now: d.Now}
 }
 

@@ -138,44 +138,40 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		}
 	}
 	deps := api.Deps{
-		Identity:    issuer,
-		DataAPIOnly: dataAPIOnly,
-		DataAPI: api.DataAPIOptions{MaxRows: cfg.DataAPIMaxRows, StatementTimeout: cfg.DataAPIStatementTimeout,
-			Pages: dataapi.NewPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes)},
-		DB:                    boundedDB(cfg, pool),
-		Pool:                  pool,
-		River:                 riverClient,
-		Keyring:               sh.keyring,
-		WebhookGuard:          sh.guard,
-		WebhookClient:         webhook.NewClient(sh.guard, webhook.ClientOptions{}),
-		InboundDomain:         cfg.InboundDomain,
-		InboundWebhookSecret:  cfg.InboundWebhookSecret,
-		TwilioAuthToken:       cfg.TwilioAuthToken,
-		SNSCerts:              &ses.HTTPCertFetcher{Client: sh.aws},
-		StripeWebhookSecret:   cfg.StripeWebhookSecret,
-		EventRetentionDays:    cfg.EventRetentionDays,
-		DefaultPlan:           cfg.DefaultPlan,
-		ProviderWebhookMaxAge: cfg.ProviderWebhookMaxAge,
-		Waiters:               waiters,
-		PublicBaseURL:         cfg.PublicBaseURL,
-		MaxMessageBytes:       cfg.SMTPMaxMessageBytes,
-		Resolver:              sh.resolver,
-		DNSFix:                sh.dnsFix,
-		EventPages:            events.NewFirstPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes),
-		Limiter:               limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.RateLimitPerMinute)}),
-		IngressLimiter:        limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.IngressRatePerMinute)}),
-		SignInStore:           store,
-		Registry:              reg,
-		Logger:                logger,
-		RequestTimeout:        cfg.RequestTimeout,
-		BodyLimit:             cfg.BodyLimitBytes,
-		TrustedProxies:        cfg.TrustedProxies,
+		StoreDeps: api.StoreDeps{DB: boundedDB(cfg, pool), Pool: pool, River: riverClient, Keyring: sh.keyring},
+		EventDeps: api.EventDeps{EventPages: events.NewFirstPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes)},
+		HTTPDeps: api.HTTPDeps{
+			Limiter:        limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.RateLimitPerMinute)}),
+			IngressLimiter: limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.IngressRatePerMinute)}),
+			RequestTimeout: cfg.RequestTimeout,
+			BodyLimit:      cfg.BodyLimitBytes,
+			TrustedProxies: cfg.TrustedProxies,
+			PublicBaseURL:  cfg.PublicBaseURL,
+			Registry:       reg,
+		},
+		IngressDeps: api.IngressDeps{
+			InboundDomain:         cfg.InboundDomain,
+			InboundWebhookSecret:  cfg.InboundWebhookSecret,
+			TwilioAuthToken:       cfg.TwilioAuthToken,
+			MaxMessageBytes:       cfg.SMTPMaxMessageBytes,
+			Waiters:               waiters,
+			SNSCerts:              &ses.HTTPCertFetcher{Client: sh.aws},
+			ProviderWebhookMaxAge: cfg.ProviderWebhookMaxAge,
+			StripeWebhookSecret:   cfg.StripeWebhookSecret,
+		},
+		WebhookDeps: api.WebhookDeps{WebhookGuard: sh.guard, WebhookClient: webhook.NewClient(sh.guard, webhook.ClientOptions{})},
+		DNSDeps:     api.DNSDeps{Resolver: sh.resolver, DNSFix: sh.dnsFix},
+		PlanDeps:    api.PlanDeps{EventRetentionDays: cfg.EventRetentionDays, DefaultPlan: cfg.DefaultPlan},
+		AuthDeps: api.AuthDeps{Identity: issuer, DataAPIOnly: dataAPIOnly,
+			DataAPI: api.DataAPIOptions{MaxRows: cfg.DataAPIMaxRows, StatementTimeout: cfg.DataAPIStatementTimeout,
+				Pages: dataapi.NewPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes)}},
+		Logger: logger,
 	}
 	srv := api.New(deps)
 	if !dataAPIOnly {
 		// The dashboard, on the same app after every API route: it owns
 		// "/" and "/static/*".
-		web.Mount(srv, web.DepsFrom(deps))
+		web.Mount(srv, web.DepsFrom(deps, store))
 	}
 	return &apiRole{srv: srv, waiters: waiters, closeLim: closeLim}, nil
 }

@@ -104,17 +104,13 @@ func (e *benchEnv) startAPI(ctx context.Context, pool *pgxpool.Pool, adjust func
 		return nil, err
 	}
 	deps := api.Deps{
-		DB:            pool,
-		Pool:          pool,
-		River:         riverClient,
-		Keyring:       keyring,
-		WebhookGuard:  guard,
-		WebhookClient: webhook.NewClient(guard, webhook.ClientOptions{}),
-		InboundDomain: "inbound.mailwatch.test",
-		Limiter:       limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1 << 40}),
-		Logger:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		StoreDeps:   api.StoreDeps{DB: pool, Pool: pool, River: riverClient, Keyring: keyring},
+		WebhookDeps: api.WebhookDeps{WebhookGuard: guard, WebhookClient: webhook.NewClient(guard, webhook.ClientOptions{})},
+		IngressDeps: api.IngressDeps{InboundDomain: "inbound.mailwatch.test"},
+		HTTPDeps:    api.HTTPDeps{Limiter: limiter.New(memory.NewStore(), limiter.Rate{Period: time.Minute, Limit: 1 << 40})},
+		Logger:      slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		// The API role's default: EVENTS_PAGE_CACHE_TTL=1s, 32 MiB.
-		EventPages: events.NewFirstPages(time.Second, 32<<20),
+		EventDeps: api.EventDeps{EventPages: events.NewFirstPages(time.Second, 32<<20)},
 	}
 	if adjust != nil {
 		adjust(&deps)
