@@ -204,20 +204,7 @@ func (s *Server) reportRoutes() {
 			"Every address shown routes: the current key's are minted when the domain is registered, and this read mints them " +
 			"for a domain registered earlier or after a key rotation (idempotent; it writes only then).",
 		Errors: []int{404},
-		Call: func(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
-			d, err := s.getDomain(ctx, s.db, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			addrs, err := svc.Shown(ctx, s.db, d.AccountID, d.ID, d.Name)
-			if errors.Is(err, reports.ErrDomainGone) {
-				return nil, NotFound("domain")
-			}
-			if err != nil {
-				return nil, err
-			}
-			return s.reportingAddress(ctx, svc, d, addrs), nil
-		},
+		Call:   s.getReportingAddress,
 	})
 	Handle(s.router, Endpoint[DomainPath, ReportingAddress]{
 		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reporting-address/sign", OperationID: "signReportingAddress", Tag: tag,
@@ -229,22 +216,7 @@ func (s *Server) reportRoutes() {
 			"addresses). After a key rotation it signs the new addresses; those of previous keys keep working while their key " +
 			"is in MAILWATCH_SECRET_KEY_PREVIOUS.",
 		Errors: []int{404},
-		Call: func(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
-			d, err := s.getDomain(ctx, s.db, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			addrs, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
-				return svc.Sign(ctx, tx, d.AccountID, d.ID, d.Name)
-			})
-			if errors.Is(err, reports.ErrDomainGone) {
-				return nil, NotFound("domain")
-			}
-			if err != nil {
-				return nil, err
-			}
-			return s.reportingAddress(ctx, svc, d, addrs), nil
-		},
+		Call:   s.signReportingAddress,
 	})
 
 	HandleRaw(s.router, Endpoint[UploadReportRequest, ReceivedReport]{
@@ -256,62 +228,14 @@ func (s *Server) reportRoutes() {
 		Errors: []int{404, 413},
 		BodyTypes: []string{"application/octet-stream", "application/xml", "text/xml", "application/gzip", "application/zip",
 			"message/rfc822", "application/tlsrpt+json", "application/tlsrpt+gzip"},
-	}, func(c *fiber.Ctx) error {
-		ctx := c.UserContext()
-		d, err := s.getDomain(ctx, s.db, c.Params("domain"))
-		if err != nil {
-			return err
-		}
-		kind := reports.KindDMARC
-		switch k := string(c.Context().QueryArgs().Peek("kind")); k {
-		case "", "dmarc":
-		case "tlsrpt":
-			kind = reports.KindTLSRPT
-		default:
-			return InvalidField("kind", "must be dmarc or tlsrpt")
-		}
-		body := c.Body()
-		if len(body) > reports.MaxRawBytes {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "report larger than the 15 MB cap"}
-		}
-		if len(body) == 0 {
-			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send the report file as the request body"}
-		}
-		raw := append([]byte(nil), body...) // Fiber reuses the body buffer
-		rec, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (reports.Received, error) {
-			return svc.Receive(ctx, tx, reports.Incoming{AccountID: d.AccountID, DomainID: d.ID, Kind: kind, Source: reports.SourceUpload, Raw: raw})
-		})
-		if err != nil {
-			return err
-		}
-		return c.Status(http.StatusAccepted).JSON(ReceivedReport{
-			ID: rec.MessageID, Kind: string(kind), Source: reports.SourceUpload, SizeBytes: len(raw),
-			Status: reports.StatusPending, ReceivedAt: rec.ReceivedAt.UTC(), JobID: rec.JobID,
-		})
-	})
+	}, s.uploadReport)
 	Handle(s.router, Endpoint[ReceivedReportPath, ReceivedReport]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reports/{id}", OperationID: "getReceivedReport", Tag: tag,
 		Summary: "A received report and its parse outcome",
 		Description: "Status pending until parsed, then accepted, duplicate (acknowledged and ignored), refused or failed with the reason. " +
 			"A failed report keeps its raw bytes (raw_kept) for the reparse-reports maintenance task.",
 		Errors: []int{404},
-		Call: func(ctx context.Context, req *ReceivedReportPath) (*ReceivedReport, error) {
-			d, err := s.getDomain(ctx, s.db, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			r, err := s.q.ReportMessageGet(ctx, s.db, dbsqlc.ReportMessageGetParams{ID: req.ID, DomainID: d.ID})
-			if dbutil.IsNotFound(err) {
-				return nil, NotFound("report")
-			}
-			if err != nil {
-				return nil, err
-			}
-			return &ReceivedReport{
-				ID: r.ID, Kind: r.Kind, Source: r.Source, SizeBytes: int(r.RawSize), Status: r.Status, Reason: r.Reason,
-				RawKept: r.RawKept, ReportType: r.ReportType, Failure: r.Failure, ReceivedAt: r.ReceivedAt.UTC(), ParsedAt: utcPtr(r.ParsedAt),
-			}, nil
-		},
+		Call:   s.getReceivedReport,
 	})
 
 	Handle(s.router, Endpoint[ReportListRequest, Page[DMARCReportSummary]]{
@@ -357,60 +281,155 @@ func (s *Server) reportRoutes() {
 			"verify. No API key; limited per client IP with the webhook-ingress budget.",
 		Errors:    []int{400, 404, 413, 415, 422},
 		BodyTypes: []string{"application/tlsrpt+json", "application/tlsrpt+gzip", "application/json", "application/gzip", "application/octet-stream"},
-	}, func(c *fiber.Ctx) error {
-		ctx := c.UserContext()
-		t, err := svc.ResolveToken(ctx, s.db, strings.ToLower(c.Params("token")))
-		if errors.Is(err, reports.ErrBadAddress) {
-			return NotFound("reporting address")
-		}
-		if err != nil {
-			return err
-		}
-		ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
-		switch ct {
-		case "", "application/tlsrpt+json", "application/tlsrpt+gzip", "application/json", "application/gzip", "application/octet-stream":
-		default:
-			return &Error{Status: http.StatusUnsupportedMediaType, Detail: "the body must be a TLS report: Content-Type application/tlsrpt+json or application/tlsrpt+gzip"}
-		}
-		body := c.Body()
-		if len(body) > reports.MaxRawBytes {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "report larger than the 15 MB cap"}
-		}
-		if len(body) == 0 {
-			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send the TLS report"}
-		}
-		// Validated before anything is stored: decompressed with the
-		// parser's own bound and parsed as a TLS report.
-		rep, _, err := tlsrpt.ParseHTTPS(body)
-		switch {
-		case err == nil:
-		case errors.Is(err, reportmail.ErrDecompressedTooLarge), errors.Is(err, tlsrpt.ErrTooLarge):
-			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "the decompressed report is larger than the 20 MB cap"}
-		case errors.Is(err, reportmail.ErrBadArchive):
-			return BadRequest("the body is not a readable gzip stream")
-		case errors.Is(err, tlsrpt.ErrNoReport):
-			return BadRequest("the body is neither JSON nor gzip: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
-		case errors.Is(err, tlsrpt.ErrMalformed):
-			return BadRequest("the body is not valid JSON: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
-		case errors.Is(err, tlsrpt.ErrInvalid), errors.Is(err, tlsrpt.ErrEmpty):
-			return &Error{Status: http.StatusUnprocessableEntity, Detail: "not a TLS report (RFC 8460): " + strings.TrimPrefix(err.Error(), "invalid TLS report: ")}
-		default:
-			return err
-		}
-		raw := append([]byte(nil), body...)
-		rec, dup, err := svc.ReceiveTLSReport(ctx, s.db, reports.Incoming{
-			AccountID: t.AccountID, DomainID: t.DomainID, Kind: reports.KindTLSRPT, Source: reports.SourceHTTPS, Raw: raw,
-		}, rep, s.now())
-		if err != nil {
-			return err
-		}
-		if dup {
-			return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusDuplicate})
-		}
-		return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusPending})
-	})
+	}, s.ingestTLSReport)
 
 	s.dmarcInsightRoutes(svc)
+}
+
+// getReportingAddress serves GET /api/accounts/me/domains/{domain}/reporting-address: the domain's signed reporting addresses and what to publish.
+func (s *Server) getReportingAddress(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
+	svc := s.reportService()
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := svc.Shown(ctx, s.db, d.AccountID, d.ID, d.Name)
+	if errors.Is(err, reports.ErrDomainGone) {
+		return nil, NotFound("domain")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.reportingAddress(ctx, svc, d, addrs), nil
+}
+
+// signReportingAddress serves POST /api/accounts/me/domains/{domain}/reporting-address/sign: sign the domain's reporting addresses under the current key.
+func (s *Server) signReportingAddress(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
+	svc := s.reportService()
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
+		return svc.Sign(ctx, tx, d.AccountID, d.ID, d.Name)
+	})
+	if errors.Is(err, reports.ErrDomainGone) {
+		return nil, NotFound("domain")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.reportingAddress(ctx, svc, d, addrs), nil
+}
+
+// uploadReport serves POST /api/accounts/me/domains/{domain}/reports: upload a report file.
+func (s *Server) uploadReport(c *fiber.Ctx) error {
+	svc := s.reportService()
+	ctx := c.UserContext()
+	d, err := s.getDomain(ctx, s.db, c.Params("domain"))
+	if err != nil {
+		return err
+	}
+	kind := reports.KindDMARC
+	switch k := string(c.Context().QueryArgs().Peek("kind")); k {
+	case "", "dmarc":
+	case "tlsrpt":
+		kind = reports.KindTLSRPT
+	default:
+		return InvalidField("kind", "must be dmarc or tlsrpt")
+	}
+	body := c.Body()
+	if len(body) > reports.MaxRawBytes {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "report larger than the 15 MB cap"}
+	}
+	if len(body) == 0 {
+		return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send the report file as the request body"}
+	}
+	raw := append([]byte(nil), body...) // Fiber reuses the body buffer
+	rec, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (reports.Received, error) {
+		return svc.Receive(ctx, tx, reports.Incoming{AccountID: d.AccountID, DomainID: d.ID, Kind: kind, Source: reports.SourceUpload, Raw: raw})
+	})
+	if err != nil {
+		return err
+	}
+	return c.Status(http.StatusAccepted).JSON(ReceivedReport{
+		ID: rec.MessageID, Kind: string(kind), Source: reports.SourceUpload, SizeBytes: len(raw),
+		Status: reports.StatusPending, ReceivedAt: rec.ReceivedAt.UTC(), JobID: rec.JobID,
+	})
+}
+
+// getReceivedReport serves GET /api/accounts/me/domains/{domain}/reports/{id}: a received report and its parse outcome.
+func (s *Server) getReceivedReport(ctx context.Context, req *ReceivedReportPath) (*ReceivedReport, error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.q.ReportMessageGet(ctx, s.db, dbsqlc.ReportMessageGetParams{ID: req.ID, DomainID: d.ID})
+	if dbutil.IsNotFound(err) {
+		return nil, NotFound("report")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ReceivedReport{
+		ID: r.ID, Kind: r.Kind, Source: r.Source, SizeBytes: int(r.RawSize), Status: r.Status, Reason: r.Reason,
+		RawKept: r.RawKept, ReportType: r.ReportType, Failure: r.Failure, ReceivedAt: r.ReceivedAt.UTC(), ParsedAt: utcPtr(r.ParsedAt),
+	}, nil
+}
+
+// ingestTLSReport serves POST /api/webhooks/tlsrpt/{token}: receive an SMTP TLS report by HTTPS (RFC 8460 section 5.4).
+func (s *Server) ingestTLSReport(c *fiber.Ctx) error {
+	svc := s.reportService()
+	ctx := c.UserContext()
+	t, err := svc.ResolveToken(ctx, s.db, strings.ToLower(c.Params("token")))
+	if errors.Is(err, reports.ErrBadAddress) {
+		return NotFound("reporting address")
+	}
+	if err != nil {
+		return err
+	}
+	ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
+	switch ct {
+	case "", "application/tlsrpt+json", "application/tlsrpt+gzip", "application/json", "application/gzip", "application/octet-stream":
+	default:
+		return &Error{Status: http.StatusUnsupportedMediaType, Detail: "the body must be a TLS report: Content-Type application/tlsrpt+json or application/tlsrpt+gzip"}
+	}
+	body := c.Body()
+	if len(body) > reports.MaxRawBytes {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "report larger than the 15 MB cap"}
+	}
+	if len(body) == 0 {
+		return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send the TLS report"}
+	}
+	// Validated before anything is stored: decompressed with the
+	// parser's own bound and parsed as a TLS report.
+	rep, _, err := tlsrpt.ParseHTTPS(body)
+	switch {
+	case err == nil:
+	case errors.Is(err, reportmail.ErrDecompressedTooLarge), errors.Is(err, tlsrpt.ErrTooLarge):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "the decompressed report is larger than the 20 MB cap"}
+	case errors.Is(err, reportmail.ErrBadArchive):
+		return BadRequest("the body is not a readable gzip stream")
+	case errors.Is(err, tlsrpt.ErrNoReport):
+		return BadRequest("the body is neither JSON nor gzip: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
+	case errors.Is(err, tlsrpt.ErrMalformed):
+		return BadRequest("the body is not valid JSON: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
+	case errors.Is(err, tlsrpt.ErrInvalid), errors.Is(err, tlsrpt.ErrEmpty):
+		return &Error{Status: http.StatusUnprocessableEntity, Detail: "not a TLS report (RFC 8460): " + strings.TrimPrefix(err.Error(), "invalid TLS report: ")}
+	default:
+		return err
+	}
+	raw := append([]byte(nil), body...)
+	rec, dup, err := svc.ReceiveTLSReport(ctx, s.db, reports.Incoming{
+		AccountID: t.AccountID, DomainID: t.DomainID, Kind: reports.KindTLSRPT, Source: reports.SourceHTTPS, Raw: raw,
+	}, rep, s.now())
+	if err != nil {
+		return err
+	}
+	if dup {
+		return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusDuplicate})
+	}
+	return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusPending})
 }
 
 // reportingAddress shows the publishing instructions of a domain
