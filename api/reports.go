@@ -192,11 +192,22 @@ func (s *Server) reportService() *reports.Service {
 	}
 }
 
+// reportTag groups the report routes in the document.
+const reportTag = "dmarc and tls reports"
+
+// reportRoutes registers the report routes, in the order of the document.
 func (s *Server) reportRoutes() {
-	const tag = "dmarc and tls reports"
-	svc := s.reportService()
+	s.reportingAddressRoutes()
+	s.receivedReportRoutes()
+	s.parsedReportRoutes()
+	s.tlsReportIngressRoutes()
+	s.dmarcInsightRoutes(s.reportService())
+}
+
+// reportingAddressRoutes registers where a domain's reports are to be sent.
+func (s *Server) reportingAddressRoutes() {
 	Handle(s.router, Endpoint[DomainPath, ReportingAddress]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reporting-address", OperationID: "getReportingAddress", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reporting-address", OperationID: "getReportingAddress", Tag: reportTag,
 		Summary: "The domain's signed reporting addresses and what to publish",
 		Description: "The DMARC and TLS-RPT addresses under the current key (dmarc+<key id><mac>@INBOUND_DOMAIN), whether they are " +
 			"signed, the rua value to publish merged with the domain's existing rua list, and the external-destination " +
@@ -207,7 +218,7 @@ func (s *Server) reportRoutes() {
 		Call:   s.getReportingAddress,
 	})
 	Handle(s.router, Endpoint[DomainPath, ReportingAddress]{
-		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reporting-address/sign", OperationID: "signReportingAddress", Tag: tag,
+		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reporting-address/sign", OperationID: "signReportingAddress", Tag: reportTag,
 		Summary: "Receive the domain's reports here: sign the reporting addresses under the current key",
 		Description: "Address signing: marks the domain's DMARC and TLS-RPT addresses under the current MAILWATCH_SECRET_KEY as the " +
 			"ones its DNS should name (minting them if needed): the periodic DMARC check then warns when rua does not name the " +
@@ -218,9 +229,12 @@ func (s *Server) reportRoutes() {
 		Errors: []int{404},
 		Call:   s.signReportingAddress,
 	})
+}
 
+// receivedReportRoutes registers the upload of a report file and the received report it becomes.
+func (s *Server) receivedReportRoutes() {
 	HandleRaw(s.router, Endpoint[UploadReportRequest, ReceivedReport]{
-		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reports", Status: 202, OperationID: "uploadReport", Tag: tag,
+		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reports", Status: 202, OperationID: "uploadReport", Tag: reportTag,
 		Summary: "Upload a report file",
 		Description: "The body is one report as a file: aggregate XML, gzip, zip holding one XML, or a report email (.eml); " +
 			"with kind=tlsrpt a TLS report as JSON, gzip or email. It is stored and parsed by a job, exactly like a report " +
@@ -230,22 +244,25 @@ func (s *Server) reportRoutes() {
 			"message/rfc822", "application/tlsrpt+json", "application/tlsrpt+gzip"},
 	}, s.uploadReport)
 	Handle(s.router, Endpoint[ReceivedReportPath, ReceivedReport]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reports/{id}", OperationID: "getReceivedReport", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reports/{id}", OperationID: "getReceivedReport", Tag: reportTag,
 		Summary: "A received report and its parse outcome",
 		Description: "Status pending until parsed, then accepted, duplicate (acknowledged and ignored), refused or failed with the reason. " +
 			"A failed report keeps its raw bytes (raw_kept) for the reparse-reports maintenance task.",
 		Errors: []int{404},
 		Call:   s.getReceivedReport,
 	})
+}
 
+// parsedReportRoutes registers the parsed DMARC aggregate, failure and TLS reports.
+func (s *Server) parsedReportRoutes() {
 	Handle(s.router, Endpoint[ReportListRequest, Page[DMARCReportSummary]]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports", OperationID: "listDMARCReports", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports", OperationID: "listDMARCReports", Tag: reportTag,
 		Summary: "A domain's DMARC aggregate reports", Description: "Newest first; page with the X-Next-Cursor header.",
 		Errors: []int{404},
 		Call:   s.listDMARCReports,
 	})
 	Handle(s.router, Endpoint[ReportListRequest, Page[FailureReport]]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/failure-reports", OperationID: "listDMARCFailureReports", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/failure-reports", OperationID: "listDMARCFailureReports", Tag: reportTag,
 		Summary: "A domain's DMARC failure reports",
 		Description: "Failure (forensic, ruf) reports accepted for the domain, newest first; page with the X-Next-Cursor header. " +
 			"Each carries the identity fields of the report (source IP, reported domain, auth failure, DKIM domain and selector, " +
@@ -254,22 +271,25 @@ func (s *Server) reportRoutes() {
 		Call:   s.listFailureReports,
 	})
 	Handle(s.router, Endpoint[DMARCReportPath, DMARCReport]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports/{id}", OperationID: "getDMARCReport", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports/{id}", OperationID: "getDMARCReport", Tag: reportTag,
 		Summary: "An aggregate report with its records", Errors: []int{404},
 		Call: s.getDMARCReport,
 	})
 	Handle(s.router, Endpoint[ReportListRequest, Page[TLSReportSummary]]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/tls-reports", OperationID: "listTLSReports", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/tls-reports", OperationID: "listTLSReports", Tag: reportTag,
 		Summary: "A domain's SMTP TLS reports", Description: "Newest first; page with the X-Next-Cursor header.",
 		Errors: []int{404},
 		Call:   s.listTLSReports,
 	})
 	Handle(s.router, Endpoint[TLSReportPath, TLSReport]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/tls-reports/{id}", OperationID: "getTLSReport", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/tls-reports/{id}", OperationID: "getTLSReport", Tag: reportTag,
 		Summary: "A TLS report with its policies and session counts", Errors: []int{404},
 		Call: s.getTLSReport,
 	})
+}
 
+// tlsReportIngressRoutes registers the HTTPS delivery of TLS reports (RFC 8460).
+func (s *Server) tlsReportIngressRoutes() {
 	HandleRaw(s.router, Endpoint[TLSRPTIngressRequest, IngressAccepted]{
 		Method: "POST", Path: "/api/webhooks/tlsrpt/{token}", Status: 202, OperationID: "ingestTLSReport", Tag: "webhook ingress", Auth: AuthIngress,
 		Summary: "Receive an SMTP TLS report by HTTPS (RFC 8460 section 5.4)",
@@ -282,8 +302,6 @@ func (s *Server) reportRoutes() {
 		Errors:    []int{400, 404, 413, 415, 422},
 		BodyTypes: []string{"application/tlsrpt+json", "application/tlsrpt+gzip", "application/json", "application/gzip", "application/octet-stream"},
 	}, s.ingestTLSReport)
-
-	s.dmarcInsightRoutes(svc)
 }
 
 // getReportingAddress serves GET /api/accounts/me/domains/{domain}/reporting-address: the domain's signed reporting addresses and what to publish.
@@ -404,20 +422,8 @@ func (s *Server) ingestTLSReport(c *fiber.Ctx) error {
 	// Validated before anything is stored: decompressed with the
 	// parser's own bound and parsed as a TLS report.
 	rep, _, err := tlsrpt.ParseHTTPS(body)
-	switch {
-	case err == nil:
-	case errors.Is(err, reportmail.ErrDecompressedTooLarge), errors.Is(err, tlsrpt.ErrTooLarge):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "the decompressed report is larger than the 20 MB cap"}
-	case errors.Is(err, reportmail.ErrBadArchive):
-		return BadRequest("the body is not a readable gzip stream")
-	case errors.Is(err, tlsrpt.ErrNoReport):
-		return BadRequest("the body is neither JSON nor gzip: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
-	case errors.Is(err, tlsrpt.ErrMalformed):
-		return BadRequest("the body is not valid JSON: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
-	case errors.Is(err, tlsrpt.ErrInvalid), errors.Is(err, tlsrpt.ErrEmpty):
-		return &Error{Status: http.StatusUnprocessableEntity, Detail: "not a TLS report (RFC 8460): " + strings.TrimPrefix(err.Error(), "invalid TLS report: ")}
-	default:
-		return err
+	if err != nil {
+		return tlsReportParseError(err)
 	}
 	raw := append([]byte(nil), body...)
 	rec, dup, err := svc.ReceiveTLSReport(ctx, s.db, reports.Incoming{
@@ -430,6 +436,24 @@ func (s *Server) ingestTLSReport(c *fiber.Ctx) error {
 		return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusDuplicate})
 	}
 	return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusPending})
+}
+
+// tlsReportParseError maps tlsrpt.ParseHTTPS's errors to the answers of
+// POST /api/webhooks/tlsrpt/{token}.
+func tlsReportParseError(err error) error {
+	switch {
+	case errors.Is(err, reportmail.ErrDecompressedTooLarge), errors.Is(err, tlsrpt.ErrTooLarge):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "the decompressed report is larger than the 20 MB cap"}
+	case errors.Is(err, reportmail.ErrBadArchive):
+		return BadRequest("the body is not a readable gzip stream")
+	case errors.Is(err, tlsrpt.ErrNoReport):
+		return BadRequest("the body is neither JSON nor gzip: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
+	case errors.Is(err, tlsrpt.ErrMalformed):
+		return BadRequest("the body is not valid JSON: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
+	case errors.Is(err, tlsrpt.ErrInvalid), errors.Is(err, tlsrpt.ErrEmpty):
+		return &Error{Status: http.StatusUnprocessableEntity, Detail: "not a TLS report (RFC 8460): " + strings.TrimPrefix(err.Error(), "invalid TLS report: ")}
+	}
+	return err
 }
 
 // reportingAddress shows the publishing instructions of a domain
