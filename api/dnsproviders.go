@@ -13,7 +13,6 @@ import (
 	"github.com/swaggest/jsonschema-go"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
 )
 
@@ -108,7 +107,7 @@ func (s *Server) dnsProviderFromRow(ctx context.Context, r dbsqlc.DnsConnection)
 	out := DNSProvider{ID: r.ID, Kind: r.Kind, Label: r.Label, Config: map[string]any{}, Links: []DNSProviderLink{},
 		VerifiedAt: r.VerifiedAt.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	_ = json.Unmarshal(r.Config, &out.Config)
-	links, err := s.q.DNSConnectionLinkListByConnection(ctx, s.db, r.ID)
+	links, err := dnsfix.ConnectionLinks(ctx, s.db, r.ID)
 	if err != nil {
 		return out, err
 	}
@@ -168,7 +167,7 @@ func (s *Server) dnsProviderRoutes() {
 
 // listDNSProviders serves GET /api/accounts/me/dns-providers: list DNS connections.
 func (s *Server) listDNSProviders(ctx context.Context, _ *emptyRequest) (*[]DNSProvider, error) {
-	rows, err := s.q.DNSConnectionListByAccount(ctx, s.db, dbsqlc.DNSConnectionListByAccountParams{AccountID: mustCaller(ctx).AccountID, Max: dnsfix.MaxConnectionsListed})
+	rows, err := dnsfix.ListConnections(ctx, s.db, mustCaller(ctx).AccountID)
 	if err != nil {
 		return nil, err
 	}
@@ -185,8 +184,8 @@ func (s *Server) listDNSProviders(ctx context.Context, _ *emptyRequest) (*[]DNSP
 
 // getDNSProvider serves GET /api/accounts/me/dns-providers/{id}: one DNS connection with its linked domains.
 func (s *Server) getDNSProvider(ctx context.Context, req *DNSProviderPath) (*DNSProvider, error) {
-	row, err := s.q.DNSConnectionGetByID(ctx, s.db, dbsqlc.DNSConnectionGetByIDParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
-	if dbutil.IsNotFound(err) {
+	row, err := dnsfix.GetConnection(ctx, s.db, mustCaller(ctx).AccountID, req.ID)
+	if errors.Is(err, dnsfix.ErrNotFound) {
 		return nil, NotFound("DNS connection")
 	}
 	if err != nil {
@@ -198,12 +197,12 @@ func (s *Server) getDNSProvider(ctx context.Context, req *DNSProviderPath) (*DNS
 
 // deleteDNSProvider serves DELETE /api/accounts/me/dns-providers/{id}: delete a DNS connection.
 func (s *Server) deleteDNSProvider(ctx context.Context, req *DNSProviderPath) (*NoContent, error) {
-	n, err := s.q.DNSConnectionDelete(ctx, s.db, dbsqlc.DNSConnectionDeleteParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
+	err := dnsfix.DeleteConnection(ctx, s.db, mustCaller(ctx).AccountID, req.ID)
+	if errors.Is(err, dnsfix.ErrNotFound) {
+		return nil, NotFound("DNS connection")
+	}
 	if err != nil {
 		return nil, err
-	}
-	if n == 0 {
-		return nil, NotFound("DNS connection")
 	}
 	return &NoContent{}, nil
 }
