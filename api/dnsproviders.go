@@ -235,6 +235,7 @@ func (s *Server) unlinkDNSProvider(ctx context.Context, req *DNSProviderLinkRequ
 	return &NoContent{}, nil
 }
 
+// createDNSProvider serves POST /api/accounts/me/dns-providers: connect a DNS provider.
 func (s *Server) createDNSProvider(ctx context.Context, req *CreateDNSProviderRequest) (*DNSProvider, error) {
 	env, err := s.dnsFixEnv()
 	if err != nil {
@@ -249,6 +250,7 @@ func (s *Server) createDNSProvider(ctx context.Context, req *CreateDNSProviderRe
 	return &out, err
 }
 
+// updateDNSProvider serves PATCH /api/accounts/me/dns-providers/{id}: rename a DNS connection or replace its credentials.
 func (s *Server) updateDNSProvider(ctx context.Context, req *UpdateDNSProviderRequest) (*DNSProvider, error) {
 	env, err := s.dnsFixEnv()
 	if err != nil {

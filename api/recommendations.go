@@ -190,6 +190,7 @@ func conflictError(r dbsqlc.DnsRecommendation, err error) error {
 	return out
 }
 
+// applyRecommendation serves POST /api/accounts/me/domains/{domain}/dns-recommendations/{id}/apply: write a recommendation into the domain's zone.
 func (s *Server) applyRecommendation(ctx context.Context, req *ApplyRecommendationRequest) (*ApplyResult, error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {

@@ -476,6 +476,7 @@ func (s *Server) reportingAddress(ctx context.Context, svc *reports.Service, d d
 	return out
 }
 
+// listDMARCReports serves GET /api/accounts/me/domains/{domain}/dmarc/reports: a domain's DMARC aggregate reports.
 func (s *Server) listDMARCReports(ctx context.Context, req *ReportListRequest) (*Page[DMARCReportSummary], error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
@@ -501,6 +502,7 @@ func (s *Server) listDMARCReports(ctx context.Context, req *ReportListRequest) (
 	return out, nil
 }
 
+// listFailureReports serves GET /api/accounts/me/domains/{domain}/dmarc/failure-reports: a domain's DMARC failure reports.
 func (s *Server) listFailureReports(ctx context.Context, req *ReportListRequest) (*Page[FailureReport], error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
@@ -530,6 +532,7 @@ func (s *Server) listFailureReports(ctx context.Context, req *ReportListRequest)
 // maxRecordsShown caps the records a report detail returns.
 const maxRecordsShown = 10000
 
+// getDMARCReport serves GET /api/accounts/me/domains/{domain}/dmarc/reports/{id}: an aggregate report with its records.
 func (s *Server) getDMARCReport(ctx context.Context, req *DMARCReportPath) (*DMARCReport, error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
@@ -570,6 +573,7 @@ func (s *Server) getDMARCReport(ctx context.Context, req *DMARCReportPath) (*DMA
 	return out, nil
 }
 
+// listTLSReports serves GET /api/accounts/me/domains/{domain}/tls-reports: a domain's SMTP TLS reports.
 func (s *Server) listTLSReports(ctx context.Context, req *ReportListRequest) (*Page[TLSReportSummary], error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
@@ -594,6 +598,7 @@ func (s *Server) listTLSReports(ctx context.Context, req *ReportListRequest) (*P
 	return out, nil
 }
 
+// getTLSReport serves GET /api/accounts/me/domains/{domain}/tls-reports/{id}: a TLS report with its policies and session counts.
 func (s *Server) getTLSReport(ctx context.Context, req *TLSReportPath) (*TLSReport, error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
