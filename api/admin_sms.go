@@ -67,30 +67,14 @@ func (s *Server) adminSMSRoutes() {
 		Description: "The number must be E.164 (422 otherwise); a number already in the pool is 409. Point its Twilio incoming-message webhook at POST /api/webhooks/sms.",
 		Auth:        AuthAdmin,
 		Errors:      []int{409},
-		Call: func(ctx context.Context, req *AddSMSNumberRequest) (*SMSNumber, error) {
-			row, err := receivers.AddNumber(ctx, s.db, s.deps.Emitter, s.poolAdmin(ctx), req.PhoneNumber)
-			if err != nil {
-				return nil, smsPoolError(err)
-			}
-			return &SMSNumber{PhoneNumber: row.PhoneNumber, CreatedAt: row.CreatedAt.UTC()}, nil
-		},
+		Call:        s.addSMSNumber,
 	})
 	Handle(s.router, Endpoint[emptyRequest, []SMSNumber]{
 		Method: "GET", Path: "/api/admin/sms-numbers", OperationID: "listSMSNumbers", Tag: "admin",
 		Summary:     "List the SMS pool",
 		Description: "Every number with the live receiver (and account) holding it, if any.",
 		Auth:        AuthAdmin,
-		Call: func(ctx context.Context, _ *emptyRequest) (*[]SMSNumber, error) {
-			numbers, err := receivers.ListNumbers(ctx, s.db, s.now())
-			if err != nil {
-				return nil, err
-			}
-			out := make([]SMSNumber, len(numbers))
-			for i, n := range numbers {
-				out[i] = smsNumberOf(n)
-			}
-			return &out, nil
-		},
+		Call:        s.listSMSNumbers,
 	})
 	Handle(s.router, Endpoint[SMSNumberPath, NoContent]{
 		Method: "DELETE", Path: "/api/admin/sms-numbers/{phone_number}", Status: 204, OperationID: "removeSMSNumber", Tag: "admin",
@@ -99,11 +83,36 @@ func (s *Server) adminSMSRoutes() {
 			"would silently cut the receiver off. A number held by an expired receiver is removed.",
 		Auth:   AuthAdmin,
 		Errors: []int{409},
-		Call: func(ctx context.Context, req *SMSNumberPath) (*NoContent, error) {
-			if err := receivers.RemoveNumber(ctx, s.db, s.deps.Emitter, s.poolAdmin(ctx), req.PhoneNumber, s.now()); err != nil {
-				return nil, smsPoolError(err)
-			}
-			return &NoContent{}, nil
-		},
+		Call:   s.removeSMSNumber,
 	})
+}
+
+// addSMSNumber serves POST /api/admin/sms-numbers: add a number to the SMS pool.
+func (s *Server) addSMSNumber(ctx context.Context, req *AddSMSNumberRequest) (*SMSNumber, error) {
+	row, err := receivers.AddNumber(ctx, s.db, s.deps.Emitter, s.poolAdmin(ctx), req.PhoneNumber)
+	if err != nil {
+		return nil, smsPoolError(err)
+	}
+	return &SMSNumber{PhoneNumber: row.PhoneNumber, CreatedAt: row.CreatedAt.UTC()}, nil
+}
+
+// listSMSNumbers serves GET /api/admin/sms-numbers: list the SMS pool.
+func (s *Server) listSMSNumbers(ctx context.Context, _ *emptyRequest) (*[]SMSNumber, error) {
+	numbers, err := receivers.ListNumbers(ctx, s.db, s.now())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SMSNumber, len(numbers))
+	for i, n := range numbers {
+		out[i] = smsNumberOf(n)
+	}
+	return &out, nil
+}
+
+// removeSMSNumber serves DELETE /api/admin/sms-numbers/{phone_number}: remove a number from the SMS pool.
+func (s *Server) removeSMSNumber(ctx context.Context, req *SMSNumberPath) (*NoContent, error) {
+	if err := receivers.RemoveNumber(ctx, s.db, s.deps.Emitter, s.poolAdmin(ctx), req.PhoneNumber, s.now()); err != nil {
+		return nil, smsPoolError(err)
+	}
+	return &NoContent{}, nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/swaggest/jsonschema-go"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
 )
 
@@ -108,7 +107,7 @@ func (s *Server) dnsProviderFromRow(ctx context.Context, r dbsqlc.DnsConnection)
 	out := DNSProvider{ID: r.ID, Kind: r.Kind, Label: r.Label, Config: map[string]any{}, Links: []DNSProviderLink{},
 		VerifiedAt: r.VerifiedAt.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	_ = json.Unmarshal(r.Config, &out.Config)
-	links, err := s.q.DNSConnectionLinkListByConnection(ctx, s.db, r.ID)
+	links, err := dnsfix.ConnectionLinks(ctx, s.db, r.ID)
 	if err != nil {
 		return out, err
 	}
@@ -133,36 +132,12 @@ func (s *Server) dnsProviderRoutes() {
 	s.ops.ListDNSProviders = Handle(s.router, Endpoint[emptyRequest, []DNSProvider]{
 		Method: "GET", Path: base, OperationID: "listDNSProviders", Tag: tag,
 		Summary: "List DNS connections",
-		Call: func(ctx context.Context, _ *emptyRequest) (*[]DNSProvider, error) {
-			rows, err := s.q.DNSConnectionListByAccount(ctx, s.db, dbsqlc.DNSConnectionListByAccountParams{AccountID: mustCaller(ctx).AccountID, Max: dnsfix.MaxConnectionsListed})
-			if err != nil {
-				return nil, err
-			}
-			out := make([]DNSProvider, 0, len(rows))
-			for _, r := range rows {
-				p, err := s.dnsProviderFromRow(ctx, r)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, p)
-			}
-			return &out, nil
-		},
+		Call:    s.listDNSProviders,
 	})
 	Handle(s.router, Endpoint[DNSProviderPath, DNSProvider]{
 		Method: "GET", Path: base + "/{id}", OperationID: "getDNSProvider", Tag: tag, Errors: []int{404},
 		Summary: "One DNS connection with its linked domains",
-		Call: func(ctx context.Context, req *DNSProviderPath) (*DNSProvider, error) {
-			row, err := s.q.DNSConnectionGetByID(ctx, s.db, dbsqlc.DNSConnectionGetByIDParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
-			if dbutil.IsNotFound(err) {
-				return nil, NotFound("DNS connection")
-			}
-			if err != nil {
-				return nil, err
-			}
-			out, err := s.dnsProviderFromRow(ctx, row)
-			return &out, err
-		},
+		Call:    s.getDNSProvider,
 	})
 	Handle(s.router, Endpoint[UpdateDNSProviderRequest, DNSProvider]{
 		Method: "PATCH", Path: base + "/{id}", OperationID: "updateDNSProvider", Tag: tag, Errors: []int{404, 409},
@@ -173,16 +148,7 @@ func (s *Server) dnsProviderRoutes() {
 	s.ops.DeleteDNSProvider = Handle(s.router, Endpoint[DNSProviderPath, NoContent]{
 		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteDNSProvider", Tag: tag, Errors: []int{404},
 		Summary: "Delete a DNS connection", Description: "Its domains are unlinked; recommendations can no longer be applied to them.",
-		Call: func(ctx context.Context, req *DNSProviderPath) (*NoContent, error) {
-			n, err := s.q.DNSConnectionDelete(ctx, s.db, dbsqlc.DNSConnectionDeleteParams{ID: req.ID, AccountID: mustCaller(ctx).AccountID})
-			if err != nil {
-				return nil, err
-			}
-			if n == 0 {
-				return nil, NotFound("DNS connection")
-			}
-			return &NoContent{}, nil
-		},
+		Call: s.deleteDNSProvider,
 	})
 	s.ops.LinkDNSProvider = Handle(s.router, Endpoint[DNSProviderLinkRequest, DNSProviderLink]{
 		Method: "POST", Path: base + "/{id}/links", Status: 201, OperationID: "linkDNSProvider", Tag: tag, Errors: []int{404},
@@ -190,37 +156,86 @@ func (s *Server) dnsProviderRoutes() {
 		Description: "Finds the zone that holds the domain at the provider (rfc2136: the nearest SOA the server is authoritative " +
 			"for, then an update with only a prerequisite, which changes nothing, to check the key may write it). No zone: 422. " +
 			"A domain has at most one connection; linking it again moves it.",
-		Call: func(ctx context.Context, req *DNSProviderLinkRequest) (*DNSProviderLink, error) {
-			env, err := s.dnsFixEnv()
-			if err != nil {
-				return nil, err
-			}
-			l, name, err := dnsfix.Link(ctx, s.db, env, mustCaller(ctx).AccountID, req.ID, req.Domain)
-			if errors.Is(err, dnsfix.ErrNotFound) {
-				return nil, NotFound("DNS connection")
-			}
-			if err != nil {
-				return nil, dnsFixError(err)
-			}
-			return &DNSProviderLink{Domain: name, Zone: l.ZoneName, ZoneID: l.ZoneID, LinkedAt: l.CreatedAt.UTC()}, nil
-		},
+		Call: s.linkDNSProvider,
 	})
 	s.ops.UnlinkDNSProvider = Handle(s.router, Endpoint[DNSProviderLinkRequest, NoContent]{
 		Method: "DELETE", Path: base + "/{id}/links", Status: 204, OperationID: "unlinkDNSProvider", Tag: tag, Errors: []int{404},
 		Summary: "Stop writing a domain's DNS through this connection",
-		Call: func(ctx context.Context, req *DNSProviderLinkRequest) (*NoContent, error) {
-			err := dnsfix.Unlink(ctx, s.db, mustCaller(ctx).AccountID, req.ID, req.Domain)
-			if errors.Is(err, dnsfix.ErrNotFound) {
-				return nil, NotFound("link")
-			}
-			if err != nil {
-				return nil, dnsFixError(err)
-			}
-			return &NoContent{}, nil
-		},
+		Call:    s.unlinkDNSProvider,
 	})
 }
 
+// listDNSProviders serves GET /api/accounts/me/dns-providers: list DNS connections.
+func (s *Server) listDNSProviders(ctx context.Context, _ *emptyRequest) (*[]DNSProvider, error) {
+	rows, err := dnsfix.ListConnections(ctx, s.db, mustCaller(ctx).AccountID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DNSProvider, 0, len(rows))
+	for _, r := range rows {
+		p, err := s.dnsProviderFromRow(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return &out, nil
+}
+
+// getDNSProvider serves GET /api/accounts/me/dns-providers/{id}: one DNS connection with its linked domains.
+func (s *Server) getDNSProvider(ctx context.Context, req *DNSProviderPath) (*DNSProvider, error) {
+	row, err := dnsfix.GetConnection(ctx, s.db, mustCaller(ctx).AccountID, req.ID)
+	if errors.Is(err, dnsfix.ErrNotFound) {
+		return nil, NotFound("DNS connection")
+	}
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.dnsProviderFromRow(ctx, row)
+	return &out, err
+}
+
+// deleteDNSProvider serves DELETE /api/accounts/me/dns-providers/{id}: delete a DNS connection.
+func (s *Server) deleteDNSProvider(ctx context.Context, req *DNSProviderPath) (*NoContent, error) {
+	err := dnsfix.DeleteConnection(ctx, s.db, mustCaller(ctx).AccountID, req.ID)
+	if errors.Is(err, dnsfix.ErrNotFound) {
+		return nil, NotFound("DNS connection")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &NoContent{}, nil
+}
+
+// linkDNSProvider serves POST /api/accounts/me/dns-providers/{id}/links: write a domain's DNS fixes through this connection.
+func (s *Server) linkDNSProvider(ctx context.Context, req *DNSProviderLinkRequest) (*DNSProviderLink, error) {
+	env, err := s.dnsFixEnv()
+	if err != nil {
+		return nil, err
+	}
+	l, name, err := dnsfix.Link(ctx, s.db, env, mustCaller(ctx).AccountID, req.ID, req.Domain)
+	if errors.Is(err, dnsfix.ErrNotFound) {
+		return nil, NotFound("DNS connection")
+	}
+	if err != nil {
+		return nil, dnsFixError(err)
+	}
+	return &DNSProviderLink{Domain: name, Zone: l.ZoneName, ZoneID: l.ZoneID, LinkedAt: l.CreatedAt.UTC()}, nil
+}
+
+// unlinkDNSProvider serves DELETE /api/accounts/me/dns-providers/{id}/links: stop writing a domain's DNS through this connection.
+func (s *Server) unlinkDNSProvider(ctx context.Context, req *DNSProviderLinkRequest) (*NoContent, error) {
+	err := dnsfix.Unlink(ctx, s.db, mustCaller(ctx).AccountID, req.ID, req.Domain)
+	if errors.Is(err, dnsfix.ErrNotFound) {
+		return nil, NotFound("link")
+	}
+	if err != nil {
+		return nil, dnsFixError(err)
+	}
+	return &NoContent{}, nil
+}
+
+// createDNSProvider serves POST /api/accounts/me/dns-providers: connect a DNS provider.
 func (s *Server) createDNSProvider(ctx context.Context, req *CreateDNSProviderRequest) (*DNSProvider, error) {
 	env, err := s.dnsFixEnv()
 	if err != nil {
@@ -235,6 +250,7 @@ func (s *Server) createDNSProvider(ctx context.Context, req *CreateDNSProviderRe
 	return &out, err
 }
 
+// updateDNSProvider serves PATCH /api/accounts/me/dns-providers/{id}: rename a DNS connection or replace its credentials.
 func (s *Server) updateDNSProvider(ctx context.Context, req *UpdateDNSProviderRequest) (*DNSProvider, error) {
 	env, err := s.dnsFixEnv()
 	if err != nil {

@@ -48,58 +48,67 @@ func (s *Server) mxRoutes() {
 		Summary: "Receive reports and receivers' mail at your own subdomain",
 		Description: "Returns the MX and ownership TXT records to publish; the setup starts pending. Asking again for the same " +
 			"subdomain returns the same records and state; another subdomain replaces the setup. A periodic job verifies it.",
-		Call: func(ctx context.Context, req *MXSetupRequest) (*MXSetup, error) {
-			d, err := s.getDomain(ctx, s.db, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			m, err := dnsfix.SetupMX(ctx, s.db, d, req.Subdomain)
-			if err != nil {
-				return nil, dnsFixError(err)
-			}
-			out := s.mxFromRow(d, m)
-			return &out, nil
-		},
+		Call: s.setupMX,
 	})
 	Handle(s.router, Endpoint[DomainPath, MXSetup]{
 		Method: "GET", Path: base + "/mx-setup", OperationID: "getMXSetup", Tag: tag, Errors: []int{404},
 		Summary: "The domain's MX setup",
-		Call: func(ctx context.Context, req *DomainPath) (*MXSetup, error) {
-			d, m, err := s.mxSetup(ctx, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			out := s.mxFromRow(d, m)
-			return &out, nil
-		},
+		Call:    s.getMXSetup,
 	})
 	Handle(s.router, Endpoint[DomainPath, MXSetup]{
 		Method: "POST", Path: base + "/mx-verify", OperationID: "verifyMX", Tag: tag, Errors: []int{404},
 		Summary: "Verify the MX setup now",
 		Description: "Checks that the subdomain's MX points to mailwatch's inbound host with no equal or better foreign MX and no " +
 			"null MX, that the name is not a CNAME, and that the TXT token matches. A DNS timeout is 503 and changes nothing.",
-		Call: func(ctx context.Context, req *DomainPath) (*MXSetup, error) {
-			d, m, err := s.mxSetup(ctx, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			if s.deps.Resolver == nil {
-				return nil, Unavailable("DNS checks are not configured on this server")
-			}
-			m, err = dnsfix.VerifyMX(ctx, s.db, s.deps.Resolver, s.deps.Emitter, s.mxConfig(), m, s.now)
-			if errors.Is(err, dnsfix.ErrTemporary) {
-				// The cause names our resolver's address: log it, say what happened.
-				e := Unavailable("a DNS lookup for the setup failed temporarily; nothing changed, retry later")
-				e.Cause = err
-				return nil, e
-			}
-			if err != nil {
-				return nil, dnsFixError(err)
-			}
-			out := s.mxFromRow(d, m)
-			return &out, nil
-		},
+		Call: s.verifyMX,
 	})
+}
+
+// setupMX serves POST /api/accounts/me/domains/{domain}/mx-setup: receive reports and receivers' mail at your own subdomain.
+func (s *Server) setupMX(ctx context.Context, req *MXSetupRequest) (*MXSetup, error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	m, err := dnsfix.SetupMX(ctx, s.db, d, req.Subdomain)
+	if err != nil {
+		return nil, dnsFixError(err)
+	}
+	out := s.mxFromRow(d, m)
+	return &out, nil
+}
+
+// getMXSetup serves GET /api/accounts/me/domains/{domain}/mx-setup: the domain's MX setup.
+func (s *Server) getMXSetup(ctx context.Context, req *DomainPath) (*MXSetup, error) {
+	d, m, err := s.mxSetup(ctx, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	out := s.mxFromRow(d, m)
+	return &out, nil
+}
+
+// verifyMX serves POST /api/accounts/me/domains/{domain}/mx-verify: verify the MX setup now.
+func (s *Server) verifyMX(ctx context.Context, req *DomainPath) (*MXSetup, error) {
+	d, m, err := s.mxSetup(ctx, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if s.deps.Resolver == nil {
+		return nil, Unavailable("DNS checks are not configured on this server")
+	}
+	m, err = dnsfix.VerifyMX(ctx, s.db, s.deps.Resolver, s.deps.Emitter, s.mxConfig(), m, s.now)
+	if errors.Is(err, dnsfix.ErrTemporary) {
+		// The cause names our resolver's address: log it, say what happened.
+		e := Unavailable("a DNS lookup for the setup failed temporarily; nothing changed, retry later")
+		e.Cause = err
+		return nil, e
+	}
+	if err != nil {
+		return nil, dnsFixError(err)
+	}
+	out := s.mxFromRow(d, m)
+	return &out, nil
 }
 
 func (s *Server) mxSetup(ctx context.Context, domain string) (dbsqlc.Domain, dbsqlc.MxSetup, error) {

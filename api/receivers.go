@@ -286,6 +286,7 @@ func receiverError(err error) error {
 	return err
 }
 
+// getReceiver serves GET /api/accounts/me/receivers/{id}: get a receiver.
 func (s *Server) getReceiver(ctx context.Context, req *ReceiverPath) (*Receiver, error) {
 	r, err := receivers.Get(ctx, s.db, mustCaller(ctx).AccountID, req.ID, s.now())
 	if err != nil {
@@ -295,6 +296,7 @@ func (s *Server) getReceiver(ctx context.Context, req *ReceiverPath) (*Receiver,
 	return &out, nil
 }
 
+// createReceiver serves POST /api/accounts/me/receivers: create a receiver (temporary inbox).
 func (s *Server) createReceiver(ctx context.Context, req *CreateReceiverRequest) (*Receiver, error) {
 	n := receivers.NewReceiver{Channel: req.Channel, Label: req.Label, InboundDomain: s.deps.InboundDomain, DefaultPlan: s.deps.DefaultPlan}
 	if req.TTLSeconds != nil {
@@ -308,6 +310,7 @@ func (s *Server) createReceiver(ctx context.Context, req *CreateReceiverRequest)
 	return &out, nil
 }
 
+// listReceivers serves GET /api/accounts/me/receivers: list the account's receivers, newest first.
 func (s *Server) listReceivers(ctx context.Context, req *ListReceiversRequest) (*Page[Receiver], error) {
 	limit := 50
 	if req.Limit != nil {
@@ -325,6 +328,7 @@ func (s *Server) listReceivers(ctx context.Context, req *ListReceiversRequest) (
 	return out, nil
 }
 
+// deleteReceiver serves DELETE /api/accounts/me/receivers/{id}: delete a receiver and its messages.
 func (s *Server) deleteReceiver(ctx context.Context, req *ReceiverPath) (*NoContent, error) {
 	if err := receivers.Delete(ctx, s.db, mustCaller(ctx).AccountID, req.ID, s.now()); err != nil {
 		return nil, receiverError(err)
@@ -333,6 +337,7 @@ func (s *Server) deleteReceiver(ctx context.Context, req *ReceiverPath) (*NoCont
 	return &NoContent{}, nil
 }
 
+// listMessages serves GET /api/accounts/me/receivers/{id}/messages: list a receiver's messages.
 func (s *Server) listMessages(ctx context.Context, req *ListMessagesRequest) (*Page[MessageSummary], error) {
 	r, err := receivers.Get(ctx, s.db, mustCaller(ctx).AccountID, req.ID, s.now())
 	if err != nil {
@@ -361,6 +366,7 @@ func (s *Server) listMessages(ctx context.Context, req *ListMessagesRequest) (*P
 	return out, nil
 }
 
+// getMessage serves GET /api/accounts/me/receivers/{id}/messages/{message_id}: get a message with its parsed content, links and codes.
 func (s *Server) getMessage(ctx context.Context, req *MessagePath) (*Message, error) {
 	m, err := receivers.GetMessage(ctx, s.db, mustCaller(ctx).AccountID, req.ID, req.MessageID, s.now())
 	if err != nil {
@@ -369,6 +375,7 @@ func (s *Server) getMessage(ctx context.Context, req *MessagePath) (*Message, er
 	return messageOf(m), nil
 }
 
+// getMessageRaw serves GET /api/accounts/me/receivers/{id}/messages/{message_id}/raw: download a message as received (message/rfc822).
 func (s *Server) getMessageRaw(ctx context.Context, req *MessagePath) (*RawBody, error) {
 	raw, err := receivers.GetMessageRaw(ctx, s.db, mustCaller(ctx).AccountID, req.ID, req.MessageID, s.now())
 	if err != nil {
@@ -382,6 +389,7 @@ func (s *Server) getMessageRaw(ctx context.Context, req *MessagePath) (*RawBody,
 	}}, nil
 }
 
+// deleteMessage serves DELETE /api/accounts/me/receivers/{id}/messages/{message_id}: delete a message.
 func (s *Server) deleteMessage(ctx context.Context, req *MessagePath) (*NoContent, error) {
 	caller := mustCaller(ctx)
 	err := receivers.DeleteMessage(ctx, s.db, s.deps.Emitter, caller.AccountID, req.ID, req.MessageID, caller.KeyIdentifier, s.now())
@@ -391,6 +399,7 @@ func (s *Server) deleteMessage(ctx context.Context, req *MessagePath) (*NoConten
 	return &NoContent{}, nil
 }
 
+// waitReceiver serves GET /api/accounts/me/receivers/{id}/wait: wait for a message (long poll).
 func (s *Server) waitReceiver(ctx context.Context, req *WaitRequest) (*WaitResponse, error) {
 	m, err := receivers.Wait(ctx, s.db, s.deps.Waiters, receivers.WaitRequest{
 		AccountID: mustCaller(ctx).AccountID, ReceiverID: req.ID, After: req.After,

@@ -90,21 +90,7 @@ func (s *Server) recommendationRoutes() {
 		Summary: "Recommended DNS changes for a domain",
 		Description: "Computed from the latest known check results after every check. Each is one RRset change with a fingerprint " +
 			"of what was observed. A dismissed one reopens when the observed record changes (or its until passes).",
-		Call: func(ctx context.Context, req *DomainPath) (*[]DNSRecommendation, error) {
-			d, err := s.getDomain(ctx, s.db, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			rows, err := s.q.DNSRecommendationListByDomain(ctx, s.db, d.ID)
-			if err != nil {
-				return nil, err
-			}
-			out := make([]DNSRecommendation, len(rows))
-			for i, r := range rows {
-				out[i] = recommendationFromRow(r)
-			}
-			return &out, nil
-		},
+		Call: s.listDNSRecommendations,
 	})
 	s.ops.ApplyDNSRecommendation = Handle(s.router, Endpoint[ApplyRecommendationRequest, ApplyResult]{
 		Method: "POST", Path: base + "/{id}/apply", Status: 202, OperationID: "applyDNSRecommendation", Tag: tag, Errors: []int{404, 409},
@@ -135,6 +121,23 @@ func (s *Server) recommendationRoutes() {
 			})
 		},
 	})
+}
+
+// listDNSRecommendations serves GET /api/accounts/me/domains/{domain}/dns-recommendations: recommended DNS changes for a domain.
+func (s *Server) listDNSRecommendations(ctx context.Context, req *DomainPath) (*[]DNSRecommendation, error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.q.DNSRecommendationListByDomain(ctx, s.db, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DNSRecommendation, len(rows))
+	for i, r := range rows {
+		out[i] = recommendationFromRow(r)
+	}
+	return &out, nil
 }
 
 func (s *Server) recommendationTx(ctx context.Context, domain string, fn func(ctx context.Context, tx pgx.Tx, d dbsqlc.Domain) (dbsqlc.DnsRecommendation, error)) (*DNSRecommendation, error) {
@@ -187,6 +190,7 @@ func conflictError(r dbsqlc.DnsRecommendation, err error) error {
 	return out
 }
 
+// applyRecommendation serves POST /api/accounts/me/domains/{domain}/dns-recommendations/{id}/apply: write a recommendation into the domain's zone.
 func (s *Server) applyRecommendation(ctx context.Context, req *ApplyRecommendationRequest) (*ApplyResult, error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {

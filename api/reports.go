@@ -192,11 +192,22 @@ func (s *Server) reportService() *reports.Service {
 	}
 }
 
+// reportTag groups the report routes in the document.
+const reportTag = "dmarc and tls reports"
+
+// reportRoutes registers the report routes, in the order of the document.
 func (s *Server) reportRoutes() {
-	const tag = "dmarc and tls reports"
-	svc := s.reportService()
+	s.reportingAddressRoutes()
+	s.receivedReportRoutes()
+	s.parsedReportRoutes()
+	s.tlsReportIngressRoutes()
+	s.dmarcInsightRoutes(s.reportService())
+}
+
+// reportingAddressRoutes registers where a domain's reports are to be sent.
+func (s *Server) reportingAddressRoutes() {
 	Handle(s.router, Endpoint[DomainPath, ReportingAddress]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reporting-address", OperationID: "getReportingAddress", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reporting-address", OperationID: "getReportingAddress", Tag: reportTag,
 		Summary: "The domain's signed reporting addresses and what to publish",
 		Description: "The DMARC and TLS-RPT addresses under the current key (dmarc+<key id><mac>@INBOUND_DOMAIN), whether they are " +
 			"signed, the rua value to publish merged with the domain's existing rua list, and the external-destination " +
@@ -204,23 +215,10 @@ func (s *Server) reportRoutes() {
 			"Every address shown routes: the current key's are minted when the domain is registered, and this read mints them " +
 			"for a domain registered earlier or after a key rotation (idempotent; it writes only then).",
 		Errors: []int{404},
-		Call: func(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
-			d, err := s.getDomain(ctx, s.db, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			addrs, err := svc.Shown(ctx, s.db, d.AccountID, d.ID, d.Name)
-			if errors.Is(err, reports.ErrDomainGone) {
-				return nil, NotFound("domain")
-			}
-			if err != nil {
-				return nil, err
-			}
-			return s.reportingAddress(ctx, svc, d, addrs), nil
-		},
+		Call:   s.getReportingAddress,
 	})
 	Handle(s.router, Endpoint[DomainPath, ReportingAddress]{
-		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reporting-address/sign", OperationID: "signReportingAddress", Tag: tag,
+		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reporting-address/sign", OperationID: "signReportingAddress", Tag: reportTag,
 		Summary: "Receive the domain's reports here: sign the reporting addresses under the current key",
 		Description: "Address signing: marks the domain's DMARC and TLS-RPT addresses under the current MAILWATCH_SECRET_KEY as the " +
 			"ones its DNS should name (minting them if needed): the periodic DMARC check then warns when rua does not name the " +
@@ -229,26 +227,14 @@ func (s *Server) reportRoutes() {
 			"addresses). After a key rotation it signs the new addresses; those of previous keys keep working while their key " +
 			"is in MAILWATCH_SECRET_KEY_PREVIOUS.",
 		Errors: []int{404},
-		Call: func(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
-			d, err := s.getDomain(ctx, s.db, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			addrs, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
-				return svc.Sign(ctx, tx, d.AccountID, d.ID, d.Name)
-			})
-			if errors.Is(err, reports.ErrDomainGone) {
-				return nil, NotFound("domain")
-			}
-			if err != nil {
-				return nil, err
-			}
-			return s.reportingAddress(ctx, svc, d, addrs), nil
-		},
+		Call:   s.signReportingAddress,
 	})
+}
 
+// receivedReportRoutes registers the upload of a report file and the received report it becomes.
+func (s *Server) receivedReportRoutes() {
 	HandleRaw(s.router, Endpoint[UploadReportRequest, ReceivedReport]{
-		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reports", Status: 202, OperationID: "uploadReport", Tag: tag,
+		Method: "POST", Path: "/api/accounts/me/domains/{domain}/reports", Status: 202, OperationID: "uploadReport", Tag: reportTag,
 		Summary: "Upload a report file",
 		Description: "The body is one report as a file: aggregate XML, gzip, zip holding one XML, or a report email (.eml); " +
 			"with kind=tlsrpt a TLS report as JSON, gzip or email. It is stored and parsed by a job, exactly like a report " +
@@ -256,72 +242,27 @@ func (s *Server) reportRoutes() {
 		Errors: []int{404, 413},
 		BodyTypes: []string{"application/octet-stream", "application/xml", "text/xml", "application/gzip", "application/zip",
 			"message/rfc822", "application/tlsrpt+json", "application/tlsrpt+gzip"},
-	}, func(c *fiber.Ctx) error {
-		ctx := c.UserContext()
-		d, err := s.getDomain(ctx, s.db, c.Params("domain"))
-		if err != nil {
-			return err
-		}
-		kind := reports.KindDMARC
-		switch k := string(c.Context().QueryArgs().Peek("kind")); k {
-		case "", "dmarc":
-		case "tlsrpt":
-			kind = reports.KindTLSRPT
-		default:
-			return InvalidField("kind", "must be dmarc or tlsrpt")
-		}
-		body := c.Body()
-		if len(body) > reports.MaxRawBytes {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "report larger than the 15 MB cap"}
-		}
-		if len(body) == 0 {
-			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send the report file as the request body"}
-		}
-		raw := append([]byte(nil), body...) // Fiber reuses the body buffer
-		rec, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (reports.Received, error) {
-			return svc.Receive(ctx, tx, reports.Incoming{AccountID: d.AccountID, DomainID: d.ID, Kind: kind, Source: reports.SourceUpload, Raw: raw})
-		})
-		if err != nil {
-			return err
-		}
-		return c.Status(http.StatusAccepted).JSON(ReceivedReport{
-			ID: rec.MessageID, Kind: string(kind), Source: reports.SourceUpload, SizeBytes: len(raw),
-			Status: reports.StatusPending, ReceivedAt: rec.ReceivedAt.UTC(), JobID: rec.JobID,
-		})
-	})
+	}, s.uploadReport)
 	Handle(s.router, Endpoint[ReceivedReportPath, ReceivedReport]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reports/{id}", OperationID: "getReceivedReport", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/reports/{id}", OperationID: "getReceivedReport", Tag: reportTag,
 		Summary: "A received report and its parse outcome",
 		Description: "Status pending until parsed, then accepted, duplicate (acknowledged and ignored), refused or failed with the reason. " +
 			"A failed report keeps its raw bytes (raw_kept) for the reparse-reports maintenance task.",
 		Errors: []int{404},
-		Call: func(ctx context.Context, req *ReceivedReportPath) (*ReceivedReport, error) {
-			d, err := s.getDomain(ctx, s.db, req.Name)
-			if err != nil {
-				return nil, err
-			}
-			r, err := s.q.ReportMessageGet(ctx, s.db, dbsqlc.ReportMessageGetParams{ID: req.ID, DomainID: d.ID})
-			if dbutil.IsNotFound(err) {
-				return nil, NotFound("report")
-			}
-			if err != nil {
-				return nil, err
-			}
-			return &ReceivedReport{
-				ID: r.ID, Kind: r.Kind, Source: r.Source, SizeBytes: int(r.RawSize), Status: r.Status, Reason: r.Reason,
-				RawKept: r.RawKept, ReportType: r.ReportType, Failure: r.Failure, ReceivedAt: r.ReceivedAt.UTC(), ParsedAt: utcPtr(r.ParsedAt),
-			}, nil
-		},
+		Call:   s.getReceivedReport,
 	})
+}
 
+// parsedReportRoutes registers the parsed DMARC aggregate, failure and TLS reports.
+func (s *Server) parsedReportRoutes() {
 	Handle(s.router, Endpoint[ReportListRequest, Page[DMARCReportSummary]]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports", OperationID: "listDMARCReports", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports", OperationID: "listDMARCReports", Tag: reportTag,
 		Summary: "A domain's DMARC aggregate reports", Description: "Newest first; page with the X-Next-Cursor header.",
 		Errors: []int{404},
 		Call:   s.listDMARCReports,
 	})
 	Handle(s.router, Endpoint[ReportListRequest, Page[FailureReport]]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/failure-reports", OperationID: "listDMARCFailureReports", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/failure-reports", OperationID: "listDMARCFailureReports", Tag: reportTag,
 		Summary: "A domain's DMARC failure reports",
 		Description: "Failure (forensic, ruf) reports accepted for the domain, newest first; page with the X-Next-Cursor header. " +
 			"Each carries the identity fields of the report (source IP, reported domain, auth failure, DKIM domain and selector, " +
@@ -330,22 +271,25 @@ func (s *Server) reportRoutes() {
 		Call:   s.listFailureReports,
 	})
 	Handle(s.router, Endpoint[DMARCReportPath, DMARCReport]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports/{id}", OperationID: "getDMARCReport", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reports/{id}", OperationID: "getDMARCReport", Tag: reportTag,
 		Summary: "An aggregate report with its records", Errors: []int{404},
 		Call: s.getDMARCReport,
 	})
 	Handle(s.router, Endpoint[ReportListRequest, Page[TLSReportSummary]]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/tls-reports", OperationID: "listTLSReports", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/tls-reports", OperationID: "listTLSReports", Tag: reportTag,
 		Summary: "A domain's SMTP TLS reports", Description: "Newest first; page with the X-Next-Cursor header.",
 		Errors: []int{404},
 		Call:   s.listTLSReports,
 	})
 	Handle(s.router, Endpoint[TLSReportPath, TLSReport]{
-		Method: "GET", Path: "/api/accounts/me/domains/{domain}/tls-reports/{id}", OperationID: "getTLSReport", Tag: tag,
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/tls-reports/{id}", OperationID: "getTLSReport", Tag: reportTag,
 		Summary: "A TLS report with its policies and session counts", Errors: []int{404},
 		Call: s.getTLSReport,
 	})
+}
 
+// tlsReportIngressRoutes registers the HTTPS delivery of TLS reports (RFC 8460).
+func (s *Server) tlsReportIngressRoutes() {
 	HandleRaw(s.router, Endpoint[TLSRPTIngressRequest, IngressAccepted]{
 		Method: "POST", Path: "/api/webhooks/tlsrpt/{token}", Status: 202, OperationID: "ingestTLSReport", Tag: "webhook ingress", Auth: AuthIngress,
 		Summary: "Receive an SMTP TLS report by HTTPS (RFC 8460 section 5.4)",
@@ -357,60 +301,159 @@ func (s *Server) reportRoutes() {
 			"verify. No API key; limited per client IP with the webhook-ingress budget.",
 		Errors:    []int{400, 404, 413, 415, 422},
 		BodyTypes: []string{"application/tlsrpt+json", "application/tlsrpt+gzip", "application/json", "application/gzip", "application/octet-stream"},
-	}, func(c *fiber.Ctx) error {
-		ctx := c.UserContext()
-		t, err := svc.ResolveToken(ctx, s.db, strings.ToLower(c.Params("token")))
-		if errors.Is(err, reports.ErrBadAddress) {
-			return NotFound("reporting address")
-		}
-		if err != nil {
-			return err
-		}
-		ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
-		switch ct {
-		case "", "application/tlsrpt+json", "application/tlsrpt+gzip", "application/json", "application/gzip", "application/octet-stream":
-		default:
-			return &Error{Status: http.StatusUnsupportedMediaType, Detail: "the body must be a TLS report: Content-Type application/tlsrpt+json or application/tlsrpt+gzip"}
-		}
-		body := c.Body()
-		if len(body) > reports.MaxRawBytes {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "report larger than the 15 MB cap"}
-		}
-		if len(body) == 0 {
-			return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send the TLS report"}
-		}
-		// Validated before anything is stored: decompressed with the
-		// parser's own bound and parsed as a TLS report.
-		rep, _, err := tlsrpt.ParseHTTPS(body)
-		switch {
-		case err == nil:
-		case errors.Is(err, reportmail.ErrDecompressedTooLarge), errors.Is(err, tlsrpt.ErrTooLarge):
-			return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "the decompressed report is larger than the 20 MB cap"}
-		case errors.Is(err, reportmail.ErrBadArchive):
-			return BadRequest("the body is not a readable gzip stream")
-		case errors.Is(err, tlsrpt.ErrNoReport):
-			return BadRequest("the body is neither JSON nor gzip: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
-		case errors.Is(err, tlsrpt.ErrMalformed):
-			return BadRequest("the body is not valid JSON: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
-		case errors.Is(err, tlsrpt.ErrInvalid), errors.Is(err, tlsrpt.ErrEmpty):
-			return &Error{Status: http.StatusUnprocessableEntity, Detail: "not a TLS report (RFC 8460): " + strings.TrimPrefix(err.Error(), "invalid TLS report: ")}
-		default:
-			return err
-		}
-		raw := append([]byte(nil), body...)
-		rec, dup, err := svc.ReceiveTLSReport(ctx, s.db, reports.Incoming{
-			AccountID: t.AccountID, DomainID: t.DomainID, Kind: reports.KindTLSRPT, Source: reports.SourceHTTPS, Raw: raw,
-		}, rep, s.now())
-		if err != nil {
-			return err
-		}
-		if dup {
-			return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusDuplicate})
-		}
-		return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusPending})
-	})
+	}, s.ingestTLSReport)
+}
 
-	s.dmarcInsightRoutes(svc)
+// getReportingAddress serves GET /api/accounts/me/domains/{domain}/reporting-address: the domain's signed reporting addresses and what to publish.
+func (s *Server) getReportingAddress(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
+	svc := s.reportService()
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := svc.Shown(ctx, s.db, d.AccountID, d.ID, d.Name)
+	if errors.Is(err, reports.ErrDomainGone) {
+		return nil, NotFound("domain")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.reportingAddress(ctx, svc, d, addrs), nil
+}
+
+// signReportingAddress serves POST /api/accounts/me/domains/{domain}/reporting-address/sign: sign the domain's reporting addresses under the current key.
+func (s *Server) signReportingAddress(ctx context.Context, req *DomainPath) (*ReportingAddress, error) {
+	svc := s.reportService()
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) ([]reports.Address, error) {
+		return svc.Sign(ctx, tx, d.AccountID, d.ID, d.Name)
+	})
+	if errors.Is(err, reports.ErrDomainGone) {
+		return nil, NotFound("domain")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.reportingAddress(ctx, svc, d, addrs), nil
+}
+
+// uploadReport serves POST /api/accounts/me/domains/{domain}/reports: upload a report file.
+func (s *Server) uploadReport(c *fiber.Ctx) error {
+	svc := s.reportService()
+	ctx := c.UserContext()
+	d, err := s.getDomain(ctx, s.db, c.Params("domain"))
+	if err != nil {
+		return err
+	}
+	kind := reports.KindDMARC
+	switch k := string(c.Context().QueryArgs().Peek("kind")); k {
+	case "", "dmarc":
+	case "tlsrpt":
+		kind = reports.KindTLSRPT
+	default:
+		return InvalidField("kind", "must be dmarc or tlsrpt")
+	}
+	body := c.Body()
+	if len(body) > reports.MaxRawBytes {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "report larger than the 15 MB cap"}
+	}
+	if len(body) == 0 {
+		return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send the report file as the request body"}
+	}
+	raw := append([]byte(nil), body...) // Fiber reuses the body buffer
+	rec, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (reports.Received, error) {
+		return svc.Receive(ctx, tx, reports.Incoming{AccountID: d.AccountID, DomainID: d.ID, Kind: kind, Source: reports.SourceUpload, Raw: raw})
+	})
+	if err != nil {
+		return err
+	}
+	return c.Status(http.StatusAccepted).JSON(ReceivedReport{
+		ID: rec.MessageID, Kind: string(kind), Source: reports.SourceUpload, SizeBytes: len(raw),
+		Status: reports.StatusPending, ReceivedAt: rec.ReceivedAt.UTC(), JobID: rec.JobID,
+	})
+}
+
+// getReceivedReport serves GET /api/accounts/me/domains/{domain}/reports/{id}: a received report and its parse outcome.
+func (s *Server) getReceivedReport(ctx context.Context, req *ReceivedReportPath) (*ReceivedReport, error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.q.ReportMessageGet(ctx, s.db, dbsqlc.ReportMessageGetParams{ID: req.ID, DomainID: d.ID})
+	if dbutil.IsNotFound(err) {
+		return nil, NotFound("report")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ReceivedReport{
+		ID: r.ID, Kind: r.Kind, Source: r.Source, SizeBytes: int(r.RawSize), Status: r.Status, Reason: r.Reason,
+		RawKept: r.RawKept, ReportType: r.ReportType, Failure: r.Failure, ReceivedAt: r.ReceivedAt.UTC(), ParsedAt: utcPtr(r.ParsedAt),
+	}, nil
+}
+
+// ingestTLSReport serves POST /api/webhooks/tlsrpt/{token}: receive an SMTP TLS report by HTTPS (RFC 8460 section 5.4).
+func (s *Server) ingestTLSReport(c *fiber.Ctx) error {
+	svc := s.reportService()
+	ctx := c.UserContext()
+	t, err := svc.ResolveToken(ctx, s.db, strings.ToLower(c.Params("token")))
+	if errors.Is(err, reports.ErrBadAddress) {
+		return NotFound("reporting address")
+	}
+	if err != nil {
+		return err
+	}
+	ct := strings.ToLower(strings.TrimSpace(strings.Split(c.Get(fiber.HeaderContentType), ";")[0]))
+	switch ct {
+	case "", "application/tlsrpt+json", "application/tlsrpt+gzip", "application/json", "application/gzip", "application/octet-stream":
+	default:
+		return &Error{Status: http.StatusUnsupportedMediaType, Detail: "the body must be a TLS report: Content-Type application/tlsrpt+json or application/tlsrpt+gzip"}
+	}
+	body := c.Body()
+	if len(body) > reports.MaxRawBytes {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "report larger than the 15 MB cap"}
+	}
+	if len(body) == 0 {
+		return &Error{Status: http.StatusUnprocessableEntity, Detail: "the body is empty: send the TLS report"}
+	}
+	// Validated before anything is stored: decompressed with the
+	// parser's own bound and parsed as a TLS report.
+	rep, _, err := tlsrpt.ParseHTTPS(body)
+	if err != nil {
+		return tlsReportParseError(err)
+	}
+	raw := append([]byte(nil), body...)
+	rec, dup, err := svc.ReceiveTLSReport(ctx, s.db, reports.Incoming{
+		AccountID: t.AccountID, DomainID: t.DomainID, Kind: reports.KindTLSRPT, Source: reports.SourceHTTPS, Raw: raw,
+	}, rep, s.now())
+	if err != nil {
+		return err
+	}
+	if dup {
+		return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusDuplicate})
+	}
+	return c.Status(http.StatusAccepted).JSON(IngressAccepted{ID: rec.MessageID, Status: reports.StatusPending})
+}
+
+// tlsReportParseError maps tlsrpt.ParseHTTPS's errors to the answers of
+// POST /api/webhooks/tlsrpt/{token}.
+func tlsReportParseError(err error) error {
+	switch {
+	case errors.Is(err, reportmail.ErrDecompressedTooLarge), errors.Is(err, tlsrpt.ErrTooLarge):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Detail: "the decompressed report is larger than the 20 MB cap"}
+	case errors.Is(err, reportmail.ErrBadArchive):
+		return BadRequest("the body is not a readable gzip stream")
+	case errors.Is(err, tlsrpt.ErrNoReport):
+		return BadRequest("the body is neither JSON nor gzip: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
+	case errors.Is(err, tlsrpt.ErrMalformed):
+		return BadRequest("the body is not valid JSON: send the TLS report (RFC 8460) as application/tlsrpt+json or application/tlsrpt+gzip")
+	case errors.Is(err, tlsrpt.ErrInvalid), errors.Is(err, tlsrpt.ErrEmpty):
+		return &Error{Status: http.StatusUnprocessableEntity, Detail: "not a TLS report (RFC 8460): " + strings.TrimPrefix(err.Error(), "invalid TLS report: ")}
+	}
+	return err
 }
 
 // reportingAddress shows the publishing instructions of a domain
@@ -433,6 +476,7 @@ func (s *Server) reportingAddress(ctx context.Context, svc *reports.Service, d d
 	return out
 }
 
+// listDMARCReports serves GET /api/accounts/me/domains/{domain}/dmarc/reports: a domain's DMARC aggregate reports.
 func (s *Server) listDMARCReports(ctx context.Context, req *ReportListRequest) (*Page[DMARCReportSummary], error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
@@ -458,6 +502,7 @@ func (s *Server) listDMARCReports(ctx context.Context, req *ReportListRequest) (
 	return out, nil
 }
 
+// listFailureReports serves GET /api/accounts/me/domains/{domain}/dmarc/failure-reports: a domain's DMARC failure reports.
 func (s *Server) listFailureReports(ctx context.Context, req *ReportListRequest) (*Page[FailureReport], error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
@@ -487,6 +532,7 @@ func (s *Server) listFailureReports(ctx context.Context, req *ReportListRequest)
 // maxRecordsShown caps the records a report detail returns.
 const maxRecordsShown = 10000
 
+// getDMARCReport serves GET /api/accounts/me/domains/{domain}/dmarc/reports/{id}: an aggregate report with its records.
 func (s *Server) getDMARCReport(ctx context.Context, req *DMARCReportPath) (*DMARCReport, error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
@@ -527,6 +573,7 @@ func (s *Server) getDMARCReport(ctx context.Context, req *DMARCReportPath) (*DMA
 	return out, nil
 }
 
+// listTLSReports serves GET /api/accounts/me/domains/{domain}/tls-reports: a domain's SMTP TLS reports.
 func (s *Server) listTLSReports(ctx context.Context, req *ReportListRequest) (*Page[TLSReportSummary], error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
@@ -551,6 +598,7 @@ func (s *Server) listTLSReports(ctx context.Context, req *ReportListRequest) (*P
 	return out, nil
 }
 
+// getTLSReport serves GET /api/accounts/me/domains/{domain}/tls-reports/{id}: a TLS report with its policies and session counts.
 func (s *Server) getTLSReport(ctx context.Context, req *TLSReportPath) (*TLSReport, error) {
 	d, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {

@@ -217,6 +217,7 @@ func (s *Server) subscriptionService() *subscriptions.Service {
 	return &subscriptions.Service{Guard: s.deps.WebhookGuard, Keyring: s.deps.Keyring, Client: s.deps.WebhookClient, DefaultPlan: s.deps.DefaultPlan}
 }
 
+// listSubscriptions serves GET /api/accounts/me/event-subscriptions: list the account's event subscriptions.
 func (s *Server) listSubscriptions(ctx context.Context, _ *emptyRequest) (*[]Subscription, error) {
 	rows, err := subscriptions.List(ctx, s.db, mustCaller(ctx).AccountID)
 	if err != nil {
@@ -229,6 +230,7 @@ func (s *Server) listSubscriptions(ctx context.Context, _ *emptyRequest) (*[]Sub
 	return &out, nil
 }
 
+// getSubscription serves GET /api/accounts/me/event-subscriptions/{id}: one event subscription.
 func (s *Server) getSubscription(ctx context.Context, req *SubscriptionPath) (*Subscription, error) {
 	row, err := subscriptions.Get(ctx, s.db, mustCaller(ctx).AccountID, req.ID)
 	if err != nil {
@@ -238,6 +240,7 @@ func (s *Server) getSubscription(ctx context.Context, req *SubscriptionPath) (*S
 	return &out, nil
 }
 
+// deleteSubscription serves DELETE /api/accounts/me/event-subscriptions/{id}: delete an event subscription.
 func (s *Server) deleteSubscription(ctx context.Context, req *SubscriptionPath) (*NoContent, error) {
 	if err := subscriptions.Delete(ctx, s.db, mustCaller(ctx).AccountID, req.ID); err != nil {
 		return nil, subscriptionError(err)
@@ -245,6 +248,7 @@ func (s *Server) deleteSubscription(ctx context.Context, req *SubscriptionPath) 
 	return &NoContent{}, nil
 }
 
+// createSubscription serves POST /api/accounts/me/event-subscriptions: subscribe a URL to events.
 func (s *Server) createSubscription(ctx context.Context, req *CreateSubscriptionRequest) (*NewSubscription, error) {
 	row, secret, err := s.subscriptionService().Create(ctx, s.db, mustCaller(ctx).AccountID, subscriptions.New{
 		URL: req.URL, EventTypes: req.EventTypes, DomainFilter: req.DomainFilter, TagFilter: req.TagFilter, SigningSecret: req.SigningSecret,
@@ -255,6 +259,7 @@ func (s *Server) createSubscription(ctx context.Context, req *CreateSubscription
 	return &NewSubscription{Subscription: subscriptionFromRow(row), SigningSecret: secret}, nil
 }
 
+// updateSubscription serves PATCH /api/accounts/me/event-subscriptions/{id}: change an event subscription.
 func (s *Server) updateSubscription(ctx context.Context, req *UpdateSubscriptionRequest) (*Subscription, error) {
 	c := subscriptions.Change{URL: req.URL, Enabled: req.Enabled}
 	if req.EventTypes.Set {
@@ -287,6 +292,7 @@ func (o OptionalString) change() **string {
 	return &v
 }
 
+// testSubscription serves POST /api/accounts/me/event-subscriptions/{id}/test: send a signed test event now.
 func (s *Server) testSubscription(ctx context.Context, req *SubscriptionPath) (*SubscriptionTestResult, error) {
 	a, err := s.subscriptionService().Test(ctx, s.db, mustCaller(ctx).AccountID, req.ID, s.now())
 	if err != nil {

@@ -129,6 +129,28 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 		defer cancel()
 		_ = worker.Stop(stopCtx)
 	}()
+	if err := dnsFirstRound(ctx, env, srv, completed, q0, start); err != nil {
+		return err
+	}
+	ids, err := dnsSecondRound(ctx, env, srv, worker, completed, accountID)
+	if err != nil {
+		return err
+	}
+	checker := &domains.Checker{DB: env.Pool, Resolver: resolver, MTASTS: stsClient, Emitter: &events.Emitter{}, Fixes: deps.DNSFix, Logger: env.Logger}
+	if err := dnsRecommendationRounds(ctx, env, ids, checker); err != nil {
+		return err
+	}
+	auth, err := measureAuthRoute(ctx, env, 32, benchDuration())
+	if err != nil {
+		return err
+	}
+	fmt.Printf("baseline GET /api/accounts/me, 32 connections: %s\n", auth)
+	return nil
+}
+
+// dnsFirstRound waits for the first check of every domain (queued by its
+// creation, worked since start) and prints the round and the scores.
+func dnsFirstRound(ctx context.Context, env *benchEnv, srv *dnstest.Server, completed <-chan *river.Event, q0 int64, start time.Time) error {
 	first, err := waitJobs(ctx, completed, dnsBenchDomains)
 	if err != nil {
 		return err
@@ -141,51 +163,61 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	fmt.Printf("  %0.f domains scored, average score %.1f\n", scored, avg)
+	return nil
+}
 
+// dnsSecondRound changes some domains' SPF, re-checks every domain
+// through the workers and checks the change events; it returns the
+// domains' ids.
+func dnsSecondRound(ctx context.Context, env *benchEnv, srv *dnstest.Server, worker *river.Client[pgx.Tx], completed <-chan *river.Event, accountID string) ([]uuid.UUID, error) {
 	// Round 2: change SPF on some domains, then re-check every domain as
 	// the periodic scheduler would (here all at once).
 	for i := range dnsBenchChanged {
 		if err := srv.Set(fmt.Sprintf("d%d.bench. TXT \"v=spf1 include:_spf.provider.bench -all\"\n", i)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	ids, err := benchDomainIDs(ctx, env)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	params := make([]river.InsertManyParams, len(ids))
 	for i, id := range ids {
 		params[i] = river.InsertManyParams{Args: domains.CheckArgs{DomainID: id}}
 	}
-	q0 = srv.Queries()
-	start = time.Now()
+	q0 := srv.Queries()
+	start := time.Now()
 	if _, err := worker.InsertMany(ctx, params); err != nil {
-		return err
+		return nil, err
 	}
 	second, err := waitJobs(ctx, completed, len(ids))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r2 := jobRound(second, time.Since(start), srv.Queries()-q0)
 	fmt.Printf("round 2 (re-checks, %d SPF changes):   %s\n", dnsBenchChanged, r2)
 
 	var changed, history int
 	if err := env.Pool.QueryRow(ctx, "SELECT count(*) FROM events WHERE account_id = $1 AND event_type = 'dns_record_changed'", accountID).Scan(&changed); err != nil {
-		return err
+		return nil, err
 	}
 	if err := env.Pool.QueryRow(ctx, "SELECT count(*) FROM domain_health_history").Scan(&history); err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Printf("  dns_record_changed events: %d (expected %d); health history rows: %d\n", changed, dnsBenchChanged, history)
 	if changed != dnsBenchChanged {
-		return fmt.Errorf("expected %d dns_record_changed events, got %d", dnsBenchChanged, changed)
+		return nil, fmt.Errorf("expected %d dns_record_changed events, got %d", dnsBenchChanged, changed)
 	}
+	return ids, nil
+}
 
+// dnsRecommendationRounds re-checks every domain directly, without and
+// with the recommendations recomputed, and prints what they cost.
+func dnsRecommendationRounds(ctx context.Context, env *benchEnv, ids []uuid.UUID, checker *domains.Checker) error {
 	// Rounds 3 and 4: the same re-checks (nothing changed), called
 	// directly at the workers' concurrency, without and with the DNS
 	// recommendations recomputed after each check, to show what the
 	// recomputation costs.
-	checker := &domains.Checker{DB: env.Pool, Resolver: resolver, MTASTS: stsClient, Emitter: &events.Emitter{}, Fixes: deps.DNSFix, Logger: env.Logger}
 	r3, err := checkRound(ctx, env, ids, checker.CheckAndApply)
 	if err != nil {
 		return err
@@ -198,12 +230,6 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 	fmt.Printf("round 4 (re-checks with recommendations): %s\n", r4)
 	rate := func(r dnsRound) float64 { return float64(r.n) / r.elapsed.Seconds() }
 	fmt.Printf("  with recommendations: %.2f of the rate without them\n", rate(r4)/rate(r3))
-
-	auth, err := measureAuthRoute(ctx, env, 32, benchDuration())
-	if err != nil {
-		return err
-	}
-	fmt.Printf("baseline GET /api/accounts/me, 32 connections: %s\n", auth)
 	return nil
 }
 
