@@ -24,6 +24,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -62,7 +63,7 @@ func TestProviderIngressTenantIsolation(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	worker, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{Concurrency: 4, Queues: []string{jobs.QueueDefault}})
+	worker, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{Concurrency: 4, Queues: []string{queues.Default}})
 	require.NoError(t, err)
 	finished, cancelSub := worker.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
 	t.Cleanup(cancelSub)

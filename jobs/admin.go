@@ -14,6 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/accounts"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/domains"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // Account deletion and the maintenance tasks an admin runs now
@@ -93,7 +94,7 @@ var activeStates = []rivertype.JobState{
 // task already queued or running is not queued twice (its job is
 // returned), and the periodic schedule's own uniqueness is not in the way.
 func RunNowOpts() *river.InsertOpts {
-	return &river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByState: activeStates}}
+	return &river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByState: activeStates}}
 }
 
 // QueueVacuumAfter is how long a finished River job (completed, cancelled
@@ -112,7 +113,7 @@ func (QueueVacuumArgs) Kind() string { return "queue_vacuum" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (QueueVacuumArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance}
+	return river.InsertOpts{Queue: queues.Maintenance}
 }
 
 // QueueVacuumWorker works QueueVacuumArgs.

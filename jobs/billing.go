@@ -13,6 +13,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/plans"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // stripeLinkWait is how long an event whose Stripe customer is not linked
@@ -97,7 +98,7 @@ func (BillingGraceArgs) Kind() string { return "billing_grace" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (BillingGraceArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 5 * time.Minute}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 5 * time.Minute}}
 }
 
 // BillingGraceWorker works BillingGraceArgs.
@@ -139,7 +140,7 @@ func (StripeEventPruneArgs) Kind() string { return "stripe_event_prune" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (StripeEventPruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 // StripeEventPruneWorker works StripeEventPruneArgs.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/plans"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // defaultEventRetentionDays applies when Deps.Config is nil (tests, tools).
@@ -23,7 +24,7 @@ func (EventPruneArgs) Kind() string { return "event_prune" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (EventPruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 30 * time.Minute}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 30 * time.Minute}}
 }
 
 // EventPruneWorker works EventPruneArgs.

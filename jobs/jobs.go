@@ -25,16 +25,8 @@ import (
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/logthrottle"
 	"github.com/mailwatch/mailwatch/internal/notify"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
-)
-
-// Queue names. Each role can be scaled on its own; a worker process works
-// every queue unless told otherwise.
-const (
-	QueueDefault     = river.QueueDefault
-	QueueMaintenance = "maintenance"
-	QueueWebhooks    = "webhooks"
-	QueueDNS         = "dns"
 )
 
 // MaxJobTimeout is the longest any job kind may run before River cancels
@@ -57,9 +49,6 @@ const riverLogEvery = 30 * time.Second
 // job ends within MaxJobTimeout. A dead worker's jobs are retried after it
 // plus up to River's 30 s rescuer interval.
 const DefaultRescueAfter = MaxJobTimeout + rescueMargin
-
-// AllQueues lists every queue a worker works by default.
-var AllQueues = []string{QueueDefault, QueueMaintenance, QueueWebhooks, QueueDNS}
 
 // Deps is what workers need.
 type Deps struct {
@@ -104,7 +93,7 @@ type Options struct {
 	// WithPeriodic enables the periodic jobs (every worker process may set
 	// it; River elects one leader to enqueue them).
 	WithPeriodic bool
-	// Queues limits the queues worked; empty means AllQueues.
+	// Queues limits the queues worked; empty means queues.All.
 	Queues []string
 	// WebhookConcurrency is MaxWorkers of the webhooks queue; pushes are
 	// I/O-bound, so it is sized apart from the rest. Zero means Concurrency.
@@ -177,17 +166,17 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 	}
 	if opts.Concurrency > 0 {
 		cfg.FetchPollInterval = 200 * time.Millisecond
-		queues := opts.Queues
-		if len(queues) == 0 {
-			queues = AllQueues
+		worked := opts.Queues
+		if len(worked) == 0 {
+			worked = queues.All
 		}
 		cfg.Queues = map[string]river.QueueConfig{}
-		for _, q := range queues {
+		for _, q := range worked {
 			n := opts.Concurrency
 			switch q {
-			case QueueMaintenance:
+			case queues.Maintenance:
 				n = min(n, 4)
-			case QueueWebhooks:
+			case queues.Webhooks:
 				if opts.WebhookConcurrency > 0 {
 					n = opts.WebhookConcurrency
 				}
@@ -219,7 +208,7 @@ func (UsagePruneArgs) Kind() string { return "usage_prune" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (UsagePruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 // UsagePruneWorker works UsagePruneArgs.

@@ -16,6 +16,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/notify"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // Notification mail (internal/notify): alerts at once, a daily digest of
@@ -161,7 +162,7 @@ func (DigestScheduleArgs) Kind() string { return "notify_digest_schedule" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (DigestScheduleArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 // DigestScheduleWorker works DigestScheduleArgs.

@@ -24,6 +24,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/notify/smtptest"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // notifyEnv is a fresh database, a River client working the default and
@@ -51,7 +52,7 @@ func newNotifyEnv(t *testing.T, relayAddr string, now time.Time) *notifyEnv {
 	if !now.IsZero() {
 		deps.Now = func() time.Time { return now }
 	}
-	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDefault, QueueMaintenance}})
+	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{queues.Default, queues.Maintenance}})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, client.Start(ctx))

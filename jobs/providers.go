@@ -20,6 +20,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // SpikeCheckInterval is how often the spike scheduler enqueues a check of
@@ -95,7 +96,7 @@ func (MessageSpikeScheduleArgs) Kind() string { return "message_spike_schedule" 
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (MessageSpikeScheduleArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: SpikeCheckInterval / 2}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: SpikeCheckInterval / 2}}
 }
 
 // ProviderPayloadPruneArgs deletes normalised payloads after a week.
@@ -106,7 +107,7 @@ func (ProviderPayloadPruneArgs) Kind() string { return "provider_payload_prune" 
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (ProviderPayloadPruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 func addProviderWorkers(w *river.Workers, deps Deps) {

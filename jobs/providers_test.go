@@ -22,6 +22,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/esp/ses/snstest"
 	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // TestProviderJobsOnRiver works the provider jobs with a real River client:
@@ -33,7 +34,7 @@ func TestProviderJobsOnRiver(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	sns := snstest.New(t)
 	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SNSClient: ses.AWSOnlyClient(sns.Client())}
-	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDefault, QueueMaintenance}})
+	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{queues.Default, queues.Maintenance}})
 	require.NoError(t, err)
 	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
 	t.Cleanup(cancel)
@@ -176,7 +177,7 @@ func TestProviderPayloadJobIsolatesPayloads(t *testing.T) {
 	t.Parallel()
 	pool, _ := dbtest.NewDB(t)
 	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	client, err := NewClient(deps, Options{Concurrency: 2, Queues: []string{QueueDefault}})
+	client, err := NewClient(deps, Options{Concurrency: 2, Queues: []string{queues.Default}})
 	require.NoError(t, err)
 	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
 	t.Cleanup(cancel)

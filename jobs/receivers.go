@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 )
 
@@ -41,7 +42,7 @@ func (ReceiverExpireArgs) Kind() string { return "receiver_expire" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (ReceiverExpireArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Minute}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Minute}}
 }
 
 // ReceiverExpireWorker works ReceiverExpireArgs.

@@ -13,6 +13,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
 
@@ -83,7 +84,7 @@ func (ReportReparseArgs) Kind() string { return "report_reparse" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (ReportReparseArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance}
+	return river.InsertOpts{Queue: queues.Maintenance}
 }
 
 // ReportReparseWorker works ReportReparseArgs.
@@ -129,7 +130,7 @@ func (ReportRawPruneArgs) Kind() string { return "report_raw_prune" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (ReportRawPruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 // ReportRawPruneWorker works ReportRawPruneArgs.
@@ -162,7 +163,7 @@ func (ReportAddressMintArgs) Kind() string { return "reporting_address_mint" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (ReportAddressMintArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 // ReportAddressMintWorker works ReportAddressMintArgs.

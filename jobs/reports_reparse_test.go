@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
 
@@ -23,7 +24,7 @@ func startReportWorkers(t *testing.T) *workerBundle {
 	t.Helper()
 	pool, _ := dbtest.NewDB(t)
 	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDefault, QueueMaintenance}})
+	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{queues.Default, queues.Maintenance}})
 	require.NoError(t, err)
 	ch, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
 	t.Cleanup(cancel)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/identity"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 func addSigningKeyWorkers(w *river.Workers, deps Deps) {
@@ -41,7 +42,7 @@ func (SigningKeyRotateArgs) Kind() string { return "signing_key_rotate" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (SigningKeyRotateArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 10 * time.Minute}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 10 * time.Minute}}
 }
 
 // SigningKeyRotateWorker works SigningKeyRotateArgs.

@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -215,7 +216,7 @@ func benchProviderWorker(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	worker, err := jobs.NewClient(jobs.Deps{Pool: env.Pool, Logger: env.Logger}, jobs.Options{
-		Concurrency: benchProviderWorkerNumber, FetchCooldown: 10 * time.Millisecond, Queues: []string{jobs.QueueDefault},
+		Concurrency: benchProviderWorkerNumber, FetchCooldown: 10 * time.Millisecond, Queues: []string{queues.Default},
 	})
 	if err != nil {
 		return err
