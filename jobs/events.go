@@ -9,27 +9,14 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/plans"
-	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // defaultEventRetentionDays applies when Deps.Config is nil (tests, tools).
 const defaultEventRetentionDays = 90
 
-// EventPruneArgs deletes events older than EVENT_RETENTION_DAYS, or than
-// the account's plan's shorter retention, keeping unacknowledged alerts.
-type EventPruneArgs struct{}
-
-// Kind implements river.JobArgs.
-func (EventPruneArgs) Kind() string { return "event_prune" }
-
-// InsertOpts implements river.JobArgsWithInsertOpts.
-func (EventPruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 30 * time.Minute}}
-}
-
-// EventPruneWorker works EventPruneArgs.
+// EventPruneWorker works events.PruneArgs.
 type EventPruneWorker struct {
-	river.WorkerDefaults[EventPruneArgs]
+	river.WorkerDefaults[events.PruneArgs]
 	deps Deps
 }
 
@@ -38,11 +25,13 @@ func NewEventPruneWorker(deps Deps) *EventPruneWorker { return &EventPruneWorker
 
 // Timeout implements river.Worker: a large backlog is drained in batches,
 // and a run cut short is finished by the next one.
-func (w *EventPruneWorker) Timeout(*river.Job[EventPruneArgs]) time.Duration { return 10 * time.Minute }
+func (w *EventPruneWorker) Timeout(*river.Job[events.PruneArgs]) time.Duration {
+	return 10 * time.Minute
+}
 
 // Work deletes, in batches of events.PruneBatchSize, every event created
 // before the retention cutoff except unacknowledged alerts.
-func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[EventPruneArgs]) error {
+func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[events.PruneArgs]) error {
 	now := time.Now
 	if w.deps.Now != nil {
 		now = w.deps.Now
@@ -89,7 +78,7 @@ func addEventWorkers(w *river.Workers, deps Deps) {
 func eventPeriodicJobs(deps Deps) []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
-			return EventPruneArgs{}, nil
+			return events.PruneArgs{}, nil
 		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "event_prune"}),
 	}
 }

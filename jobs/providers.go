@@ -38,41 +38,6 @@ const spikeScheduleBatch = 10000
 // PROVIDER_WEBHOOK_MAX_AGE is bounded by (esp.MaxAgeLimit).
 const providerPayloadRetention = esp.ReplayRetention
 
-// ProviderPayloadArgs normalises stored provider webhook payloads: the
-// ingress stores a batch of concurrent requests in one transaction and
-// queues one job for the batch (PayloadIDs); PayloadID names a single one
-// (jobs queued before batching, and tests).
-type ProviderPayloadArgs struct {
-	PayloadID  uuid.UUID   `json:"payload_id,omitzero"`
-	PayloadIDs []uuid.UUID `json:"payload_ids,omitempty"`
-}
-
-// ids lists every payload the job normalises.
-func (a ProviderPayloadArgs) ids() []uuid.UUID {
-	if a.PayloadID == uuid.Nil {
-		return a.PayloadIDs
-	}
-	return append([]uuid.UUID{a.PayloadID}, a.PayloadIDs...)
-}
-
-// Kind implements river.JobArgs.
-func (ProviderPayloadArgs) Kind() string { return "provider_payload" }
-
-// InsertOpts implements river.JobArgsWithInsertOpts.
-func (ProviderPayloadArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 10} }
-
-// SNSConfirmArgs confirms an SNS subscription (the SubscribeURL of a
-// stored, verified SubscriptionConfirmation).
-type SNSConfirmArgs struct {
-	PayloadID uuid.UUID `json:"payload_id"`
-}
-
-// Kind implements river.JobArgs.
-func (SNSConfirmArgs) Kind() string { return "sns_subscription_confirm" }
-
-// InsertOpts implements river.JobArgsWithInsertOpts.
-func (SNSConfirmArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 8} }
-
 // MessageSpikeCheckArgs evaluates a domain's bounce and complaint rates.
 type MessageSpikeCheckArgs struct {
 	DomainID uuid.UUID `json:"domain_id"`
@@ -129,9 +94,9 @@ func providerPeriodicJobs(Deps) []*river.PeriodicJob {
 	}
 }
 
-// ProviderPayloadWorker works ProviderPayloadArgs.
+// ProviderPayloadWorker works providers.PayloadArgs.
 type ProviderPayloadWorker struct {
-	river.WorkerDefaults[ProviderPayloadArgs]
+	river.WorkerDefaults[providers.PayloadArgs]
 	deps Deps
 }
 
@@ -142,13 +107,13 @@ type ProviderPayloadWorker struct {
 // of their own, later, until they are given up. Only a failure of the
 // transaction itself fails the job, and a retry of the whole job changes
 // nothing twice (normalising is idempotent).
-func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[ProviderPayloadArgs]) error {
+func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[providers.PayloadArgs]) error {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
 		return err
 	}
 	return dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		res, err := providers.ProcessPayloads(ctx, tx, job.Args.ids(), w.deps.domainNow())
+		res, err := providers.ProcessPayloads(ctx, tx, job.Args.IDs(), w.deps.domainNow())
 		if err != nil {
 			return err
 		}
@@ -159,7 +124,7 @@ func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[Provide
 		if retry := res.Retry(); len(retry) > 0 {
 			// ScheduledAt is compared with the database's clock, not Deps.Now.
 			opts := &river.InsertOpts{ScheduledAt: time.Now().Add(res.RetryDelay())}
-			if _, err := client.InsertTx(ctx, tx, ProviderPayloadArgs{PayloadIDs: retry}, opts); err != nil {
+			if _, err := client.InsertTx(ctx, tx, providers.PayloadArgs{PayloadIDs: retry}, opts); err != nil {
 				return fmt.Errorf("error queueing failed payloads again: %w", err)
 			}
 		}
@@ -208,19 +173,21 @@ func ScheduleSpikeChecks(ctx context.Context, tx pgx.Tx, client *river.Client[pg
 	return len(ids), nil
 }
 
-// SNSConfirmWorker works SNSConfirmArgs.
+// SNSConfirmWorker works providers.SNSConfirmArgs.
 type SNSConfirmWorker struct {
-	river.WorkerDefaults[SNSConfirmArgs]
+	river.WorkerDefaults[providers.SNSConfirmArgs]
 	deps Deps
 }
 
 // Timeout implements river.Worker.
-func (w *SNSConfirmWorker) Timeout(*river.Job[SNSConfirmArgs]) time.Duration { return 30 * time.Second }
+func (w *SNSConfirmWorker) Timeout(*river.Job[providers.SNSConfirmArgs]) time.Duration {
+	return 30 * time.Second
+}
 
 // Work visits the SubscribeURL through the AWS-only, SSRF-guarded client
 // and marks the payload processed. A payload or provider deleted since is
 // nothing to do.
-func (w *SNSConfirmWorker) Work(ctx context.Context, job *river.Job[SNSConfirmArgs]) error {
+func (w *SNSConfirmWorker) Work(ctx context.Context, job *river.Job[providers.SNSConfirmArgs]) error {
 	if w.deps.SNSClient == nil {
 		return river.JobCancel(errors.New("no SNS client configured"))
 	}

@@ -68,7 +68,7 @@ func TestProviderJobsOnRiver(t *testing.T) {
 	exec(`INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body) VALUES ($1, $2, $3, 'token:t', '\x00', $4)`,
 		payload, provider, account, corpus.Read(t, "esp/mailgun-permanent_failure.json"))
 
-	_, err = client.Insert(ctx, ProviderPayloadArgs{PayloadID: payload}, nil)
+	_, err = client.Insert(ctx, providers.PayloadArgs{PayloadID: payload}, nil)
 	require.NoError(t, err)
 	waitKind("provider_payload")
 	var n int
@@ -88,7 +88,7 @@ func TestProviderJobsOnRiver(t *testing.T) {
 	exec(`INSERT INTO sending_providers (id, account_id, kind, label, secret_ciphertext, secret_key_id) VALUES ($1, $2, 'ses', 'ses', '\x00', 'k')`, sesProvider, account)
 	exec(`INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body) VALUES ($1, $2, $3, 'sns:c', '\x00', $4)`,
 		confirm, sesProvider, account, sns.SubscriptionConfirmation("arn:aws:sns:us-east-1:123456789012:t", "tok-9"))
-	_, err = client.Insert(ctx, SNSConfirmArgs{PayloadID: confirm}, nil)
+	_, err = client.Insert(ctx, providers.SNSConfirmArgs{PayloadID: confirm}, nil)
 	require.NoError(t, err)
 	waitKind("sns_subscription_confirm")
 	require.Equal(t, []string{"tok-9"}, sns.Confirmed())
@@ -227,7 +227,7 @@ func TestProviderPayloadJobIsolatesPayloads(t *testing.T) {
 		payload(victim, victimProvider, "token:v2", corpus.Read(t, "esp/mailgun-delivered.json")),
 		payload(victim, victimProvider, "token:v3", corpus.Read(t, "esp/mailgun-complained.json")),
 	}
-	job, err := client.Insert(ctx, ProviderPayloadArgs{PayloadIDs: ids}, nil)
+	job, err := client.Insert(ctx, providers.PayloadArgs{PayloadIDs: ids}, nil)
 	require.NoError(t, err)
 	for ev := range done {
 		if ev.Job.ID == job.Job.ID {

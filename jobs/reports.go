@@ -73,30 +73,16 @@ func (w *ReportParseWorker) Work(ctx context.Context, job *river.Job[reports.Par
 	return nil
 }
 
-// ReportReparseArgs parses again every failed report whose raw bytes are
-// kept (the maintenance task reparse-reports, after an upgrade whose parser
-// reads more): each goes back to pending with a report_parse job of its
-// own, reports.RequeueBatch per transaction.
-type ReportReparseArgs struct{}
-
-// Kind implements river.JobArgs.
-func (ReportReparseArgs) Kind() string { return "report_reparse" }
-
-// InsertOpts implements river.JobArgsWithInsertOpts.
-func (ReportReparseArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queues.Maintenance}
-}
-
-// ReportReparseWorker works ReportReparseArgs.
+// ReportReparseWorker works reports.ReparseArgs.
 type ReportReparseWorker struct {
-	river.WorkerDefaults[ReportReparseArgs]
+	river.WorkerDefaults[reports.ReparseArgs]
 	deps Deps
 }
 
 // Work walks the failed reports once, in (domain, id) order. It is
 // idempotent: a report it moved is pending (its parse queued) or parsed,
 // so a second run, or a rescued one, queues only reports still failed.
-func (w *ReportReparseWorker) Work(ctx context.Context, _ *river.Job[ReportReparseArgs]) error {
+func (w *ReportReparseWorker) Work(ctx context.Context, _ *river.Job[reports.ReparseArgs]) error {
 	svc := ReportService(w.deps)
 	var cursor reports.RequeueCursor
 	queued := 0

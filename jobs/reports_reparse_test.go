@@ -86,12 +86,12 @@ func TestReportReparseJob(t *testing.T) {
 	insertFailedReport(t, b.pool, d.AccountID, d.ID, parseableReport("b"))
 	broken := insertFailedReport(t, b.pool, d.AccountID, d.ID, []byte("<feedback><oops"))
 
-	b.run(t, ReportReparseArgs{})
+	b.run(t, reports.ReparseArgs{})
 	b.waitFor(t, 2, "SELECT count(*) FROM report_messages WHERE domain_id = $1 AND status = 'accepted' AND raw IS NULL", d.ID)
 	b.waitFor(t, 1, "SELECT count(*) FROM report_messages WHERE id = $1 AND status = 'failed' AND raw IS NOT NULL", broken)
 	b.waitFor(t, 3, "SELECT count(*) FROM river_job WHERE kind = 'report_parse' AND state = 'completed'")
 
-	b.run(t, ReportReparseArgs{})
+	b.run(t, reports.ReparseArgs{})
 	b.waitFor(t, 4, "SELECT count(*) FROM river_job WHERE kind = 'report_parse' AND state = 'completed'")
 	var outputs []string
 	rows, err := b.pool.Query(context.Background(), "SELECT metadata->>'output' FROM river_job WHERE kind = 'report_reparse' ORDER BY id")

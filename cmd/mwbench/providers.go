@@ -83,7 +83,7 @@ func benchProviders(ctx context.Context, env *benchEnv) error {
 		meter.perRequest(c0, c1, ingress.Requests), min(used, len(feed.presigned)), len(feed.presigned), inline)
 	fmt.Printf("ratio      ingress / auth baseline              %.2f  (target >= 0.50)\n", ingress.RPS()/auth.RPS())
 	var batches int
-	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, jobs.ProviderPayloadArgs{}.Kind()).Scan(&batches); err != nil {
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, providers.PayloadArgs{}.Kind()).Scan(&batches); err != nil {
 		return err
 	}
 	fmt.Printf("           %d River jobs for the stored payloads: %.1f payloads per ingress transaction\n",
