@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"time"
+
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 )
@@ -39,3 +41,25 @@ func (SNSConfirmArgs) Kind() string { return "sns_subscription_confirm" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (SNSConfirmArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 8} }
+
+// SpikeCheckInterval is how often the spike scheduler
+// (jobs.MessageSpikeScheduleWorker) enqueues a check of every domain that
+// got message events since its previous runs. Checking
+// from a schedule rather than from each normalisation job keeps the hot
+// path free of a per-domain unique insert that concurrent jobs would queue
+// on.
+const SpikeCheckInterval = 30 * time.Second
+
+// SpikeCheckArgs evaluates a domain's bounce and complaint rates.
+type SpikeCheckArgs struct {
+	DomainID uuid.UUID `json:"domain_id"`
+}
+
+// Kind implements river.JobArgs.
+func (SpikeCheckArgs) Kind() string { return "message_spike_check" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts: at most one check
+// per domain per SpikeCheckInterval.
+func (SpikeCheckArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 5, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: SpikeCheckInterval}}
+}
