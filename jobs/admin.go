@@ -29,8 +29,8 @@ type AccountDeleteWorker struct {
 	deps Deps
 }
 
-// AccountDeleteOutput is the job's River output.
-type AccountDeleteOutput struct {
+// accountDeleteOutput is the job's River output.
+type accountDeleteOutput struct {
 	Done bool             `json:"done"`
 	Rows map[string]int64 `json:"rows"`
 }
@@ -49,7 +49,7 @@ func (w *AccountDeleteWorker) Work(ctx context.Context, job *river.Job[accounts.
 	if err != nil {
 		return err
 	}
-	if err := river.RecordOutput(ctx, AccountDeleteOutput{Done: res.Done, Rows: res.Rows}); err != nil {
+	if err := river.RecordOutput(ctx, accountDeleteOutput{Done: res.Done, Rows: res.Rows}); err != nil {
 		return fmt.Errorf("error recording job output: %w", err)
 	}
 	if !res.Done {

@@ -61,7 +61,7 @@ func (d Deps) domainLogger() *slog.Logger {
 // domainChecker is the domains.Checker of a worker.
 func (d Deps) domainChecker() *domains.Checker {
 	return &domains.Checker{
-		DB: d.Pool, Resolver: d.Resolver, MTASTS: d.MTASTSClient, Signer: ReportService(d).Signer,
+		DB: d.Pool, Resolver: d.Resolver, MTASTS: d.MTASTSClient, Signer: reportService(d).Signer,
 		Emitter: &events.Emitter{}, Fixes: d.DNSFix, Logger: d.domainLogger(), Now: d.domainNow,
 	}
 }

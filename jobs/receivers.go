@@ -7,7 +7,6 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 )
@@ -71,13 +70,4 @@ func (w *ReceiverExpireWorker) Work(ctx context.Context, job *river.Job[Receiver
 			slog.Int64("numbers_released", res.Released), slog.Int64("marked", res.Marked), slog.Int64("purged", res.Purged))
 	}
 	return nil
-}
-
-// ExpireResult counts what one expiry run changed.
-type ExpireResult = receivers.ExpireResult
-
-// ExpireReceivers is the expiry run at time now, on any executor
-// (receivers.Expire).
-func ExpireReceivers(ctx context.Context, db dbsqlc.DBTX, now time.Time) (ExpireResult, error) {
-	return receivers.Expire(ctx, db, now)
 }

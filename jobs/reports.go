@@ -12,7 +12,6 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/domains"
-	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
@@ -59,7 +58,7 @@ func (w *ReportParseWorker) Timeout(*river.Job[reports.ParseArgs]) time.Duration
 // their reason by reports.Service.Parse and end the job; a report that no
 // longer exists cancels it; anything else is retried.
 func (w *ReportParseWorker) Work(ctx context.Context, job *river.Job[reports.ParseArgs]) error {
-	svc := ReportService(w.deps)
+	svc := reportService(w.deps)
 	out, err := svc.Parse(ctx, job.Args.MessageID)
 	if errors.Is(err, reports.ErrNotFound) {
 		return river.JobCancel(err)
@@ -83,7 +82,7 @@ type ReportReparseWorker struct {
 // idempotent: a report it moved is pending (its parse queued) or parsed,
 // so a second run, or a rescued one, queues only reports still failed.
 func (w *ReportReparseWorker) Work(ctx context.Context, _ *river.Job[reports.ReparseArgs]) error {
-	svc := ReportService(w.deps)
+	svc := reportService(w.deps)
 	var cursor reports.RequeueCursor
 	queued := 0
 	for {
@@ -160,7 +159,7 @@ type ReportAddressMintWorker struct {
 
 // Work mints in batches of 500 domains; each mint is two idempotent inserts.
 func (w *ReportAddressMintWorker) Work(ctx context.Context, _ *river.Job[ReportAddressMintArgs]) error {
-	n, err := ReportService(w.deps).MintMissing(ctx, w.deps.Pool, 500)
+	n, err := reportService(w.deps).MintMissing(ctx, w.deps.Pool, 500)
 	if err != nil {
 		return err
 	}
@@ -168,26 +167,24 @@ func (w *ReportAddressMintWorker) Work(ctx context.Context, _ *river.Job[ReportA
 	return river.RecordOutput(ctx, map[string]int{"domains": n})
 }
 
-// ReportService is the reports capability over the workers' dependencies.
-func ReportService(deps Deps) *reports.Service {
-	svc := &reports.Service{
-		DB: deps.Pool, Emitter: &events.Emitter{}, Resolver: deps.Resolver, Logger: deps.Logger, Now: deps.Now,
-		// A new aggregate report moves the DMARC pass rate that caps the
-		// health score: recompute it.
-		AfterAggregate: func(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error {
-			client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-			if err != nil {
-				return nil // outside a worker (tests, tools): nothing to queue with
-			}
-			_, err = client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil)
-			return err
-		},
+// reportService is the reports capability over the workers'
+// dependencies.
+func reportService(deps Deps) *reports.Service {
+	inbound := ""
+	if deps.Config != nil {
+		inbound = deps.Config.InboundDomain
 	}
-	if deps.Keyring != nil {
-		svc.Signer = &reports.Signer{Keyring: deps.Keyring}
-		if deps.Config != nil {
-			svc.Signer.Domain = deps.Config.InboundDomain
+	svc := reports.NewService(deps.Pool, deps.Keyring, inbound)
+	svc.Resolver, svc.Logger, svc.Now = deps.Resolver, deps.Logger, deps.Now
+	// A new aggregate report moves the DMARC pass rate that caps the
+	// health score: recompute it.
+	svc.AfterAggregate = func(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error {
+		client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+		if err != nil {
+			return nil // outside a worker (tests, tools): nothing to queue with
 		}
+		_, err = client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil)
+		return err
 	}
 	return svc
 }
