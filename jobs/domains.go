@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -92,10 +91,7 @@ func (w *DomainCheckWorker) Work(ctx context.Context, job *river.Job[domains.Che
 	if err != nil {
 		return fmt.Errorf("error reading domain: %w", err)
 	}
-	run, err := w.deps.domainChecker().Run(ctx, row, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	})
+	run, err := w.deps.domainChecker().Run(ctx, row, completeJob(job))
 	if errors.Is(err, domains.ErrDomainGone) {
 		return nil
 	}
@@ -122,11 +118,8 @@ type DomainHealthWorker struct {
 // Work recomputes the score in one transaction that also completes the
 // job.
 func (w *DomainHealthWorker) Work(ctx context.Context, job *river.Job[domains.HealthArgs]) error {
-	err := dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := domains.Score(ctx, tx, &events.Emitter{}, job.Args.DomainID, w.deps.domainNow()); err != nil {
-			return err
-		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+	err := completeInTx(ctx, w.deps.Pool, job, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := domains.Score(ctx, tx, &events.Emitter{}, job.Args.DomainID, w.deps.domainNow())
 		return err
 	})
 	if errors.Is(err, domains.ErrDomainGone) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -84,7 +83,7 @@ func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[provide
 	if err != nil {
 		return err
 	}
-	return dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
+	return completeInTx(ctx, w.deps.Pool, job, func(ctx context.Context, tx pgx.Tx) error {
 		res, err := providers.ProcessPayloads(ctx, tx, job.Args.IDs(), w.deps.domainNow())
 		if err != nil {
 			return err
@@ -100,8 +99,7 @@ func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[provide
 				return fmt.Errorf("error queueing failed payloads again: %w", err)
 			}
 		}
-		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
+		return nil
 	})
 }
 
@@ -163,12 +161,9 @@ func (w *MessageSpikeCheckWorker) Work(ctx context.Context, job *river.Job[provi
 	if err != nil {
 		return err
 	}
-	return dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
+	return completeInTx(ctx, w.deps.Pool, job, func(ctx context.Context, tx pgx.Tx) error {
 		rescore := domains.HealthArgs{DomainID: job.Args.DomainID}
-		if _, err := providers.CheckMessageSpikes(ctx, tx, client, job.Args.DomainID, w.deps.domainNow(), rescore); err != nil {
-			return err
-		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		_, err := providers.CheckMessageSpikes(ctx, tx, client, job.Args.DomainID, w.deps.domainNow(), rescore)
 		return err
 	})
 }
