@@ -55,9 +55,7 @@ func (w *AccountDeleteWorker) Work(ctx context.Context, job *river.Job[accounts.
 	if !res.Done {
 		return river.JobSnooze(0)
 	}
-	if w.deps.Logger != nil {
-		w.deps.Logger.InfoContext(ctx, "account deleted", slog.String("account_id", job.Args.AccountID.String()))
-	}
+	w.deps.Logger.InfoContext(ctx, "account deleted", slog.String("account_id", job.Args.AccountID.String()))
 	return nil
 }
 

@@ -125,7 +125,7 @@ func TestStripeEventPrune(t *testing.T) {
 		old, stripeEventPruneBatch+3) // more than one batch
 	require.NoError(t, err)
 
-	w := &StripeEventPruneWorker{deps: Deps{Pool: pool, Now: func() time.Time { return now }}}
+	w := &StripeEventPruneWorker{deps: Deps{Pool: pool, Now: func() time.Time { return now }}.withDefaults()}
 	require.NoError(t, w.Work(ctx, &river.Job[StripeEventPruneArgs]{}))
 
 	rows, err := pool.Query(ctx, `SELECT id FROM stripe_events ORDER BY id`)

@@ -45,7 +45,7 @@ func (w *DNSFixApplyWorker) Work(ctx context.Context, job *river.Job[domains.Fix
 		return err
 	}
 	return domains.ApplyFix(ctx, w.deps.Pool, w.deps.DNSFix.Env, &events.Emitter{}, client, job.Args.RecommendationID,
-		job.Attempt >= job.MaxAttempts, w.deps.domainNow, completeJob(job))
+		job.Attempt >= job.MaxAttempts, w.deps.Now, completeJob(job))
 }
 
 // MXVerifyWorker works domains.MXVerifyArgs.
@@ -70,7 +70,7 @@ func (w *MXVerifyWorker) Work(ctx context.Context, job *river.Job[domains.MXVeri
 	if s.State == dnsfix.MXFailed {
 		return nil
 	}
-	_, err = dnsfix.VerifyMX(ctx, w.deps.Pool, w.deps.Resolver, &events.Emitter{}, w.deps.DNSFix.MX, s, w.deps.domainNow)
+	_, err = dnsfix.VerifyMX(ctx, w.deps.Pool, w.deps.Resolver, &events.Emitter{}, w.deps.DNSFix.MX, s, w.deps.Now)
 	if errors.Is(err, dnsfix.ErrNotFound) {
 		return nil
 	}

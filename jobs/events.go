@@ -21,7 +21,9 @@ type EventPruneWorker struct {
 }
 
 // NewEventPruneWorker returns the worker (tests run its Work directly).
-func NewEventPruneWorker(deps Deps) *EventPruneWorker { return &EventPruneWorker{deps: deps} }
+func NewEventPruneWorker(deps Deps) *EventPruneWorker {
+	return &EventPruneWorker{deps: deps.withDefaults()}
+}
 
 // Timeout implements river.Worker: a large backlog is drained in batches,
 // and a run cut short is finished by the next one.
@@ -32,19 +34,14 @@ func (w *EventPruneWorker) Timeout(*river.Job[events.PruneArgs]) time.Duration {
 // Work deletes, in batches of events.PruneBatchSize, every event created
 // before the retention cutoff except unacknowledged alerts.
 func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[events.PruneArgs]) error {
-	now := time.Now
-	if w.deps.Now != nil {
-		now = w.deps.Now
-	}
+	now := w.deps.Now
 	days := defaultEventRetentionDays
 	if w.deps.Config != nil && w.deps.Config.EventRetentionDays > 0 {
 		days = w.deps.Config.EventRetentionDays
 	}
 	cutoff := now().UTC().AddDate(0, 0, -days)
 	n, err := events.Prune(ctx, w.deps.Pool, cutoff, events.PruneBatchSize)
-	if w.deps.Logger != nil {
-		w.deps.Logger.InfoContext(ctx, "pruned events", slog.Int64("events", n), slog.Time("before", cutoff))
-	}
+	w.deps.Logger.InfoContext(ctx, "pruned events", slog.Int64("events", n), slog.Time("before", cutoff))
 	if err != nil {
 		return err
 	}
@@ -58,9 +55,7 @@ func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[events.Prune
 		}
 		planCutoff := now().UTC().AddDate(0, 0, -planDays)
 		n, err := events.PruneForPlan(ctx, w.deps.Pool, p.Name, def, planCutoff, events.PruneBatchSize)
-		if w.deps.Logger != nil {
-			w.deps.Logger.InfoContext(ctx, "pruned events", slog.String("plan", p.Name), slog.Int64("events", n), slog.Time("before", planCutoff))
-		}
+		w.deps.Logger.InfoContext(ctx, "pruned events", slog.String("plan", p.Name), slog.Int64("events", n), slog.Time("before", planCutoff))
 		if err != nil {
 			return err
 		}

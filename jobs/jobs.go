@@ -82,6 +82,18 @@ type Deps struct {
 	Mail *notify.Mailer
 }
 
+// withDefaults fills what a caller may leave unset, once for every
+// worker: the wall clock and a logger that discards.
+func (d Deps) withDefaults() Deps {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	return d
+}
+
 // Options tune a client.
 type Options struct {
 	// Concurrency is MaxWorkers per queue; zero makes an insert-only client.
@@ -102,6 +114,7 @@ type Options struct {
 
 // Workers returns every registered worker.
 func Workers(deps Deps) *river.Workers {
+	deps = deps.withDefaults()
 	w := river.NewWorkers()
 	river.AddWorker(w, &UsagePruneWorker{deps: deps})
 	addEventWorkers(w, deps)      // events.go
@@ -120,6 +133,7 @@ func Workers(deps Deps) *river.Workers {
 
 // PeriodicJobs returns the schedules a leader enqueues.
 func PeriodicJobs(deps Deps) []*river.PeriodicJob {
+	deps = deps.withDefaults()
 	out := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 			return UsagePruneArgs{}, nil
@@ -154,12 +168,14 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 		// default hour (JOB_RESCUE_AFTER).
 		RescueStuckJobsAfter: DefaultRescueAfter,
 	}
+	warn := deps.Logger != nil
+	deps = deps.withDefaults()
 	if deps.Config != nil && deps.Config.JobRescueAfter > 0 {
 		cfg.RescueStuckJobsAfter = deps.Config.JobRescueAfter
 	}
 	// River refuses a rescue delay shorter than the job timeout.
 	cfg.JobTimeout = min(MaxJobTimeout, cfg.RescueStuckJobsAfter)
-	if opts.Concurrency > 0 && cfg.RescueStuckJobsAfter < DefaultRescueAfter && deps.Logger != nil {
+	if opts.Concurrency > 0 && cfg.RescueStuckJobsAfter < DefaultRescueAfter && warn {
 		deps.Logger.Warn("JOB_RESCUE_AFTER is shorter than the longest job timeout plus 30 s: jobs are cut off at it, "+
 			"and a job still finishing when it passes may be rescued and run twice",
 			slog.Duration("job_rescue_after", cfg.RescueStuckJobsAfter), slog.Duration("safe_minimum", DefaultRescueAfter))
@@ -220,10 +236,7 @@ type UsagePruneWorker struct {
 // Work deletes usage rows older than the retention, then revoked keys that
 // no usage row refers to any more.
 func (w *UsagePruneWorker) Work(ctx context.Context, job *river.Job[UsagePruneArgs]) error {
-	now := time.Now
-	if w.deps.Now != nil {
-		now = w.deps.Now
-	}
+	now := w.deps.Now
 	cutoff := now().UTC().Add(-usageRetention)
 	rows, err := pruneUsage(ctx, w.deps.Pool, cutoff)
 	if err != nil {

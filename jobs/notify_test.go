@@ -260,7 +260,7 @@ func TestDigest(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond)
 
 	// The day is recorded: working its job again mails nothing more.
-	w := &DigestWorker{deps: Deps{Pool: e.pool, Mail: &notify.Mailer{Relay: mustRelay(t, srv.Addr()), From: "a@mailwatch.test"}}}
+	w := &DigestWorker{deps: Deps{Pool: e.pool, Mail: &notify.Mailer{Relay: mustRelay(t, srv.Addr()), From: "a@mailwatch.test"}}.withDefaults()}
 	require.NoError(t, w.Work(ctx, &river.Job[DigestArgs]{Args: DigestArgs{AccountID: e.account, Day: "2026-11-23"}}))
 	require.Len(t, srv.Messages(), 1)
 	// Without the record it would have sent one (the check above can fail).

@@ -84,12 +84,12 @@ func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[provide
 		return err
 	}
 	return completeInTx(ctx, w.deps.Pool, job, func(ctx context.Context, tx pgx.Tx) error {
-		res, err := providers.ProcessPayloads(ctx, tx, job.Args.IDs(), w.deps.domainNow())
+		res, err := providers.ProcessPayloads(ctx, tx, job.Args.IDs(), w.deps.Now())
 		if err != nil {
 			return err
 		}
 		for _, f := range res.Failures {
-			w.deps.domainLogger().WarnContext(ctx, "provider payload failed to normalise", slog.String("payload_id", f.PayloadID.String()),
+			w.deps.Logger.WarnContext(ctx, "provider payload failed to normalise", slog.String("payload_id", f.PayloadID.String()),
 				slog.Int("attempts", f.Attempts), slog.Bool("given_up", f.GivenUp), slog.Any("error", f.Err))
 		}
 		if retry := res.Retry(); len(retry) > 0 {
@@ -118,7 +118,7 @@ func (w *MessageSpikeScheduleWorker) Work(ctx context.Context, _ *river.Job[Mess
 		return err
 	}
 	return dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := providers.ScheduleSpikeChecks(ctx, tx, client, w.deps.domainNow().Add(-2*providers.SpikeCheckInterval))
+		_, err := providers.ScheduleSpikeChecks(ctx, tx, client, w.deps.Now().Add(-2*providers.SpikeCheckInterval))
 		return err
 	})
 }
@@ -141,7 +141,7 @@ func (w *SNSConfirmWorker) Work(ctx context.Context, job *river.Job[providers.SN
 	if w.deps.SNSClient == nil {
 		return river.JobCancel(errors.New("no SNS client configured"))
 	}
-	err := providers.ConfirmSNSPayload(ctx, w.deps.Pool, w.deps.SNSClient, job.Args.PayloadID, w.deps.domainNow())
+	err := providers.ConfirmSNSPayload(ctx, w.deps.Pool, w.deps.SNSClient, job.Args.PayloadID, w.deps.Now())
 	if errors.Is(err, providers.ErrUnreadablePayload) {
 		return river.JobCancel(err)
 	}
@@ -163,7 +163,7 @@ func (w *MessageSpikeCheckWorker) Work(ctx context.Context, job *river.Job[provi
 	}
 	return completeInTx(ctx, w.deps.Pool, job, func(ctx context.Context, tx pgx.Tx) error {
 		rescore := domains.HealthArgs{DomainID: job.Args.DomainID}
-		_, err := providers.CheckMessageSpikes(ctx, tx, client, job.Args.DomainID, w.deps.domainNow(), rescore)
+		_, err := providers.CheckMessageSpikes(ctx, tx, client, job.Args.DomainID, w.deps.Now(), rescore)
 		return err
 	})
 }
@@ -176,7 +176,7 @@ type ProviderPayloadPruneWorker struct {
 
 // Work deletes processed payloads older than a week, in batches.
 func (w *ProviderPayloadPruneWorker) Work(ctx context.Context, _ *river.Job[ProviderPayloadPruneArgs]) error {
-	before := w.deps.domainNow().Add(-providerPayloadRetention)
+	before := w.deps.Now().Add(-providerPayloadRetention)
 	return deleteInBatches(5000, func(limit int32) (int64, error) {
 		return dbsqlc.New().ProviderPayloadDeleteProcessedBefore(ctx, w.deps.Pool, dbsqlc.ProviderPayloadDeleteProcessedBeforeParams{BeforeID: dbutil.UUIDv7Floor(before), Max: limit})
 	})

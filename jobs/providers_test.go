@@ -140,7 +140,7 @@ func TestProviderPayloadPruneByID(t *testing.T) {
 	oldOpen := payload("old-open", now.Add(-providerPayloadRetention-time.Hour), false)
 	newDone := payload("new-done", now.Add(-providerPayloadRetention+time.Minute), true)
 
-	w := &ProviderPayloadPruneWorker{deps: Deps{Pool: pool, Now: func() time.Time { return now }}}
+	w := &ProviderPayloadPruneWorker{deps: Deps{Pool: pool, Now: func() time.Time { return now }}.withDefaults()}
 	require.NoError(t, w.Work(ctx, &river.Job[ProviderPayloadPruneArgs]{}))
 	var left []uuid.UUID
 	rows, err := pool.Query(ctx, `SELECT id FROM provider_payloads ORDER BY id`)

@@ -57,10 +57,7 @@ func (w *ReceiverExpireWorker) Timeout(*river.Job[ReceiverExpireArgs]) time.Dura
 
 // Work releases, marks and purges.
 func (w *ReceiverExpireWorker) Work(ctx context.Context, job *river.Job[ReceiverExpireArgs]) error {
-	now := time.Now().UTC()
-	if w.deps.Now != nil {
-		now = w.deps.Now().UTC()
-	}
+	now := w.deps.Now().UTC()
 	res, err := receivers.Expire(ctx, w.deps.Pool, now)
 	if err != nil {
 		return err

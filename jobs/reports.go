@@ -126,10 +126,7 @@ type ReportRawPruneWorker struct {
 
 // Work drops the bytes in batches of 100 rows (each up to 15 MB).
 func (w *ReportRawPruneWorker) Work(ctx context.Context, _ *river.Job[ReportRawPruneArgs]) error {
-	now := time.Now
-	if w.deps.Now != nil {
-		now = w.deps.Now
-	}
+	now := w.deps.Now
 	cutoff := now().Add(-reports.FailedRawRetention)
 	n, err := reports.PruneFailedRaw(ctx, w.deps.Pool, cutoff, 100)
 	if err != nil {

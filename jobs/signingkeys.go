@@ -38,10 +38,7 @@ func (w *SigningKeyRotateWorker) Work(ctx context.Context, job *river.Job[identi
 	if w.deps.Keyring == nil {
 		return river.JobCancel(errors.New("no MAILWATCH_SECRET_KEY: signing keys cannot be sealed"))
 	}
-	now := time.Now
-	if w.deps.Now != nil {
-		now = w.deps.Now
-	}
+	now := w.deps.Now
 	every, ttl := identity.DefaultRotateEvery, identity.MaxTokenTTL
 	if c := w.deps.Config; c != nil {
 		if c.JWTKeyRotation > 0 {
