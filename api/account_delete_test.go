@@ -19,6 +19,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -112,7 +113,7 @@ func TestAccountDeleteRemovesEverything(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// The worker works the maintenance queue only: delivery jobs stay
 	// queued, so the purge has jobs to cancel.
-	worker, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{Concurrency: 4, Queues: []string{jobs.QueueMaintenance}})
+	worker, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{Concurrency: 4, Queues: []string{queues.Maintenance}})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -16,7 +16,9 @@ import (
 	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/events"
-	"github.com/mailwatch/mailwatch/jobs"
+	"github.com/mailwatch/mailwatch/internal/identity"
+	"github.com/mailwatch/mailwatch/internal/queues"
+	"github.com/mailwatch/mailwatch/internal/reports"
 )
 
 // AdminAccount is an account as an admin sees it.
@@ -97,12 +99,12 @@ type QueueStat struct {
 
 // maintenanceTasks maps a task name to its job.
 var maintenanceTasks = map[string]func() river.JobArgs{
-	"prune-events":         func() river.JobArgs { return jobs.EventPruneArgs{} },
+	"prune-events":         func() river.JobArgs { return events.PruneArgs{} },
 	"recheck-domains":      func() river.JobArgs { return domains.RecheckAllArgs{} },
 	"reconcile-deliveries": func() river.JobArgs { return deliveries.ReconcileArgs{} },
-	"vacuum-queues":        func() river.JobArgs { return jobs.QueueVacuumArgs{} },
-	"rotate-signing-keys":  func() river.JobArgs { return jobs.SigningKeyRotateArgs{Force: true} },
-	"reparse-reports":      func() river.JobArgs { return jobs.ReportReparseArgs{} },
+	"vacuum-queues":        func() river.JobArgs { return queues.VacuumArgs{} },
+	"rotate-signing-keys":  func() river.JobArgs { return identity.SigningKeyRotateArgs{Force: true} },
+	"reparse-reports":      func() river.JobArgs { return reports.ReparseArgs{} },
 }
 
 func (s *Server) adminRoutes() {
@@ -231,7 +233,7 @@ func (s *Server) runMaintenance(ctx context.Context, req *MaintenanceRequest) (*
 	}
 	args := mk()
 	return dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx dbutil.Tx) (*MaintenanceRun, error) {
-		res, err := s.deps.River.InsertTx(ctx, tx, args, jobs.RunNowOpts())
+		res, err := s.deps.River.InsertTx(ctx, tx, args, queues.RunNowOpts())
 		if err != nil {
 			return nil, err
 		}
@@ -248,7 +250,7 @@ func (s *Server) runMaintenance(ctx context.Context, req *MaintenanceRequest) (*
 }
 
 func (s *Server) queueStats(ctx context.Context, _ *emptyRequest) (*QueueStats, error) {
-	stats, err := jobs.QueueStats(ctx, s.db)
+	stats, err := queues.Stats(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}

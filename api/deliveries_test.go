@@ -18,6 +18,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
@@ -54,7 +55,7 @@ func setupWebhooks(t *testing.T) *webhookBundle {
 	worker, err := jobs.NewClient(jobs.Deps{
 		Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Keyring: keyring,
 		WebhookClient: webhook.NewClient(testGuard(t), webhook.ClientOptions{}),
-	}, jobs.Options{Concurrency: 10, Queues: []string{jobs.QueueWebhooks}})
+	}, jobs.Options{Concurrency: 10, Queues: []string{queues.Webhooks}})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -21,7 +21,6 @@ import (
 	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/webhook"
-	"github.com/mailwatch/mailwatch/jobs"
 )
 
 // ProviderConfig is a sending provider's verification material. Which
@@ -103,7 +102,7 @@ type ProviderIngressResult struct {
 // providerIngestJob is a stored payload's own job: an SNS subscription confirmation is confirmed at once, the rest wait for their batch.
 func providerIngestJob(in providers.Ingest, st providers.Stored) river.JobArgs {
 	if in.Verified.Confirmation {
-		return jobs.SNSConfirmArgs{PayloadID: st.PayloadID}
+		return providers.SNSConfirmArgs{PayloadID: st.PayloadID}
 	}
 	return nil // normalised with the rest of its batch (BatchJob)
 }
@@ -117,7 +116,7 @@ func (s *Server) providerRoutes() {
 	s.ingester = &providers.Ingester{
 		DB: s.db, River: s.deps.River,
 		JobFor:   providerIngestJob,
-		BatchJob: func(ids []uuid.UUID) river.JobArgs { return jobs.ProviderPayloadArgs{PayloadIDs: ids} },
+		BatchJob: func(ids []uuid.UUID) river.JobArgs { return providers.PayloadArgs{PayloadIDs: ids} },
 	}
 	if _, ok := s.db.(pgx.Tx); ok {
 		s.ingester.Flushers = 1 // tests: one transaction, one user at a time

@@ -24,6 +24,8 @@ import (
 
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -62,7 +64,7 @@ func TestProviderIngressTenantIsolation(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	worker, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{Concurrency: 4, Queues: []string{jobs.QueueDefault}})
+	worker, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{Concurrency: 4, Queues: []string{queues.Default}})
 	require.NoError(t, err)
 	finished, cancelSub := worker.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
 	t.Cleanup(cancelSub)
@@ -159,7 +161,7 @@ func TestProviderIngressTenantIsolation(t *testing.T) {
 	mixed := 0
 	for _, j := range all {
 		waiting[j.ID] = true
-		var a jobs.ProviderPayloadArgs
+		var a providers.PayloadArgs
 		require.NoError(t, json.Unmarshal(j.Args, &a))
 		tenants := map[string]bool{}
 		for _, id := range a.PayloadIDs {
@@ -175,7 +177,7 @@ func TestProviderIngressTenantIsolation(t *testing.T) {
 	t.Logf("%d requests, %d normalising jobs, %d of them with both tenants' payloads", len(reqs), len(all), mixed)
 	for len(waiting) > 0 {
 		ev := <-finished
-		if ev.Job.Kind == (jobs.ProviderPayloadArgs{}).Kind() {
+		if ev.Job.Kind == (providers.PayloadArgs{}).Kind() {
 			delete(waiting, ev.Job.ID)
 		}
 	}

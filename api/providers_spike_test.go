@@ -13,7 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailwatch/mailwatch/jobs"
+	"github.com/mailwatch/mailwatch/internal/domains"
+	"github.com/mailwatch/mailwatch/internal/providers"
 )
 
 // sendgridBatch builds a SendGrid Event Webhook body of n events.
@@ -101,13 +102,13 @@ func TestBounceSpikeFromRealisticStream(t *testing.T) {
 	// minute" is counted on that clock.
 	var txNow time.Time
 	require.NoError(t, tx.QueryRow(ctx, `SELECT now()`).Scan(&txNow))
-	n, err := jobs.ScheduleSpikeChecks(ctx, tx, client, txNow.Add(-time.Minute))
+	n, err := providers.ScheduleSpikeChecks(ctx, tx, client, txNow.Add(-time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	require.Equal(t, 3, b.count(t, `SELECT count(DISTINCT args->>'domain_id') FROM river_job WHERE kind = 'message_spike_check'`))
 	for round := 0; round < 2; round++ {
 		for domain := range sends {
-			_, err := jobs.CheckMessageSpikes(ctx, tx, client, domainID(domain), time.Now().Add(time.Second))
+			_, err := providers.CheckMessageSpikes(ctx, tx, client, domainID(domain), time.Now().Add(time.Second), domains.HealthArgs{DomainID: domainID(domain)})
 			require.NoError(t, err)
 		}
 	}

@@ -417,7 +417,7 @@ func TestSESOverSNSEndToEnd(t *testing.T) {
 	resp.JSON(t, &got)
 	require.Empty(t, sns.Confirmed(), "confirmation is a job, not inline")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river_job WHERE kind = 'sns_subscription_confirm'`))
-	require.NoError(t, jobs.ConfirmSNSPayload(context.Background(), b.db, ses.AWSOnlyClient(sns.Client()), uuid.MustParse(*got.PayloadID), time.Now()))
+	require.NoError(t, providers.ConfirmSNSPayload(context.Background(), b.db, ses.AWSOnlyClient(sns.Client()), uuid.MustParse(*got.PayloadID), time.Now()))
 	require.Equal(t, []string{"tok-1"}, sns.Confirmed())
 
 	bounce := string(corpus.Read(t, "esp/ses-bounce.json"))

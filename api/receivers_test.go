@@ -197,10 +197,10 @@ func TestReceiverLifecycle(t *testing.T) {
 		require.Contains(t, string(resp.Body), `"expired":true`)
 
 		// The expiry job keeps it for the grace period, then purges it.
-		_, err := jobs.ExpireReceivers(context.Background(), b.db, time.Now())
+		_, err := receivers.Expire(context.Background(), b.db, time.Now())
 		require.NoError(t, err)
 		require.Equal(t, http.StatusGone, b.do(t, "GET", receiverPath(x.ID), acct.Key, nil).Status)
-		res, err := jobs.ExpireReceivers(context.Background(), b.db, time.Now().Add(jobs.ReceiverPurgeGrace+time.Second))
+		res, err := receivers.Expire(context.Background(), b.db, time.Now().Add(receivers.PurgeGrace+time.Second))
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, res.Purged, int64(1))
 		require.Equal(t, http.StatusNotFound, b.do(t, "GET", receiverPath(x.ID), acct.Key, nil).Status)

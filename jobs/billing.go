@@ -13,6 +13,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/plans"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // stripeLinkWait is how long an event whose Stripe customer is not linked
@@ -41,7 +42,9 @@ type StripeEventWorker struct {
 }
 
 // NewStripeEventWorker returns the worker (tests run its Work directly).
-func NewStripeEventWorker(deps Deps) *StripeEventWorker { return &StripeEventWorker{deps: deps} }
+func NewStripeEventWorker(deps Deps) *StripeEventWorker {
+	return &StripeEventWorker{deps: deps.withDefaults()}
+}
 
 // defaultPlan is DEFAULT_PLAN (free without a configuration: tests, tools).
 func (d Deps) defaultPlan() string {
@@ -65,14 +68,11 @@ func (d Deps) Applier(em *events.Emitter) *billing.Applier {
 // account yet is snoozed until checkout.session.completed links it, for at
 // most stripeLinkWait; then it is recorded as no_account.
 func (w *StripeEventWorker) Work(ctx context.Context, job *river.Job[billing.StripeEventArgs]) error {
-	now := time.Now().UTC()
-	if w.deps.Now != nil {
-		now = w.deps.Now().UTC()
-	}
+	now := w.deps.Now().UTC()
 	applier := w.deps.Applier(&events.Emitter{})
 	err := dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx dbutil.Tx) error {
 		outcome, err := applier.Apply(ctx, tx, job.Args.EventID, now)
-		if err == nil && w.deps.Logger != nil {
+		if err == nil {
 			w.deps.Logger.InfoContext(ctx, "applied Stripe event", slog.String("event_id", job.Args.EventID), slog.String("outcome", outcome))
 		}
 		return err
@@ -97,7 +97,7 @@ func (BillingGraceArgs) Kind() string { return "billing_grace" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (BillingGraceArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 5 * time.Minute}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 5 * time.Minute}}
 }
 
 // BillingGraceWorker works BillingGraceArgs.
@@ -108,10 +108,7 @@ type BillingGraceWorker struct {
 
 // Work downgrades, in batches, every account whose grace period ended.
 func (w *BillingGraceWorker) Work(ctx context.Context, job *river.Job[BillingGraceArgs]) error {
-	now := time.Now().UTC()
-	if w.deps.Now != nil {
-		now = w.deps.Now().UTC()
-	}
+	now := w.deps.Now().UTC()
 	def := w.deps.defaultPlan()
 	for {
 		n, err := dbutil.WithTxV(ctx, w.deps.Pool, func(ctx context.Context, tx dbutil.Tx) (int, error) {
@@ -120,7 +117,7 @@ func (w *BillingGraceWorker) Work(ctx context.Context, job *river.Job[BillingGra
 		if err != nil {
 			return err
 		}
-		if n > 0 && w.deps.Logger != nil {
+		if n > 0 {
 			w.deps.Logger.InfoContext(ctx, "grace periods ended: accounts moved to the default plan", slog.Int("accounts", n), slog.String("default_plan", def))
 		}
 		if n < graceSweepBatch {
@@ -139,7 +136,7 @@ func (StripeEventPruneArgs) Kind() string { return "stripe_event_prune" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (StripeEventPruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 // StripeEventPruneWorker works StripeEventPruneArgs.
@@ -150,7 +147,7 @@ type StripeEventPruneWorker struct {
 
 // Work deletes, in batches, applied events received before the cut-off.
 func (w *StripeEventPruneWorker) Work(ctx context.Context, _ *river.Job[StripeEventPruneArgs]) error {
-	before := w.deps.domainNow().Add(-stripeEventRetention)
+	before := w.deps.Now().Add(-stripeEventRetention)
 	return deleteInBatches(stripeEventPruneBatch, func(limit int32) (int64, error) {
 		return dbsqlc.New().StripeEventDeleteAppliedBefore(ctx, w.deps.Pool, dbsqlc.StripeEventDeleteAppliedBeforeParams{Before: before, Max: limit})
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/plans"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // TestBillingJobsOnRiver works the billing jobs with a real River client:
@@ -31,7 +32,7 @@ func TestBillingJobsOnRiver(t *testing.T) {
 	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Config: &config.Config{
 		StripePricePlans: plans.PriceMap{"price_jobs_pro": plans.Pro}, BillingGracePeriod: time.Hour,
 	}}
-	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDefault, QueueMaintenance}})
+	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{queues.Default, queues.Maintenance}})
 	require.NoError(t, err)
 	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled, river.EventKindJobSnoozed)
 	t.Cleanup(cancel)
@@ -124,7 +125,7 @@ func TestStripeEventPrune(t *testing.T) {
 		old, stripeEventPruneBatch+3) // more than one batch
 	require.NoError(t, err)
 
-	w := &StripeEventPruneWorker{deps: Deps{Pool: pool, Now: func() time.Time { return now }}}
+	w := &StripeEventPruneWorker{deps: Deps{Pool: pool, Now: func() time.Time { return now }}.withDefaults()}
 	require.NoError(t, w.Work(ctx, &river.Job[StripeEventPruneArgs]{}))
 
 	rows, err := pool.Query(ctx, `SELECT id FROM stripe_events ORDER BY id`)

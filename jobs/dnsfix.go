@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -46,10 +45,7 @@ func (w *DNSFixApplyWorker) Work(ctx context.Context, job *river.Job[domains.Fix
 		return err
 	}
 	return domains.ApplyFix(ctx, w.deps.Pool, w.deps.DNSFix.Env, &events.Emitter{}, client, job.Args.RecommendationID,
-		job.Attempt >= job.MaxAttempts, w.deps.domainNow, func(ctx context.Context, tx pgx.Tx) error {
-			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-			return err
-		})
+		job.Attempt >= job.MaxAttempts, w.deps.Now, completeJob(job))
 }
 
 // MXVerifyWorker works domains.MXVerifyArgs.
@@ -74,7 +70,7 @@ func (w *MXVerifyWorker) Work(ctx context.Context, job *river.Job[domains.MXVeri
 	if s.State == dnsfix.MXFailed {
 		return nil
 	}
-	_, err = dnsfix.VerifyMX(ctx, w.deps.Pool, w.deps.Resolver, &events.Emitter{}, w.deps.DNSFix.MX, s, w.deps.domainNow)
+	_, err = dnsfix.VerifyMX(ctx, w.deps.Pool, w.deps.Resolver, &events.Emitter{}, w.deps.DNSFix.MX, s, w.deps.Now)
 	if errors.Is(err, dnsfix.ErrNotFound) {
 		return nil
 	}

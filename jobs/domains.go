@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -44,25 +43,11 @@ func (d Deps) dnsCheckInterval() time.Duration {
 	return domains.DefaultCheckInterval
 }
 
-func (d Deps) domainNow() time.Time {
-	if d.Now != nil {
-		return d.Now()
-	}
-	return time.Now()
-}
-
-func (d Deps) domainLogger() *slog.Logger {
-	if d.Logger != nil {
-		return d.Logger
-	}
-	return slog.Default()
-}
-
 // domainChecker is the domains.Checker of a worker.
 func (d Deps) domainChecker() *domains.Checker {
 	return &domains.Checker{
-		DB: d.Pool, Resolver: d.Resolver, MTASTS: d.MTASTSClient, Signer: ReportService(d).Signer,
-		Emitter: &events.Emitter{}, Fixes: d.DNSFix, Logger: d.domainLogger(), Now: d.domainNow,
+		DB: d.Pool, Resolver: d.Resolver, MTASTS: d.MTASTSClient, Signer: reportService(d).Signer,
+		Emitter: &events.Emitter{}, Fixes: d.DNSFix, Logger: d.Logger, Now: d.Now,
 	}
 }
 
@@ -92,10 +77,7 @@ func (w *DomainCheckWorker) Work(ctx context.Context, job *river.Job[domains.Che
 	if err != nil {
 		return fmt.Errorf("error reading domain: %w", err)
 	}
-	run, err := w.deps.domainChecker().Run(ctx, row, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	})
+	run, err := w.deps.domainChecker().Run(ctx, row, completeJob(job))
 	if errors.Is(err, domains.ErrDomainGone) {
 		return nil
 	}
@@ -109,7 +91,7 @@ func (w *DomainCheckWorker) Work(ctx context.Context, job *river.Job[domains.Che
 	if run.Health != nil {
 		attrs = append(attrs, slog.Int("score", run.Health.Score))
 	}
-	w.deps.domainLogger().InfoContext(ctx, "checked domain", attrs...)
+	w.deps.Logger.InfoContext(ctx, "checked domain", attrs...)
 	return nil
 }
 
@@ -122,11 +104,8 @@ type DomainHealthWorker struct {
 // Work recomputes the score in one transaction that also completes the
 // job.
 func (w *DomainHealthWorker) Work(ctx context.Context, job *river.Job[domains.HealthArgs]) error {
-	err := dbutil.WithTx(ctx, w.deps.Pool, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := domains.Score(ctx, tx, &events.Emitter{}, job.Args.DomainID, w.deps.domainNow()); err != nil {
-			return err
-		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+	err := completeInTx(ctx, w.deps.Pool, job, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := domains.Score(ctx, tx, &events.Emitter{}, job.Args.DomainID, w.deps.Now())
 		return err
 	})
 	if errors.Is(err, domains.ErrDomainGone) {
@@ -147,11 +126,11 @@ func (w *DomainScheduleWorker) Work(ctx context.Context, job *river.Job[domains.
 	if err != nil {
 		return err
 	}
-	n, err := domains.ScheduleChecks(ctx, w.deps.Pool, client, w.deps.dnsCheckInterval(), w.deps.domainNow())
+	n, err := domains.ScheduleChecks(ctx, w.deps.Pool, client, w.deps.dnsCheckInterval(), w.deps.Now())
 	if err != nil {
 		return err
 	}
-	w.deps.domainLogger().InfoContext(ctx, "scheduled domain checks", slog.Int("inserted", n), slog.Duration("interval", w.deps.dnsCheckInterval()))
+	w.deps.Logger.InfoContext(ctx, "scheduled domain checks", slog.Int("inserted", n), slog.Duration("interval", w.deps.dnsCheckInterval()))
 	return nil
 }
 
@@ -167,11 +146,11 @@ func (w *DomainHealthPruneWorker) Work(ctx context.Context, job *river.Job[domai
 	if w.deps.Config != nil && w.deps.Config.HealthHistoryDays > 0 {
 		days = w.deps.Config.HealthHistoryDays
 	}
-	before := w.deps.domainNow().UTC().Add(-time.Duration(days) * 24 * time.Hour)
+	before := w.deps.Now().UTC().Add(-time.Duration(days) * 24 * time.Hour)
 	n, err := dbsqlc.New().DomainHealthPrune(ctx, w.deps.Pool, before)
 	if err != nil {
 		return fmt.Errorf("error pruning health history: %w", err)
 	}
-	w.deps.domainLogger().InfoContext(ctx, "pruned health history", slog.Int64("rows", n), slog.Time("before", before))
+	w.deps.Logger.InfoContext(ctx, "pruned health history", slog.Int64("rows", n), slog.Time("before", before))
 	return nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnstest"
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // testDomainZone publishes SPF, DMARC at reject, an Ed25519 DKIM key, two
@@ -173,7 +174,7 @@ func startDomainWorkers(t *testing.T, zone string) *workerBundle {
 		Resolver: resolver,
 		Registry: prometheus.NewRegistry(),
 	}
-	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDNS}})
+	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{queues.DNS}})
 	require.NoError(t, err)
 	ch, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
 	t.Cleanup(cancel)
@@ -305,12 +306,9 @@ func TestDomainPeriodicJobsUseTheConfiguredInterval(t *testing.T) {
 	require.Len(t, domainPeriodicJobs(Deps{}), 2)
 }
 
-// The domains package names the queues its args go to; they must be the
-// queues the workers work.
+// The domains package's args go to queues the workers work.
 func TestDomainArgsQueuesAreWorked(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, QueueDNS, domains.Queue)
-	require.Equal(t, QueueMaintenance, domains.MaintenanceQueue)
 	for _, args := range []interface {
 		river.JobArgs
 		river.JobArgsWithInsertOpts
@@ -318,6 +316,6 @@ func TestDomainArgsQueuesAreWorked(t *testing.T) {
 		domains.CheckArgs{}, domains.HealthArgs{}, domains.ScheduleArgs{}, domains.HealthPruneArgs{},
 		domains.RecheckAllArgs{}, domains.FixApplyArgs{}, domains.MXVerifyArgs{}, domains.MXScheduleArgs{},
 	} {
-		require.Contains(t, AllQueues, args.InsertOpts().Queue, args.Kind())
+		require.Contains(t, queues.All, args.InsertOpts().Queue, args.Kind())
 	}
 }

@@ -14,47 +14,34 @@ import (
 // defaultEventRetentionDays applies when Deps.Config is nil (tests, tools).
 const defaultEventRetentionDays = 90
 
-// EventPruneArgs deletes events older than EVENT_RETENTION_DAYS, or than
-// the account's plan's shorter retention, keeping unacknowledged alerts.
-type EventPruneArgs struct{}
-
-// Kind implements river.JobArgs.
-func (EventPruneArgs) Kind() string { return "event_prune" }
-
-// InsertOpts implements river.JobArgsWithInsertOpts.
-func (EventPruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 30 * time.Minute}}
-}
-
-// EventPruneWorker works EventPruneArgs.
+// EventPruneWorker works events.PruneArgs.
 type EventPruneWorker struct {
-	river.WorkerDefaults[EventPruneArgs]
+	river.WorkerDefaults[events.PruneArgs]
 	deps Deps
 }
 
 // NewEventPruneWorker returns the worker (tests run its Work directly).
-func NewEventPruneWorker(deps Deps) *EventPruneWorker { return &EventPruneWorker{deps: deps} }
+func NewEventPruneWorker(deps Deps) *EventPruneWorker {
+	return &EventPruneWorker{deps: deps.withDefaults()}
+}
 
 // Timeout implements river.Worker: a large backlog is drained in batches,
 // and a run cut short is finished by the next one.
-func (w *EventPruneWorker) Timeout(*river.Job[EventPruneArgs]) time.Duration { return 10 * time.Minute }
+func (w *EventPruneWorker) Timeout(*river.Job[events.PruneArgs]) time.Duration {
+	return 10 * time.Minute
+}
 
 // Work deletes, in batches of events.PruneBatchSize, every event created
 // before the retention cutoff except unacknowledged alerts.
-func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[EventPruneArgs]) error {
-	now := time.Now
-	if w.deps.Now != nil {
-		now = w.deps.Now
-	}
+func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[events.PruneArgs]) error {
+	now := w.deps.Now
 	days := defaultEventRetentionDays
 	if w.deps.Config != nil && w.deps.Config.EventRetentionDays > 0 {
 		days = w.deps.Config.EventRetentionDays
 	}
 	cutoff := now().UTC().AddDate(0, 0, -days)
 	n, err := events.Prune(ctx, w.deps.Pool, cutoff, events.PruneBatchSize)
-	if w.deps.Logger != nil {
-		w.deps.Logger.InfoContext(ctx, "pruned events", slog.Int64("events", n), slog.Time("before", cutoff))
-	}
+	w.deps.Logger.InfoContext(ctx, "pruned events", slog.Int64("events", n), slog.Time("before", cutoff))
 	if err != nil {
 		return err
 	}
@@ -68,9 +55,7 @@ func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[EventPruneAr
 		}
 		planCutoff := now().UTC().AddDate(0, 0, -planDays)
 		n, err := events.PruneForPlan(ctx, w.deps.Pool, p.Name, def, planCutoff, events.PruneBatchSize)
-		if w.deps.Logger != nil {
-			w.deps.Logger.InfoContext(ctx, "pruned events", slog.String("plan", p.Name), slog.Int64("events", n), slog.Time("before", planCutoff))
-		}
+		w.deps.Logger.InfoContext(ctx, "pruned events", slog.String("plan", p.Name), slog.Int64("events", n), slog.Time("before", planCutoff))
 		if err != nil {
 			return err
 		}
@@ -88,7 +73,7 @@ func addEventWorkers(w *river.Workers, deps Deps) {
 func eventPeriodicJobs(deps Deps) []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
-			return EventPruneArgs{}, nil
+			return events.PruneArgs{}, nil
 		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "event_prune"}),
 	}
 }

@@ -25,16 +25,8 @@ import (
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/logthrottle"
 	"github.com/mailwatch/mailwatch/internal/notify"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
-)
-
-// Queue names. Each role can be scaled on its own; a worker process works
-// every queue unless told otherwise.
-const (
-	QueueDefault     = river.QueueDefault
-	QueueMaintenance = "maintenance"
-	QueueWebhooks    = "webhooks"
-	QueueDNS         = "dns"
 )
 
 // MaxJobTimeout is the longest any job kind may run before River cancels
@@ -57,9 +49,6 @@ const riverLogEvery = 30 * time.Second
 // job ends within MaxJobTimeout. A dead worker's jobs are retried after it
 // plus up to River's 30 s rescuer interval.
 const DefaultRescueAfter = MaxJobTimeout + rescueMargin
-
-// AllQueues lists every queue a worker works by default.
-var AllQueues = []string{QueueDefault, QueueMaintenance, QueueWebhooks, QueueDNS}
 
 // Deps is what workers need.
 type Deps struct {
@@ -93,6 +82,18 @@ type Deps struct {
 	Mail *notify.Mailer
 }
 
+// withDefaults fills what a caller may leave unset, once for every
+// worker: the wall clock and a logger that discards.
+func (d Deps) withDefaults() Deps {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	return d
+}
+
 // Options tune a client.
 type Options struct {
 	// Concurrency is MaxWorkers per queue; zero makes an insert-only client.
@@ -104,7 +105,7 @@ type Options struct {
 	// WithPeriodic enables the periodic jobs (every worker process may set
 	// it; River elects one leader to enqueue them).
 	WithPeriodic bool
-	// Queues limits the queues worked; empty means AllQueues.
+	// Queues limits the queues worked; empty means queues.All.
 	Queues []string
 	// WebhookConcurrency is MaxWorkers of the webhooks queue; pushes are
 	// I/O-bound, so it is sized apart from the rest. Zero means Concurrency.
@@ -113,6 +114,7 @@ type Options struct {
 
 // Workers returns every registered worker.
 func Workers(deps Deps) *river.Workers {
+	deps = deps.withDefaults()
 	w := river.NewWorkers()
 	river.AddWorker(w, &UsagePruneWorker{deps: deps})
 	addEventWorkers(w, deps)      // events.go
@@ -131,6 +133,7 @@ func Workers(deps Deps) *river.Workers {
 
 // PeriodicJobs returns the schedules a leader enqueues.
 func PeriodicJobs(deps Deps) []*river.PeriodicJob {
+	deps = deps.withDefaults()
 	out := []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(6*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 			return UsagePruneArgs{}, nil
@@ -165,29 +168,31 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 		// default hour (JOB_RESCUE_AFTER).
 		RescueStuckJobsAfter: DefaultRescueAfter,
 	}
+	warn := deps.Logger != nil
+	deps = deps.withDefaults()
 	if deps.Config != nil && deps.Config.JobRescueAfter > 0 {
 		cfg.RescueStuckJobsAfter = deps.Config.JobRescueAfter
 	}
 	// River refuses a rescue delay shorter than the job timeout.
 	cfg.JobTimeout = min(MaxJobTimeout, cfg.RescueStuckJobsAfter)
-	if opts.Concurrency > 0 && cfg.RescueStuckJobsAfter < DefaultRescueAfter && deps.Logger != nil {
+	if opts.Concurrency > 0 && cfg.RescueStuckJobsAfter < DefaultRescueAfter && warn {
 		deps.Logger.Warn("JOB_RESCUE_AFTER is shorter than the longest job timeout plus 30 s: jobs are cut off at it, "+
 			"and a job still finishing when it passes may be rescued and run twice",
 			slog.Duration("job_rescue_after", cfg.RescueStuckJobsAfter), slog.Duration("safe_minimum", DefaultRescueAfter))
 	}
 	if opts.Concurrency > 0 {
 		cfg.FetchPollInterval = 200 * time.Millisecond
-		queues := opts.Queues
-		if len(queues) == 0 {
-			queues = AllQueues
+		worked := opts.Queues
+		if len(worked) == 0 {
+			worked = queues.All
 		}
 		cfg.Queues = map[string]river.QueueConfig{}
-		for _, q := range queues {
+		for _, q := range worked {
 			n := opts.Concurrency
 			switch q {
-			case QueueMaintenance:
+			case queues.Maintenance:
 				n = min(n, 4)
-			case QueueWebhooks:
+			case queues.Webhooks:
 				if opts.WebhookConcurrency > 0 {
 					n = opts.WebhookConcurrency
 				}
@@ -219,7 +224,7 @@ func (UsagePruneArgs) Kind() string { return "usage_prune" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (UsagePruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 // UsagePruneWorker works UsagePruneArgs.
@@ -231,10 +236,7 @@ type UsagePruneWorker struct {
 // Work deletes usage rows older than the retention, then revoked keys that
 // no usage row refers to any more.
 func (w *UsagePruneWorker) Work(ctx context.Context, job *river.Job[UsagePruneArgs]) error {
-	now := time.Now
-	if w.deps.Now != nil {
-		now = w.deps.Now
-	}
+	now := w.deps.Now
 	cutoff := now().UTC().Add(-usageRetention)
 	rows, err := pruneUsage(ctx, w.deps.Pool, cutoff)
 	if err != nil {

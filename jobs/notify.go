@@ -16,6 +16,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/notify"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // Notification mail (internal/notify): alerts at once, a daily digest of
@@ -63,22 +64,12 @@ func (d dailyAt) Next(current time.Time) time.Time {
 	return next
 }
 
-func (d Deps) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
-	}
-	return time.Now()
-}
-
 // sendOutcome maps a send error to the job's result.
 func sendOutcome(ctx context.Context, deps Deps, what string, err error, attrs ...any) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, notify.ErrNoRelay):
-		if deps.Logger == nil {
-			return nil
-		}
 		deps.Logger.InfoContext(ctx, "email skipped: SMTP_RELAY_URL is not set", append(attrs, slog.String("mail", what))...)
 		return nil
 	case notify.Permanent(err):
@@ -121,7 +112,7 @@ func (w *AlertEmailWorker) Work(ctx context.Context, job *river.Job[events.Alert
 	if err != nil {
 		return err
 	}
-	return sendOutcome(ctx, w.deps, "alert", w.deps.Mail.Send(ctx, msg, w.deps.now()), slog.String("event_id", ev.ID.String()))
+	return sendOutcome(ctx, w.deps, "alert", w.deps.Mail.Send(ctx, msg, w.deps.Now()), slog.String("event_id", ev.ID.String()))
 }
 
 // VerifyEmailWorker mails a verification token (notify.VerifyEmailArgs).
@@ -141,7 +132,7 @@ func (w *VerifyEmailWorker) Work(ctx context.Context, job *river.Job[notify.Veri
 	if w.deps.Mail == nil || w.deps.Mail.Relay == nil {
 		return sendOutcome(ctx, w.deps, "verification", notify.ErrNoRelay, slog.String("address_id", job.Args.AddressID.String()))
 	}
-	token, row, ok, err := notify.NewToken(ctx, w.deps.Pool, job.Args.AddressID, w.deps.now())
+	token, row, ok, err := notify.NewToken(ctx, w.deps.Pool, job.Args.AddressID, w.deps.Now())
 	if err != nil || !ok {
 		return err
 	}
@@ -149,7 +140,7 @@ func (w *VerifyEmailWorker) Work(ctx context.Context, job *river.Job[notify.Veri
 	if err != nil {
 		return err
 	}
-	return sendOutcome(ctx, w.deps, "verification", w.deps.Mail.Send(ctx, msg, w.deps.now()), slog.String("address_id", row.ID.String()))
+	return sendOutcome(ctx, w.deps, "verification", w.deps.Mail.Send(ctx, msg, w.deps.Now()), slog.String("address_id", row.ID.String()))
 }
 
 // DigestScheduleArgs starts the daily digest: one DigestArgs per account
@@ -161,7 +152,7 @@ func (DigestScheduleArgs) Kind() string { return "notify_digest_schedule" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (DigestScheduleArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 // DigestScheduleWorker works DigestScheduleArgs.
@@ -178,7 +169,7 @@ func digestDay(now time.Time) time.Time {
 
 // Work enqueues one digest job per account (unique by account and day).
 func (w *DigestScheduleWorker) Work(ctx context.Context, job *river.Job[DigestScheduleArgs]) error {
-	day := digestDay(w.deps.now())
+	day := digestDay(w.deps.Now())
 	accounts, err := dbsqlc.New().NotificationDigestAccounts(ctx, w.deps.Pool, dbsqlc.NotificationDigestAccountsParams{
 		FromAt: day, ToAt: day.AddDate(0, 0, 1), Day: day,
 	})
@@ -274,7 +265,7 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	if err != nil {
 		return err
 	}
-	if err := sendOutcome(ctx, w.deps, "digest", w.deps.Mail.Send(ctx, msg, w.deps.now()), slog.String("account_id", account.String())); err != nil {
+	if err := sendOutcome(ctx, w.deps, "digest", w.deps.Mail.Send(ctx, msg, w.deps.Now()), slog.String("account_id", account.String())); err != nil {
 		return err
 	}
 	if err := q.NotificationDigestInsert(ctx, w.deps.Pool, dbsqlc.NotificationDigestInsertParams{AccountID: account, Day: day, Events: int32(len(kept))}); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/notify/smtptest"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // notifyEnv is a fresh database, a River client working the default and
@@ -51,7 +52,7 @@ func newNotifyEnv(t *testing.T, relayAddr string, now time.Time) *notifyEnv {
 	if !now.IsZero() {
 		deps.Now = func() time.Time { return now }
 	}
-	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDefault, QueueMaintenance}})
+	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{queues.Default, queues.Maintenance}})
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, client.Start(ctx))
@@ -259,7 +260,7 @@ func TestDigest(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond)
 
 	// The day is recorded: working its job again mails nothing more.
-	w := &DigestWorker{deps: Deps{Pool: e.pool, Mail: &notify.Mailer{Relay: mustRelay(t, srv.Addr()), From: "a@mailwatch.test"}}}
+	w := &DigestWorker{deps: Deps{Pool: e.pool, Mail: &notify.Mailer{Relay: mustRelay(t, srv.Addr()), From: "a@mailwatch.test"}}.withDefaults()}
 	require.NoError(t, w.Work(ctx, &river.Job[DigestArgs]{Args: DigestArgs{AccountID: e.account, Day: "2026-11-23"}}))
 	require.Len(t, srv.Messages(), 1)
 	// Without the record it would have sent one (the check above can fail).

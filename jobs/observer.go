@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // UnreadyAfter is the documented bound on a worker's readiness: its /readyz
@@ -446,7 +448,7 @@ GROUP BY queue, kind, state`)
 	}
 	// Every queue also reports zeros under kind="", so that alert rules and
 	// dashboards see a zero rather than no series when nothing waits.
-	for _, q := range AllQueues {
+	for _, q := range queues.All {
 		for _, state := range []string{"available", "running", "scheduled", "retryable"} {
 			ch <- prometheus.MustNewConstMetric(jobStateDesc, prometheus.GaugeValue, 0, q, "", state)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 type obsOKArgs struct{}
@@ -52,7 +53,7 @@ func TestObserverCountsJobOutcomesAndReportsQueues(t *testing.T) {
 		Workers:           workers,
 		FetchCooldown:     10 * time.Millisecond,
 		FetchPollInterval: 50 * time.Millisecond,
-		Queues:            map[string]river.QueueConfig{QueueDefault: {MaxWorkers: 10}},
+		Queues:            map[string]river.QueueConfig{queues.Default: {MaxWorkers: 10}},
 		RetryPolicy:       retryInAnHour{},
 	}
 	o.configure(cfg)
@@ -61,7 +62,7 @@ func TestObserverCountsJobOutcomesAndReportsQueues(t *testing.T) {
 
 	// A backlog on a queue this client does not work, made 2 minutes old.
 	for range 3 {
-		_, err = client.Insert(ctx, obsOKArgs{}, &river.InsertOpts{Queue: QueueDNS})
+		_, err = client.Insert(ctx, obsOKArgs{}, &river.InsertOpts{Queue: queues.DNS})
 		require.NoError(t, err)
 	}
 	_, err = pool.Exec(ctx, "UPDATE river_job SET scheduled_at = now() - interval '2 minutes' WHERE queue = 'dns'")
@@ -91,7 +92,7 @@ func TestObserverCountsJobOutcomesAndReportsQueues(t *testing.T) {
 	require.NoError(t, err)
 
 	count := func(c *prometheus.CounterVec, kind string) float64 {
-		return testutil.ToFloat64(c.WithLabelValues(QueueDefault, kind))
+		return testutil.ToFloat64(c.WithLabelValues(queues.Default, kind))
 	}
 	require.Eventually(t, func() bool {
 		return count(o.completions, "obs_ok") == 5 && count(o.errorsTotal, "obs_fail") == 2
@@ -103,7 +104,7 @@ func TestObserverCountsJobOutcomesAndReportsQueues(t *testing.T) {
 	h := o.Health()
 	require.True(t, h.Ready, h.Detail)
 	require.True(t, h.Running)
-	require.Equal(t, 10, h.Queues[QueueDefault].Capacity)
+	require.Equal(t, 10, h.Queues[queues.Default].Capacity)
 
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP mailwatch_river_jobs River jobs per queue, kind and state (available, running, scheduled, retryable), across the fleet.

@@ -22,6 +22,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/esp/ses/snstest"
 	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // TestProviderJobsOnRiver works the provider jobs with a real River client:
@@ -33,7 +34,7 @@ func TestProviderJobsOnRiver(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	sns := snstest.New(t)
 	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SNSClient: ses.AWSOnlyClient(sns.Client())}
-	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDefault, QueueMaintenance}})
+	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{queues.Default, queues.Maintenance}})
 	require.NoError(t, err)
 	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
 	t.Cleanup(cancel)
@@ -67,7 +68,7 @@ func TestProviderJobsOnRiver(t *testing.T) {
 	exec(`INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body) VALUES ($1, $2, $3, 'token:t', '\x00', $4)`,
 		payload, provider, account, corpus.Read(t, "esp/mailgun-permanent_failure.json"))
 
-	_, err = client.Insert(ctx, ProviderPayloadArgs{PayloadID: payload}, nil)
+	_, err = client.Insert(ctx, providers.PayloadArgs{PayloadID: payload}, nil)
 	require.NoError(t, err)
 	waitKind("provider_payload")
 	var n int
@@ -87,7 +88,7 @@ func TestProviderJobsOnRiver(t *testing.T) {
 	exec(`INSERT INTO sending_providers (id, account_id, kind, label, secret_ciphertext, secret_key_id) VALUES ($1, $2, 'ses', 'ses', '\x00', 'k')`, sesProvider, account)
 	exec(`INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body) VALUES ($1, $2, $3, 'sns:c', '\x00', $4)`,
 		confirm, sesProvider, account, sns.SubscriptionConfirmation("arn:aws:sns:us-east-1:123456789012:t", "tok-9"))
-	_, err = client.Insert(ctx, SNSConfirmArgs{PayloadID: confirm}, nil)
+	_, err = client.Insert(ctx, providers.SNSConfirmArgs{PayloadID: confirm}, nil)
 	require.NoError(t, err)
 	waitKind("sns_subscription_confirm")
 	require.Equal(t, []string{"tok-9"}, sns.Confirmed())
@@ -139,7 +140,7 @@ func TestProviderPayloadPruneByID(t *testing.T) {
 	oldOpen := payload("old-open", now.Add(-providerPayloadRetention-time.Hour), false)
 	newDone := payload("new-done", now.Add(-providerPayloadRetention+time.Minute), true)
 
-	w := &ProviderPayloadPruneWorker{deps: Deps{Pool: pool, Now: func() time.Time { return now }}}
+	w := &ProviderPayloadPruneWorker{deps: Deps{Pool: pool, Now: func() time.Time { return now }}.withDefaults()}
 	require.NoError(t, w.Work(ctx, &river.Job[ProviderPayloadPruneArgs]{}))
 	var left []uuid.UUID
 	rows, err := pool.Query(ctx, `SELECT id FROM provider_payloads ORDER BY id`)
@@ -176,7 +177,7 @@ func TestProviderPayloadJobIsolatesPayloads(t *testing.T) {
 	t.Parallel()
 	pool, _ := dbtest.NewDB(t)
 	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	client, err := NewClient(deps, Options{Concurrency: 2, Queues: []string{QueueDefault}})
+	client, err := NewClient(deps, Options{Concurrency: 2, Queues: []string{queues.Default}})
 	require.NoError(t, err)
 	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
 	t.Cleanup(cancel)
@@ -226,7 +227,7 @@ func TestProviderPayloadJobIsolatesPayloads(t *testing.T) {
 		payload(victim, victimProvider, "token:v2", corpus.Read(t, "esp/mailgun-delivered.json")),
 		payload(victim, victimProvider, "token:v3", corpus.Read(t, "esp/mailgun-complained.json")),
 	}
-	job, err := client.Insert(ctx, ProviderPayloadArgs{PayloadIDs: ids}, nil)
+	job, err := client.Insert(ctx, providers.PayloadArgs{PayloadIDs: ids}, nil)
 	require.NoError(t, err)
 	for ev := range done {
 		if ev.Job.ID == job.Job.ID {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 )
 
@@ -41,7 +41,7 @@ func (ReceiverExpireArgs) Kind() string { return "receiver_expire" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (ReceiverExpireArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Minute}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Minute}}
 }
 
 // ReceiverExpireWorker works ReceiverExpireArgs.
@@ -57,10 +57,7 @@ func (w *ReceiverExpireWorker) Timeout(*river.Job[ReceiverExpireArgs]) time.Dura
 
 // Work releases, marks and purges.
 func (w *ReceiverExpireWorker) Work(ctx context.Context, job *river.Job[ReceiverExpireArgs]) error {
-	now := time.Now().UTC()
-	if w.deps.Now != nil {
-		now = w.deps.Now().UTC()
-	}
+	now := w.deps.Now().UTC()
 	res, err := receivers.Expire(ctx, w.deps.Pool, now)
 	if err != nil {
 		return err
@@ -70,13 +67,4 @@ func (w *ReceiverExpireWorker) Work(ctx context.Context, job *river.Job[Receiver
 			slog.Int64("numbers_released", res.Released), slog.Int64("marked", res.Marked), slog.Int64("purged", res.Purged))
 	}
 	return nil
-}
-
-// ExpireResult counts what one expiry run changed.
-type ExpireResult = receivers.ExpireResult
-
-// ExpireReceivers is the expiry run at time now, on any executor
-// (receivers.Expire).
-func ExpireReceivers(ctx context.Context, db dbsqlc.DBTX, now time.Time) (ExpireResult, error) {
-	return receivers.Expire(ctx, db, now)
 }

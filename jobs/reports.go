@@ -12,7 +12,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/domains"
-	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
 
@@ -58,7 +58,7 @@ func (w *ReportParseWorker) Timeout(*river.Job[reports.ParseArgs]) time.Duration
 // their reason by reports.Service.Parse and end the job; a report that no
 // longer exists cancels it; anything else is retried.
 func (w *ReportParseWorker) Work(ctx context.Context, job *river.Job[reports.ParseArgs]) error {
-	svc := ReportService(w.deps)
+	svc := reportService(w.deps)
 	out, err := svc.Parse(ctx, job.Args.MessageID)
 	if errors.Is(err, reports.ErrNotFound) {
 		return river.JobCancel(err)
@@ -72,31 +72,17 @@ func (w *ReportParseWorker) Work(ctx context.Context, job *river.Job[reports.Par
 	return nil
 }
 
-// ReportReparseArgs parses again every failed report whose raw bytes are
-// kept (the maintenance task reparse-reports, after an upgrade whose parser
-// reads more): each goes back to pending with a report_parse job of its
-// own, reports.RequeueBatch per transaction.
-type ReportReparseArgs struct{}
-
-// Kind implements river.JobArgs.
-func (ReportReparseArgs) Kind() string { return "report_reparse" }
-
-// InsertOpts implements river.JobArgsWithInsertOpts.
-func (ReportReparseArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance}
-}
-
-// ReportReparseWorker works ReportReparseArgs.
+// ReportReparseWorker works reports.ReparseArgs.
 type ReportReparseWorker struct {
-	river.WorkerDefaults[ReportReparseArgs]
+	river.WorkerDefaults[reports.ReparseArgs]
 	deps Deps
 }
 
 // Work walks the failed reports once, in (domain, id) order. It is
 // idempotent: a report it moved is pending (its parse queued) or parsed,
 // so a second run, or a rescued one, queues only reports still failed.
-func (w *ReportReparseWorker) Work(ctx context.Context, _ *river.Job[ReportReparseArgs]) error {
-	svc := ReportService(w.deps)
+func (w *ReportReparseWorker) Work(ctx context.Context, _ *river.Job[reports.ReparseArgs]) error {
+	svc := reportService(w.deps)
 	var cursor reports.RequeueCursor
 	queued := 0
 	for {
@@ -129,7 +115,7 @@ func (ReportRawPruneArgs) Kind() string { return "report_raw_prune" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (ReportRawPruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 // ReportRawPruneWorker works ReportRawPruneArgs.
@@ -140,10 +126,7 @@ type ReportRawPruneWorker struct {
 
 // Work drops the bytes in batches of 100 rows (each up to 15 MB).
 func (w *ReportRawPruneWorker) Work(ctx context.Context, _ *river.Job[ReportRawPruneArgs]) error {
-	now := time.Now
-	if w.deps.Now != nil {
-		now = w.deps.Now
-	}
+	now := w.deps.Now
 	cutoff := now().Add(-reports.FailedRawRetention)
 	n, err := reports.PruneFailedRaw(ctx, w.deps.Pool, cutoff, 100)
 	if err != nil {
@@ -162,7 +145,7 @@ func (ReportAddressMintArgs) Kind() string { return "reporting_address_mint" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (ReportAddressMintArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 // ReportAddressMintWorker works ReportAddressMintArgs.
@@ -173,7 +156,7 @@ type ReportAddressMintWorker struct {
 
 // Work mints in batches of 500 domains; each mint is two idempotent inserts.
 func (w *ReportAddressMintWorker) Work(ctx context.Context, _ *river.Job[ReportAddressMintArgs]) error {
-	n, err := ReportService(w.deps).MintMissing(ctx, w.deps.Pool, 500)
+	n, err := reportService(w.deps).MintMissing(ctx, w.deps.Pool, 500)
 	if err != nil {
 		return err
 	}
@@ -181,26 +164,24 @@ func (w *ReportAddressMintWorker) Work(ctx context.Context, _ *river.Job[ReportA
 	return river.RecordOutput(ctx, map[string]int{"domains": n})
 }
 
-// ReportService is the reports capability over the workers' dependencies.
-func ReportService(deps Deps) *reports.Service {
-	svc := &reports.Service{
-		DB: deps.Pool, Emitter: &events.Emitter{}, Resolver: deps.Resolver, Logger: deps.Logger, Now: deps.Now,
-		// A new aggregate report moves the DMARC pass rate that caps the
-		// health score: recompute it.
-		AfterAggregate: func(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error {
-			client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-			if err != nil {
-				return nil // outside a worker (tests, tools): nothing to queue with
-			}
-			_, err = client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil)
-			return err
-		},
+// reportService is the reports capability over the workers'
+// dependencies.
+func reportService(deps Deps) *reports.Service {
+	inbound := ""
+	if deps.Config != nil {
+		inbound = deps.Config.InboundDomain
 	}
-	if deps.Keyring != nil {
-		svc.Signer = &reports.Signer{Keyring: deps.Keyring}
-		if deps.Config != nil {
-			svc.Signer.Domain = deps.Config.InboundDomain
+	svc := reports.NewService(deps.Pool, deps.Keyring, inbound)
+	svc.Resolver, svc.Logger, svc.Now = deps.Resolver, deps.Logger, deps.Now
+	// A new aggregate report moves the DMARC pass rate that caps the
+	// health score: recompute it.
+	svc.AfterAggregate = func(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error {
+		client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+		if err != nil {
+			return nil // outside a worker (tests, tools): nothing to queue with
 		}
+		_, err = client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil)
+		return err
 	}
 	return svc
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
 
@@ -23,7 +24,7 @@ func startReportWorkers(t *testing.T) *workerBundle {
 	t.Helper()
 	pool, _ := dbtest.NewDB(t)
 	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{QueueDefault, QueueMaintenance}})
+	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{queues.Default, queues.Maintenance}})
 	require.NoError(t, err)
 	ch, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
 	t.Cleanup(cancel)
@@ -85,12 +86,12 @@ func TestReportReparseJob(t *testing.T) {
 	insertFailedReport(t, b.pool, d.AccountID, d.ID, parseableReport("b"))
 	broken := insertFailedReport(t, b.pool, d.AccountID, d.ID, []byte("<feedback><oops"))
 
-	b.run(t, ReportReparseArgs{})
+	b.run(t, reports.ReparseArgs{})
 	b.waitFor(t, 2, "SELECT count(*) FROM report_messages WHERE domain_id = $1 AND status = 'accepted' AND raw IS NULL", d.ID)
 	b.waitFor(t, 1, "SELECT count(*) FROM report_messages WHERE id = $1 AND status = 'failed' AND raw IS NOT NULL", broken)
 	b.waitFor(t, 3, "SELECT count(*) FROM river_job WHERE kind = 'report_parse' AND state = 'completed'")
 
-	b.run(t, ReportReparseArgs{})
+	b.run(t, reports.ReparseArgs{})
 	b.waitFor(t, 4, "SELECT count(*) FROM river_job WHERE kind = 'report_parse' AND state = 'completed'")
 	var outputs []string
 	rows, err := b.pool.Query(context.Background(), "SELECT metadata->>'output' FROM river_job WHERE kind = 'report_reparse' ORDER BY id")

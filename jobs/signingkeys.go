@@ -21,45 +21,24 @@ func addSigningKeyWorkers(w *river.Workers, deps Deps) {
 func signingKeyPeriodicJobs(Deps) []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
-			return SigningKeyRotateArgs{}, nil
+			return identity.SigningKeyRotateArgs{}, nil
 		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "signing_key_rotate"}),
 	}
 }
 
-// SigningKeyRotateArgs converges the JWT signing keys: a next and a current
-// key exist, the current one is rotated out when due, and retired keys whose
-// tokens have all expired are deleted.
-type SigningKeyRotateArgs struct {
-	// Force rotates now, whatever the current key's age (the maintenance
-	// task rotate-signing-keys): the next key, published since it was
-	// made, becomes current and the current one is retired.
-	Force bool `json:"force,omitempty"`
-}
-
-// Kind implements river.JobArgs.
-func (SigningKeyRotateArgs) Kind() string { return "signing_key_rotate" }
-
-// InsertOpts implements river.JobArgsWithInsertOpts.
-func (SigningKeyRotateArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 10 * time.Minute}}
-}
-
-// SigningKeyRotateWorker works SigningKeyRotateArgs.
+// SigningKeyRotateWorker works identity.SigningKeyRotateArgs.
 type SigningKeyRotateWorker struct {
-	river.WorkerDefaults[SigningKeyRotateArgs]
+	river.WorkerDefaults[identity.SigningKeyRotateArgs]
 	deps Deps
 }
 
 // Work rotates the keys in one transaction (serialised by a table lock, so
 // a run racing the API's first-key bootstrap converges too).
-func (w *SigningKeyRotateWorker) Work(ctx context.Context, job *river.Job[SigningKeyRotateArgs]) error {
+func (w *SigningKeyRotateWorker) Work(ctx context.Context, job *river.Job[identity.SigningKeyRotateArgs]) error {
 	if w.deps.Keyring == nil {
 		return river.JobCancel(errors.New("no MAILWATCH_SECRET_KEY: signing keys cannot be sealed"))
 	}
-	now := time.Now
-	if w.deps.Now != nil {
-		now = w.deps.Now
-	}
+	now := w.deps.Now
 	every, ttl := identity.DefaultRotateEvery, identity.MaxTokenTTL
 	if c := w.deps.Config; c != nil {
 		if c.JWTKeyRotation > 0 {

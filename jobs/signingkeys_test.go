@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/identity"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 )
 
@@ -41,7 +42,7 @@ func TestSigningKeyRotateWorker(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return out
 	}
-	work := func() { require.NoError(t, w.Work(ctx, &river.Job[SigningKeyRotateArgs]{})) }
+	work := func() { require.NoError(t, w.Work(ctx, &river.Job[identity.SigningKeyRotateArgs]{})) }
 
 	work()
 	require.Equal(t, map[string]int{"current": 1, "next": 1}, states(), "a fresh database gets its first keys")
@@ -59,7 +60,7 @@ func TestSigningKeyRotateWorker(t *testing.T) {
 
 	// Without a keyring the job cannot seal keys and cancels itself.
 	w.deps.Keyring = nil
-	err = w.Work(ctx, &river.Job[SigningKeyRotateArgs]{})
+	err = w.Work(ctx, &river.Job[identity.SigningKeyRotateArgs]{})
 	var cancel *river.JobCancelError
 	require.ErrorAs(t, err, &cancel)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -80,6 +79,7 @@ type retryKey struct {
 
 // NewDeliveryWorker returns the push worker.
 func NewDeliveryWorker(deps Deps) *DeliveryWorker {
+	deps = deps.withDefaults()
 	var limits webhook.Limits
 	if deps.Config != nil {
 		limits = deps.Config.WebhookLimits
@@ -92,20 +92,6 @@ func NewDeliveryWorker(deps Deps) *DeliveryWorker {
 		maxBatch: coalesceMaxBatch, maxFlushers: coalesceMaxFlushers, timeout: finishTimeout, run: w.deliveredMany,
 	}
 	return w
-}
-
-func (w *DeliveryWorker) now() time.Time {
-	if w.deps.Now != nil {
-		return w.deps.Now()
-	}
-	return time.Now()
-}
-
-func (w *DeliveryWorker) logger() *slog.Logger {
-	if w.deps.Logger != nil {
-		return w.deps.Logger
-	}
-	return slog.Default()
 }
 
 // NextRetry implements river.Worker: the documented schedule
@@ -175,7 +161,7 @@ func (w *DeliveryWorker) wait(ctx context.Context, job *river.Job[events.Deliver
 	if st != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
-		if err := deliveries.RetractAttempt(ctx, w.deps.Pool, st, w.now().UTC().Add(d)); err != nil {
+		if err := deliveries.RetractAttempt(ctx, w.deps.Pool, st, w.deps.Now().UTC().Add(d)); err != nil {
 			return err
 		}
 	}
@@ -203,7 +189,7 @@ func (w *DeliveryWorker) wait(ctx context.Context, job *river.Job[events.Deliver
 func (w *DeliveryWorker) start(ctx context.Context, job *river.Job[events.DeliveryArgs]) (*deliveries.Started, error) {
 	p := deliveries.StartParams{
 		DeliveryID: job.Args.DeliveryID, JobID: job.ID, Attempt: job.Attempt, MaxAttempts: job.MaxAttempts,
-		OperatorRetry: deliveries.OperatorRetry(job.JobRow), Now: w.now().UTC(),
+		OperatorRetry: deliveries.OperatorRetry(job.JobRow), Now: w.deps.Now().UTC(),
 	}
 	fast, err := w.starts.do(deliveries.StartIn{
 		DeliveryID: p.DeliveryID, JobID: p.JobID, AttemptID: uuid.Must(uuid.NewV7()), JobAttempt: int32(job.Attempt),
@@ -264,7 +250,7 @@ func (w *DeliveryWorker) startMany(ctx context.Context, ins []deliveries.StartIn
 // deliveredMany records many accepted pushes in one statement; if it
 // fails, each is recorded alone.
 func (w *DeliveryWorker) deliveredMany(ctx context.Context, ins []deliveries.Delivered, _ []struct{}, errs []error) {
-	now := w.now().UTC()
+	now := w.deps.Now().UTC()
 	if len(ins) > 1 {
 		if err := deliveries.RecordDelivered(ctx, w.deps.Pool, ins, now); err == nil {
 			return
@@ -278,7 +264,7 @@ func (w *DeliveryWorker) deliveredMany(ctx context.Context, ins []deliveries.Del
 // finish records the attempt's outcome (deliveries.Decide) and tells River
 // what to do next.
 func (w *DeliveryWorker) finish(ctx context.Context, job *river.Job[events.DeliveryArgs], st *deliveries.Started, a webhook.Attempt) error {
-	now := w.now().UTC()
+	now := w.deps.Now().UTC()
 	oc := deliveries.Decide(deliveries.Run{
 		Attempt: job.Attempt, MaxAttempts: job.MaxAttempts, Metadata: job.Metadata,
 		CancelledRemotely: errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely),
@@ -303,7 +289,7 @@ func (w *DeliveryWorker) finish(ctx context.Context, job *river.Job[events.Deliv
 	// context.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
-	p := deliveries.FinishParams{Started: st, Attempt: a, Outcome: oc, JobID: job.ID, Now: now, Logger: w.logger()}
+	p := deliveries.FinishParams{Started: st, Attempt: a, Outcome: oc, JobID: job.ID, Now: now, Logger: w.deps.Logger}
 	if oc.CancelJob {
 		client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/deliveries"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
@@ -97,7 +98,7 @@ func newFairEnv(t *testing.T, total int, limits webhook.Limits) *whEnv {
 		// sees them end (abandoned) first.
 		d.WebhookClient = webhook.NewClient(loopbackGuard(t), webhook.ClientOptions{Timeout: 20 * time.Second})
 		d.Config = &config.Config{WebhookLimits: limits}
-	}, Options{Concurrency: total, WebhookConcurrency: total, Queues: []string{QueueWebhooks}})
+	}, Options{Concurrency: total, WebhookConcurrency: total, Queues: []string{queues.Webhooks}})
 }
 
 func (e *whEnv) newAccount(t *testing.T) uuid.UUID {

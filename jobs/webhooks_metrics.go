@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // webhookMetrics are the push worker's metrics. With no registry they are
@@ -74,7 +76,7 @@ func (c *queueDepthCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	counts := map[string]float64{}
-	for _, q := range AllQueues {
+	for _, q := range queues.All {
 		counts[q] = 0
 	}
 	rows, err := c.deps.Pool.Query(ctx, "SELECT queue, count(*) FROM river_job WHERE state = 'available' GROUP BY queue")

@@ -25,7 +25,7 @@ func (w *DeliveryReconcileWorker) Work(ctx context.Context, job *river.Job[deliv
 	if err != nil {
 		return err
 	}
-	if n > 0 && w.deps.Logger != nil {
+	if n > 0 {
 		w.deps.Logger.InfoContext(ctx, "reconciled webhook deliveries", slog.Int("rows", n))
 	}
 	return nil

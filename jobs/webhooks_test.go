@@ -26,6 +26,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
@@ -47,7 +48,7 @@ func loopbackGuard(t *testing.T) *netguard.Guard {
 
 func newWHEnv(t *testing.T, adjust func(*Deps)) *whEnv {
 	t.Helper()
-	return newWHEnvWith(t, adjust, Options{Concurrency: 10, Queues: []string{QueueWebhooks}})
+	return newWHEnvWith(t, adjust, Options{Concurrency: 10, Queues: []string{queues.Webhooks}})
 }
 
 // newWHEnvWith is newWHEnv with the River client's options.

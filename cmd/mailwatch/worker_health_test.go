@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -186,7 +187,7 @@ func TestWorkerReadinessFollowsItsDatabase(t *testing.T) {
 	require.True(t, h.Running)
 	require.NotEmpty(t, h.ClientID)
 	require.Equal(t, jobs.UnreadyAfter.Seconds(), h.UnreadyAfterSeconds)
-	for _, q := range jobs.AllQueues {
+	for _, q := range queues.All {
 		require.True(t, h.Queues[q].OK, "queue %s fetching", q)
 		require.Positive(t, h.Queues[q].Capacity)
 	}

@@ -235,7 +235,7 @@ func runChild(kind string) int {
 }
 
 // reportParseChild parses one report as the report_parse job does
-// (jobs.ReportService(...).Parse) and measures its own peak RSS.
+// (reports.NewService(...).Parse) and measures its own peak RSS.
 func reportParseChild(ctx context.Context, dbURL, messageID string) (parseChildResult, error) {
 	id, err := uuid.Parse(messageID)
 	if err != nil {
@@ -250,7 +250,8 @@ func reportParseChild(ctx context.Context, dbURL, messageID string) (parseChildR
 	if err != nil {
 		return parseChildResult{}, err
 	}
-	svc := jobs.ReportService(jobs.Deps{Pool: pool, Logger: slog.New(slog.DiscardHandler)})
+	svc := reports.NewService(pool, nil, "")
+	svc.Logger = slog.New(slog.DiscardHandler)
 	t0 := time.Now()
 	out, err := svc.Parse(ctx, id)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnstest"
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -112,7 +113,7 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 		dnsBenchConcurrency, direct.rate, ms(direct.p50), ms(direct.p99), direct.queries)
 
 	deps := jobs.Deps{Pool: env.Pool, Logger: env.Logger, Resolver: resolver, MTASTSClient: stsClient, DNSFix: &domains.FixDeps{}}
-	worker, err := jobs.NewClient(deps, jobs.Options{Concurrency: dnsBenchConcurrency, Queues: []string{jobs.QueueDNS}})
+	worker, err := jobs.NewClient(deps, jobs.Options{Concurrency: dnsBenchConcurrency, Queues: []string{queues.DNS}})
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -82,7 +83,7 @@ func benchProviders(ctx context.Context, env *benchEnv) error {
 		meter.perRequest(c0, c1, ingress.Requests), min(used, len(feed.presigned)), len(feed.presigned), inline)
 	fmt.Printf("ratio      ingress / auth baseline              %.2f  (target >= 0.50)\n", ingress.RPS()/auth.RPS())
 	var batches int
-	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, jobs.ProviderPayloadArgs{}.Kind()).Scan(&batches); err != nil {
+	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, providers.PayloadArgs{}.Kind()).Scan(&batches); err != nil {
 		return err
 	}
 	fmt.Printf("           %d River jobs for the stored payloads: %.1f payloads per ingress transaction\n",
@@ -215,7 +216,7 @@ func benchProviderWorker(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	worker, err := jobs.NewClient(jobs.Deps{Pool: env.Pool, Logger: env.Logger}, jobs.Options{
-		Concurrency: benchProviderWorkerNumber, FetchCooldown: 10 * time.Millisecond, Queues: []string{jobs.QueueDefault},
+		Concurrency: benchProviderWorkerNumber, FetchCooldown: 10 * time.Millisecond, Queues: []string{queues.Default},
 	})
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
@@ -121,7 +122,7 @@ func newWebhookWorker(env *benchEnv, pool *pgxpool.Pool) (jobs.Deps, *river.Clie
 		WebhookClient: webhook.NewClient(guard, webhook.ClientOptions{MaxIdleConnsPerHost: benchWebhookWorkers}),
 	}
 	worker, err := jobs.NewClient(deps, jobs.Options{
-		Concurrency: 100, WebhookConcurrency: benchWebhookWorkers, Queues: []string{jobs.QueueWebhooks},
+		Concurrency: 100, WebhookConcurrency: benchWebhookWorkers, Queues: []string{queues.Webhooks},
 		FetchCooldown: 10 * time.Millisecond,
 	})
 	if err != nil {

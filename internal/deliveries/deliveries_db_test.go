@@ -14,6 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
@@ -91,7 +92,7 @@ func (f *fixture) job(t *testing.T, state string, at time.Time) int64 {
 	t.Helper()
 	var id int64
 	require.NoError(t, f.tx.QueryRow(f.ctx, `INSERT INTO river_job (kind, args, max_attempts, queue, state, scheduled_at, attempt, attempted_at, finalized_at)
-VALUES ($1, '{}', 10, $2, $3::river_job_state, $4, 1, now(), CASE WHEN $3::text IN ('cancelled', 'completed', 'discarded') THEN now() END) RETURNING id`, events.DeliveryKind, events.DeliveryQueue, state, at).Scan(&id))
+VALUES ($1, '{}', 10, $2, $3::river_job_state, $4, 1, now(), CASE WHEN $3::text IN ('cancelled', 'completed', 'discarded') THEN now() END) RETURNING id`, events.DeliveryKind, queues.Webhooks, state, at).Scan(&id))
 	return id
 }
 

@@ -12,11 +12,8 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
-
-// ReconcileQueue is the River queue of the reconciler
-// (jobs.QueueMaintenance).
-const ReconcileQueue = "maintenance"
 
 // ReconcileArgs repairs delivery rows whose River job changed outside
 // mailwatch (River UI, `mailwatch jobs`, the rescuer). Reconcile does the
@@ -39,7 +36,7 @@ func (ReconcileArgs) Kind() string { return "webhook_reconcile" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (ReconcileArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: ReconcileQueue, UniqueOpts: river.UniqueOpts{ByPeriod: ReconcileInterval}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: ReconcileInterval}}
 }
 
 // reconcileBatch bounds the rows one run repairs.

@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
+
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // CheckArgs checks one domain's DNS now and applies the result: change
@@ -19,7 +21,7 @@ func (CheckArgs) Kind() string { return "domain_check" }
 // InsertOpts implements river.JobArgsWithInsertOpts. A failed check is
 // retried a couple of times; the next period checks again anyway.
 func (CheckArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, MaxAttempts: checkMaxAttempts}
+	return river.InsertOpts{Queue: queues.DNS, MaxAttempts: checkMaxAttempts}
 }
 
 const checkMaxAttempts = 3
@@ -35,7 +37,7 @@ func (HealthArgs) Kind() string { return "domain_health" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (HealthArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, MaxAttempts: 5}
+	return river.InsertOpts{Queue: queues.DNS, MaxAttempts: 5}
 }
 
 // ScheduleArgs enqueues one CheckArgs per domain for the next period, each
@@ -47,7 +49,7 @@ func (ScheduleArgs) Kind() string { return "domain_check_schedule" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (ScheduleArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: MaintenanceQueue, UniqueOpts: river.UniqueOpts{ByPeriod: 30 * time.Second}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 30 * time.Second}}
 }
 
 // HealthPruneArgs deletes health history older than HEALTH_HISTORY_DAYS.
@@ -58,7 +60,7 @@ func (HealthPruneArgs) Kind() string { return "domain_health_prune" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (HealthPruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: MaintenanceQueue, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
 }
 
 // RecheckAllArgs queues a DNS check, now, of every domain of every account
@@ -71,7 +73,7 @@ func (RecheckAllArgs) Kind() string { return "domain_recheck_all" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (RecheckAllArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: MaintenanceQueue}
+	return river.InsertOpts{Queue: queues.Maintenance}
 }
 
 // FixApplyArgs writes one DNS recommendation through its domain's DNS
@@ -86,7 +88,7 @@ func (FixApplyArgs) Kind() string { return "dns_fix_apply" }
 // InsertOpts implements river.JobArgsWithInsertOpts: a network failure is
 // retried a few times; a conflict or a refusal is final at once.
 func (FixApplyArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, MaxAttempts: 4}
+	return river.InsertOpts{Queue: queues.DNS, MaxAttempts: 4}
 }
 
 // MXVerifyArgs verifies one MX setup.
@@ -99,7 +101,7 @@ func (MXVerifyArgs) Kind() string { return "mx_verify" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (MXVerifyArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: Queue, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: MXReverifyInterval / 2}}
+	return river.InsertOpts{Queue: queues.DNS, MaxAttempts: 3, UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: MXReverifyInterval / 2}}
 }
 
 // MXScheduleArgs queues an MXVerifyArgs per setup still to watch.
@@ -110,5 +112,5 @@ func (MXScheduleArgs) Kind() string { return "mx_verify_schedule" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (MXScheduleArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: MaintenanceQueue, UniqueOpts: river.UniqueOpts{ByPeriod: 30 * time.Second}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: 30 * time.Second}}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // TestMain is shared by every test file of the package.
@@ -163,7 +164,7 @@ func TestScheduleChecks(t *testing.T) {
 			var at time.Time
 			var queue string
 			require.NoError(t, rows.Scan(&at, &queue))
-			require.Equal(t, Queue, queue)
+			require.Equal(t, queues.DNS, queue)
 			require.False(t, at.Before(now), "%s", at)
 			require.True(t, at.Before(now.Add(interval)), "%s", at)
 			buckets[int(at.Sub(now)*5/interval)]++

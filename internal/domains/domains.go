@@ -36,15 +36,6 @@ const (
 	MXReverifyInterval = time.Hour
 )
 
-// River queues this work runs on (jobs.QueueDNS and jobs.QueueMaintenance
-// name the same queues).
-const (
-	// Queue is the queue of DNS lookups: checks, fixes, MX verifications.
-	Queue = "dns"
-	// MaintenanceQueue is the queue of schedulers and pruning.
-	MaintenanceQueue = "maintenance"
-)
-
 // ErrDomainGone is returned when the domain was deleted while it was
 // checked or scored.
 var ErrDomainGone = errors.New("domain no longer exists")

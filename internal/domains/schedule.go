@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
 // ScheduleChecks inserts, for every domain, its check of the period that
@@ -21,7 +22,7 @@ import (
 func ScheduleChecks(ctx context.Context, db dbutil.Executor, client *river.Client[pgx.Tx], interval time.Duration, now time.Time) (int, error) {
 	return insertChecks(ctx, db, client, func(id uuid.UUID) *river.InsertOpts {
 		return &river.InsertOpts{
-			Queue:       Queue,
+			Queue:       queues.DNS,
 			MaxAttempts: checkMaxAttempts,
 			ScheduledAt: NextCheckAt(id, interval, now),
 			UniqueOpts:  river.UniqueOpts{ByArgs: true, ByPeriod: interval},

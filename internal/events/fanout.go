@@ -12,14 +12,12 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
 // DeliveryKind is the River job kind that pushes one webhook delivery.
 const DeliveryKind = "webhook_delivery"
-
-// DeliveryQueue is the River queue of webhook pushes (jobs.QueueWebhooks).
-const DeliveryQueue = "webhooks"
 
 // DeliveryArgs are the arguments of a webhook delivery job: the delivery id
 // only. The worker (jobs/webhooks.go) reads the delivery and its
@@ -34,7 +32,7 @@ func (DeliveryArgs) Kind() string { return DeliveryKind }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (DeliveryArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: DeliveryQueue, MaxAttempts: webhook.MaxAttempts}
+	return river.InsertOpts{Queue: queues.Webhooks, MaxAttempts: webhook.MaxAttempts}
 }
 
 // DeliveryTags are the River tags of a delivery job, so that River UI's

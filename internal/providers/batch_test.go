@@ -35,7 +35,7 @@ func TestIngesterBatches(t *testing.T) {
 	require.NoError(t, err)
 	g := &providers.Ingester{
 		DB: pool, River: client,
-		BatchJob: func(ids []uuid.UUID) river.JobArgs { return jobs.ProviderPayloadArgs{PayloadIDs: ids} },
+		BatchJob: func(ids []uuid.UUID) river.JobArgs { return providers.PayloadArgs{PayloadIDs: ids} },
 	}
 	account := uuid.New()
 	_, err = pool.Exec(ctx, `INSERT INTO accounts (id, email, password_hash) VALUES ($1, 'ingester@example.com', 'x')`, account)
@@ -59,7 +59,7 @@ func TestIngesterBatches(t *testing.T) {
 		require.NoError(t, err)
 		seen := map[uuid.UUID]int{}
 		for _, raw := range all {
-			var a jobs.ProviderPayloadArgs
+			var a providers.PayloadArgs
 			require.NoError(t, json.Unmarshal(raw, &a))
 			for _, id := range a.PayloadIDs {
 				seen[id]++
