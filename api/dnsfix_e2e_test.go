@@ -17,7 +17,6 @@ import (
 
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/bindtest"
-	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
@@ -101,7 +100,7 @@ func TestDNSFixEndToEnd(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	worker, err := jobs.NewClient(jobs.Deps{
 		Pool: pool, Logger: logger, Keyring: keyring, Resolver: resolver, DNSFix: fix,
-		Config:        &config.Config{DNSCheckInterval: time.Hour, EventRetentionDays: 90, HealthHistoryDays: 90},
+		Settings:      jobs.Settings{DNSCheckInterval: time.Hour, EventRetentionDays: 90, HealthHistoryDays: 90},
 		WebhookClient: webhook.NewClient(testGuard(t), webhook.ClientOptions{}),
 	}, jobs.Options{Concurrency: 10})
 	require.NoError(t, err)

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/api"
-	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnstest"
@@ -119,7 +118,7 @@ func TestDomainEndToEnd(t *testing.T) {
 	worker, err := jobs.NewClient(jobs.Deps{
 		Pool:          pool,
 		Logger:        logger,
-		Config:        &config.Config{DNSCheckInterval: 2 * time.Second, EventRetentionDays: 90, HealthHistoryDays: 90},
+		Settings:      jobs.Settings{DNSCheckInterval: 2 * time.Second, EventRetentionDays: 90, HealthHistoryDays: 90},
 		Keyring:       keyring,
 		WebhookClient: webhook.NewClient(testGuard(t), webhook.ClientOptions{}),
 		Resolver:      resolver,

@@ -23,7 +23,6 @@ import (
 
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/browsertest"
-	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnstest"
@@ -159,7 +158,7 @@ func startDashboard(t *testing.T, zone string, extra func(*api.Deps)) *dashboard
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	worker, err := jobs.NewClient(jobs.Deps{
 		Pool: pool, Logger: logger, Keyring: keyring, Resolver: resolver,
-		Config:        &config.Config{DNSCheckInterval: time.Hour, EventRetentionDays: 90, HealthHistoryDays: 90},
+		Settings:      jobs.Settings{DNSCheckInterval: time.Hour, EventRetentionDays: 90, HealthHistoryDays: 90},
 		WebhookClient: webhook.NewClient(testGuard(t), webhook.ClientOptions{}),
 	}, jobs.Options{Concurrency: 10})
 	require.NoError(t, err)

@@ -48,19 +48,16 @@ func NewStripeEventWorker(deps Deps) *StripeEventWorker {
 
 // defaultPlan is DEFAULT_PLAN (free without a configuration: tests, tools).
 func (d Deps) defaultPlan() string {
-	if d.Config != nil && d.Config.DefaultPlan != "" {
-		return d.Config.DefaultPlan
+	if d.Settings.DefaultPlan != "" {
+		return d.Settings.DefaultPlan
 	}
 	return plans.Free
 }
 
-// Applier is the billing applier configured from Deps.Config.
+// Applier is the billing applier configured from Deps.Settings.
 func (d Deps) Applier(em *events.Emitter) *billing.Applier {
-	a := &billing.Applier{Emitter: em}
-	if d.Config != nil {
-		a.Prices, a.Grace, a.Default = d.Config.StripePricePlans, d.Config.BillingGracePeriod, d.Config.DefaultPlan
-	}
-	return a
+	return &billing.Applier{Emitter: em, Prices: d.Settings.StripePricePlans, Grace: d.Settings.BillingGracePeriod,
+		Default: d.Settings.DefaultPlan}
 }
 
 // Work applies the event once, in one transaction with its plan_changed

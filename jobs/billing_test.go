@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/billing"
-	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/queues"
@@ -29,7 +28,7 @@ import (
 func TestBillingJobsOnRiver(t *testing.T) {
 	t.Parallel()
 	pool, _ := dbtest.NewDB(t)
-	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Config: &config.Config{
+	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Settings: Settings{
 		StripePricePlans: plans.PriceMap{"price_jobs_pro": plans.Pro}, BillingGracePeriod: time.Hour,
 	}}
 	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{queues.Default, queues.Maintenance}})

@@ -37,8 +37,8 @@ func domainPeriodicJobs(deps Deps) []*river.PeriodicJob {
 }
 
 func (d Deps) dnsCheckInterval() time.Duration {
-	if d.Config != nil && d.Config.DNSCheckInterval > 0 {
-		return d.Config.DNSCheckInterval
+	if d.Settings.DNSCheckInterval > 0 {
+		return d.Settings.DNSCheckInterval
 	}
 	return domains.DefaultCheckInterval
 }
@@ -143,8 +143,8 @@ type DomainHealthPruneWorker struct {
 // Work deletes health history older than the retention.
 func (w *DomainHealthPruneWorker) Work(ctx context.Context, job *river.Job[domains.HealthPruneArgs]) error {
 	days := domains.DefaultHealthHistoryDays
-	if w.deps.Config != nil && w.deps.Config.HealthHistoryDays > 0 {
-		days = w.deps.Config.HealthHistoryDays
+	if w.deps.Settings.HealthHistoryDays > 0 {
+		days = w.deps.Settings.HealthHistoryDays
 	}
 	before := w.deps.Now().UTC().Add(-time.Duration(days) * 24 * time.Hour)
 	n, err := dbsqlc.New().DomainHealthPrune(ctx, w.deps.Pool, before)

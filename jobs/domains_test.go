@@ -21,7 +21,6 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -302,7 +301,7 @@ func TestDomainHealthJob(t *testing.T) {
 func TestDomainPeriodicJobsUseTheConfiguredInterval(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, domains.DefaultCheckInterval, Deps{}.dnsCheckInterval())
-	require.Equal(t, time.Minute, Deps{Config: &config.Config{DNSCheckInterval: time.Minute}}.dnsCheckInterval())
+	require.Equal(t, time.Minute, Deps{Settings: Settings{DNSCheckInterval: time.Minute}}.dnsCheckInterval())
 	require.Len(t, domainPeriodicJobs(Deps{}), 2)
 }
 

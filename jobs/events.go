@@ -11,7 +11,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/plans"
 )
 
-// defaultEventRetentionDays applies when Deps.Config is nil (tests, tools).
+// defaultEventRetentionDays applies when Deps.Settings leaves it zero (tests, tools).
 const defaultEventRetentionDays = 90
 
 // EventPruneWorker works events.PruneArgs.
@@ -36,8 +36,8 @@ func (w *EventPruneWorker) Timeout(*river.Job[events.PruneArgs]) time.Duration {
 func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[events.PruneArgs]) error {
 	now := w.deps.Now
 	days := defaultEventRetentionDays
-	if w.deps.Config != nil && w.deps.Config.EventRetentionDays > 0 {
-		days = w.deps.Config.EventRetentionDays
+	if w.deps.Settings.EventRetentionDays > 0 {
+		days = w.deps.Settings.EventRetentionDays
 	}
 	cutoff := now().UTC().AddDate(0, 0, -days)
 	n, err := events.Prune(ctx, w.deps.Pool, cutoff, events.PruneBatchSize)

@@ -25,8 +25,10 @@ import (
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/logthrottle"
 	"github.com/mailwatch/mailwatch/internal/notify"
+	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
+	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
 // MaxJobTimeout is the longest any job kind may run before River cancels
@@ -50,13 +52,15 @@ const riverLogEvery = 30 * time.Second
 // plus up to River's 30 s rescuer interval.
 const DefaultRescueAfter = MaxJobTimeout + rescueMargin
 
-// Deps is what workers need.
+// Deps is what workers need: the database, a clock and a log, the
+// settings they read, and the outside world each capability reaches.
 type Deps struct {
 	Pool   *pgxpool.Pool
 	Logger *slog.Logger
 	Now    func() time.Time
-	// Config is the process configuration (retention, inbound domain...).
-	Config *config.Config
+	// Settings are the few settings the workers read; zero values are the
+	// defaults.
+	Settings Settings
 	// Keyring decrypts subscription signing secrets.
 	Keyring *secretbox.Keyring
 	// WebhookClient pushes deliveries (SSRF-guarded, no redirects).
@@ -80,6 +84,42 @@ type Deps struct {
 	// Mail sends notification mail (notify.go); nil or without a relay,
 	// the mail jobs log that they skipped and complete.
 	Mail *notify.Mailer
+}
+
+// Settings are the configuration the workers read (SettingsFrom takes them
+// from the process's); a zero field means its default.
+type Settings struct {
+	// InboundDomain signs the reporting addresses the DNS checks look for.
+	InboundDomain string
+	// EventRetentionDays caps every plan's event retention.
+	EventRetentionDays int
+	// DefaultPlan is the plan of accounts without one of their own.
+	DefaultPlan string
+	// StripePricePlans and BillingGracePeriod configure the billing applier.
+	StripePricePlans   plans.PriceMap
+	BillingGracePeriod time.Duration
+	// DNSCheckInterval is how often each domain is checked.
+	DNSCheckInterval time.Duration
+	// HealthHistoryDays is how long health scores are kept.
+	HealthHistoryDays int
+	// JobRescueAfter is River's rescue window (JOB_RESCUE_AFTER).
+	JobRescueAfter time.Duration
+	// WebhookLimits bound the pushes in flight per account and per host.
+	WebhookLimits webhook.Limits
+	// JWTKeyRotation and JWTTTL drive the signing-key rotation.
+	JWTKeyRotation time.Duration
+	JWTTTL         time.Duration
+}
+
+// SettingsFrom takes the workers' settings from the process's.
+func SettingsFrom(cfg *config.Config) Settings {
+	return Settings{
+		InboundDomain: cfg.InboundDomain, EventRetentionDays: cfg.EventRetentionDays, DefaultPlan: cfg.DefaultPlan,
+		StripePricePlans: cfg.StripePricePlans, BillingGracePeriod: cfg.BillingGracePeriod,
+		DNSCheckInterval: cfg.DNSCheckInterval, HealthHistoryDays: cfg.HealthHistoryDays,
+		JobRescueAfter: cfg.JobRescueAfter, WebhookLimits: cfg.WebhookLimits,
+		JWTKeyRotation: cfg.JWTKeyRotation, JWTTTL: cfg.JWTTTL,
+	}
 }
 
 // withDefaults fills what a caller may leave unset, once for every
@@ -170,8 +210,8 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 	}
 	warn := deps.Logger != nil
 	deps = deps.withDefaults()
-	if deps.Config != nil && deps.Config.JobRescueAfter > 0 {
-		cfg.RescueStuckJobsAfter = deps.Config.JobRescueAfter
+	if deps.Settings.JobRescueAfter > 0 {
+		cfg.RescueStuckJobsAfter = deps.Settings.JobRescueAfter
 	}
 	// River refuses a rescue delay shorter than the job timeout.
 	cfg.JobTimeout = min(MaxJobTimeout, cfg.RescueStuckJobsAfter)

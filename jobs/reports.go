@@ -167,11 +167,7 @@ func (w *ReportAddressMintWorker) Work(ctx context.Context, _ *river.Job[ReportA
 // reportService is the reports capability over the workers'
 // dependencies.
 func reportService(deps Deps) *reports.Service {
-	inbound := ""
-	if deps.Config != nil {
-		inbound = deps.Config.InboundDomain
-	}
-	svc := reports.NewService(deps.Pool, deps.Keyring, inbound)
+	svc := reports.NewService(deps.Pool, deps.Keyring, deps.Settings.InboundDomain)
 	svc.Resolver, svc.Logger, svc.Now = deps.Resolver, deps.Logger, deps.Now
 	// A new aggregate report moves the DMARC pass rate that caps the
 	// health score: recompute it.

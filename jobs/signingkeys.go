@@ -40,13 +40,11 @@ func (w *SigningKeyRotateWorker) Work(ctx context.Context, job *river.Job[identi
 	}
 	now := w.deps.Now
 	every, ttl := identity.DefaultRotateEvery, identity.MaxTokenTTL
-	if c := w.deps.Config; c != nil {
-		if c.JWTKeyRotation > 0 {
-			every = c.JWTKeyRotation
-		}
-		if c.JWTTTL > 0 {
-			ttl = c.JWTTTL
-		}
+	if c := w.deps.Settings; c.JWTKeyRotation > 0 {
+		every = c.JWTKeyRotation
+	}
+	if c := w.deps.Settings; c.JWTTTL > 0 {
+		ttl = c.JWTTTL
 	}
 	if job.Args.Force {
 		every = 0 // identity.Rotate: every <= 0 forces a rotation

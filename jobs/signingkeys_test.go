@@ -11,7 +11,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/identity"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
@@ -26,8 +25,8 @@ func TestSigningKeyRotateWorker(t *testing.T) {
 	now := time.Now().UTC()
 	w := &SigningKeyRotateWorker{deps: Deps{
 		Pool: pool, Keyring: keyring, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Config: &config.Config{JWTKeyRotation: time.Hour, JWTTTL: 15 * time.Minute},
-		Now:    func() time.Time { return now },
+		Settings: Settings{JWTKeyRotation: time.Hour, JWTTTL: 15 * time.Minute},
+		Now:      func() time.Time { return now },
 	}}
 	states := func() map[string]int {
 		rows, err := pool.Query(ctx, `SELECT state, count(*) FROM signing_keys GROUP BY state`)

@@ -80,11 +80,7 @@ type retryKey struct {
 // NewDeliveryWorker returns the push worker.
 func NewDeliveryWorker(deps Deps) *DeliveryWorker {
 	deps = deps.withDefaults()
-	var limits webhook.Limits
-	if deps.Config != nil {
-		limits = deps.Config.WebhookLimits
-	}
-	w := &DeliveryWorker{deps: deps, metrics: newWebhookMetrics(deps), gate: webhook.NewGate(limits)}
+	w := &DeliveryWorker{deps: deps, metrics: newWebhookMetrics(deps), gate: webhook.NewGate(deps.Settings.WebhookLimits)}
 	w.starts = &coalescer[deliveries.StartIn, *deliveries.Started]{
 		maxBatch: coalesceMaxBatch, maxFlushers: coalesceMaxFlushers, timeout: finishTimeout, run: w.startMany,
 	}

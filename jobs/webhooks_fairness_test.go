@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/queues"
@@ -97,7 +96,7 @@ func newFairEnv(t *testing.T, total int, limits webhook.Limits) *whEnv {
 		// held when the other tenant's push is due; a test that fails
 		// sees them end (abandoned) first.
 		d.WebhookClient = webhook.NewClient(loopbackGuard(t), webhook.ClientOptions{Timeout: 20 * time.Second})
-		d.Config = &config.Config{WebhookLimits: limits}
+		d.Settings.WebhookLimits = limits
 	}, Options{Concurrency: total, WebhookConcurrency: total, Queues: []string{queues.Webhooks}})
 }
 

@@ -77,7 +77,7 @@ func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg
 		Mail:     &notify.Mailer{Relay: relay, From: cfg.NotifyFrom, BaseURL: notify.BaseURL(cfg.PublicBaseURL, cfg.ListenAddr)},
 		Pool:     pool,
 		Logger:   logger,
-		Config:   cfg,
+		Settings: jobs.SettingsFrom(cfg),
 		Keyring:  sh.keyring,
 		Resolver: sh.resolver,
 		Registry: reg,

@@ -59,7 +59,7 @@ func runJobs(ctx context.Context, cfg *config.Config, logger *slog.Logger, args 
 		return err
 	}
 	defer pool.Close()
-	client, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger, Config: cfg}, jobs.Options{})
+	client, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger, Settings: jobs.SettingsFrom(cfg)}, jobs.Options{})
 	if err != nil {
 		return err
 	}

@@ -168,8 +168,8 @@ func TestRoutesHoldNoHandlerBodies(t *testing.T) {
 // arguments, workers and the client's set-up, and no rule: a rule another
 // layer needs lives in a capability package.
 func TestJobsExportsWorkersOnly(t *testing.T) {
-	allowedFuncs := []string{"NewClient", "Workers", "PeriodicJobs", "NewObserver", "RunNowJobs", "QueueStats"}
-	allowedTypes := []string{"Deps", "Options", "Observer",
+	allowedFuncs := []string{"NewClient", "Workers", "PeriodicJobs", "SettingsFrom"}
+	allowedTypes := []string{"Deps", "Options", "Settings", "Observer",
 		// the observer's readiness report is client set-up
 		"Health", "QueueHealth"}
 	for _, f := range productionFiles(t) {

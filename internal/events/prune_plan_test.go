@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/jobs"
@@ -42,8 +41,8 @@ func TestPrunePerPlan(t *testing.T) {
 
 	w := jobs.NewEventPruneWorker(jobs.Deps{
 		Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:    func() time.Time { return now },
-		Config: &config.Config{EventRetentionDays: 60}, // caps business's 90
+		Now:      func() time.Time { return now },
+		Settings: jobs.Settings{EventRetentionDays: 60}, // caps business's 90
 	})
 	require.NoError(t, w.Work(ctx, nil))
 	require.True(t, exists(free6))
@@ -76,8 +75,8 @@ func TestPruneDefaultPlan(t *testing.T) {
 	default8, default61, free8 := emit(onDefault, 8), emit(onDefault, 61), emit(onFree, 8)
 	w := jobs.NewEventPruneWorker(jobs.Deps{
 		Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:    func() time.Time { return now },
-		Config: &config.Config{EventRetentionDays: 60, DefaultPlan: "unlimited"},
+		Now:      func() time.Time { return now },
+		Settings: jobs.Settings{EventRetentionDays: 60, DefaultPlan: "unlimited"},
 	})
 	require.NoError(t, w.Work(ctx, nil))
 	require.True(t, exists(default8), "the default plan (unlimited) keeps what the server keeps")

@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/jobs"
@@ -83,8 +82,8 @@ func TestPrune(t *testing.T) {
 	t.Run("WorkerUsesEventRetentionDays", func(t *testing.T) {
 		w := jobs.NewEventPruneWorker(jobs.Deps{
 			Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Now:    func() time.Time { return now },
-			Config: &config.Config{EventRetentionDays: 30},
+			Now:      func() time.Time { return now },
+			Settings: jobs.Settings{EventRetentionDays: 30},
 		})
 		require.NoError(t, w.Work(ctx, nil))
 		require.False(t, exists(recentInfo), "89 days old is past a 30-day retention")
