@@ -16,17 +16,13 @@ import (
 	"github.com/mailwatch/mailwatch/internal/twilio"
 )
 
-// Wait bounds (README: "Receivers (temporary inboxes)"); the lifetimes
+// Wait bounds (docs/features/receivers.md); the lifetimes
 // are internal/receivers' (DefaultTTL, MinTTL, MaxTTL, PurgeGrace).
 const (
 	waitDefaultTimeout = 20
 	// waitMargin is added to the wait's timeout to make its own deadline.
 	waitMargin = 10 * time.Second
 )
-
-// ReceiverPurgeGrace is how long an expired receiver and its messages stay
-// (answering 410) before the expiry job deletes them (then 404).
-const ReceiverPurgeGrace = receivers.PurgeGrace
 
 // Receiver is a temporary inbox.
 type Receiver struct {

@@ -155,7 +155,7 @@ func TestDashboardSessions(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed out")
 	})
 
-	t.Run("EndWebSessions", func(t *testing.T) {
+	t.Run("CredentialChangeEndsSessions", func(t *testing.T) {
 		w := newWebClient(t, b)
 		w.signIn(acct.Email, "correct horse battery")
 		resp, _ := w.req("GET", "/", nil)

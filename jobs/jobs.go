@@ -123,13 +123,13 @@ func SettingsFrom(cfg *config.Config) Settings {
 }
 
 // withDefaults fills what a caller may leave unset, once for every
-// worker: the wall clock and a logger that discards.
+// worker: the wall clock and the process's default logger.
 func (d Deps) withDefaults() Deps {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
 	if d.Logger == nil {
-		d.Logger = slog.New(slog.DiscardHandler)
+		d.Logger = slog.Default()
 	}
 	return d
 }

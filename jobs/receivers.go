@@ -11,11 +11,6 @@ import (
 	"github.com/mailwatch/mailwatch/internal/receivers"
 )
 
-// ReceiverPurgeGrace is how long an expired receiver and its messages are
-// kept (their routes answer 410) before ReceiverExpireWorker deletes them
-// (then 404): receivers.PurgeGrace.
-const ReceiverPurgeGrace = receivers.PurgeGrace
-
 // addReceiverWorkers registers this feature's workers.
 func addReceiverWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &ReceiverExpireWorker{deps: deps})

@@ -3,11 +3,9 @@ package accounts
 import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
-)
 
-// DeleteQueue is the River queue of DeleteArgs: the maintenance queue,
-// apart from customers' webhook pushes and DNS checks.
-const DeleteQueue = "maintenance"
+	"github.com/mailwatch/mailwatch/internal/queues"
+)
 
 // DeleteArgs removes everything an account marked for deletion owns
 // (Purge), then the account. The args live here, beside MarkDeleting that
@@ -22,5 +20,5 @@ func (DeleteArgs) Kind() string { return "account_delete" }
 // InsertOpts implements river.JobArgsWithInsertOpts: one queued run per
 // account.
 func (DeleteArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: DeleteQueue, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }

@@ -26,7 +26,7 @@ const (
 	StatusFailed = "failed"
 )
 
-// Timing rules (README: "Event subscriptions and webhook delivery").
+// Timing rules (docs/features/webhooks.md, docs/webhook-delivery.md).
 const (
 	// MaxSnooze caps how long a 429/503 Retry-After may hold a delivery
 	// back without using an attempt.

@@ -13,7 +13,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 )
 
-// Enforcement readiness rules (documented in the README).
+// Enforcement readiness rules (documented in docs/features/reports.md).
 const (
 	// ReadinessWindow is the period readiness and the health cap look at.
 	ReadinessWindow = 30 * 24 * time.Hour
