@@ -205,7 +205,7 @@ func TestJobsExportsWorkersOnly(t *testing.T) {
 // TestNoTestHelpersInProduction keeps the test-helper packages out of the
 // binaries (the benchmark tool, which drives them on purpose, excepted).
 func TestNoTestHelpersInProduction(t *testing.T) {
-	helpers := []string{"dbtest", "dnstest", "bindtest", "smtptest", "snstest", "mimetest", "browsertest", "apitest"}
+	helpers := []string{"dbtest", "dnstest", "bindtest", "smtptest", "snstest", "mimetest", "browsertest", "testfactory"}
 	for _, f := range productionFiles(t) {
 		if under(f.path, "cmd/mwbench") || slices.ContainsFunc(helpers, func(h string) bool {
 			return strings.Contains("/"+f.path, "/"+h+"/")

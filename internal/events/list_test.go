@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 func TestCursor(t *testing.T) {
@@ -60,7 +61,7 @@ func TestListQueryPlans(t *testing.T) {
 	const accounts, perAccount = 60, 400
 	ids := make([]uuid.UUID, accounts)
 	for i := range ids {
-		ids[i] = insertAccount(t, pool)
+		ids[i] = testfactory.Account(t, pool)
 	}
 	typesList := events.Types()
 	base := time.Now().UTC().Add(-30 * 24 * time.Hour)
@@ -178,7 +179,7 @@ func TestList(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.Tx(t)
 	em := newEmitter(t)
-	a, b := insertAccount(t, db), insertAccount(t, db)
+	a, b := testfactory.Account(t, db), testfactory.Account(t, db)
 	at := time.Date(2026, 2, 1, 10, 0, 0, 0, time.UTC)
 	ex, _ := events.Lookup(events.TypeDMARCReportReceived)
 	var want []uuid.UUID

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 // pageIDs decodes the ids of a rendered page.
@@ -54,7 +55,7 @@ func TestFirstPages(t *testing.T) {
 	ctx := context.Background()
 	tx := dbtest.Tx(t)
 	em := newEmitter(t)
-	account, other := insertAccount(t, tx), insertAccount(t, tx)
+	account, other := testfactory.Account(t, tx), testfactory.Account(t, tx)
 	emit := func(acct uuid.UUID, typ string, at time.Time) uuid.UUID {
 		t.Helper()
 		ev := events.Event{AccountID: acct, Type: typ, At: at, Payload: map[string]any{
@@ -184,7 +185,7 @@ func TestFirstPagesStayWithinTheirMemory(t *testing.T) {
 	em := newEmitter(t)
 	accounts := make([]uuid.UUID, 20)
 	for i := range accounts {
-		accounts[i] = insertAccount(t, tx)
+		accounts[i] = testfactory.Account(t, tx)
 		for range 3 {
 			_, err := em.Emit(ctx, tx, events.Event{AccountID: accounts[i], Type: events.TypeReceiverMessageReceived,
 				Payload: map[string]any{"receiver_id": uuid.New(), "message_id": uuid.New(), "channel": "email"}})

@@ -10,6 +10,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 // TestResolvePrecedence is the precedence table: required -> mute ->
@@ -57,7 +58,7 @@ type emitBundle struct {
 func setupEmit(t *testing.T) *emitBundle {
 	t.Helper()
 	db := dbtest.Tx(t)
-	account := insertAccount(t, db)
+	account := testfactory.Account(t, db)
 	ctx := context.Background()
 	_, err := db.Exec(ctx, `INSERT INTO event_subscriptions (id, account_id, url, secret_ciphertext, secret_key_id)
 		VALUES (gen_random_uuid(), $1, 'https://hooks.example.com/x', '\xdeadbeef', 'k1')`, account)

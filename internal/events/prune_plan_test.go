@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -26,7 +27,7 @@ func TestPrunePerPlan(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	em := newEmitter(t)
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	free, pro, business := insertAccount(t, pool), insertAccount(t, pool), insertAccount(t, pool)
+	free, pro, business := testfactory.Account(t, pool), testfactory.Account(t, pool), testfactory.Account(t, pool)
 	for acct, plan := range map[uuid.UUID]string{pro: "pro", business: "business"} {
 		_, err := pool.Exec(ctx, "INSERT INTO account_plans (account_id, plan) VALUES ($1, $2)", acct, plan)
 		require.NoError(t, err)
@@ -65,7 +66,7 @@ func TestPruneDefaultPlan(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	em := newEmitter(t)
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	onDefault, onFree := insertAccount(t, pool), insertAccount(t, pool)
+	onDefault, onFree := testfactory.Account(t, pool), testfactory.Account(t, pool)
 	_, err := pool.Exec(ctx, "INSERT INTO account_plans (account_id, plan) VALUES ($1, 'free')", onFree)
 	require.NoError(t, err)
 	emit := func(acct uuid.UUID, daysAgo int) uuid.UUID {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -21,7 +22,7 @@ func TestPrune(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
 	em := newEmitter(t)
-	account := insertAccount(t, pool)
+	account := testfactory.Account(t, pool)
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	old := now.AddDate(0, 0, -91)
 	recent := now.AddDate(0, 0, -89)

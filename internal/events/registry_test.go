@@ -11,10 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -25,16 +24,6 @@ func newEmitter(t *testing.T) *events.Emitter {
 	client, err := jobs.NewClient(jobs.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, jobs.Options{})
 	require.NoError(t, err)
 	return &events.Emitter{River: client}
-}
-
-func insertAccount(t *testing.T, db dbutil.Executor) uuid.UUID {
-	t.Helper()
-	id := uuid.Must(uuid.NewV7())
-	_, err := dbsqlc.New().AccountInsert(context.Background(), db, dbsqlc.AccountInsertParams{
-		ID: id, Email: id.String() + "@example.com", PasswordHash: "x",
-	})
-	require.NoError(t, err)
-	return id
 }
 
 func TestGroupsRequired(t *testing.T) {
@@ -116,7 +105,7 @@ func TestEmit(t *testing.T) {
 	ctx := context.Background()
 	db := dbtest.Tx(t)
 	em := newEmitter(t)
-	account := insertAccount(t, db)
+	account := testfactory.Account(t, db)
 
 	t.Run("DefaultSeverityAndEscalation", func(t *testing.T) {
 		row, err := em.Emit(ctx, db, events.Event{AccountID: account, Type: events.TypeBounceSpike, Domain: "example.com", Tags: []string{"prod"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 // The stored rendering and a rendering of the row as read back must be the
@@ -18,7 +19,7 @@ func TestEmittedRenderingMatchesTheRow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tx := dbtest.Tx(t)
-	acct := insertAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	row, err := (&events.Emitter{}).Emit(ctx, tx, events.Event{
 		AccountID: acct, Type: events.TypeDNSRecordChanged, Domain: "example.com", Tags: []string{"prod", "<eu>"},
 		At: time.Date(2026, 5, 6, 7, 8, 9, 123456789, time.UTC),

@@ -10,6 +10,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/receivers"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
@@ -26,7 +27,7 @@ func newEmitter(t *testing.T) *events.Emitter {
 func TestCreateTTLBounds(t *testing.T) {
 	t.Parallel()
 	tx := dbtest.Tx(t)
-	account := insertAccount(t, tx)
+	account := testfactory.Account(t, tx)
 	now := testNow()
 	for _, ttl := range []int{receivers.MinTTL - 1, receivers.MaxTTL + 1, -5} {
 		_, err := receivers.Create(t.Context(), tx, account, receivers.NewReceiver{TTLSeconds: ttl, InboundDomain: "in.example"}, now)
@@ -49,7 +50,7 @@ func TestCreateTTLBounds(t *testing.T) {
 func TestCreateRefusals(t *testing.T) {
 	t.Parallel()
 	tx := dbtest.Tx(t)
-	account := insertAccount(t, tx)
+	account := testfactory.Account(t, tx)
 	_, err := receivers.Create(t.Context(), tx, account, receivers.NewReceiver{}, testNow())
 	require.ErrorIs(t, err, receivers.ErrEmailUnconfigured)
 	_, err = receivers.Create(t.Context(), tx, account, receivers.NewReceiver{Channel: "fax", InboundDomain: "in.example"}, testNow())
@@ -62,7 +63,7 @@ func TestCreateRefusals(t *testing.T) {
 func TestGoneAfterExpiry(t *testing.T) {
 	t.Parallel()
 	tx := dbtest.Tx(t)
-	account := insertAccount(t, tx)
+	account := testfactory.Account(t, tx)
 	// Long ago, so that the expiry runs below touch no other test's rows in
 	// the shared database.
 	now := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -71,7 +72,7 @@ func TestGoneAfterExpiry(t *testing.T) {
 	got, err := receivers.Get(t.Context(), tx, account, r.ID, now)
 	require.NoError(t, err)
 	require.Equal(t, r.ID, got.ID)
-	_, err = receivers.Get(t.Context(), tx, insertAccount(t, tx), r.ID, now)
+	_, err = receivers.Get(t.Context(), tx, testfactory.Account(t, tx), r.ID, now)
 	require.ErrorIs(t, err, receivers.ErrNotFound)
 
 	later := r.ExpiresAt
@@ -103,10 +104,10 @@ func TestGoneAfterExpiry(t *testing.T) {
 func TestDeleteLiveReceiver(t *testing.T) {
 	t.Parallel()
 	tx := dbtest.Tx(t)
-	account := insertAccount(t, tx)
+	account := testfactory.Account(t, tx)
 	now := testNow()
 	r := insertReceiver(t, tx, account, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
-	require.ErrorIs(t, receivers.Delete(t.Context(), tx, insertAccount(t, tx), r.ID, now), receivers.ErrNotFound)
+	require.ErrorIs(t, receivers.Delete(t.Context(), tx, testfactory.Account(t, tx), r.ID, now), receivers.ErrNotFound)
 	require.NoError(t, receivers.Delete(t.Context(), tx, account, r.ID, now))
 	require.ErrorIs(t, receivers.Delete(t.Context(), tx, account, r.ID, now), receivers.ErrNotFound)
 }
@@ -118,7 +119,7 @@ func TestSMSPool(t *testing.T) {
 	t.Parallel()
 	tx := dbtest.Tx(t)
 	em := newEmitter(t)
-	admin := receivers.PoolAdmin{AccountID: insertAccount(t, tx), KeyIdentifier: "mw_test"}
+	admin := receivers.PoolAdmin{AccountID: testfactory.Account(t, tx), KeyIdentifier: "mw_test"}
 
 	n, err := receivers.NormalizeE164(" +1 (415) 555-01.00 ")
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/mimetest"
 	"github.com/mailwatch/mailwatch/internal/smtpd"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 func cpuTime() time.Duration {
@@ -30,7 +31,7 @@ func TestDeepNestingRefusedOverSMTP(t *testing.T) {
 	t.Parallel()
 	tx := dbtest.Tx(t)
 	now := testNow()
-	r := insertReceiver(t, tx, insertAccount(t, tx), "email", newAddress(), now.Add(time.Hour))
+	r := insertReceiver(t, tx, testfactory.Account(t, tx), "email", newAddress(), now.Add(time.Hour))
 	srv, err := smtpd.NewServer(smtpd.Config{Domain: "inbound.mailwatch.test", MaxMessageBytes: 10 << 20}, newStore(t, tx, now), nil)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

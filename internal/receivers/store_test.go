@@ -21,6 +21,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/inbound"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/smtpd"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 	"github.com/mailwatch/mailwatch/internal/twilio"
 	"github.com/mailwatch/mailwatch/jobs"
 )
@@ -38,16 +39,6 @@ func newStore(t *testing.T, db dbutil.Executor, now time.Time) *receivers.Store 
 	return &receivers.Store{
 		DB: db, Emitter: &events.Emitter{River: client}, Now: func() time.Time { return now },
 	}
-}
-
-func insertAccount(t *testing.T, db dbutil.Executor) uuid.UUID {
-	t.Helper()
-	id := uuid.Must(uuid.NewV7())
-	_, err := dbsqlc.New().AccountInsert(context.Background(), db, dbsqlc.AccountInsertParams{
-		ID: id, Email: id.String() + "@example.com", PasswordHash: "x",
-	})
-	require.NoError(t, err)
-	return id
 }
 
 func insertReceiver(t *testing.T, db dbutil.Executor, account uuid.UUID, channel, address string, expiresAt time.Time) dbsqlc.Receiver {
@@ -206,7 +197,7 @@ func TestLookupEmail(t *testing.T) {
 	tx := dbtest.Tx(t)
 	now := testNow()
 	store := newStore(t, tx, now)
-	acct := insertAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	live := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	expired := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(-time.Second))
 	atExpiry := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now)
@@ -243,7 +234,7 @@ func TestDeliverEmailStoresMessageAndEmitsEvent(t *testing.T) {
 	store := newStore(t, tx, now)
 	var delivered deliveredLog
 	store.Delivered = delivered.record
-	acct := insertAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	r := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	other := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	raw := signupEmail(r.Address)
@@ -325,7 +316,7 @@ func TestDeliverEmailUnknownAndExpired(t *testing.T) {
 	store := newStore(t, tx, now)
 	var delivered deliveredLog
 	store.Delivered = delivered.record
-	acct := insertAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	expired := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(-time.Minute))
 	unknown := newAddress()
 
@@ -352,7 +343,7 @@ func TestDeliverEmailUnreadableMessage(t *testing.T) {
 	tx := dbtest.Tx(t)
 	now := testNow()
 	store := newStore(t, tx, now)
-	acct := insertAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	r := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 
 	_, err := store.DeliverEmail(ctx, receivers.EmailDelivery{Raw: nil, Recipients: []string{r.Address}})
@@ -369,7 +360,7 @@ func TestDeliverEmailDuplicateWebhookID(t *testing.T) {
 	store := newStore(t, tx, now)
 	var delivered deliveredLog
 	store.Delivered = delivered.record
-	acct := insertAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	r := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	other := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	webhookID := "msg_" + uuid.NewString()
@@ -420,7 +411,7 @@ func TestDeliverEmailSeveralRecipients(t *testing.T) {
 	store := newStore(t, tx, now)
 	var delivered deliveredLog
 	store.Delivered = delivered.record
-	acctX, acctY := insertAccount(t, tx), insertAccount(t, tx)
+	acctX, acctY := testfactory.Account(t, tx), testfactory.Account(t, tx)
 	rx := insertReceiver(t, tx, acctX, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	ry := insertReceiver(t, tx, acctY, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	gone := insertReceiver(t, tx, acctX, receivers.ChannelEmail, newAddress(), now.Add(-time.Hour))
@@ -480,7 +471,7 @@ func TestDeliverEmailReceiverExpiresBeforeLock(t *testing.T) {
 	}
 	var delivered deliveredLog
 	store.Delivered = delivered.record
-	acct := insertAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	r := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 
 	_, err := store.DeliverEmail(ctx, receivers.EmailDelivery{
@@ -500,7 +491,7 @@ func TestDeliverSMTPEnvelope(t *testing.T) {
 	tx := dbtest.Tx(t)
 	now := testNow()
 	store := newStore(t, tx, now)
-	acct := insertAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	r := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	expired := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(-time.Hour))
 	raw := append([]byte("Return-Path: <bounce@mailer.example.com>\r\n"), signupEmail(r.Address)...)
@@ -536,7 +527,7 @@ func TestDeliverSMS(t *testing.T) {
 	store := newStore(t, tx, now)
 	var delivered deliveredLog
 	store.Delivered = delivered.record
-	acct := insertAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	r := insertSMSReceiver(t, tx, acct, now.Add(time.Hour))
 	receivedAt := now.Add(-time.Second)
 	sms := &twilio.InboundSMS{
@@ -611,7 +602,7 @@ func TestDeliverSMSUnknownAndExpired(t *testing.T) {
 	tx := dbtest.Tx(t)
 	now := testNow()
 	store := newStore(t, tx, now)
-	acct := insertAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	expired := insertSMSReceiver(t, tx, acct, now.Add(-time.Minute))
 	email := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	// A pool number nobody holds.
@@ -641,7 +632,7 @@ func TestDeliveryWakesListeningHub(t *testing.T) {
 	pool, url := dbtest.NewDB(t)
 	now := testNow()
 	store := newStore(t, pool, now)
-	acct := insertAccount(t, pool)
+	acct := testfactory.Account(t, pool)
 	r := insertReceiver(t, pool, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	bystander := insertReceiver(t, pool, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 
@@ -673,7 +664,7 @@ func TestDeliverEmailSeveralRecipientsWithWebhookID(t *testing.T) {
 	tx := dbtest.Tx(t)
 	now := testNow()
 	store := newStore(t, tx, now)
-	acct := insertAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	r1 := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 	r2 := insertReceiver(t, tx, acct, receivers.ChannelEmail, newAddress(), now.Add(time.Hour))
 

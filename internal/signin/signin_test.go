@@ -10,22 +10,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/signin"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
-
-func newAccount(t *testing.T, db dbsqlc.DBTX) uuid.UUID {
-	t.Helper()
-	id := uuid.Must(uuid.NewV7())
-	_, err := dbsqlc.New().AccountInsert(context.Background(), db, dbsqlc.AccountInsertParams{
-		ID: id, Email: id.String() + "@example.com", PasswordHash: "x"})
-	require.NoError(t, err)
-	return id
-}
 
 // fail charges n wrong passwords at now and requires each to be admitted.
 func fail(t *testing.T, db dbutil.Executor, account uuid.UUID, device string, now time.Time, n int) {
@@ -60,7 +51,7 @@ func TestGrowingDelays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tx := dbtest.Tx(t)
-	acct := newAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 	fail(t, tx, acct, "", now, signin.FreeFailures)
@@ -91,7 +82,7 @@ func TestRightPasswordClearsItsBudget(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tx := dbtest.Tx(t)
-	acct := newAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	now := time.Now()
 
 	fail(t, tx, acct, "", now, signin.FreeFailures-1)
@@ -119,7 +110,7 @@ func TestKnownDeviceHasItsOwnBudget(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tx := dbtest.Tx(t)
-	acct, other := newAccount(t, tx), newAccount(t, tx)
+	acct, other := testfactory.Account(t, tx), testfactory.Account(t, tx)
 	now := time.Now()
 
 	a, err := signin.Begin(ctx, tx, acct, "", now)
@@ -173,7 +164,7 @@ func TestKnownDevicesAreBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tx := dbtest.Tx(t)
-	acct := newAccount(t, tx)
+	acct := testfactory.Account(t, tx)
 	now := time.Now()
 	var tokens []string
 	for i := range signin.MaxDevices + 5 {
@@ -208,7 +199,7 @@ func TestConcurrentGuessesCannotOverrunTheBudget(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
-	acct := newAccount(t, pool)
+	acct := testfactory.Account(t, pool)
 	now := time.Now()
 	const guesses = 40
 	var (

@@ -10,11 +10,11 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/subscriptions"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 func newService(t *testing.T) *subscriptions.Service {
@@ -24,14 +24,6 @@ func newService(t *testing.T) *subscriptions.Service {
 	return &subscriptions.Service{Guard: netguard.NewGuard(nil), Keyring: keyring, DefaultPlan: plans.Unlimited}
 }
 
-func insertAccount(t *testing.T, db dbutil.Executor) uuid.UUID {
-	t.Helper()
-	id := uuid.Must(uuid.NewV7())
-	_, err := dbsqlc.New().AccountInsert(t.Context(), db, dbsqlc.AccountInsertParams{ID: id, Email: id.String() + "@example.com", PasswordHash: "x"})
-	require.NoError(t, err)
-	return id
-}
-
 // TestURLRefusedByTheGuard: a destination on a private or loopback
 // address, or not http(s), is refused on create and on update, as a field
 // error on url.
@@ -39,7 +31,7 @@ func TestURLRefusedByTheGuard(t *testing.T) {
 	t.Parallel()
 	tx := dbtest.Tx(t)
 	svc := newService(t)
-	account := insertAccount(t, tx)
+	account := testfactory.Account(t, tx)
 	for _, u := range []string{"http://127.0.0.1/hook", "http://10.1.2.3/hook", "http://[::1]/hook", "ftp://93.184.215.14/hook"} {
 		_, _, err := svc.Create(t.Context(), tx, account, subscriptions.New{URL: u}, time.Now())
 		var fe *subscriptions.FieldError
@@ -67,7 +59,7 @@ func TestSubscriptionLimit(t *testing.T) {
 	t.Parallel()
 	tx := dbtest.Tx(t)
 	svc := newService(t)
-	account := insertAccount(t, tx)
+	account := testfactory.Account(t, tx)
 	for range subscriptions.MaxPerAccount {
 		_, err := dbsqlc.New().SubscriptionInsert(t.Context(), tx, dbsqlc.SubscriptionInsertParams{
 			ID: uuid.Must(uuid.NewV7()), AccountID: account, URL: "https://93.184.215.14/hook",
@@ -87,7 +79,7 @@ func TestFilters(t *testing.T) {
 	t.Parallel()
 	tx := dbtest.Tx(t)
 	svc := newService(t)
-	account := insertAccount(t, tx)
+	account := testfactory.Account(t, tx)
 	var fe *subscriptions.FieldError
 	_, _, err := svc.Create(t.Context(), tx, account, subscriptions.New{URL: "https://93.184.215.14/", EventTypes: []string{"bounce_spike", "bounce_spike"}}, time.Now())
 	require.ErrorAs(t, err, &fe)
@@ -110,7 +102,7 @@ func TestFilters(t *testing.T) {
 	require.Equal(t, "prod", *row.TagFilter)
 	require.False(t, row.Enabled)
 
-	_, err = svc.Update(t.Context(), tx, insertAccount(t, tx), row.ID, subscriptions.Change{Enabled: &off})
+	_, err = svc.Update(t.Context(), tx, testfactory.Account(t, tx), row.ID, subscriptions.Change{Enabled: &off})
 	require.ErrorIs(t, err, subscriptions.ErrNotFound)
 	require.ErrorIs(t, subscriptions.Delete(t.Context(), tx, account, uuid.Must(uuid.NewV7())), subscriptions.ErrNotFound)
 }
