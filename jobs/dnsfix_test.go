@@ -15,6 +15,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
 	"github.com/mailwatch/mailwatch/internal/dnstest"
 	"github.com/mailwatch/mailwatch/internal/domains"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 // TestMXScheduleReverifies runs the periodic re-verification through a
@@ -26,8 +27,8 @@ func TestMXScheduleReverifies(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
 	srv := dnstest.Start(t, "")
-	good := insertTestDomain(t, pool, "mx-good.test")
-	gone := insertTestDomain(t, pool, "mx-gone.test")
+	good := testfactory.AccountDomain(t, pool, "mx-good.test")
+	gone := testfactory.AccountDomain(t, pool, "mx-gone.test")
 	s1, err := dnsfix.SetupMX(ctx, pool, good, "in")
 	require.NoError(t, err)
 	s2, err := dnsfix.SetupMX(ctx, pool, gone, "in")

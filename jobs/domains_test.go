@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -29,38 +28,8 @@ import (
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/queues"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
-
-// testDomainZone publishes SPF, DMARC at reject, an Ed25519 DKIM key, two
-// MX hosts and TLS-RPT for domain: a score of 80 without DNSSEC.
-func testDomainZone(domain string) string {
-	d := domain + "."
-	return fmt.Sprintf(`$TTL 300
-%[1]s SOA ns.%[1]s hostmaster.%[1]s 1 7200 3600 1209600 300
-%[1]s MX 10 mx1.%[1]s
-%[1]s MX 20 mx2.%[1]s
-mx1.%[1]s A 192.0.2.1
-mx2.%[1]s A 192.0.2.2
-%[1]s TXT "v=spf1 mx ip4:192.0.2.0/24 -all"
-_dmarc.%[1]s TXT "v=DMARC1; p=reject; rua=mailto:dmarc@%[2]s"
-selector1._domainkey.%[1]s TXT "v=DKIM1; k=ed25519; p=d+nLbJ2hNdGhwjiSC/ex5+5OqAWWpNlHodnZIHApHTs="
-_smtp._tls.%[1]s TXT "v=TLSRPTv1; rua=mailto:tls@%[2]s"
-`, d, domain)
-}
-
-func insertTestDomain(t *testing.T, db dbutil.Executor, name string, tags ...string) dbsqlc.Domain {
-	t.Helper()
-	ctx := context.Background()
-	account := uuid.Must(uuid.NewV7())
-	_, err := db.Exec(ctx, "INSERT INTO accounts (id, email, password_hash) VALUES ($1, $2, 'x')", account, account.String()+"@example.com")
-	require.NoError(t, err)
-	if tags == nil {
-		tags = []string{}
-	}
-	row, err := dbsqlc.New().DomainInsert(ctx, db, dbsqlc.DomainInsertParams{ID: uuid.Must(uuid.NewV7()), AccountID: account, Name: name, Tags: tags})
-	require.NoError(t, err)
-	return row
-}
 
 type storedEvent struct {
 	Type, Severity string
@@ -209,8 +178,8 @@ func (b *workerBundle) run(t *testing.T, args river.JobArgs) {
 func TestDomainCheckJob(t *testing.T) {
 	t.Parallel()
 	const name = "job-check.test"
-	b := startDomainWorkers(t, testDomainZone(name))
-	d := insertTestDomain(t, b.pool, name, "prod")
+	b := startDomainWorkers(t, testfactory.GoodZone(name))
+	d := testfactory.AccountDomain(t, b.pool, name, "prod")
 	q := dbsqlc.New()
 	ctx := context.Background()
 
@@ -248,7 +217,7 @@ func TestDomainCheckJob(t *testing.T) {
 	t.Run("SPFThatPassedNowMissingIsCritical", func(t *testing.T) {
 		// The first server keeps failing; the resolver now asks a second
 		// one where the SPF record is gone.
-		fresh := dnstest.Start(t, testDomainZone(name))
+		fresh := dnstest.Start(t, testfactory.GoodZone(name))
 		fresh.Remove(name+".", dns.TypeTXT)
 		b.resolver.use(fresh)
 		b.run(t, domains.CheckArgs{DomainID: d.ID})
@@ -274,7 +243,7 @@ func TestDomainCheckJob(t *testing.T) {
 	})
 
 	t.Run("DeletedDomainCompletes", func(t *testing.T) {
-		gone := insertTestDomain(t, b.pool, "gone.job-check.test")
+		gone := testfactory.AccountDomain(t, b.pool, "gone.job-check.test")
 		_, err := b.pool.Exec(ctx, "DELETE FROM domains WHERE id = $1", gone.ID)
 		require.NoError(t, err)
 		b.run(t, domains.CheckArgs{DomainID: gone.ID})
@@ -285,8 +254,8 @@ func TestDomainCheckJob(t *testing.T) {
 func TestDomainHealthJob(t *testing.T) {
 	t.Parallel()
 	const name = "job-health.test"
-	b := startDomainWorkers(t, testDomainZone(name))
-	d := insertTestDomain(t, b.pool, name)
+	b := startDomainWorkers(t, testfactory.GoodZone(name))
+	d := testfactory.AccountDomain(t, b.pool, name)
 
 	b.run(t, domains.HealthArgs{DomainID: d.ID})
 	require.Zero(t, historyLen(t, b.pool, d.ID), "a domain never checked has nothing to score")

@@ -16,6 +16,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 // startReportWorkers works the default and maintenance queues on a fresh
@@ -81,7 +82,7 @@ func parseableReport(reportID string) []byte {
 func TestReportReparseJob(t *testing.T) {
 	t.Parallel()
 	b := startReportWorkers(t)
-	d := insertTestDomain(t, b.pool, "job-reparse.test")
+	d := testfactory.AccountDomain(t, b.pool, "job-reparse.test")
 	insertFailedReport(t, b.pool, d.AccountID, d.ID, parseableReport("a"))
 	insertFailedReport(t, b.pool, d.AccountID, d.ID, parseableReport("b"))
 	broken := insertFailedReport(t, b.pool, d.AccountID, d.ID, []byte("<feedback><oops"))
@@ -111,7 +112,7 @@ func TestReportReparseJob(t *testing.T) {
 func TestReportRawPruneJob(t *testing.T) {
 	t.Parallel()
 	b := startReportWorkers(t)
-	d := insertTestDomain(t, b.pool, "job-raw-prune.test")
+	d := testfactory.AccountDomain(t, b.pool, "job-raw-prune.test")
 	old := insertFailedReport(t, b.pool, d.AccountID, d.ID, []byte("<feedback><oops"))
 	recent := insertFailedReport(t, b.pool, d.AccountID, d.ID, []byte("<feedback><oops"))
 	_, err := b.pool.Exec(context.Background(), "UPDATE report_messages SET received_at = now() - $2::interval WHERE id = $1",

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/domains"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 // TestHealthCappedByDMARCPassRate: once aggregate reports say half of the
@@ -15,8 +16,8 @@ import (
 func TestHealthCappedByDMARCPassRate(t *testing.T) {
 	t.Parallel()
 	const name = "job-dmarc-cap.test"
-	b := startDomainWorkers(t, testDomainZone(name))
-	d := insertTestDomain(t, b.pool, name)
+	b := startDomainWorkers(t, testfactory.GoodZone(name))
+	d := testfactory.AccountDomain(t, b.pool, name)
 	ctx := context.Background()
 
 	b.run(t, domains.CheckArgs{DomainID: d.ID})
