@@ -3,8 +3,8 @@
 // the snapshot, the health score and its history), and the DNS
 // recommendations recomputed after it; and an account's domains
 // themselves (Create, Get, List, Update, Delete, their health history).
-// The REST adapter (api/domains.go)
-// and the River workers (jobs/domains.go, jobs/dnsfix.go) call it.
+// The REST adapter (api/domains.go) and the River workers
+// (jobs/domains.go, jobs/dnsfix.go) call it.
 //
 // The River job args of this work live here too; the workers that work
 // them live in jobs.
