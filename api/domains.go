@@ -5,29 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
-	"slices"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/mailwatch/mailwatch/internal/billing"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
-	"github.com/mailwatch/mailwatch/internal/domainname"
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/health"
-	"github.com/mailwatch/mailwatch/internal/plans"
-)
-
-// Limits of a domain's lists.
-const (
-	maxDomainTags      = 20
-	maxDomainTagLength = 64
-	maxDKIMSelectors   = 20
 )
 
 // Domain is a monitored domain with its latest score and check summary.
@@ -162,100 +151,36 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-// normalizeDomainPath turns a {domain} path value into the stored name; a
-// name that cannot normalise can never exist, so it is a 404.
-func normalizeDomainPath(raw string) (string, error) {
+// domainError maps the domains rules' errors to their statuses.
+func domainError(err error) error {
+	var field *domains.FieldError
+	var exists *domains.ExistsError
+	var plan *billing.LimitError
+	switch {
+	case errors.Is(err, domains.ErrNotFound), errors.Is(err, domains.ErrDomainGone):
+		return NotFound("domain")
+	case errors.As(err, &field):
+		return InvalidField(field.Field, field.Message)
+	case errors.As(err, &exists):
+		return Conflict("%s", exists.Error())
+	case errors.As(err, &plan):
+		return &Error{Status: http.StatusPaymentRequired, Detail: plan.Error()}
+	}
+	return err
+}
+
+// domainPathName is a {domain} path value as a name (unescaped once more).
+func domainPathName(raw string) string {
 	if s, err := url.PathUnescape(raw); err == nil {
-		raw = s
+		return s
 	}
-	name, err := domainname.Normalize(raw)
-	if err != nil {
-		return "", NotFound("domain")
-	}
-	return name, nil
-}
-
-// cleanTags trims, de-duplicates and checks tags.
-func cleanTags(field string, tags []string) ([]string, error) {
-	out := make([]string, 0, len(tags))
-	for i, t := range tags {
-		t = strings.TrimSpace(t)
-		if t == "" {
-			return nil, InvalidField(fmt.Sprintf("%s[%d]", field, i), "must not be blank")
-		}
-		if len(t) > maxDomainTagLength {
-			return nil, InvalidField(fmt.Sprintf("%s[%d]", field, i), fmt.Sprintf("must be at most %d characters", maxDomainTagLength))
-		}
-		if strings.IndexFunc(t, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) >= 0 {
-			return nil, InvalidField(fmt.Sprintf("%s[%d]", field, i), "must not contain control characters")
-		}
-		if !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
-	if len(out) > maxDomainTags {
-		return nil, InvalidField(field, fmt.Sprintf("must have at most %d items", maxDomainTags))
-	}
-	return out, nil
-}
-
-// cleanSelectors lower-cases, de-duplicates and checks DKIM selectors: a
-// selector is one or more dot-separated labels of letters, digits and
-// hyphens (RFC 6376 section 3.1), not starting or ending with a hyphen.
-func cleanSelectors(field string, sels []string) ([]string, error) {
-	out := make([]string, 0, len(sels))
-	for i, s := range sels {
-		s = strings.ToLower(strings.TrimSpace(s))
-		if msg := selectorProblem(s); msg != "" {
-			return nil, InvalidField(fmt.Sprintf("%s[%d]", field, i), msg)
-		}
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	if len(out) > maxDKIMSelectors {
-		return nil, InvalidField(field, fmt.Sprintf("must have at most %d items", maxDKIMSelectors))
-	}
-	return out, nil
-}
-
-func selectorProblem(s string) string {
-	if s == "" {
-		return "must not be blank"
-	}
-	if len(s) > 200 {
-		return "must be at most 200 characters"
-	}
-	for _, label := range strings.Split(s, ".") {
-		if label == "" {
-			return "must not have empty labels (two dots, or a leading or trailing dot)"
-		}
-		if len(label) > 63 {
-			return "labels must be at most 63 characters"
-		}
-		if label[0] == '-' || label[len(label)-1] == '-' {
-			return "labels must not start or end with a hyphen"
-		}
-		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return fmt.Sprintf("may contain only letters, digits, hyphens and dots, not %q", c)
-			}
-		}
-	}
-	return ""
+	return raw
 }
 
 // getDomain reads one of the caller's domains or answers 404.
 func (s *Server) getDomain(ctx context.Context, db dbutil.Executor, raw string) (dbsqlc.Domain, error) {
-	name, err := normalizeDomainPath(raw)
-	if err != nil {
-		return dbsqlc.Domain{}, err
-	}
-	row, err := s.q.DomainGetByName(ctx, db, dbsqlc.DomainGetByNameParams{AccountID: mustCaller(ctx).AccountID, Name: name})
-	if dbutil.IsNotFound(err) {
-		return dbsqlc.Domain{}, NotFound("domain")
-	}
-	return row, err
+	row, err := domains.Get(ctx, db, mustCaller(ctx).AccountID, domainPathName(raw))
+	return row, domainError(err)
 }
 
 func (s *Server) domainRoutes() {
@@ -318,52 +243,24 @@ func (s *Server) domainRoutes() {
 	})
 }
 
+// createDomain serves POST /api/accounts/me/domains: monitor a domain.
 func (s *Server) createDomain(ctx context.Context, req *CreateDomainRequest) (*Domain, error) {
-	caller := mustCaller(ctx)
-	name, err := domainname.Normalize(req.Domain)
+	row, err := domains.Create(ctx, s.db, s.deps.River, s.reportService(), mustCaller(ctx).AccountID,
+		domains.New{Name: req.Domain, Tags: req.Tags}, s.deps.DefaultPlan, s.now())
 	if err != nil {
-		return nil, InvalidField("domain", err.Error())
-	}
-	tags, err := cleanTags("tags", req.Tags)
-	if err != nil {
-		return nil, err
-	}
-	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (dbsqlc.Domain, error) {
-		if err := s.checkPlanLimit(ctx, tx, caller.AccountID, plans.LimitDomains); err != nil { // billing.go
-			return dbsqlc.Domain{}, err
-		}
-		row, err := s.q.DomainInsert(ctx, tx, dbsqlc.DomainInsertParams{
-			ID: uuid.Must(uuid.NewV7()), AccountID: caller.AccountID, Name: name, Tags: tags,
-		})
-		if err != nil {
-			return row, err
-		}
-		if _, err := s.deps.River.InsertTx(ctx, tx, domains.CheckArgs{DomainID: row.ID}, nil); err != nil {
-			return row, fmt.Errorf("error queueing the first check: %w", err)
-		}
-		// Its reporting addresses route from now on: a rua published from
-		// GET .../reporting-address is never refused.
-		if err := s.reportService().Mint(ctx, tx, row.AccountID, row.ID, row.Name); err != nil {
-			return row, err
-		}
-		return row, nil
-	})
-	if dbutil.IsUniqueViolation(err, "domains_account_name_key") {
-		return nil, Conflict("the account already monitors %s", name)
-	}
-	if err != nil {
-		return nil, err
+		return nil, domainError(err)
 	}
 	d := domainFromFullRow(row)
 	return &d, nil
 }
 
+// listDomains serves GET /api/accounts/me/domains: list monitored domains.
 func (s *Server) listDomains(ctx context.Context, req *ListDomainsRequest) (*[]Domain, error) {
-	limit := 100
+	limit := domains.DefaultPageSize
 	if req.Limit != nil {
 		limit = *req.Limit
 	}
-	rows, err := s.q.DomainList(ctx, s.db, dbsqlc.DomainListParams{AccountID: mustCaller(ctx).AccountID, After: req.After, MaxRows: int32(limit)})
+	rows, err := domains.List(ctx, s.db, mustCaller(ctx).AccountID, req.After, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -395,65 +292,21 @@ func (s *Server) getDomainDetail(ctx context.Context, req *DomainPath) (*DomainD
 	return &out, nil
 }
 
+// updateDomain serves PATCH /api/accounts/me/domains/{domain}: change a domain's tags or DKIM selectors.
 func (s *Server) updateDomain(ctx context.Context, req *UpdateDomainRequest) (*Domain, error) {
-	caller := mustCaller(ctx)
-	name, err := normalizeDomainPath(req.Name)
+	row, err := domains.Update(ctx, s.db, s.deps.River, mustCaller(ctx).AccountID, domainPathName(req.Name),
+		domains.Change{Tags: req.Tags, DKIMSelectors: req.DKIMSelectors})
 	if err != nil {
-		return nil, err
-	}
-	params := dbsqlc.DomainUpdateParams{AccountID: caller.AccountID, Name: name}
-	if req.Tags != nil {
-		if params.Tags, err = cleanTags("tags", *req.Tags); err != nil {
-			return nil, err
-		}
-	}
-	if req.DKIMSelectors != nil {
-		if params.DkimSelectors, err = cleanSelectors("dkim_selectors", *req.DKIMSelectors); err != nil {
-			return nil, err
-		}
-	}
-	row, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (dbsqlc.Domain, error) {
-		before, err := s.q.DomainGetByNameForUpdate(ctx, tx, dbsqlc.DomainGetByNameForUpdateParams{AccountID: caller.AccountID, Name: name})
-		if dbutil.IsNotFound(err) {
-			return before, NotFound("domain")
-		}
-		if err != nil {
-			return before, err
-		}
-		row, err := s.q.DomainUpdate(ctx, tx, params)
-		if err != nil {
-			return row, err
-		}
-		if params.DkimSelectors != nil && !slices.Equal(before.DkimSelectors, row.DkimSelectors) {
-			// Other selectors find other keys: that is a new baseline, not
-			// a DNS change.
-			if err := s.q.DomainForgetKnownCheck(ctx, tx, dbsqlc.DomainForgetKnownCheckParams{ID: row.ID, CheckName: dnscheck.NameDKIM}); err != nil {
-				return row, err
-			}
-			if _, err := s.deps.River.InsertTx(ctx, tx, domains.CheckArgs{DomainID: row.ID}, nil); err != nil {
-				return row, fmt.Errorf("error queueing a check: %w", err)
-			}
-		}
-		return row, nil
-	})
-	if err != nil {
-		return nil, err
+		return nil, domainError(err)
 	}
 	d := domainFromFullRow(row)
 	return &d, nil
 }
 
+// deleteDomain serves DELETE /api/accounts/me/domains/{domain}: stop monitoring a domain.
 func (s *Server) deleteDomain(ctx context.Context, req *DomainPath) (*NoContent, error) {
-	name, err := normalizeDomainPath(req.Name)
-	if err != nil {
-		return nil, err
-	}
-	n, err := s.q.DomainDelete(ctx, s.db, dbsqlc.DomainDeleteParams{AccountID: mustCaller(ctx).AccountID, Name: name})
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		return nil, NotFound("domain")
+	if err := domains.Delete(ctx, s.db, mustCaller(ctx).AccountID, domainPathName(req.Name)); err != nil {
+		return nil, domainError(err)
 	}
 	return &NoContent{}, nil
 }
@@ -467,11 +320,8 @@ func (s *Server) lookupDomainDNS(ctx context.Context, req *DomainPath) (*DNSLook
 		return nil, Unavailable("DNS checks are not configured on this server")
 	}
 	run, err := s.domainChecker().Run(ctx, row, nil)
-	if errors.Is(err, domains.ErrDomainGone) {
-		return nil, NotFound("domain")
-	}
 	if err != nil {
-		return nil, err
+		return nil, domainError(err)
 	}
 	resp := &DNSLookup{Domain: row.Name, CheckedAt: run.StartedAt.UTC(), Stored: run.Applied, Results: run.Results, Changes: []DNSChange{}}
 	for _, ch := range run.Changes {
@@ -496,46 +346,39 @@ func (s *Server) domainChecker() *domains.Checker {
 	}
 }
 
+// recomputeDomainHealth serves POST /api/accounts/me/domains/{domain}/health/recompute: recompute the health score.
 func (s *Server) recomputeDomainHealth(ctx context.Context, req *DomainPath) (*HealthRecompute, error) {
 	row, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
 		return nil, err
 	}
-	res, err := dbutil.WithTxV(ctx, s.db, func(ctx context.Context, tx pgx.Tx) (int64, error) {
-		res, err := s.deps.River.InsertTx(ctx, tx, domains.HealthArgs{DomainID: row.ID}, nil)
-		if err != nil {
-			return 0, fmt.Errorf("error queueing health recompute: %w", err)
-		}
-		return res.Job.ID, nil
-	})
+	id, err := domains.QueueRecompute(ctx, s.db, s.deps.River, row.ID)
 	if err != nil {
 		return nil, err
 	}
-	return &HealthRecompute{Domain: row.Name, JobID: res}, nil
+	return &HealthRecompute{Domain: row.Name, JobID: id}, nil
 }
 
+// listDomainHealth serves GET /api/accounts/me/domains/{domain}/health: a domain's health score history.
 func (s *Server) listDomainHealth(ctx context.Context, req *HealthHistoryRequest) (*[]HealthEntry, error) {
 	row, err := s.getDomain(ctx, s.db, req.Name)
 	if err != nil {
 		return nil, err
 	}
-	limit := 50
+	limit := domains.DefaultHistoryLength
 	if req.Limit != nil {
 		limit = *req.Limit
 	}
-	rows, err := s.q.DomainHealthList(ctx, s.db, dbsqlc.DomainHealthListParams{DomainID: row.ID, MaxRows: int32(limit)})
+	entries, err := domains.History(ctx, s.db, row.ID, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]HealthEntry, len(rows))
-	for i, r := range rows {
-		var rep health.Report
-		if err := json.Unmarshal(r.Report, &rep); err != nil {
-			return nil, fmt.Errorf("error decoding health history: %w", err)
-		}
+	out := make([]HealthEntry, len(entries))
+	for i, e := range entries {
+		rep := e.Report
 		out[i] = HealthEntry{
-			Score: int(r.Score), Components: rep.Components, Unknown: nonNil(rep.Unknown), Caps: rep.Caps,
-			Applied: rep.Applied, ComputedAt: r.ComputedAt.UTC(),
+			Score: e.Score, Components: rep.Components, Unknown: nonNil(rep.Unknown), Caps: rep.Caps,
+			Applied: rep.Applied, ComputedAt: e.ComputedAt.UTC(),
 		}
 		if out[i].Components == nil {
 			out[i].Components = []health.Component{}
@@ -549,7 +392,7 @@ func (s *Server) listDomainHealth(ctx context.Context, req *HealthHistoryRequest
 
 // fillDashboardDomains fills this feature's part of the dashboard summary.
 func (s *Server) fillDashboardDomains(ctx context.Context, account uuid.UUID, out *DashboardSummary) error {
-	row, err := s.q.DomainDashboard(ctx, s.db, dbsqlc.DomainDashboardParams{AccountID: account, AtRiskBelow: domains.AtRiskBelow})
+	row, err := domains.Summary(ctx, s.db, account)
 	if err != nil {
 		return err
 	}

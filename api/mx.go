@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
 )
 
@@ -72,7 +71,7 @@ func (s *Server) setupMX(ctx context.Context, req *MXSetupRequest) (*MXSetup, er
 	}
 	m, err := dnsfix.SetupMX(ctx, s.db, d, req.Subdomain)
 	if err != nil {
-		return nil, dnsFixError(err)
+		return nil, mxError(err)
 	}
 	out := s.mxFromRow(d, m)
 	return &out, nil
@@ -98,27 +97,33 @@ func (s *Server) verifyMX(ctx context.Context, req *DomainPath) (*MXSetup, error
 		return nil, Unavailable("DNS checks are not configured on this server")
 	}
 	m, err = dnsfix.VerifyMX(ctx, s.db, s.deps.Resolver, s.deps.Emitter, s.mxConfig(), m, s.now)
-	if errors.Is(err, dnsfix.ErrTemporary) {
-		// The cause names our resolver's address: log it, say what happened.
-		e := Unavailable("a DNS lookup for the setup failed temporarily; nothing changed, retry later")
-		e.Cause = err
-		return nil, e
-	}
 	if err != nil {
-		return nil, dnsFixError(err)
+		return nil, mxError(err)
 	}
 	out := s.mxFromRow(d, m)
 	return &out, nil
 }
 
+// mxSetup reads the caller's domain and its MX setup.
 func (s *Server) mxSetup(ctx context.Context, domain string) (dbsqlc.Domain, dbsqlc.MxSetup, error) {
 	d, err := s.getDomain(ctx, s.db, domain)
 	if err != nil {
 		return d, dbsqlc.MxSetup{}, err
 	}
-	m, err := s.q.MXSetupGetByDomain(ctx, s.db, d.ID)
-	if dbutil.IsNotFound(err) {
-		return d, m, NotFound("MX setup")
+	m, err := dnsfix.GetMXSetup(ctx, s.db, d.ID)
+	return d, m, mxError(err)
+}
+
+// mxError maps the MX setup rules' errors to their statuses.
+func mxError(err error) error {
+	switch {
+	case errors.Is(err, dnsfix.ErrNoMXSetup):
+		return NotFound("MX setup")
+	case errors.Is(err, dnsfix.ErrTemporary):
+		// The cause names our resolver's address: log it, say what happened.
+		e := Unavailable("a DNS lookup for the setup failed temporarily; nothing changed, retry later")
+		e.Cause = err
+		return e
 	}
-	return d, m, err
+	return dnsFixError(err)
 }

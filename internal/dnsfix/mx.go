@@ -105,6 +105,21 @@ func SetupMX(ctx context.Context, db dbutil.Executor, domain dbsqlc.Domain, sub 
 	return dbsqlc.New().MXSetupUpsert(ctx, db, dbsqlc.MXSetupUpsertParams{ID: uuid.Must(uuid.NewV7()), DomainID: domain.ID, Name: name, Token: token})
 }
 
+// ErrNoMXSetup: the domain has no MX setup.
+var ErrNoMXSetup = errors.New("MX setup not found")
+
+// GetMXSetup reads the domain's MX setup; ErrNoMXSetup when it has none.
+func GetMXSetup(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID) (dbsqlc.MxSetup, error) {
+	m, err := dbsqlc.New().MXSetupGetByDomain(ctx, db, domainID)
+	if dbutil.IsNotFound(err) {
+		return m, ErrNoMXSetup
+	}
+	if err != nil {
+		return m, fmt.Errorf("reading MX setup: %w", err)
+	}
+	return m, nil
+}
+
 // ErrTemporary wraps a DNS failure that leaves a verification undecided.
 var ErrTemporary = errors.New("a DNS lookup failed temporarily")
 

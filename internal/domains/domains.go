@@ -1,8 +1,10 @@
 // Package domains holds the rules of domain checking: when a domain is
 // checked, how one DNS check becomes its stored state (change detection,
 // the snapshot, the health score and its history), and the DNS
-// recommendations recomputed after it. The REST adapter (api/domains.go)
-// and the River workers (jobs/domains.go, jobs/dnsfix.go) call it.
+// recommendations recomputed after it; and an account's domains
+// themselves (Create, Get, List, Update, Delete, their health history).
+// The REST adapter (api/domains.go) and the River workers
+// (jobs/domains.go, jobs/dnsfix.go) call it.
 //
 // The River job args of this work live here too; the workers that work
 // them live in jobs.
