@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,25 +16,8 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnstest"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
-
-// goodZone is zone text for a well-configured domain: SPF, DMARC at
-// reject with reports, an Ed25519 DKIM key at selector1, two MX hosts that
-// resolve, TLS-RPT. No MTA-STS (its policy would need HTTPS) and no BIMI.
-func goodZone(domain string) string {
-	d := domain + "."
-	return fmt.Sprintf(`$TTL 300
-%[1]s SOA ns.%[1]s hostmaster.%[1]s 1 7200 3600 1209600 300
-%[1]s MX 10 mx1.%[1]s
-%[1]s MX 20 mx2.%[1]s
-mx1.%[1]s A 192.0.2.1
-mx2.%[1]s A 192.0.2.2
-%[1]s TXT "v=spf1 mx ip4:192.0.2.0/24 -all"
-_dmarc.%[1]s TXT "v=DMARC1; p=reject; rua=mailto:dmarc@%[2]s"
-selector1._domainkey.%[1]s TXT "v=DKIM1; k=ed25519; p=d+nLbJ2hNdGhwjiSC/ex5+5OqAWWpNlHodnZIHApHTs="
-_smtp._tls.%[1]s TXT "v=TLSRPTv1; rua=mailto:tls@%[2]s"
-`, d, domain)
-}
 
 // domainBundle is an API server whose DNS checks ask a loopback DNS server.
 type domainBundle struct {
@@ -313,7 +295,7 @@ func TestDomainListGetPatchDelete(t *testing.T) {
 func TestDomainTenantIsolation(t *testing.T) {
 	t.Parallel()
 	const name = "isolated.test"
-	b := domainSetup(t, goodZone(name))
+	b := domainSetup(t, testfactory.GoodZone(name))
 	owner, other := b.createAccount(t), b.createAccount(t)
 	createDomain(t, b.testBundle, owner.Key, name)
 
@@ -354,7 +336,7 @@ func TestDomainLiveLookup(t *testing.T) {
 	t.Run("PassStoresTheSnapshotAndScores", func(t *testing.T) {
 		t.Parallel()
 		const name = "live-pass.test"
-		b := domainSetup(t, goodZone(name))
+		b := domainSetup(t, testfactory.GoodZone(name))
 		acct := b.createAccount(t)
 		createDomain(t, b.testBundle, acct.Key, name)
 
@@ -409,7 +391,7 @@ func TestDomainLiveLookup(t *testing.T) {
 	t.Run("ServFailIsTemperrorNeverAChange", func(t *testing.T) {
 		t.Parallel()
 		const name = "live-servfail.test"
-		b := domainSetup(t, goodZone(name))
+		b := domainSetup(t, testfactory.GoodZone(name))
 		acct := b.createAccount(t)
 		createDomain(t, b.testBundle, acct.Key, name, "prod")
 		first := lookup(t, b.testBundle, acct.Key, name)
@@ -435,7 +417,7 @@ func TestDomainLiveLookup(t *testing.T) {
 	t.Run("SelectorsSeenInReportsAreChecked", func(t *testing.T) {
 		t.Parallel()
 		const name = "live-seen.test"
-		b := domainSetup(t, goodZone(name))
+		b := domainSetup(t, testfactory.GoodZone(name))
 		acct := b.createAccount(t)
 		d := createDomain(t, b.testBundle, acct.Key, name)
 		// A DMARC report of today saw the selector "reportsel" pass for the domain.
@@ -458,7 +440,7 @@ func TestDomainLiveLookup(t *testing.T) {
 	t.Run("DropIsTemperror", func(t *testing.T) {
 		t.Parallel()
 		const name = "live-drop.test"
-		b := domainSetup(t, goodZone(name))
+		b := domainSetup(t, testfactory.GoodZone(name))
 		acct := b.createAccount(t)
 		createDomain(t, b.testBundle, acct.Key, name)
 		b.dns.Drop("_dmarc." + name + ".")
@@ -476,7 +458,7 @@ func TestDomainLiveLookup(t *testing.T) {
 	t.Run("ChangeEmitsEvents", func(t *testing.T) {
 		t.Parallel()
 		const name = "live-change.test"
-		b := domainSetup(t, goodZone(name))
+		b := domainSetup(t, testfactory.GoodZone(name))
 		acct := b.createAccount(t)
 		createDomain(t, b.testBundle, acct.Key, name, "prod", "eu")
 		lookup(t, b.testBundle, acct.Key, name)
@@ -535,7 +517,7 @@ func TestDomainLiveLookup(t *testing.T) {
 	t.Run("NewSelectorsAreABaselineNotAChange", func(t *testing.T) {
 		t.Parallel()
 		const name = "live-selectors.test"
-		b := domainSetup(t, goodZone(name)+
+		b := domainSetup(t, testfactory.GoodZone(name)+
 			`mw2024._domainkey.`+name+`. TXT "v=DKIM1; k=ed25519; p=d+nLbJ2hNdGhwjiSC/ex5+5OqAWWpNlHodnZIHApHTs="`+"\n")
 		acct := b.createAccount(t)
 		createDomain(t, b.testBundle, acct.Key, name)
@@ -557,7 +539,7 @@ func TestDomainLiveLookup(t *testing.T) {
 
 	t.Run("UnknownIs404AndUnconfiguredIs503", func(t *testing.T) {
 		t.Parallel()
-		b := domainSetup(t, goodZone("live-404.test"))
+		b := domainSetup(t, testfactory.GoodZone("live-404.test"))
 		acct := b.createAccount(t)
 		resp := b.do(t, "GET", "/api/accounts/me/domains/live-404.test/dns", acct.Key, nil)
 		require.Equal(t, http.StatusNotFound, resp.Status)
@@ -574,7 +556,7 @@ func TestDomainLiveLookup(t *testing.T) {
 func TestDomainHealthRoutes(t *testing.T) {
 	t.Parallel()
 	const name = "health-routes.test"
-	b := domainSetup(t, goodZone(name))
+	b := domainSetup(t, testfactory.GoodZone(name))
 	acct := b.createAccount(t)
 	d := createDomain(t, b.testBundle, acct.Key, name)
 
@@ -618,7 +600,7 @@ func TestDomainHealthRoutes(t *testing.T) {
 
 func TestDomainDashboard(t *testing.T) {
 	t.Parallel()
-	zone := goodZone("dash-good.test") + `
+	zone := testfactory.GoodZone("dash-good.test") + `
 dash-bad.test. SOA ns.dash-bad.test. hostmaster.dash-bad.test. 1 7200 3600 1209600 300
 dash-bad.test. TXT "v=spf1 +all"
 `
@@ -655,7 +637,7 @@ dash-bad.test. TXT "v=spf1 +all"
 // that publishes nothing.
 func TestDomainThatDoesNotExist(t *testing.T) {
 	t.Parallel()
-	b := domainSetup(t, goodZone("exists.test"))
+	b := domainSetup(t, testfactory.GoodZone("exists.test"))
 	acct := b.createAccount(t)
 	const name = "missing.test"
 	createDomain(t, b.testBundle, acct.Key, name)

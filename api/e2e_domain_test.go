@@ -21,6 +21,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnstest"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
 )
@@ -102,7 +103,7 @@ func TestDomainEndToEnd(t *testing.T) {
 	const name = "e2e-domain.test"
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
-	dnsSrv := dnstest.Start(t, goodZone(name))
+	dnsSrv := dnstest.Start(t, testfactory.GoodZone(name))
 	resolver := dnscheck.NewClient(dnsSrv.Addr(), 500*time.Millisecond)
 	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{7}, 32)) // the harness's key
 	require.NoError(t, err)

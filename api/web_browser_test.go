@@ -29,6 +29,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
 )
@@ -188,7 +189,7 @@ var keyPattern = regexp.MustCompile(`^mw_[A-Za-z0-9]{40}$`)
 func TestDashboardInBrowser(t *testing.T) {
 	t.Parallel()
 	const domain = "dash-browser.test"
-	srv := startDashboard(t, goodZone(domain), nil)
+	srv := startDashboard(t, testfactory.GoodZone(domain), nil)
 	br := newBrowser(t, srv.base)
 	email := strings.ToLower(uniqueEmail(t))
 	const password = "correct horse battery"
@@ -439,7 +440,7 @@ func signedInClient(t *testing.T, base, email, password string) (*http.Client, s
 // when the public URL is https.
 func TestDashboardCSRF(t *testing.T) {
 	t.Parallel()
-	srv := startDashboard(t, goodZone("csrf.test"), nil)
+	srv := startDashboard(t, testfactory.GoodZone("csrf.test"), nil)
 	acct := srv.createAccount(t)
 	c, token, signIn := signedInClient(t, srv.base, acct.Email, "correct horse battery")
 

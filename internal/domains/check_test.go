@@ -12,47 +12,16 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/queues"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 // TestMain is shared by every test file of the package.
 func TestMain(m *testing.M) { dbtest.Main(m) }
-
-// testDomainZone publishes SPF, DMARC at reject, an Ed25519 DKIM key, two
-// MX hosts and TLS-RPT for domain: a score of 80 without DNSSEC.
-func testDomainZone(domain string) string {
-	d := domain + "."
-	return fmt.Sprintf(`$TTL 300
-%[1]s SOA ns.%[1]s hostmaster.%[1]s 1 7200 3600 1209600 300
-%[1]s MX 10 mx1.%[1]s
-%[1]s MX 20 mx2.%[1]s
-mx1.%[1]s A 192.0.2.1
-mx2.%[1]s A 192.0.2.2
-%[1]s TXT "v=spf1 mx ip4:192.0.2.0/24 -all"
-_dmarc.%[1]s TXT "v=DMARC1; p=reject; rua=mailto:dmarc@%[2]s"
-selector1._domainkey.%[1]s TXT "v=DKIM1; k=ed25519; p=d+nLbJ2hNdGhwjiSC/ex5+5OqAWWpNlHodnZIHApHTs="
-_smtp._tls.%[1]s TXT "v=TLSRPTv1; rua=mailto:tls@%[2]s"
-`, d, domain)
-}
-
-func insertTestDomain(t *testing.T, db dbutil.Executor, name string, tags ...string) dbsqlc.Domain {
-	t.Helper()
-	ctx := context.Background()
-	account := uuid.Must(uuid.NewV7())
-	_, err := db.Exec(ctx, "INSERT INTO accounts (id, email, password_hash) VALUES ($1, $2, 'x')", account, account.String()+"@example.com")
-	require.NoError(t, err)
-	if tags == nil {
-		tags = []string{}
-	}
-	row, err := dbsqlc.New().DomainInsert(ctx, db, dbsqlc.DomainInsertParams{ID: uuid.Must(uuid.NewV7()), AccountID: account, Name: name, Tags: tags})
-	require.NoError(t, err)
-	return row
-}
 
 type storedEvent struct {
 	Type, Severity string
@@ -83,7 +52,7 @@ func TestApplyDiscardsOlderChecks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tx := dbtest.Tx(t)
-	d := insertTestDomain(t, tx, "stale.test")
+	d := testfactory.AccountDomain(t, tx, "stale.test")
 	now := time.Now()
 	rs := func(spf string) *dnscheck.Results {
 		return &dnscheck.Results{Domain: "stale.test", SPF: &dnscheck.SPFResult{Result: dnscheck.Result{Status: spf, Records: []string{}}}}
@@ -109,7 +78,7 @@ func TestApplyIgnoresDKIMOfReplacedSelectors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tx := dbtest.Tx(t)
-	d := insertTestDomain(t, tx, "selectors.test")
+	d := testfactory.AccountDomain(t, tx, "selectors.test")
 	em := &events.Emitter{}
 	dkim := func(status string, records ...string) *dnscheck.Results {
 		return &dnscheck.Results{Domain: "selectors.test", DKIM: &dnscheck.DKIMResult{Result: dnscheck.Result{Status: status, Records: append([]string{}, records...)}}}
@@ -146,7 +115,7 @@ func TestScheduleChecks(t *testing.T) {
 	require.NoError(t, err)
 	const n = 250
 	for i := range n {
-		insertTestDomain(t, pool, fmt.Sprintf("d%d.schedule.test", i))
+		testfactory.AccountDomain(t, pool, fmt.Sprintf("d%d.schedule.test", i))
 	}
 	interval := 15 * time.Minute
 	now := time.Date(2026, 3, 1, 10, 7, 30, 0, time.UTC)

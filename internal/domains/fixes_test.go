@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/reports"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 // TestDNSFixInputsFromReports: the DMARC recommendation of a domain at
@@ -29,11 +30,11 @@ func TestDNSFixInputsFromReports(t *testing.T) {
 	const name = "inputs.test"
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
-	zone := strings.Replace(testDomainZone(name), "p=reject", "p=none", 1)
+	zone := strings.Replace(testfactory.GoodZone(name), "p=reject", "p=none", 1)
 	zone = strings.Replace(zone, "_smtp._tls.", "_unused._tls.", 1) // no TLS-RPT record
 	srv := dnstest.Start(t, zone)
 	resolver := dnscheck.NewClient(srv.Addr(), time.Second)
-	d := insertTestDomain(t, pool, name)
+	d := testfactory.AccountDomain(t, pool, name)
 	now := time.Now()
 	rs := CheckDomain(ctx, resolver, nil, pool, nil, d, now)
 	out, err := dbutil.WithTxV(ctx, pool, func(ctx context.Context, tx pgx.Tx) (*Outcome, error) {
@@ -105,7 +106,7 @@ func TestDomainCheckAsksForTheSignedAddress(t *testing.T) {
 	t.Parallel()
 	pool, _ := dbtest.NewDB(t)
 	ctx := context.Background()
-	d := insertTestDomain(t, pool, "job-signed.test")
+	d := testfactory.AccountDomain(t, pool, "job-signed.test")
 	keyring, err := secretbox.NewKeyring(bytes.Repeat([]byte{5}, 32))
 	require.NoError(t, err)
 	svc := &reports.Service{DB: pool, Signer: &reports.Signer{Keyring: keyring, Domain: "inbound.mailwatch.test"}}

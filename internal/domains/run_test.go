@@ -15,6 +15,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnstest"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
 // TestCheckerRun: the one sequence the live lookup and the check job both
@@ -27,7 +28,7 @@ func TestCheckerRun(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := dbtest.NewDB(t)
 	var zone []string
-	for _, l := range strings.Split(testDomainZone(name), "\n") {
+	for _, l := range strings.Split(testfactory.GoodZone(name), "\n") {
 		if !strings.HasPrefix(l, "_dmarc.") {
 			zone = append(zone, l)
 		}
@@ -41,7 +42,7 @@ func TestCheckerRun(t *testing.T) {
 		return n
 	}
 
-	failed := insertTestDomain(t, pool, "failed."+name)
+	failed := testfactory.AccountDomain(t, pool, "failed."+name)
 	boom := errors.New("boom")
 	_, err := c.Run(ctx, failed, func(context.Context, pgx.Tx) error { return boom })
 	require.ErrorIs(t, err, boom)
@@ -50,7 +51,7 @@ func TestCheckerRun(t *testing.T) {
 	require.Nil(t, row.CheckedAt, "the check is applied with the caller's part or not at all")
 	require.Zero(t, recs(failed.ID))
 
-	d := insertTestDomain(t, pool, name)
+	d := testfactory.AccountDomain(t, pool, name)
 	inTx := 0
 	run, err := c.Run(ctx, d, func(context.Context, pgx.Tx) error { inTx++; return nil })
 	require.NoError(t, err)
