@@ -1,0 +1,57 @@
+// Package rollups holds the rules of mailwatch's pre-aggregated counters:
+// how a time window is answered from hourly rollup rows plus the raw rows of
+// its partial hours, and how a rollup is rebuilt from raw rows.
+//
+// Rollup rows are written by the database, in the transaction that writes the
+// raw rows (statement-level triggers over transition tables; see the schema
+// migrations that create the *_hourly tables). A row inserted twice is
+// counted once because the raw tables' own keys refuse the duplicate before
+// the trigger sees it, so River retries and re-parses never double count.
+package rollups
+
+import "time"
+
+// Span is a half-open interval of time [From, To). A zero To is open-ended.
+type Span struct {
+	From, To time.Time
+}
+
+// Empty reports whether the span holds no instant.
+func (s Span) Empty() bool {
+	return !s.To.IsZero() && !s.From.Before(s.To)
+}
+
+// Window is a period split for reading: Head and Tail are read from raw rows
+// (each shorter than an hour), Hours from hourly rollups (From and To on UTC
+// hour boundaries).
+type Window struct {
+	Head, Hours, Tail Span
+}
+
+// Split divides [from, until) into the whole UTC hours it covers and the
+// partial hours at either end. A zero until means open-ended: every hour from
+// the first whole one on, future ones included, comes from the rollups.
+// For a window that starts strictly after a time t, pass t plus a
+// microsecond (the resolution of a Postgres timestamp).
+func Split(from, until time.Time) Window {
+	from = from.UTC()
+	first := from.Truncate(time.Hour)
+	if first.Before(from) {
+		first = first.Add(time.Hour)
+	}
+	if until.IsZero() {
+		return Window{Head: Span{from, first}, Hours: Span{From: first}, Tail: Span{first, first}}
+	}
+	until = until.UTC()
+	last := until.Truncate(time.Hour)
+	if !first.Before(last) { // no whole hour: all of it is raw
+		return Window{Head: Span{from, until}, Hours: Span{first, first}, Tail: Span{until, until}}
+	}
+	return Window{Head: Span{from, first}, Hours: Span{first, last}, Tail: Span{last, until}}
+}
+
+// After is the first instant strictly after t that a Postgres timestamp can
+// hold: a window "after t" is the half-open window from After(t).
+func After(t time.Time) time.Time {
+	return t.Truncate(time.Microsecond).Add(time.Microsecond)
+}

@@ -1,0 +1,75 @@
+package rollups
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSplit(t *testing.T) {
+	h := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		require.NoError(t, err)
+		return v
+	}
+	cases := []struct {
+		name        string
+		from, until string
+		want        Window
+	}{
+		{"aligned both ends", "2026-01-01T10:00:00Z", "2026-01-01T13:00:00Z",
+			Window{Span{h("2026-01-01T10:00:00Z"), h("2026-01-01T10:00:00Z")}, Span{h("2026-01-01T10:00:00Z"), h("2026-01-01T13:00:00Z")}, Span{h("2026-01-01T13:00:00Z"), h("2026-01-01T13:00:00Z")}}},
+		{"partial both ends", "2026-01-01T10:15:00Z", "2026-01-01T13:30:00Z",
+			Window{Span{h("2026-01-01T10:15:00Z"), h("2026-01-01T11:00:00Z")}, Span{h("2026-01-01T11:00:00Z"), h("2026-01-01T13:00:00Z")}, Span{h("2026-01-01T13:00:00Z"), h("2026-01-01T13:30:00Z")}}},
+		{"inside one hour", "2026-01-01T10:15:00Z", "2026-01-01T10:45:00Z",
+			Window{Span{h("2026-01-01T10:15:00Z"), h("2026-01-01T10:45:00Z")}, Span{h("2026-01-01T11:00:00Z"), h("2026-01-01T11:00:00Z")}, Span{h("2026-01-01T10:45:00Z"), h("2026-01-01T10:45:00Z")}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, Split(h(c.from), h(c.until)))
+		})
+	}
+	open := Split(h("2026-01-01T10:15:00+02:00"), time.Time{})
+	require.Equal(t, Span{h("2026-01-01T08:15:00Z"), h("2026-01-01T09:00:00Z")}, open.Head)
+	require.Equal(t, Span{From: h("2026-01-01T09:00:00Z")}, open.Hours)
+	require.True(t, open.Tail.Empty())
+}
+
+// TestSplitCoversEachInstantOnce checks, on random windows and instants, that
+// every instant of [from, until) falls in exactly one part and no other
+// instant falls in any.
+func TestSplitCoversEachInstantOnce(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	in := func(s Span, x time.Time) bool {
+		return !x.Before(s.From) && (s.To.IsZero() || x.Before(s.To))
+	}
+	for range 2000 {
+		from := base.Add(time.Duration(r.Int64N(int64(72 * time.Hour))))
+		until := from.Add(time.Duration(r.Int64N(int64(30 * time.Hour))))
+		w := Split(from, until)
+		require.Equal(t, w.Hours.From, w.Hours.From.Truncate(time.Hour))
+		require.Equal(t, w.Hours.To, w.Hours.To.Truncate(time.Hour))
+		for range 20 {
+			x := from.Add(time.Duration(r.Int64N(int64(32*time.Hour))) - time.Hour)
+			parts := 0
+			for _, s := range []Span{w.Head, w.Hours, w.Tail} {
+				if in(s, x) {
+					parts++
+				}
+			}
+			want := 0
+			if !x.Before(from) && x.Before(until) {
+				want = 1
+			}
+			require.Equal(t, want, parts, "from %s until %s at %s: %+v", from, until, x, w)
+		}
+	}
+}
+
+func TestAfter(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 1500, time.UTC)
+	require.Equal(t, time.Date(2026, 1, 1, 0, 0, 0, 2000, time.UTC), After(t0))
+}
