@@ -70,7 +70,7 @@ type PostgRESTErrorBody struct {
 const pgrstObject = "application/vnd.pgrst.object+json"
 
 func (s *Server) dataAPIRoutes() {
-	runner := &dataapi.Runner{DB: s.db, MaxRows: s.deps.DataAPI.MaxRows, StatementTimeout: s.deps.DataAPI.StatementTimeout,
+	runner := &dataapi.Runner{DB: s.reads, MaxRows: s.deps.DataAPI.MaxRows, StatementTimeout: s.deps.DataAPI.StatementTimeout,
 		Pages: s.deps.DataAPI.Pages}
 	// A page short of the total (Prefer: count=exact) is 206, as PostgREST.
 	s.router.alsoStatuses["GET /rest/v1/{table}"] = []int{http.StatusPartialContent}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/readreplica"
 )
 
 // registerPageCache counts the event listing cache's lookups and reports
@@ -28,6 +29,31 @@ func registerPageCache(reg *prometheus.Registry, c *events.FirstPages) {
 		Help: "Bytes of events held by the first-page cache of event listings.",
 	}, func() float64 { return float64(c.Bytes()) })
 	reg.MustRegister(lookups, size)
+}
+
+// registerReplicaMetrics reports whether reads use the replica and how far
+// behind it is.
+func registerReplicaMetrics(reg *prometheus.Registry, r *readreplica.Router) {
+	fresh := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mailwatch_db_read_replica_in_use",
+		Help: "1 while read-only routes read DATABASE_READ_URL, 0 while they read the primary (replica stale or unreachable).",
+	}, func() float64 {
+		if r.Fresh() {
+			return 1
+		}
+		return 0
+	})
+	lag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "mailwatch_db_read_replica_lag_seconds",
+		Help: "The read replica's measured staleness bound; -1 when unknown (unreachable, or behind every sample of DATABASE_READ_MAX_LAG).",
+	}, func() float64 {
+		d, ok := r.Lag()
+		if !ok {
+			return -1
+		}
+		return d.Seconds()
+	})
+	reg.MustRegister(fresh, lag)
 }
 
 type httpMetrics struct {

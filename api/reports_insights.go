@@ -79,7 +79,7 @@ func (s *Server) listDMARCSources(ctx context.Context, svc *reports.Service, req
 	if until.Sub(since) > maxSourcesPeriod {
 		return nil, InvalidField("since", "the period must not exceed 400 days")
 	}
-	list, err := svc.Sources(ctx, s.db, d.ID, since, until)
+	list, err := svc.Sources(ctx, s.reads, d.ID, since, until)
 	if err != nil {
 		return nil, err
 	}
@@ -99,5 +99,5 @@ func (s *Server) getDMARCGuidance(ctx context.Context, svc *reports.Service, req
 			policy = reports.PolicyOf(&rs) // as the DNS recommendations read it
 		}
 	}
-	return svc.Guidance(ctx, s.db, d.ID, d.Name, policy, s.now().UTC())
+	return svc.Guidance(ctx, s.reads, d.ID, d.Name, policy, s.now().UTC())
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/password"
 	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/internal/readreplica"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/usage"
@@ -65,6 +66,10 @@ type StoreDeps struct {
 	River *river.Client[pgx.Tx]
 	// Keyring encrypts and decrypts signing secrets at rest.
 	Keyring *secretbox.Keyring
+	// Replica, when set, serves the read-only routes (the data API's reads
+	// and the aggregates) while it is fresh (DATABASE_READ_URL); DB serves
+	// them otherwise.
+	Replica *readreplica.Router
 }
 
 // EventDeps writes and lists events.
@@ -174,10 +179,13 @@ type AuthDeps struct {
 
 // Server is the REST API.
 type Server struct {
-	app      *fiber.App
-	router   *Router
-	deps     Deps
-	db       dbutil.Executor
+	app    *fiber.App
+	router *Router
+	deps   Deps
+	db     dbutil.Executor
+	// reads is where read-only routes run: the replica while it is fresh,
+	// else db.
+	reads    dbutil.Executor
 	q        *dbsqlc.Queries
 	logger   *slog.Logger
 	metrics  *httpMetrics
@@ -242,6 +250,7 @@ func New(deps Deps) *Server {
 	s := &Server{
 		deps:   deps,
 		db:     deps.DB,
+		reads:  deps.DB,
 		q:      dbsqlc.New(),
 		logger: deps.Logger,
 		now:    deps.Now,
@@ -249,6 +258,10 @@ func New(deps Deps) *Server {
 	s.accountStates = accounts.NewCache(deps.Now)
 	s.outage = newOutageLog(deps.Logger, s.databasePing())
 	s.metrics = newHTTPMetrics(deps.Registry, deps.Pool)
+	if deps.Replica != nil {
+		s.reads = deps.Replica.Reads()
+		registerReplicaMetrics(deps.Registry, deps.Replica)
+	}
 	if deps.EventPages != nil {
 		registerPageCache(deps.Registry, deps.EventPages)
 	}

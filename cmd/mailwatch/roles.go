@@ -37,6 +37,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/identity"
 	"github.com/mailwatch/mailwatch/internal/migrate"
+	"github.com/mailwatch/mailwatch/internal/readreplica"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
@@ -116,6 +117,7 @@ func newLimiterStore(ctx context.Context, cfg *config.Config) (limiter.Store, fu
 type apiRole struct {
 	srv      *api.Server
 	waiters  *receivers.Hub
+	replica  replica
 	closeLim func()
 }
 
@@ -137,8 +139,13 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 			return nil, err
 		}
 	}
+	replica, err := openReplica(ctx, cfg, logger, pool)
+	if err != nil {
+		closeLim()
+		return nil, err
+	}
 	deps := api.Deps{
-		StoreDeps: api.StoreDeps{DB: boundedDB(cfg, pool), Pool: pool, River: riverClient, Keyring: sh.keyring},
+		StoreDeps: api.StoreDeps{DB: boundedDB(cfg, pool), Pool: pool, River: riverClient, Keyring: sh.keyring, Replica: replica.router},
 		EventDeps: api.EventDeps{EventPages: events.NewFirstPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes)},
 		HTTPDeps: api.HTTPDeps{
 			Limiter:        limiter.New(store, limiter.Rate{Period: time.Minute, Limit: int64(cfg.RateLimitPerMinute)}),
@@ -173,7 +180,26 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		// "/" and "/static/*".
 		web.Mount(srv, web.DepsFrom(deps, store))
 	}
-	return &apiRole{srv: srv, waiters: waiters, closeLim: closeLim}, nil
+	return &apiRole{srv: srv, waiters: waiters, replica: replica, closeLim: closeLim}, nil
+}
+
+// replica is the API's read replica (DATABASE_READ_URL): its pool and the
+// router that measures its lag. Both are nil without one.
+type replica struct {
+	pool   *pgxpool.Pool
+	router *readreplica.Router
+}
+
+func openReplica(ctx context.Context, cfg *config.Config, logger *slog.Logger, primary *pgxpool.Pool) (replica, error) {
+	if cfg.DatabaseReadURL == "" {
+		return replica{}, nil
+	}
+	pool, err := dbutil.NewPoolWith(ctx, cfg.DatabaseReadURL, dbutil.PoolOptions{MaxConns: cfg.DBMaxConns, StatementTimeout: cfg.DBStatementTimeout})
+	if err != nil {
+		return replica{}, fmt.Errorf("DATABASE_READ_URL: %w", err)
+	}
+	r := readreplica.New(boundedDB(cfg, primary), boundedDB(cfg, pool), readreplica.Options{MaxLag: cfg.DatabaseReadMaxLag, Logger: logger})
+	return replica{pool: pool, router: r}, nil
 }
 
 // serve runs the API until ctx ends, then shuts down gracefully: the
@@ -181,6 +207,10 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 // pending usage counts are flushed.
 func (r *apiRole) serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool) error {
 	defer r.closeLim()
+	if r.replica.pool != nil {
+		defer r.replica.pool.Close()
+		go r.replica.router.Run(ctx)
+	}
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("error listening on %s: %w", cfg.ListenAddr, err)

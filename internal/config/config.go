@@ -36,6 +36,8 @@ type Var struct {
 // Vars is the table of every environment variable mailwatch reads.
 var Vars = []Var{
 	{Name: "DATABASE_URL", Default: "", Secret: true, Meaning: "Postgres connection URL (required by every role). `scripts/run` and `scripts/test` start a local cluster when it is unset."},
+	{Name: "DATABASE_READ_URL", Default: "", Secret: true, Meaning: "Optional streaming replica (hot standby) of DATABASE_URL for the API's read-only routes: the data API's reads, the aggregate endpoints (daily volumes, breakdowns, dashboard summary, DMARC sources and guidance) and the dashboard's charts. Used only while its measured lag is within DATABASE_READ_MAX_LAG; the primary serves them otherwise. Empty: everything reads the primary."},
+	{Name: "DATABASE_READ_MAX_LAG", Default: "5s", Meaning: "Staleness past which the API stops reading DATABASE_READ_URL and reads the primary, until the replica catches up; the replica is probed every second, so a read it serves misses at most the writes of the last DATABASE_READ_MAX_LAG plus a second."},
 	{Name: "LISTEN_ADDR", Default: ":8080", Meaning: "Address the REST API listens on (`api`, `dev`)."},
 	{Name: "METRICS_ADDR", Default: ":9091", Meaning: "Address where `worker` and `smtp` processes serve /healthz, /readyz and /metrics (the API serves them on LISTEN_ADDR)."},
 	{Name: "SMTP_ADDR", Default: ":2525", Meaning: "Address the inbound SMTP listener binds (`smtp`, `dev`)."},
@@ -96,6 +98,8 @@ var Vars = []Var{
 // Config is the parsed configuration.
 type Config struct {
 	DatabaseURL             string
+	DatabaseReadURL         string
+	DatabaseReadMaxLag      time.Duration
 	ListenAddr              string
 	MetricsAddr             string
 	SMTPAddr                string
@@ -191,6 +195,8 @@ func Parse(lookup Lookup) (*Config, error) {
 
 	cfg := &Config{
 		DatabaseURL:             get("DATABASE_URL"),
+		DatabaseReadURL:         get("DATABASE_READ_URL"),
+		DatabaseReadMaxLag:      duration("DATABASE_READ_MAX_LAG"),
 		ListenAddr:              get("LISTEN_ADDR"),
 		MetricsAddr:             get("METRICS_ADDR"),
 		SMTPAddr:                get("SMTP_ADDR"),
