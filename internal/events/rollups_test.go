@@ -427,3 +427,189 @@ func requireRowsAround(t *testing.T, pool *pgxpool.Pool, account uuid.UUID, at t
 		AND created_at < date_trunc('hour', $2::timestamptz, 'UTC') + interval '1 hour'`, account, at).Scan(&before, &after))
 	require.True(t, before > 0 && after > 0, "rows on both sides of %s in its hour: %d before, %d after", at, before, after)
 }
+
+// TestEventRollupRebuild corrupts counters three ways and rebuilds: the
+// account's counters equal the recount again, another account's are not
+// touched, and a second rebuild finds nothing to correct.
+func TestEventRollupRebuild(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.Tx(t)
+	em := newEmitter(t)
+	a, b := testfactory.Account(t, tx), testfactory.Account(t, tx)
+	base := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 40 {
+		for _, account := range []uuid.UUID{a, b} {
+			typ := []string{events.TypeBounceSpike, events.TypeDMARCReportReceived, events.TypeComplaintSpike}[i%3]
+			ex, _ := events.Lookup(typ)
+			_, err := em.Emit(ctx, tx, events.Event{AccountID: account, Type: typ, Payload: ex.Example, At: base.Add(time.Duration(i) * 37 * time.Minute)})
+			require.NoError(t, err)
+		}
+	}
+	requireRollupsEqualRecount(t, tx, "after emits")
+
+	for _, sql := range []string{
+		`UPDATE event_counts_hourly SET events = events + 3 WHERE (account_id, hour, event_type, severity) IN (
+			SELECT DISTINCT ON (account_id) account_id, hour, event_type, severity FROM event_counts_hourly ORDER BY account_id, hour)`,
+		`DELETE FROM event_counts_hourly WHERE (account_id, hour, event_type, severity) IN (
+			SELECT DISTINCT ON (account_id) account_id, hour, event_type, severity FROM event_counts_hourly ORDER BY account_id, hour DESC)`,
+		`INSERT INTO event_counts_hourly (account_id, hour, event_type, severity, events)
+			SELECT id, '2026-01-01T05:00:00Z', 'bounce_spike', 'info', 9 FROM accounts WHERE id = ANY($1)`,
+	} {
+		var args []any
+		if strings.Contains(sql, "$1") {
+			args = append(args, []uuid.UUID{a, b})
+		}
+		_, err := tx.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	require.NotEqual(t, recountCounters(t, tx), rollupCounters(t, tx))
+
+	n, err := events.RebuildRollups(ctx, tx, a)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n, "one counter too high, one missing, one with no event")
+	only := func(list []counter, account uuid.UUID) []counter {
+		var out []counter
+		for _, c := range list {
+			if c.Account == account {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	require.Equal(t, only(recountCounters(t, tx), a), only(rollupCounters(t, tx), a))
+	require.NotEqual(t, only(recountCounters(t, tx), b), only(rollupCounters(t, tx), b), "another account's counters are its own rebuild's")
+
+	n, err = events.RebuildRollups(ctx, tx, b)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	requireRollupsEqualRecount(t, tx, "after both rebuilds")
+	n, err = events.RebuildRollups(ctx, tx, a)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing left to correct")
+}
+
+// waitForLockWait returns once another session whose query contains
+// query is waiting for a lock; it fails if done (the waiting side's
+// result) comes first.
+func waitForLockWait(t *testing.T, pool *pgxpool.Pool, query string, done <-chan error) {
+	t.Helper()
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("%q finished without waiting for a lock: %v", query, err)
+		default:
+		}
+		var waiting bool
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
+			AND strpos(query, $1) > 0)`, query).Scan(&waiting))
+		if waiting {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestEventRollupRebuildWaitsForWriters: a rebuild waits for an insert or
+// a delete of the account's events in flight, and an insert or a delete
+// that comes while a rebuild is in flight waits for it; the counters equal
+// the recount after each (each time the rebuild also had a corruption to
+// correct).
+func TestEventRollupRebuildWaitsForWriters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewDB(t)
+	em := newEmitter(t)
+	account := testfactory.Account(t, pool)
+	at := time.Date(2026, 4, 1, 10, 0, 0, 0, time.UTC)
+	emit := func(db dbutil.Executor) uuid.UUID {
+		ex, _ := events.Lookup(events.TypeDMARCReportReceived)
+		row, err := em.Emit(ctx, db.(pgx.Tx), events.Event{AccountID: account, Type: ex.Name, Payload: ex.Example, At: at})
+		require.NoError(t, err)
+		at = at.Add(13 * time.Minute)
+		return row.ID
+	}
+	begin := func(t *testing.T) pgx.Tx { // rolled back when t ends, unless committed
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(ctx) })
+		return tx
+	}
+	var ids []uuid.UUID
+	for range 10 {
+		tx := begin(t)
+		ids = append(ids, emit(tx))
+		require.NoError(t, tx.Commit(ctx))
+	}
+	corrupt := func() {
+		_, err := pool.Exec(ctx, "UPDATE event_counts_hourly SET events = events + 1 WHERE account_id = $1", account)
+		require.NoError(t, err)
+	}
+	rebuild := func() <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			n, err := events.RebuildRollups(ctx, pool, account)
+			if err == nil && n == 0 {
+				err = errors.New("the rebuild corrected nothing")
+			}
+			done <- err
+		}()
+		return done
+	}
+
+	t.Run("InsertInFlight", func(t *testing.T) {
+		corrupt()
+		writer := begin(t)
+		emit(writer) // in an hour without a counter yet: only the account's lock holds the rebuild
+		done := rebuild()
+		waitForLockWait(t, pool, "event_counts_hourly_rebuild", done)
+		require.NoError(t, writer.Commit(ctx))
+		require.NoError(t, <-done)
+		requireRollupsEqualRecount(t, pool, "insert in flight")
+	})
+	t.Run("DeleteInFlight", func(t *testing.T) {
+		corrupt()
+		writer := begin(t)
+		_, err := writer.Exec(ctx, "DELETE FROM events WHERE id = $1", ids[0])
+		require.NoError(t, err)
+		done := rebuild()
+		waitForLockWait(t, pool, "event_counts_hourly_rebuild", done)
+		require.NoError(t, writer.Commit(ctx))
+		require.NoError(t, <-done)
+		requireRollupsEqualRecount(t, pool, "delete in flight")
+	})
+	for _, tc := range []struct {
+		name, query string
+		write       func(tx pgx.Tx) error
+	}{
+		{"InsertWaits", "INSERT INTO events", func(tx pgx.Tx) error { emit(tx); return nil }},
+		{"DeleteWaits", "DELETE FROM events", func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "DELETE FROM events WHERE id = $1", ids[1])
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			corrupt()
+			rb := begin(t)
+			n, err := events.RebuildRollups(ctx, rb, account)
+			require.NoError(t, err)
+			require.Positive(t, n)
+			done := make(chan error, 1)
+			go func() {
+				done <- dbutil.WithTx(ctx, pool, func(ctx context.Context, tx pgx.Tx) error { return tc.write(tx) })
+			}()
+			waitForLockWait(t, pool, tc.query, done)
+			require.NoError(t, rb.Commit(ctx))
+			require.NoError(t, <-done)
+			requireRollupsEqualRecount(t, pool, tc.name)
+		})
+	}
+	t.Run("RepeatableReadRefused", func(t *testing.T) {
+		tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = events.RebuildRollups(ctx, tx, account)
+		require.ErrorContains(t, err, "READ COMMITTED")
+	})
+}
