@@ -145,7 +145,7 @@ func (s *Server) adminRoutes() {
 			"reparse-reports: parse again every failed report whose raw bytes are kept, e.g. after an upgrade (report_reparse, " +
 			"one report_parse job each). rebuild-event-rollups: recompute every account's hourly event counters from the " +
 			"raw events (event_rollup_rebuild_all, one event_rollup_rebuild per account; each holds back only that " +
-			"account's new events, for about a second per million events). " +
+			"account's new events, for a few seconds per million events). " +
 			"A task already queued or running is not queued twice: its job is answered with already_queued. Emits " +
 			"maintenance_task_run on the calling admin's own account.",
 		Call: s.runMaintenance,
