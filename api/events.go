@@ -241,32 +241,13 @@ const dateLayout = "2006-01-02"
 func (s *Server) dailyVolume(ctx context.Context, req *DailyVolumeRequest) (*DailyVolume, error) {
 	n := daysParam(req.Days, 7)
 	from, to := s.dayRange(n)
-	rows, err := s.q.EventDailyVolume(ctx, s.db, dbsqlc.EventDailyVolumeParams{AccountID: mustCaller(ctx).AccountID, Since: from})
+	days, err := events.DailyVolume(ctx, s.db, mustCaller(ctx).AccountID, from, n)
 	if err != nil {
 		return nil, err
 	}
 	out := &DailyVolume{Days: n, From: from.Format(dateLayout), To: to.Format(dateLayout), Volume: make([]DayVolume, n)}
-	index := make(map[string]int, n)
-	for i := range out.Volume {
-		d := from.AddDate(0, 0, i).Format(dateLayout)
-		out.Volume[i].Date = d
-		index[d] = i
-	}
-	for _, r := range rows {
-		i, ok := index[r.Day.Format(dateLayout)]
-		if !ok {
-			continue // an event stamped in the future (clock skew)
-		}
-		v := &out.Volume[i]
-		switch events.Severity(r.Severity) {
-		case events.SeverityInfo:
-			v.Info += r.Events
-		case events.SeverityWarning:
-			v.Warning += r.Events
-		case events.SeverityCritical:
-			v.Critical += r.Events
-		}
-		v.Total += r.Events
+	for i, d := range days {
+		out.Volume[i] = DayVolume{Date: d.Day.Format(dateLayout), Info: d.Info, Warning: d.Warning, Critical: d.Critical, Total: d.Total()}
 	}
 	return out, nil
 }
@@ -277,14 +258,14 @@ func (s *Server) typeBreakdown(ctx context.Context, req *TypeBreakdownRequest) (
 		since = req.Since.UTC()
 	}
 	since = since.Truncate(time.Microsecond) // what Postgres compares
-	rows, err := s.q.EventTypeBreakdown(ctx, s.db, dbsqlc.EventTypeBreakdownParams{AccountID: mustCaller(ctx).AccountID, Since: since})
+	types, err := events.TypeBreakdown(ctx, s.db, mustCaller(ctx).AccountID, since)
 	if err != nil {
 		return nil, err
 	}
-	out := &TypeBreakdown{Since: since, Types: make([]TypeCount, len(rows))}
-	for i, r := range rows {
-		out.Types[i] = TypeCount{EventType: r.EventType, Count: r.Events, Info: r.Info, Warning: r.Warning, Critical: r.Critical}
-		out.Total += r.Events
+	out := &TypeBreakdown{Since: since, Types: make([]TypeCount, len(types))}
+	for i, t := range types {
+		out.Types[i] = TypeCount{EventType: t.Type, Count: t.Total(), Info: t.Info, Warning: t.Warning, Critical: t.Critical}
+		out.Total += t.Total()
 	}
 	return out, nil
 }
@@ -297,22 +278,11 @@ func (s *Server) fillDashboardEvents(ctx context.Context, account uuid.UUID, out
 		return err
 	}
 	out.Alerts.Unacknowledged = n
-	rows, err := s.q.EventCountBySeveritySince(ctx, s.db, dbsqlc.EventCountBySeveritySinceParams{
-		AccountID: account, Since: s.now().Add(-24 * time.Hour),
-	})
+	c, err := events.CountBySeverity(ctx, s.db, account, s.now().Add(-24*time.Hour))
 	if err != nil {
 		return err
 	}
-	for _, r := range rows {
-		switch events.Severity(r.Severity) {
-		case events.SeverityInfo:
-			out.Events24h.Info = r.Events
-		case events.SeverityWarning:
-			out.Events24h.Warning = r.Events
-		case events.SeverityCritical:
-			out.Events24h.Critical = r.Events
-		}
-	}
+	out.Events24h.Info, out.Events24h.Warning, out.Events24h.Critical = c.Info, c.Warning, c.Critical
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/events"
@@ -63,9 +64,50 @@ func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[events.Prune
 	return nil
 }
 
+// EventRollupRebuildWorker works events.RollupRebuildArgs.
+type EventRollupRebuildWorker struct {
+	river.WorkerDefaults[events.RollupRebuildArgs]
+	deps Deps
+}
+
+// Work rebuilds the account's hourly event counters (events.RebuildRollups)
+// and records how many it corrected. An account gone meanwhile has none.
+func (w *EventRollupRebuildWorker) Work(ctx context.Context, job *river.Job[events.RollupRebuildArgs]) error {
+	n, err := events.RebuildRollups(ctx, w.deps.Pool, job.Args.AccountID)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		w.deps.Logger.WarnContext(ctx, "event counters corrected", slog.String("account_id", job.Args.AccountID.String()),
+			slog.Int64("counters", n))
+	}
+	return river.RecordOutput(ctx, map[string]int64{"corrected": n})
+}
+
+// EventRollupRebuildAllWorker works events.RollupRebuildAllArgs.
+type EventRollupRebuildAllWorker struct {
+	river.WorkerDefaults[events.RollupRebuildAllArgs]
+	deps Deps
+}
+
+// Work queues a rebuild of every account (events.QueueRollupRebuilds).
+func (w *EventRollupRebuildAllWorker) Work(ctx context.Context, _ *river.Job[events.RollupRebuildAllArgs]) error {
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return err
+	}
+	queued, err := events.QueueRollupRebuilds(ctx, w.deps.Pool, client)
+	if err != nil {
+		return err
+	}
+	return river.RecordOutput(ctx, map[string]int{"queued": queued})
+}
+
 // addEventWorkers registers this feature's workers.
 func addEventWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &EventPruneWorker{deps: deps})
+	river.AddWorker(w, &EventRollupRebuildWorker{deps: deps})
+	river.AddWorker(w, &EventRollupRebuildAllWorker{deps: deps})
 }
 
 // eventPeriodicJobs returns this feature's schedules: retention hourly, so

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,6 +232,15 @@ func TestDigest(t *testing.T) {
 	_, err = e.pool.Exec(ctx, `INSERT INTO notification_settings (account_id, mute_email) VALUES ($1, true)`, quiet)
 	require.NoError(t, err)
 	insert(quiet, events.TypeBounceSpike, "warning", yesterday)
+	// An account with only an alert that day, and a warning the day
+	// before, gets no digest job at all (the day's hourly counters).
+	alertsOnly := uuid.Must(uuid.NewV7())
+	_, err = e.pool.Exec(ctx, "INSERT INTO accounts (id, email, password_hash) VALUES ($1, $2, 'x')", alertsOnly, alertsOnly.String()+"@example.com")
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `INSERT INTO notification_addresses (id, account_id, email, verified_at) VALUES (gen_random_uuid(), $1, 'alerts@example.com', now())`, alertsOnly)
+	require.NoError(t, err)
+	insert(alertsOnly, events.TypeHealthScoreChanged, "critical", yesterday)
+	insert(alertsOnly, events.TypeBounceSpike, "warning", time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC).Add(-time.Microsecond))
 
 	run := func() {
 		res, err := e.client.Insert(ctx, DigestScheduleArgs{}, &river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
@@ -242,6 +252,14 @@ func TestDigest(t *testing.T) {
 		}, 30*time.Second, 20*time.Millisecond)
 	}
 	run()
+	var digestJobs []uuid.UUID
+	rows, err := e.pool.Query(ctx, `SELECT (args->>'account_id')::uuid FROM river_job WHERE kind = 'notify_digest' ORDER BY 1`)
+	require.NoError(t, err)
+	digestJobs, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	want := []uuid.UUID{e.account, quiet}
+	slices.SortFunc(want, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+	require.Equal(t, want, digestJobs, "accounts with a non-critical event that day")
 	m := srv.Wait(t, 1)[0]
 	require.Equal(t, []string{"ops@example.com"}, m.To)
 	env, err := enmime.ReadEnvelope(bytes.NewReader(m.Data))

@@ -47,29 +47,41 @@ RETURNING e.id, e.account_id, e.event_type, e.severity, e.domain, e.tags, e.payl
 SELECT count(*) FROM events
 WHERE account_id = @account_id::uuid AND severity = 'critical' AND acknowledged_at IS NULL;
 
--- name: EventCountBySeveritySince :many
-SELECT severity, count(*) AS events FROM events
-WHERE account_id = @account_id::uuid AND created_at > @since::timestamptz
-GROUP BY severity;
+-- name: EventCountsByDay :many
+-- The account's events per UTC day, type and severity in a window that
+-- internal/rollups.Split divided: its whole hours [hours_from, hours_to)
+-- (hours_to NULL: open-ended) from the hourly counters, its partial hours
+-- at either end ([head_from, head_to), [tail_from, tail_to), each under an
+-- hour) from raw rows. internal/events/counts.go reads it.
+SELECT day, event_type, severity, sum(events)::bigint AS events
+FROM (
+    SELECT (c.hour AT TIME ZONE 'UTC')::date AS day, c.event_type, c.severity, c.events
+    FROM event_counts_hourly c
+    WHERE c.account_id = @account_id::uuid AND c.hour >= @hours_from::timestamptz
+      AND (sqlc.narg('hours_to')::timestamptz IS NULL OR c.hour < sqlc.narg('hours_to')::timestamptz)
+    UNION ALL
+    SELECT (e.created_at AT TIME ZONE 'UTC')::date, e.event_type, e.severity, 1
+    FROM events e
+    WHERE e.account_id = @account_id::uuid
+      AND e.created_at >= @head_from::timestamptz AND e.created_at < @head_to::timestamptz
+    UNION ALL
+    SELECT (e.created_at AT TIME ZONE 'UTC')::date, e.event_type, e.severity, 1
+    FROM events e
+    WHERE e.account_id = @account_id::uuid
+      AND e.created_at >= @tail_from::timestamptz AND e.created_at < @tail_to::timestamptz
+) counted
+GROUP BY day, event_type, severity
+ORDER BY day, event_type, severity;
 
--- name: EventDailyVolume :many
--- Per UTC day and severity; days without events are filled in by the caller.
-SELECT (created_at AT TIME ZONE 'UTC')::date AS day, severity, count(*) AS events
-FROM events
-WHERE account_id = @account_id::uuid AND created_at >= @since::timestamptz
-GROUP BY 1, 2
-ORDER BY 1, 2;
+-- name: EventRollupRebuild :one
+-- Recomputes one account's hourly counters from its raw rows (see
+-- event_counts_hourly_rebuild in schema/0030_event_rollups.sql for the
+-- locks); returns how many counters it corrected.
+SELECT event_counts_hourly_rebuild(@account_id::uuid)::bigint AS corrected;
 
--- name: EventTypeBreakdown :many
-SELECT event_type,
-       count(*) AS events,
-       count(*) FILTER (WHERE severity = 'info') AS info,
-       count(*) FILTER (WHERE severity = 'warning') AS warning,
-       count(*) FILTER (WHERE severity = 'critical') AS critical
-FROM events
-WHERE account_id = @account_id::uuid AND created_at > @since::timestamptz
-GROUP BY event_type
-ORDER BY events DESC, event_type;
+-- name: EventRollupAccountsAfter :many
+-- The accounts a rebuild of every account visits, in id order, a page at a time.
+SELECT id FROM accounts WHERE id > @after::uuid ORDER BY id LIMIT @max::int;
 
 -- name: EventPruneBatch :execrows
 -- Deletes up to batch_size events older than the cutoff, keeping

@@ -47,12 +47,14 @@ RETURNING *;
 
 -- name: NotificationDigestAccounts :many
 -- Accounts with non-critical events in [from, to), a verified address and
--- no digest for the day yet.
-SELECT DISTINCT e.account_id FROM events e
-WHERE e.created_at >= @from_at::timestamptz AND e.created_at < @to_at::timestamptz
-  AND e.severity <> 'critical'
-  AND EXISTS (SELECT 1 FROM notification_addresses a WHERE a.account_id = e.account_id AND a.verified_at IS NOT NULL)
-  AND NOT EXISTS (SELECT 1 FROM notification_digests d WHERE d.account_id = e.account_id AND d.day = @day::date);
+-- no digest for the day yet. from and to are whole UTC hours (a day), so
+-- the hourly event counters answer exactly, without a day of raw events.
+SELECT DISTINCT a.account_id FROM notification_addresses a
+WHERE a.verified_at IS NOT NULL
+  AND EXISTS (SELECT 1 FROM event_counts_hourly c
+              WHERE c.account_id = a.account_id AND c.hour >= @from_at::timestamptz AND c.hour < @to_at::timestamptz
+                AND c.severity <> 'critical')
+  AND NOT EXISTS (SELECT 1 FROM notification_digests d WHERE d.account_id = a.account_id AND d.day = @day::date);
 
 -- name: NotificationDigestEvents :many
 SELECT * FROM events

@@ -270,6 +270,8 @@ func TestRowLevelSecurityInSQL(t *testing.T) {
 		`SELECT count(*) FROM dns_connections WHERE account_id = $1`,
 		`SELECT count(*) FROM preference_groups WHERE account_id = $1`,
 		`SELECT count(*) FROM preference_overrides WHERE account_id = $1`,
+		`SELECT count(*) FROM event_counts_hourly WHERE account_id = $1`,
+		`SELECT count(*) FROM data_api.event_daily_counts WHERE account_id = $1`,
 		`SELECT count(*) FROM data_api.dmarc_records r JOIN dmarc_reports p ON p.id = r.report_id
 			JOIN domains d ON d.id = p.domain_id WHERE d.account_id = $1`,
 		`SELECT count(*) FROM data_api.mx_setups m JOIN domains d ON d.id = m.domain_id WHERE d.account_id = $1`,
@@ -302,6 +304,8 @@ func TestRowLevelSecurityInSQL(t *testing.T) {
 		`SELECT email FROM notification_addresses`,
 		`INSERT INTO preference_groups (account_id, group_name, email, webhook) VALUES (mailwatch_jwt_account_id(), 'reports', false, false)`,
 		`UPDATE preference_overrides SET email = false`,
+		`UPDATE event_counts_hourly SET events = 0`,
+		`DELETE FROM event_counts_hourly`,
 		`SELECT job_id FROM dns_recommendations`,
 		`DELETE FROM suppressions`,
 		`DELETE FROM data_api.suppressions`,

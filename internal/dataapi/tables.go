@@ -38,7 +38,8 @@ const byDomain = `domain_id IN (SELECT d.id FROM data_api.domains d WHERE d.acco
 // Tables is the allow-list; it matches the views of schema/0010_data_api.sql,
 // schema/0012_data_api_tables.sql and schema/0013_preferences.sql as
 // schema/0024_data_api_rest_names.sql extends them with the REST API's
-// names (RESTNames); a test compares them with the database.
+// names (RESTNames), and schema/0030_event_rollups.sql's; a test compares
+// them with the database.
 var Tables = func() map[string]*Table {
 	list := []*Table{
 		{Name: "domains", Owner: byAccount, Columns: cols(
@@ -137,6 +138,10 @@ var Tables = func() map[string]*Table {
 			"name", "text")},
 		{Name: "preference_overrides", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "event_type", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz")},
+
+		// schema/0030_event_rollups.sql
+		{Name: "event_daily_counts", Owner: byAccount, Columns: cols(
+			"account_id", "uuid", "day", "date", "event_type", "text", "severity", "text", "events", "bigint")},
 	}
 	m := make(map[string]*Table, len(list))
 	for _, t := range list {

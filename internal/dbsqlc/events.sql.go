@@ -124,42 +124,6 @@ func (q *Queries) AlertUnacknowledge(ctx context.Context, db DBTX, arg AlertUnac
 	return i, err
 }
 
-const eventCountBySeveritySince = `-- name: EventCountBySeveritySince :many
-SELECT severity, count(*) AS events FROM events
-WHERE account_id = $1::uuid AND created_at > $2::timestamptz
-GROUP BY severity
-`
-
-type EventCountBySeveritySinceParams struct {
-	AccountID uuid.UUID
-	Since     time.Time
-}
-
-type EventCountBySeveritySinceRow struct {
-	Severity string
-	Events   int64
-}
-
-func (q *Queries) EventCountBySeveritySince(ctx context.Context, db DBTX, arg EventCountBySeveritySinceParams) ([]EventCountBySeveritySinceRow, error) {
-	rows, err := db.Query(ctx, eventCountBySeveritySince, arg.AccountID, arg.Since)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []EventCountBySeveritySinceRow
-	for rows.Next() {
-		var i EventCountBySeveritySinceRow
-		if err := rows.Scan(&i.Severity, &i.Events); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const eventCountUnacknowledgedAlerts = `-- name: EventCountUnacknowledgedAlerts :one
 SELECT count(*) FROM events
 WHERE account_id = $1::uuid AND severity = 'critical' AND acknowledged_at IS NULL
@@ -172,36 +136,73 @@ func (q *Queries) EventCountUnacknowledgedAlerts(ctx context.Context, db DBTX, a
 	return count, err
 }
 
-const eventDailyVolume = `-- name: EventDailyVolume :many
-SELECT (created_at AT TIME ZONE 'UTC')::date AS day, severity, count(*) AS events
-FROM events
-WHERE account_id = $1::uuid AND created_at >= $2::timestamptz
-GROUP BY 1, 2
-ORDER BY 1, 2
+const eventCountsByDay = `-- name: EventCountsByDay :many
+SELECT day, event_type, severity, sum(events)::bigint AS events
+FROM (
+    SELECT (c.hour AT TIME ZONE 'UTC')::date AS day, c.event_type, c.severity, c.events
+    FROM event_counts_hourly c
+    WHERE c.account_id = $1::uuid AND c.hour >= $2::timestamptz
+      AND ($3::timestamptz IS NULL OR c.hour < $3::timestamptz)
+    UNION ALL
+    SELECT (e.created_at AT TIME ZONE 'UTC')::date, e.event_type, e.severity, 1
+    FROM events e
+    WHERE e.account_id = $1::uuid
+      AND e.created_at >= $4::timestamptz AND e.created_at < $5::timestamptz
+    UNION ALL
+    SELECT (e.created_at AT TIME ZONE 'UTC')::date, e.event_type, e.severity, 1
+    FROM events e
+    WHERE e.account_id = $1::uuid
+      AND e.created_at >= $6::timestamptz AND e.created_at < $7::timestamptz
+) counted
+GROUP BY day, event_type, severity
+ORDER BY day, event_type, severity
 `
 
-type EventDailyVolumeParams struct {
+type EventCountsByDayParams struct {
 	AccountID uuid.UUID
-	Since     time.Time
+	HoursFrom time.Time
+	HoursTo   *time.Time
+	HeadFrom  time.Time
+	HeadTo    time.Time
+	TailFrom  time.Time
+	TailTo    time.Time
 }
 
-type EventDailyVolumeRow struct {
-	Day      time.Time
-	Severity string
-	Events   int64
+type EventCountsByDayRow struct {
+	Day       time.Time
+	EventType string
+	Severity  string
+	Events    int64
 }
 
-// Per UTC day and severity; days without events are filled in by the caller.
-func (q *Queries) EventDailyVolume(ctx context.Context, db DBTX, arg EventDailyVolumeParams) ([]EventDailyVolumeRow, error) {
-	rows, err := db.Query(ctx, eventDailyVolume, arg.AccountID, arg.Since)
+// The account's events per UTC day, type and severity in a window that
+// internal/rollups.Split divided: its whole hours [hours_from, hours_to)
+// (hours_to NULL: open-ended) from the hourly counters, its partial hours
+// at either end ([head_from, head_to), [tail_from, tail_to), each under an
+// hour) from raw rows. internal/events/counts.go reads it.
+func (q *Queries) EventCountsByDay(ctx context.Context, db DBTX, arg EventCountsByDayParams) ([]EventCountsByDayRow, error) {
+	rows, err := db.Query(ctx, eventCountsByDay,
+		arg.AccountID,
+		arg.HoursFrom,
+		arg.HoursTo,
+		arg.HeadFrom,
+		arg.HeadTo,
+		arg.TailFrom,
+		arg.TailTo,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []EventDailyVolumeRow
+	var items []EventCountsByDayRow
 	for rows.Next() {
-		var i EventDailyVolumeRow
-		if err := rows.Scan(&i.Day, &i.Severity, &i.Events); err != nil {
+		var i EventCountsByDayRow
+		if err := rows.Scan(
+			&i.Day,
+			&i.EventType,
+			&i.Severity,
+			&i.Events,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -356,53 +357,46 @@ func (q *Queries) EventPruneBatchForPlan(ctx context.Context, db DBTX, arg Event
 	return result.RowsAffected(), nil
 }
 
-const eventTypeBreakdown = `-- name: EventTypeBreakdown :many
-SELECT event_type,
-       count(*) AS events,
-       count(*) FILTER (WHERE severity = 'info') AS info,
-       count(*) FILTER (WHERE severity = 'warning') AS warning,
-       count(*) FILTER (WHERE severity = 'critical') AS critical
-FROM events
-WHERE account_id = $1::uuid AND created_at > $2::timestamptz
-GROUP BY event_type
-ORDER BY events DESC, event_type
+const eventRollupAccountsAfter = `-- name: EventRollupAccountsAfter :many
+SELECT id FROM accounts WHERE id > $1::uuid ORDER BY id LIMIT $2::int
 `
 
-type EventTypeBreakdownParams struct {
-	AccountID uuid.UUID
-	Since     time.Time
+type EventRollupAccountsAfterParams struct {
+	After uuid.UUID
+	Max   int32
 }
 
-type EventTypeBreakdownRow struct {
-	EventType string
-	Events    int64
-	Info      int64
-	Warning   int64
-	Critical  int64
-}
-
-func (q *Queries) EventTypeBreakdown(ctx context.Context, db DBTX, arg EventTypeBreakdownParams) ([]EventTypeBreakdownRow, error) {
-	rows, err := db.Query(ctx, eventTypeBreakdown, arg.AccountID, arg.Since)
+// The accounts a rebuild of every account visits, in id order, a page at a time.
+func (q *Queries) EventRollupAccountsAfter(ctx context.Context, db DBTX, arg EventRollupAccountsAfterParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, eventRollupAccountsAfter, arg.After, arg.Max)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []EventTypeBreakdownRow
+	var items []uuid.UUID
 	for rows.Next() {
-		var i EventTypeBreakdownRow
-		if err := rows.Scan(
-			&i.EventType,
-			&i.Events,
-			&i.Info,
-			&i.Warning,
-			&i.Critical,
-		); err != nil {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
-		items = append(items, i)
+		items = append(items, id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	return items, nil
+}
+
+const eventRollupRebuild = `-- name: EventRollupRebuild :one
+SELECT event_counts_hourly_rebuild($1::uuid)::bigint AS corrected
+`
+
+// Recomputes one account's hourly counters from its raw rows (see
+// event_counts_hourly_rebuild in schema/0030_event_rollups.sql for the
+// locks); returns how many counters it corrected.
+func (q *Queries) EventRollupRebuild(ctx context.Context, db DBTX, accountID uuid.UUID) (int64, error) {
+	row := db.QueryRow(ctx, eventRollupRebuild, accountID)
+	var corrected int64
+	err := row.Scan(&corrected)
+	return corrected, err
 }

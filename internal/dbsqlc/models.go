@@ -268,6 +268,14 @@ type DataApiEvent struct {
 	Note             *string
 }
 
+type DataApiEventDailyCount struct {
+	AccountID uuid.UUID
+	Day       time.Time
+	EventType string
+	Severity  string
+	Events    int64
+}
+
 type DataApiEventSubscription struct {
 	ID             uuid.UUID
 	AccountID      uuid.UUID
@@ -568,6 +576,14 @@ type Event struct {
 	AcknowledgedBy   *string
 	AcknowledgedNote *string
 	AcknowledgedKey  *string
+}
+
+type EventCountsHourly struct {
+	AccountID uuid.UUID
+	Hour      time.Time
+	EventType string
+	Severity  string
+	Events    int64
 }
 
 type EventSubscription struct {

@@ -308,11 +308,12 @@ func (q *Queries) NotificationAddressVerify(ctx context.Context, db DBTX, arg No
 }
 
 const notificationDigestAccounts = `-- name: NotificationDigestAccounts :many
-SELECT DISTINCT e.account_id FROM events e
-WHERE e.created_at >= $1::timestamptz AND e.created_at < $2::timestamptz
-  AND e.severity <> 'critical'
-  AND EXISTS (SELECT 1 FROM notification_addresses a WHERE a.account_id = e.account_id AND a.verified_at IS NOT NULL)
-  AND NOT EXISTS (SELECT 1 FROM notification_digests d WHERE d.account_id = e.account_id AND d.day = $3::date)
+SELECT DISTINCT a.account_id FROM notification_addresses a
+WHERE a.verified_at IS NOT NULL
+  AND EXISTS (SELECT 1 FROM event_counts_hourly c
+              WHERE c.account_id = a.account_id AND c.hour >= $1::timestamptz AND c.hour < $2::timestamptz
+                AND c.severity <> 'critical')
+  AND NOT EXISTS (SELECT 1 FROM notification_digests d WHERE d.account_id = a.account_id AND d.day = $3::date)
 `
 
 type NotificationDigestAccountsParams struct {
@@ -322,7 +323,8 @@ type NotificationDigestAccountsParams struct {
 }
 
 // Accounts with non-critical events in [from, to), a verified address and
-// no digest for the day yet.
+// no digest for the day yet. from and to are whole UTC hours (a day), so
+// the hourly event counters answer exactly, without a day of raw events.
 func (q *Queries) NotificationDigestAccounts(ctx context.Context, db DBTX, arg NotificationDigestAccountsParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, notificationDigestAccounts, arg.FromAt, arg.ToAt, arg.Day)
 	if err != nil {
