@@ -174,6 +174,12 @@ type ProviderPayloadPruneWorker struct {
 	deps Deps
 }
 
+// NewProviderPayloadPruneWorker returns the worker (the history benchmark
+// runs its Work directly).
+func NewProviderPayloadPruneWorker(deps Deps) *ProviderPayloadPruneWorker {
+	return &ProviderPayloadPruneWorker{deps: deps.withDefaults()}
+}
+
 // Work deletes processed payloads older than a week, in batches.
 func (w *ProviderPayloadPruneWorker) Work(ctx context.Context, _ *river.Job[ProviderPayloadPruneArgs]) error {
 	before := w.deps.Now().Add(-providerPayloadRetention)

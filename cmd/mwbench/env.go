@@ -91,6 +91,13 @@ type apiServer struct {
 // startAPI serves the real API (as `mailwatch api` builds it, with the
 // rate limit lifted and the access log formatted as JSON into io.Discard).
 func (e *benchEnv) startAPI(ctx context.Context, pool *pgxpool.Pool, adjust func(*api.Deps)) (*apiServer, error) {
+	return e.startAPIWith(ctx, pool, adjust, nil)
+}
+
+// startAPIWith is startAPI with mount, when not nil, called on the built
+// server before it serves (the dashboard mounts itself there, as
+// `mailwatch api` does).
+func (e *benchEnv) startAPIWith(ctx context.Context, pool *pgxpool.Pool, adjust func(*api.Deps), mount func(*api.Server, api.Deps)) (*apiServer, error) {
 	riverClient, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: e.Logger}, jobs.Options{})
 	if err != nil {
 		return nil, err
@@ -116,6 +123,9 @@ func (e *benchEnv) startAPI(ctx context.Context, pool *pgxpool.Pool, adjust func
 		adjust(&deps)
 	}
 	srv := api.New(deps)
+	if mount != nil {
+		mount(srv, deps)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
