@@ -615,6 +615,48 @@ type MessageEvent struct {
 	ReceivedAt     time.Time
 }
 
+type MessageEventsDefault struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	ProviderID     uuid.UUID
+	ProviderKind   string
+	PayloadID      *uuid.UUID
+	EventID        string
+	MessageID      string
+	EventType      string
+	BounceClass    *string
+	Recipient      string
+	RecipientHash  []byte
+	Domain         string
+	DomainID       *uuid.UUID
+	Unlinked       bool
+	Classification string
+	Detail         *string
+	OccurredAt     time.Time
+	ReceivedAt     time.Time
+}
+
+type MessageEventsLegacy struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	ProviderID     uuid.UUID
+	ProviderKind   string
+	PayloadID      *uuid.UUID
+	EventID        string
+	MessageID      string
+	EventType      string
+	BounceClass    *string
+	Recipient      string
+	RecipientHash  []byte
+	Domain         string
+	DomainID       *uuid.UUID
+	Unlinked       bool
+	Classification string
+	Detail         *string
+	OccurredAt     time.Time
+	ReceivedAt     time.Time
+}
+
 type MessageSpike struct {
 	DomainID   uuid.UUID
 	ProviderID uuid.UUID
@@ -683,6 +725,44 @@ type PreferenceOverride struct {
 }
 
 type ProviderPayload struct {
+	ID            uuid.UUID
+	ProviderID    uuid.UUID
+	AccountID     uuid.UUID
+	ReplayKey     string
+	BodySha256    []byte
+	Body          []byte
+	HeaderEventID *string
+	ReceivedAt    time.Time
+	ProcessedAt   *time.Time
+	Events        *int32
+	Error         *string
+	Attempts      int16
+}
+
+type ProviderPayloadKey struct {
+	AccountID  uuid.UUID
+	ProviderID uuid.UUID
+	ReplayKey  string
+	PayloadID  uuid.UUID
+	BodySha256 []byte
+}
+
+type ProviderPayloadsDefault struct {
+	ID            uuid.UUID
+	ProviderID    uuid.UUID
+	AccountID     uuid.UUID
+	ReplayKey     string
+	BodySha256    []byte
+	Body          []byte
+	HeaderEventID *string
+	ReceivedAt    time.Time
+	ProcessedAt   *time.Time
+	Events        *int32
+	Error         *string
+	Attempts      int16
+}
+
+type ProviderPayloadsLegacy struct {
 	ID            uuid.UUID
 	ProviderID    uuid.UUID
 	AccountID     uuid.UUID

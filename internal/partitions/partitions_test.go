@@ -1,0 +1,241 @@
+package partitions_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/partitions"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// monday is a Monday noon: message_events partitions are weeks from Monday.
+var monday = time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+
+// settings keeps events for a week (message events for the spike checks'
+// week and an hour).
+var settings = partitions.Settings{EventRetentionDays: 7}
+
+type fixture struct {
+	t        *testing.T
+	pool     *pgxpool.Pool
+	account  uuid.UUID
+	provider uuid.UUID
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	pool, _ := dbtest.NewDB(t)
+	f := &fixture{t: t, pool: pool, account: testfactory.Account(t, pool), provider: uuid.New()}
+	f.exec(`INSERT INTO sending_providers (id, account_id, kind, label, secret_ciphertext, secret_key_id)
+		VALUES ($1, $2, 'sendgrid', 'sg', '\x00', 'k')`, f.provider, f.account)
+	return f
+}
+
+func (f *fixture) exec(sql string, args ...any) {
+	f.t.Helper()
+	_, err := f.pool.Exec(context.Background(), sql, args...)
+	require.NoError(f.t, err)
+}
+
+func (f *fixture) count(sql string, args ...any) int {
+	f.t.Helper()
+	var n int
+	require.NoError(f.t, f.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+func (f *fixture) exists(table string) bool {
+	f.t.Helper()
+	var ok bool
+	require.NoError(f.t, f.pool.QueryRow(context.Background(), `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&ok))
+	return ok
+}
+
+// messageEvent stores a message event that occurred at at.
+func (f *fixture) messageEvent(at time.Time) {
+	f.t.Helper()
+	f.exec(`INSERT INTO message_events (id, account_id, provider_id, provider_kind, event_id, event_type, recipient,
+		recipient_hash, occurred_at) VALUES ($1, $2, $3, 'sendgrid', $4, 'delivered', 'a@example.com', '\x00', $5)`,
+		uuid.New(), f.account, f.provider, uuid.NewString(), at)
+}
+
+func (f *fixture) maintain(now time.Time, specs ...partitions.Spec) partitions.Report {
+	f.t.Helper()
+	if specs == nil {
+		specs = partitions.Tables
+	}
+	rep, err := partitions.MaintainSpecs(context.Background(), f.pool, now, settings, specs)
+	require.NoError(f.t, err)
+	require.Empty(f.t, rep.Skipped)
+	return rep
+}
+
+// partitionOf names the partition holding the message events at at.
+func (f *fixture) partitionOf(at time.Time) string {
+	f.t.Helper()
+	var name string
+	require.NoError(f.t, f.pool.QueryRow(context.Background(),
+		`SELECT tableoid::regclass::text FROM message_events WHERE occurred_at = $1 LIMIT 1`, at).Scan(&name))
+	return name
+}
+
+func spec(t *testing.T, table string) partitions.Spec {
+	t.Helper()
+	s, ok := partitions.Lookup(table)
+	require.True(t, ok)
+	return s
+}
+
+// TestRetentionDropsPartition fills three weeks of message events, moves
+// the clock past the first week's retention, and checks that the first
+// week's partition is gone with its rows and its rollup hours, the later
+// weeks are intact, and no row was deleted: a trigger on the partition
+// records every DELETE and TRUNCATE, and records none.
+func TestRetentionDropsPartition(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.maintain(monday) // this week and two ahead
+	weeks := []time.Time{monday, monday.AddDate(0, 0, 7), monday.AddDate(0, 0, 14)}
+	for _, w := range weeks {
+		for h := range 3 {
+			f.messageEvent(w.Add(time.Duration(h) * 24 * time.Hour))
+		}
+	}
+	first := "message_events_p20260105"
+	require.Equal(t, first, f.partitionOf(monday))
+
+	f.exec(`CREATE TABLE deletions (tbl text, op text)`)
+	f.exec(`CREATE FUNCTION record_deletion() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO deletions VALUES (TG_TABLE_NAME, TG_OP); RETURN OLD; END $$`)
+	f.exec(`CREATE TRIGGER record_delete BEFORE DELETE ON ` + first + ` FOR EACH ROW EXECUTE FUNCTION record_deletion()`)
+	f.exec(`CREATE TRIGGER record_truncate BEFORE TRUNCATE ON ` + first + ` FOR EACH STATEMENT EXECUTE FUNCTION record_deletion()`)
+	// A rollup of the table: its hours in the dropped week go with it.
+	f.exec(`CREATE TABLE test_hourly (account_id uuid NOT NULL, hour timestamptz NOT NULL, n int NOT NULL)`)
+	for _, w := range weeks {
+		f.exec(`INSERT INTO test_hourly VALUES ($1, $2, 1), ($1, $3, 1)`, f.account, w.Truncate(time.Hour), w.AddDate(0, 0, 6).Add(11*time.Hour))
+	}
+	s := spec(t, "message_events")
+	s.Rollups = []string{"test_hourly"}
+
+	// The first week ends on 12 January; message events are kept for a week
+	// and an hour (the spike checks' window and baseline).
+	keep := partitions.MessageEventRetention(settings)
+	require.Equal(t, 7*24*time.Hour+time.Hour, keep)
+	justBefore := weeks[1].Truncate(24 * time.Hour).Add(keep - time.Minute)
+	rep := f.maintain(justBefore, s)
+	require.Empty(t, rep.Dropped, "the week's last rows are not past the retention yet")
+	require.True(t, f.exists(first))
+
+	rep = f.maintain(justBefore.Add(2*time.Minute), s)
+	require.Equal(t, []string{first}, rep.Dropped)
+	require.False(t, f.exists(first), "the partition table is gone")
+	require.Zero(t, f.count(`SELECT count(*) FROM message_events WHERE occurred_at < $1`, weeks[1]), "its rows are gone")
+	require.Equal(t, 6, f.count(`SELECT count(*) FROM message_events WHERE occurred_at >= $1`, weeks[1]), "the later weeks' rows remain")
+	require.Zero(t, f.count(`SELECT count(*) FROM deletions`), "no row was deleted or truncated: the partition was dropped")
+	require.Zero(t, f.count(`SELECT count(*) FROM test_hourly WHERE hour < $1`, weeks[1]), "the week's rollup hours are gone")
+	require.Equal(t, 4, f.count(`SELECT count(*) FROM test_hourly WHERE hour >= $1`, weeks[1]), "later rollup hours remain")
+	require.EqualValues(t, 2, rep.RollupRows)
+}
+
+// TestRetentionKeepsRows drops a day of provider payloads: the payload
+// never normalised (Spec.Keep) survives in the DEFAULT partition, the
+// processed ones go with the partition.
+func TestRetentionKeepsRows(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	day := monday.Truncate(24 * time.Hour)
+	f.maintain(day)
+	payload := func(at time.Time, processed bool) uuid.UUID {
+		id := dbutil.UUIDv7Floor(at)
+		tail := uuid.New()
+		copy(id[9:], tail[9:])
+		var done *time.Time
+		if processed {
+			done = &at
+		}
+		f.exec(`INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body, processed_at)
+			VALUES ($1, $2, $3, $4, '\x00', '{}', $5)`, id, f.provider, f.account, id.String(), done)
+		return id
+	}
+	done1, done2 := payload(day.Add(time.Hour), true), payload(day.Add(2*time.Hour), true)
+	open := payload(day.Add(3*time.Hour), false)
+	next := payload(day.AddDate(0, 0, 1).Add(time.Hour), true)
+	p := "provider_payloads_p20260105"
+	require.Equal(t, 3, f.count(`SELECT count(*) FROM `+p))
+
+	rep := f.maintain(day.AddDate(0, 0, 1).Add(partitions.PayloadRetention(settings)))
+	require.Contains(t, rep.Dropped, p)
+	require.False(t, f.exists(p))
+	require.EqualValues(t, 1, rep.Kept)
+	require.Zero(t, f.count(`SELECT count(*) FROM provider_payloads WHERE id = ANY($1)`, []uuid.UUID{done1, done2}))
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM provider_payloads_default WHERE id = $1 AND processed_at IS NULL`, open),
+		"the unprocessed payload is kept, in the DEFAULT partition")
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM provider_payloads WHERE id = $1`, next))
+}
+
+// TestEnsureIsIdempotent: the current partition and the ones ahead exist
+// after a run, a second run changes nothing, and a week later exactly the
+// week that came into the window is added.
+func TestEnsureIsIdempotent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	rep := f.maintain(monday)
+	require.Contains(t, rep.Created, "message_events_p20260105")
+	require.Contains(t, rep.Created, "message_events_p20260112")
+	require.Contains(t, rep.Created, "message_events_p20260119")
+	require.Contains(t, rep.Created, "provider_payloads_p20260108", "days ahead of the payloads' partition")
+	require.Len(t, rep.Created, 3+4)
+
+	again := f.maintain(monday.Add(time.Hour))
+	require.Empty(t, again.Created)
+	require.Empty(t, again.Dropped)
+
+	later := f.maintain(monday.AddDate(0, 0, 7))
+	require.Contains(t, later.Created, "message_events_p20260126")
+	parts, err := partitions.List(context.Background(), f.pool, spec(t, "message_events"))
+	require.NoError(t, err)
+	var bounds []string
+	for _, p := range parts {
+		if p.Default {
+			continue
+		}
+		bounds = append(bounds, p.From.Format("01-02")+"/"+p.To.Format("01-02"))
+	}
+	require.Equal(t, []string{"01-05/01-12", "01-12/01-19", "01-19/01-26", "01-26/02-02"}, bounds,
+		"contiguous weeks, none twice")
+}
+
+// TestDefaultPartitionRows: rows of no partition's range land in the
+// DEFAULT partition; creating a partition while it holds rows of another
+// range works, and rows of the new partition's range are moved into it.
+func TestDefaultPartitionRows(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.maintain(monday) // weeks of 5, 12 and 19 January
+	soon := time.Date(2026, 1, 27, 8, 0, 0, 0, time.UTC)
+	far := time.Date(2031, 6, 1, 0, 0, 0, 0, time.UTC)
+	past := time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC) // a payload without a timestamp
+	for _, at := range []time.Time{soon, soon.Add(time.Hour), far, past} {
+		f.messageEvent(at)
+	}
+	require.Equal(t, "message_events_default", f.partitionOf(soon))
+	require.Equal(t, "message_events_default", f.partitionOf(far))
+
+	rep := f.maintain(monday.AddDate(0, 0, 7)) // brings the week of 26 January in
+	require.Contains(t, rep.Created, "message_events_p20260126")
+	require.EqualValues(t, 2, rep.Moved)
+	require.Equal(t, "message_events_p20260126", f.partitionOf(soon), "moved into its new partition")
+	require.Equal(t, 2, f.count(`SELECT count(*) FROM message_events_p20260126`))
+	require.Equal(t, "message_events_default", f.partitionOf(far), "another range stays where it was")
+	require.Equal(t, "message_events_default", f.partitionOf(past))
+	require.Equal(t, 4, f.count(`SELECT count(*) FROM message_events`), "no row lost")
+}
