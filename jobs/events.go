@@ -33,13 +33,22 @@ func (w *EventPruneWorker) Timeout(*river.Job[events.PruneArgs]) time.Duration {
 	return 10 * time.Minute
 }
 
-// Work deletes, in batches of events.PruneBatchSize, every event created
-// before the retention cutoff except unacknowledged alerts, then the
-// message events past theirs (pruneMessageEvents).
+// Work deletes, in batches of events.PruneBatchSize, the events created
+// before the retention cutoff (with their deliveries) except unacknowledged
+// alerts: those of the accounts whose plan keeps them for less than
+// EVENT_RETENTION_DAYS, and those no partition holds (the DEFAULT
+// partition's); then the message events past theirs (pruneMessageEvents).
+// The weeks past EVENT_RETENTION_DAYS are dropped whole by
+// PartitionMaintainWorker.
 func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[events.PruneArgs]) error {
 	now := w.deps.Now
 	days := w.retentionDays()
-	cutoff := now().UTC().AddDate(0, 0, -days)
+	// Weeks past the retention are dropped whole (PartitionMaintainWorker):
+	// row by row, only what no partition holds.
+	cutoff, err := partitions.PruneBefore(ctx, w.deps.Pool, "events", now().UTC().AddDate(0, 0, -days))
+	if err != nil {
+		return err
+	}
 	n, err := events.Prune(ctx, w.deps.Pool, cutoff, events.PruneBatchSize)
 	w.deps.Logger.InfoContext(ctx, "pruned events", slog.Int64("events", n), slog.Time("before", cutoff))
 	if err != nil {

@@ -588,6 +588,38 @@ type EventSubscription struct {
 	UpdatedAt        time.Time
 }
 
+type EventsDefault struct {
+	ID               uuid.UUID
+	AccountID        uuid.UUID
+	EventType        string
+	Severity         string
+	Domain           *string
+	Tags             []string
+	Payload          json.RawMessage
+	Rendered         string
+	CreatedAt        time.Time
+	AcknowledgedAt   *time.Time
+	AcknowledgedBy   *string
+	AcknowledgedNote *string
+	AcknowledgedKey  *string
+}
+
+type EventsLegacy struct {
+	ID               uuid.UUID
+	AccountID        uuid.UUID
+	EventType        string
+	Severity         string
+	Domain           *string
+	Tags             []string
+	Payload          json.RawMessage
+	Rendered         string
+	CreatedAt        time.Time
+	AcknowledgedAt   *time.Time
+	AcknowledgedBy   *string
+	AcknowledgedNote *string
+	AcknowledgedKey  *string
+}
+
 type IngressWebhookID struct {
 	WebhookID  string
 	Outcome    string
@@ -952,6 +984,48 @@ type WebSession struct {
 	ExpiresAt  time.Time
 }
 
+type WebhookDeliveriesDefault struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	SubscriptionID uuid.UUID
+	EventID        uuid.UUID
+	EventType      string
+	Body           []byte
+	Status         string
+	Attempts       int32
+	MaxAttempts    int32
+	LastStatusCode *int32
+	LastErrorClass *string
+	LastError      *string
+	NextRetryAt    *time.Time
+	JobID          *int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	DeliveredAt    *time.Time
+	FailedAt       *time.Time
+}
+
+type WebhookDeliveriesLegacy struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	SubscriptionID uuid.UUID
+	EventID        uuid.UUID
+	EventType      string
+	Body           []byte
+	Status         string
+	Attempts       int32
+	MaxAttempts    int32
+	LastStatusCode *int32
+	LastErrorClass *string
+	LastError      *string
+	NextRetryAt    *time.Time
+	JobID          *int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	DeliveredAt    *time.Time
+	FailedAt       *time.Time
+}
+
 type WebhookDelivery struct {
 	ID             uuid.UUID
 	AccountID      uuid.UUID
@@ -974,6 +1048,38 @@ type WebhookDelivery struct {
 }
 
 type WebhookDeliveryAttempt struct {
+	ID                uuid.UUID
+	DeliveryID        uuid.UUID
+	JobID             *int64
+	JobAttempt        *int32
+	StartedAt         time.Time
+	FinishedAt        *time.Time
+	StatusCode        *int32
+	ErrorClass        *string
+	Error             *string
+	DurationMs        *int32
+	ResponseBody      *string
+	ResponseTruncated bool
+	Counted           bool
+}
+
+type WebhookDeliveryAttemptsDefault struct {
+	ID                uuid.UUID
+	DeliveryID        uuid.UUID
+	JobID             *int64
+	JobAttempt        *int32
+	StartedAt         time.Time
+	FinishedAt        *time.Time
+	StatusCode        *int32
+	ErrorClass        *string
+	Error             *string
+	DurationMs        *int32
+	ResponseBody      *string
+	ResponseTruncated bool
+	Counted           bool
+}
+
+type WebhookDeliveryAttemptsLegacy struct {
 	ID                uuid.UUID
 	DeliveryID        uuid.UUID
 	JobID             *int64

@@ -209,6 +209,9 @@ func drop(ctx context.Context, db dbutil.Executor, spec Spec, p Partition, rep *
 		if err != nil || gone {
 			return err
 		}
+		if err := dropChildRows(ctx, tx, spec, p); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, "ALTER TABLE "+table+" DETACH PARTITION "+part); err != nil {
 			return fmt.Errorf("error detaching %s: %w", p.Name, err)
 		}
@@ -254,7 +257,26 @@ func drop(ctx context.Context, db dbutil.Executor, spec Spec, p Partition, rep *
 	return nil
 }
 
-// errLocked is a change that gave up waiting for a lock.
+// dropChildRows deletes the rows of p's range from the DEFAULT partition of
+// each of spec's children.
+func dropChildRows(ctx context.Context, tx pgx.Tx, spec Spec, p Partition) error {
+	for _, c := range spec.Children {
+		def, col := ident(c.Table+"_default"), ident(c.Column)
+		var err error
+		if p.From == nil {
+			_, err = tx.Exec(ctx, "DELETE FROM "+def+" WHERE "+col+" < $1", value(spec, *p.To))
+		} else {
+			_, err = tx.Exec(ctx, "DELETE FROM "+def+" WHERE "+col+" >= $1 AND "+col+" < $2", value(spec, *p.From), value(spec, *p.To))
+		}
+		if err != nil {
+			return fmt.Errorf("error deleting the %s rows of %s: %w", c.Table, p.Name, err)
+		}
+	}
+	return nil
+}
+
+// errLocked is a change that gave up waiting for a lock (or for a child's
+// partition to go first).
 var errLocked = errors.New("lock timeout")
 
 // change runs fn in a transaction holding the partition lock, with
@@ -271,7 +293,9 @@ func change(ctx context.Context, db dbutil.Executor, fn func(ctx context.Context
 		return fn(ctx, tx)
 	})
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
+	// A lock timeout, or a partition still referred to by a child's
+	// partition whose drop was itself skipped: retried at the next run.
+	if errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "23503") {
 		return fmt.Errorf("%w: %s", errLocked, strings.TrimSpace(pgErr.Message))
 	}
 	return err

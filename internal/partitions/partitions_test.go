@@ -193,7 +193,10 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	require.Contains(t, rep.Created, "message_events_p20260112")
 	require.Contains(t, rep.Created, "message_events_p20260119")
 	require.Contains(t, rep.Created, "provider_payloads_p20260108", "days ahead of the payloads' partition")
-	require.Len(t, rep.Created, 3+4)
+	require.Contains(t, rep.Created, "events_p20260119")
+	require.Contains(t, rep.Created, "webhook_deliveries_p20260119")
+	require.Contains(t, rep.Created, "webhook_delivery_attempts_p20260119")
+	require.Len(t, rep.Created, 3+4+3+3+3)
 
 	again := f.maintain(monday.Add(time.Hour))
 	require.Empty(t, again.Created)
@@ -238,4 +241,97 @@ func TestDefaultPartitionRows(t *testing.T) {
 	require.Equal(t, "message_events_default", f.partitionOf(far), "another range stays where it was")
 	require.Equal(t, "message_events_default", f.partitionOf(past))
 	require.Equal(t, 4, f.count(`SELECT count(*) FROM message_events`), "no row lost")
+}
+
+// v7 returns a UUIDv7 made at at.
+func v7(at time.Time) uuid.UUID {
+	id := dbutil.UUIDv7Floor(at)
+	tail := uuid.New()
+	copy(id[9:], tail[9:])
+	return id
+}
+
+// TestRetentionKeepsUnacknowledgedAlerts drops a week of events with their
+// deliveries and attempts: the alert nobody acknowledged survives (in the
+// DEFAULT partition, where it can still be acknowledged), the other events
+// of the week go with the partition, and no row is deleted one by one.
+func TestRetentionKeepsUnacknowledgedAlerts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.maintain(monday)
+	sub := uuid.New()
+	f.exec(`INSERT INTO event_subscriptions (id, account_id, url, secret_ciphertext, secret_key_id)
+		VALUES ($1, $2, 'https://hooks.example.com/', '\x00', 'k')`, sub, f.account)
+	event := func(at time.Time, severity string, acked bool) uuid.UUID {
+		id := v7(at)
+		var ackAt *time.Time
+		if acked {
+			ackAt = &at
+		}
+		f.exec(`INSERT INTO events (id, account_id, event_type, severity, payload, rendered, created_at, acknowledged_at)
+			VALUES ($1, $2, 'health_score_changed', $3, '{}', '{}', $4, $5)`, id, f.account, severity, at, ackAt)
+		delivery := v7(at.Add(time.Millisecond))
+		f.exec(`INSERT INTO webhook_deliveries (id, account_id, subscription_id, event_id, event_type, body)
+			VALUES ($1, $2, $3, $4, 'health_score_changed', '\x00')`, delivery, f.account, sub, id)
+		f.exec(`INSERT INTO webhook_delivery_attempts (id, delivery_id, started_at) VALUES ($1, $2, $3)`, uuid.New(), delivery, at)
+		return id
+	}
+	info := event(monday.Add(time.Hour), "info", false)
+	acked := event(monday.Add(2*time.Hour), "critical", true)
+	unacked := event(monday.Add(3*time.Hour), "critical", false)
+	later := event(monday.AddDate(0, 0, 7), "critical", false)
+	for _, p := range []string{"events_p20260105", "webhook_deliveries_p20260105", "webhook_delivery_attempts_p20260105"} {
+		require.Equal(t, 3, f.count(`SELECT count(*) FROM `+p), p)
+	}
+	f.exec(`CREATE TABLE deletions (tbl text)`)
+	f.exec(`CREATE FUNCTION record_deletion() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO deletions VALUES (TG_TABLE_NAME); RETURN OLD; END $$`)
+	for _, p := range []string{"events_p20260105", "webhook_deliveries_p20260105", "webhook_delivery_attempts_p20260105"} {
+		f.exec(`CREATE TRIGGER record_delete BEFORE DELETE ON ` + p + ` FOR EACH ROW EXECUTE FUNCTION record_deletion()`)
+	}
+
+	// The week ends on 12 January; events are kept 7 days.
+	rep := f.maintain(time.Date(2026, 1, 19, 0, 0, 0, 0, time.UTC))
+	require.Subset(t, rep.Dropped, []string{"events_p20260105", "webhook_deliveries_p20260105", "webhook_delivery_attempts_p20260105"})
+	require.EqualValues(t, 1, rep.Kept)
+	for _, p := range []string{"events_p20260105", "webhook_deliveries_p20260105", "webhook_delivery_attempts_p20260105"} {
+		require.False(t, f.exists(p), p)
+	}
+	require.Zero(t, f.count(`SELECT count(*) FROM deletions`), "nothing deleted row by row")
+	require.Zero(t, f.count(`SELECT count(*) FROM events WHERE id = ANY($1)`, []uuid.UUID{info, acked}))
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM events_default WHERE id = $1 AND created_at = $2`, unacked, monday.Add(3*time.Hour)),
+		"the unacknowledged alert is kept as it was, in the DEFAULT partition")
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM events WHERE id = $1`, later))
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM webhook_deliveries`), "the later week's delivery")
+
+	// It is still acknowledged the way the API does it.
+	var n int
+	require.NoError(t, f.pool.QueryRow(context.Background(), `WITH a AS (UPDATE events SET acknowledged_at = now(), acknowledged_by = 'me',
+		acknowledged_key = 'k' WHERE id = $1 AND account_id = $2 AND severity = 'critical' AND acknowledged_at IS NULL RETURNING 1)
+		SELECT count(*) FROM a`, unacked, f.account).Scan(&n))
+	require.Equal(t, 1, n)
+}
+
+// TestDropWithChildRowsInDefault: a delivery's attempts stored while their
+// week's partition did not exist sit in the attempts' DEFAULT partition and
+// refer to the delivery's week; dropping that week deletes them first
+// (Spec.Children), or Postgres would refuse to detach it.
+func TestDropWithChildRowsInDefault(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	deliveries, attempts := spec(t, "webhook_deliveries"), spec(t, "webhook_delivery_attempts")
+	f.maintain(monday, deliveries) // the attempts' weeks are not made
+	sub := uuid.New()
+	f.exec(`INSERT INTO event_subscriptions (id, account_id, url, secret_ciphertext, secret_key_id)
+		VALUES ($1, $2, 'https://hooks.example.com/', '\x00', 'k')`, sub, f.account)
+	delivery := v7(monday)
+	f.exec(`INSERT INTO webhook_deliveries (id, account_id, subscription_id, event_id, event_type, body)
+		VALUES ($1, $2, $3, $4, 'health_score_changed', '\x00')`, delivery, f.account, sub, uuid.New())
+	f.exec(`INSERT INTO webhook_delivery_attempts (id, delivery_id, started_at) VALUES ($1, $2, $3)`, uuid.New(), delivery, monday)
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM webhook_delivery_attempts_default`))
+
+	rep := f.maintain(time.Date(2026, 1, 20, 0, 0, 0, 0, time.UTC), attempts, deliveries)
+	require.Contains(t, rep.Dropped, "webhook_deliveries_p20260105")
+	require.Zero(t, f.count(`SELECT count(*) FROM webhook_delivery_attempts`))
+	require.Zero(t, f.count(`SELECT count(*) FROM webhook_deliveries`))
 }

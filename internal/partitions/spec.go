@@ -116,6 +116,18 @@ type Spec struct {
 	// copied back (so the copied rows are counted again by the rollups'
 	// insert triggers, and the rollups keep equalling a recount).
 	Rollups []string
+	// Children are tables partitioned alike whose partition key references
+	// this table's by a foreign key (listed before it in Tables, so their
+	// partitions of a range go first). Before a partition is detached, the
+	// rows of its range in a child's DEFAULT partition (none, unless the
+	// child's partition could not be made in time) are deleted: Postgres
+	// refuses to detach a partition that rows still refer to.
+	Children []Child
+}
+
+// Child is a table referencing a Spec's table (Spec.Children).
+type Child struct {
+	Table, Column string
 }
 
 // days is n days as a duration; n <= 0 is zero (keep everything).
@@ -159,6 +171,22 @@ var Tables = []Spec{
 		// A payload never normalised (its jobs never ran) is kept for an
 		// operator, as the row-by-row prune kept it.
 		Keep: "processed_at IS NULL",
+	},
+	{
+		Table: "events", Column: "created_at", Key: TimeKey, Interval: Week, Ahead: 2,
+		Retention: EventRetention,
+		// An alert nobody acknowledged still needs a person: it outlives the
+		// retention, as the row-by-row prune kept it.
+		Keep: "severity = 'critical' AND acknowledged_at IS NULL",
+	},
+	{
+		Table: "webhook_delivery_attempts", Column: "delivery_id", Key: UUIDv7Key, Interval: Week, Ahead: 2,
+		Retention: EventRetention,
+	},
+	{
+		Table: "webhook_deliveries", Column: "id", Key: UUIDv7Key, Interval: Week, Ahead: 2,
+		Retention: EventRetention,
+		Children:  []Child{{Table: "webhook_delivery_attempts", Column: "delivery_id"}},
 	},
 }
 
