@@ -452,6 +452,38 @@ type DmarcRecord struct {
 	SpfResults   json.RawMessage
 }
 
+type DmarcRecordsDefault struct {
+	ReportID     uuid.UUID
+	Ordinal      int32
+	SourceIp     string
+	Count        int64
+	Disposition  string
+	Dkim         string
+	Spf          string
+	HeaderFrom   string
+	EnvelopeFrom string
+	EnvelopeTo   string
+	Reasons      json.RawMessage
+	DkimResults  json.RawMessage
+	SpfResults   json.RawMessage
+}
+
+type DmarcRecordsLegacy struct {
+	ReportID     uuid.UUID
+	Ordinal      int32
+	SourceIp     string
+	Count        int64
+	Disposition  string
+	Dkim         string
+	Spf          string
+	HeaderFrom   string
+	EnvelopeFrom string
+	EnvelopeTo   string
+	Reasons      json.RawMessage
+	DkimResults  json.RawMessage
+	SpfResults   json.RawMessage
+}
+
 type DmarcReport struct {
 	ID           uuid.UUID
 	DomainID     uuid.UUID

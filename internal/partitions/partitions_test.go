@@ -2,10 +2,12 @@ package partitions_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -196,7 +198,8 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	require.Contains(t, rep.Created, "events_p20260119")
 	require.Contains(t, rep.Created, "webhook_deliveries_p20260119")
 	require.Contains(t, rep.Created, "webhook_delivery_attempts_p20260119")
-	require.Len(t, rep.Created, 3+4+3+3+3)
+	require.Contains(t, rep.Created, "dmarc_records_p20260301", "months ahead of the DMARC records' partition")
+	require.Len(t, rep.Created, 3+4+3+3+3+3)
 
 	again := f.maintain(monday.Add(time.Hour))
 	require.Empty(t, again.Created)
@@ -334,4 +337,62 @@ func TestDropWithChildRowsInDefault(t *testing.T) {
 	require.Contains(t, rep.Dropped, "webhook_deliveries_p20260105")
 	require.Zero(t, f.count(`SELECT count(*) FROM webhook_delivery_attempts`))
 	require.Zero(t, f.count(`SELECT count(*) FROM webhook_deliveries`))
+}
+
+// TestReadsByIDReadOnePartition: the tables partitioned by a UUIDv7 id are
+// read by id, and such a read (a prepared statement's generic plan, as pgx
+// runs them) scans one partition. DMARC records are written with COPY,
+// which lands them in their report's month.
+func TestReadsByIDReadOnePartition(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	f.maintain(now)
+	domain := testfactory.Domain(t, f.pool, f.account, "partitions.example")
+	msg, report := v7(now), v7(now)
+	f.exec(`INSERT INTO report_messages (id, account_id, domain_id, kind, source, raw_size) VALUES ($1, $2, $3, 'dmarc', 'upload', 1)`,
+		msg, f.account, domain.ID)
+	f.exec(`INSERT INTO dmarc_reports (id, domain_id, message_id, org_name, report_id, email, begin_at, end_at, policy_domain,
+		policy, version, record_count, message_count, pass_count) VALUES ($1, $2, $3, 'o', 'r', 'e', now(), now(), 'd', '{}', '1', 1, 1, 1)`,
+		report, domain.ID, msg)
+	_, err := f.pool.CopyFrom(ctx, pgx.Identifier{"dmarc_records"},
+		[]string{"report_id", "ordinal", "source_ip", "count", "disposition", "dkim", "spf", "header_from", "envelope_from",
+			"envelope_to", "reasons", "dkim_results", "spf_results"},
+		pgx.CopyFromRows([][]any{{report, int32(1), "192.0.2.1", int64(1), "none", "pass", "pass", "d", "d", "", "[]", "[]", "[]"}}))
+	require.NoError(t, err)
+	month := "dmarc_records_p" + partitions.Month.Start(now).Format("20060102")
+	require.Equal(t, 1, f.count(`SELECT count(*) FROM `+month+` WHERE report_id = $1`, report), "COPY routes to the report's month")
+
+	for table, col := range map[string]string{"dmarc_records": "report_id", "webhook_deliveries": "id", "provider_payloads": "id"} {
+		lines := f.explainByID(table, col, report)
+		var scanned []string
+		for _, l := range lines {
+			if i := strings.Index(l, " on "+table+"_"); i >= 0 && strings.Contains(l, "Scan") {
+				scanned = append(scanned, strings.Fields(l[i+4:])[0])
+			}
+		}
+		require.Len(t, scanned, 1, "%s: %s", table, strings.Join(lines, "\n"))
+		require.Equal(t, table+"_p"+spec(t, table).Interval.Start(now).Format("20060102"), scanned[0], "%s", strings.Join(lines, "\n"))
+	}
+}
+
+// explainByID returns the lines of EXPLAIN ANALYZE of a read of table by
+// col = id, as a prepared statement's generic plan.
+func (f *fixture) explainByID(table, col string, id uuid.UUID) []string {
+	f.t.Helper()
+	ctx := context.Background()
+	conn, err := f.pool.Acquire(ctx)
+	require.NoError(f.t, err)
+	defer conn.Release()
+	defer func() { _, _ = conn.Exec(ctx, `DEALLOCATE byid; RESET plan_cache_mode`) }()
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+	require.NoError(f.t, err)
+	_, err = conn.Exec(ctx, `PREPARE byid(uuid) AS SELECT * FROM `+table+` WHERE `+col+` = $1`)
+	require.NoError(f.t, err)
+	rows, err := conn.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE byid('`+id.String()+`')`)
+	require.NoError(f.t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(f.t, err)
+	return lines
 }

@@ -188,6 +188,11 @@ var Tables = []Spec{
 		Retention: EventRetention,
 		Children:  []Child{{Table: "webhook_delivery_attempts", Column: "delivery_id"}},
 	},
+	{
+		// By the UUIDv7 of the report (every read is by report). Reports are
+		// kept as long as their domain: no Retention, nothing dropped.
+		Table: "dmarc_records", Column: "report_id", Key: UUIDv7Key, Interval: Month, Ahead: 2,
+	},
 }
 
 // Lookup returns the spec of table.
