@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/identity"
+	"github.com/mailwatch/mailwatch/internal/partitions"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
@@ -70,7 +71,7 @@ type SuspendAccountRequest struct {
 
 // MaintenanceRequest is POST /api/admin/maintenance/{task}.
 type MaintenanceRequest struct {
-	Task string `path:"task" validate:"oneof=prune-events recheck-domains reconcile-deliveries vacuum-queues rotate-signing-keys reparse-reports rebuild-event-rollups"`
+	Task string `path:"task" validate:"oneof=prune-events maintain-partitions recheck-domains reconcile-deliveries vacuum-queues rotate-signing-keys reparse-reports rebuild-event-rollups"`
 }
 
 // MaintenanceRun is the answer to a maintenance task: the River job that
@@ -100,6 +101,7 @@ type QueueStat struct {
 // maintenanceTasks maps a task name to its job.
 var maintenanceTasks = map[string]func() river.JobArgs{
 	"prune-events":          func() river.JobArgs { return events.PruneArgs{} },
+	"maintain-partitions":   func() river.JobArgs { return partitions.MaintainArgs{} },
 	"recheck-domains":       func() river.JobArgs { return domains.RecheckAllArgs{} },
 	"reconcile-deliveries":  func() river.JobArgs { return deliveries.ReconcileArgs{} },
 	"vacuum-queues":         func() river.JobArgs { return queues.VacuumArgs{} },
@@ -137,8 +139,9 @@ func (s *Server) adminRoutes() {
 	Handle(s.router, Endpoint[MaintenanceRequest, MaintenanceRun]{
 		Method: "POST", Path: "/api/admin/maintenance/{task}", Status: 202, OperationID: "adminRunMaintenance", Tag: "admin", Auth: AuthAdmin,
 		Summary: "Run a maintenance task now",
-		Description: "Queues the task's River job and answers its id. prune-events: delete events past EVENT_RETENTION_DAYS " +
-			"(event_prune). recheck-domains: a DNS check of every domain now (domain_recheck_all, one domain_check per " +
+		Description: "Queues the task's River job and answers its id. prune-events: delete, row by row, the events and message " +
+			"events past a plan's shorter retention and those no partition holds (event_prune). maintain-partitions: create " +
+			"the time partitions ahead and drop those past their retention (partition_maintain; it also runs hourly). recheck-domains: a DNS check of every domain now (domain_recheck_all, one domain_check per " +
 			"domain). reconcile-deliveries: repair delivery rows whose job changed outside mailwatch (webhook_reconcile). " +
 			"vacuum-queues: delete finished River jobs older than an hour (queue_vacuum; rows only, autovacuum reclaims " +
 			"the space). rotate-signing-keys: rotate the data-API signing keys now (signing_key_rotate with force). " +

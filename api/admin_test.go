@@ -160,7 +160,7 @@ func TestMaintenanceTasks(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, b.do(t, "POST", "/api/admin/maintenance/defrag", admin.Key, nil).Status)
 
 	kinds := map[string]string{
-		"prune-events": "event_prune", "recheck-domains": "domain_recheck_all", "reconcile-deliveries": "webhook_reconcile",
+		"prune-events": "event_prune", "maintain-partitions": "partition_maintain", "recheck-domains": "domain_recheck_all", "reconcile-deliveries": "webhook_reconcile",
 		"vacuum-queues": "queue_vacuum", "rotate-signing-keys": "signing_key_rotate", "reparse-reports": "report_reparse",
 		"rebuild-event-rollups": "event_rollup_rebuild_all",
 	}

@@ -207,7 +207,7 @@ func (s *Server) deleteSendingProvider(ctx context.Context, req *ProviderPath) (
 			return n, err
 		}
 		// Payloads have no foreign key to cascade (0017).
-		return n, s.q.ProviderPayloadDeleteByProvider(ctx, tx, req.ID)
+		return n, s.q.ProviderPayloadDeleteByProvider(ctx, tx, dbsqlc.ProviderPayloadDeleteByProviderParams{AccountID: mustCaller(ctx).AccountID, ProviderID: req.ID})
 	})
 	if err != nil {
 		return nil, err

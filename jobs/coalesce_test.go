@@ -134,13 +134,20 @@ func TestStartManyIsolatesAFailingRun(t *testing.T) {
 		ds = append(ds, e.only(t, e.emit(t, messageEvent(e.account)).ID))
 	}
 	w := NewDeliveryWorker(deps)
-	shared := uuid.Must(uuid.NewV7()) // the second insert of this attempt id fails
+	// The second delivery has an attempt with the id its run brings: that
+	// run's insert fails (an attempt's key is (delivery_id, id)).
+	clash := uuid.Must(uuid.NewV7())
+	_, err = pool.Exec(ctx, `INSERT INTO webhook_delivery_attempts (id, delivery_id, started_at, finished_at) VALUES ($1, $2, now(), now())`, clash, ds[1].ID)
+	require.NoError(t, err)
 	ins := make([]deliveries.StartIn, len(ds))
 	for i, d := range ds {
-		ins[i] = deliveries.StartIn{DeliveryID: d.ID, JobID: *d.JobID, AttemptID: shared, JobAttempt: 1, AttemptsLeft: 7, StartedAt: time.Now().UTC()}
+		ins[i] = deliveries.StartIn{DeliveryID: d.ID, JobID: *d.JobID, AttemptID: uuid.Must(uuid.NewV7()), JobAttempt: 1, AttemptsLeft: 7, StartedAt: time.Now().UTC()}
 	}
+	ins[1].AttemptID = clash
 	outs, errs := make([]*deliveries.Started, 2), make([]error, 2)
 	w.startMany(ctx, ins, outs, errs)
+	_, err = pool.Exec(ctx, `DELETE FROM webhook_delivery_attempts WHERE id = $1`, clash)
+	require.NoError(t, err)
 
 	require.NoError(t, errs[0])
 	require.NotNil(t, outs[0], "the first run starts on its own")

@@ -9,7 +9,9 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/partitions"
 	"github.com/mailwatch/mailwatch/internal/plans"
+	"github.com/mailwatch/mailwatch/internal/providers"
 )
 
 // defaultEventRetentionDays applies when Deps.Settings leaves it zero (tests, tools).
@@ -32,15 +34,22 @@ func (w *EventPruneWorker) Timeout(*river.Job[events.PruneArgs]) time.Duration {
 	return 10 * time.Minute
 }
 
-// Work deletes, in batches of events.PruneBatchSize, every event created
-// before the retention cutoff except unacknowledged alerts.
+// Work deletes, in batches of events.PruneBatchSize, the events created
+// before the retention cutoff (with their deliveries) except unacknowledged
+// alerts: those of the accounts whose plan keeps them for less than
+// EVENT_RETENTION_DAYS, and those no partition holds (the DEFAULT
+// partition's); then the message events past theirs (pruneMessageEvents).
+// The weeks past EVENT_RETENTION_DAYS are dropped whole by
+// PartitionMaintainWorker.
 func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[events.PruneArgs]) error {
 	now := w.deps.Now
-	days := defaultEventRetentionDays
-	if w.deps.Settings.EventRetentionDays > 0 {
-		days = w.deps.Settings.EventRetentionDays
+	days := w.retentionDays()
+	// Weeks past the retention are dropped whole (PartitionMaintainWorker):
+	// row by row, only what no partition holds.
+	cutoff, err := partitions.PruneBefore(ctx, w.deps.Pool, "events", now().UTC().AddDate(0, 0, -days))
+	if err != nil {
+		return err
 	}
-	cutoff := now().UTC().AddDate(0, 0, -days)
 	n, err := events.Prune(ctx, w.deps.Pool, cutoff, events.PruneBatchSize)
 	w.deps.Logger.InfoContext(ctx, "pruned events", slog.Int64("events", n), slog.Time("before", cutoff))
 	if err != nil {
@@ -57,6 +66,46 @@ func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[events.Prune
 		planCutoff := now().UTC().AddDate(0, 0, -planDays)
 		n, err := events.PruneForPlan(ctx, w.deps.Pool, p.Name, def, planCutoff, events.PruneBatchSize)
 		w.deps.Logger.InfoContext(ctx, "pruned events", slog.String("plan", p.Name), slog.Int64("events", n), slog.Time("before", planCutoff))
+		if err != nil {
+			return err
+		}
+	}
+	return w.pruneMessageEvents(ctx, days)
+}
+
+// retentionDays is EVENT_RETENTION_DAYS, or its default.
+func (w *EventPruneWorker) retentionDays() int {
+	if w.deps.Settings.EventRetentionDays > 0 {
+		return w.deps.Settings.EventRetentionDays
+	}
+	return defaultEventRetentionDays
+}
+
+// pruneMessageEvents deletes the message events past their retention
+// (partitions.MessageEventRetention: the events', never less than the
+// spike checks read) that no partition drop removes: those of the DEFAULT
+// partition, and those of the accounts whose plan keeps events for less.
+func (w *EventPruneWorker) pruneMessageEvents(ctx context.Context, days int) error {
+	now := w.deps.Now().UTC()
+	fleet := partitions.MessageEventRetention(partitions.Settings{EventRetentionDays: days})
+	cutoff, err := partitions.PruneBefore(ctx, w.deps.Pool, "message_events", now.Add(-fleet))
+	if err != nil {
+		return err
+	}
+	n, err := providers.PruneMessageEvents(ctx, w.deps.Pool, cutoff, providers.PruneBatchSize)
+	w.deps.Logger.InfoContext(ctx, "pruned message events", slog.Int64("message_events", n), slog.Time("before", cutoff))
+	if err != nil {
+		return err
+	}
+	def := w.deps.defaultPlan()
+	for _, p := range plans.All() {
+		keep := partitions.MessageEventRetention(partitions.Settings{EventRetentionDays: p.RetentionDays(days)})
+		if keep >= fleet {
+			continue
+		}
+		planCutoff := now.Add(-keep)
+		n, err := providers.PruneMessageEventsForPlan(ctx, w.deps.Pool, p.Name, def, planCutoff, providers.PruneBatchSize)
+		w.deps.Logger.InfoContext(ctx, "pruned message events", slog.String("plan", p.Name), slog.Int64("message_events", n), slog.Time("before", planCutoff))
 		if err != nil {
 			return err
 		}

@@ -168,6 +168,7 @@ func Workers(deps Deps) *river.Workers {
 	addNotifyWorkers(w, deps)     // notify.go
 	addBillingWorkers(w, deps)    // billing.go
 	addAdminWorkers(w, deps)      // admin.go
+	addPartitionWorkers(w, deps)  // partitions.go
 	return w
 }
 
@@ -189,6 +190,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, notifyPeriodicJobs(deps)...)
 	out = append(out, billingPeriodicJobs(deps)...)
 	out = append(out, reportPeriodicJobs(deps)...)
+	out = append(out, partitionPeriodicJobs(deps)...)
 	return out
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/esp"
+	"github.com/mailwatch/mailwatch/internal/partitions"
 	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/queues"
 )
@@ -180,10 +181,25 @@ func NewProviderPayloadPruneWorker(deps Deps) *ProviderPayloadPruneWorker {
 	return &ProviderPayloadPruneWorker{deps: deps.withDefaults()}
 }
 
-// Work deletes processed payloads older than a week, in batches.
+// Work forgets the replay keys of payloads older than a week, and deletes
+// the processed payloads older than a week that no partition drop will
+// remove (those in the DEFAULT partition: partitions.PruneBefore), in
+// batches. The partitions themselves are dropped by
+// PartitionMaintainWorker.
 func (w *ProviderPayloadPruneWorker) Work(ctx context.Context, _ *river.Job[ProviderPayloadPruneArgs]) error {
+	q := dbsqlc.New()
 	before := w.deps.Now().Add(-providerPayloadRetention)
+	err := deleteInBatches(5000, func(limit int32) (int64, error) {
+		return q.ProviderPayloadKeyDeleteBefore(ctx, w.deps.Pool, dbsqlc.ProviderPayloadKeyDeleteBeforeParams{BeforeID: dbutil.UUIDv7Floor(before), Max: limit})
+	})
+	if err != nil {
+		return fmt.Errorf("error pruning replay keys: %w", err)
+	}
+	rows, err := partitions.PruneBefore(ctx, w.deps.Pool, "provider_payloads", before)
+	if err != nil {
+		return err
+	}
 	return deleteInBatches(5000, func(limit int32) (int64, error) {
-		return dbsqlc.New().ProviderPayloadDeleteProcessedBefore(ctx, w.deps.Pool, dbsqlc.ProviderPayloadDeleteProcessedBeforeParams{BeforeID: dbutil.UUIDv7Floor(before), Max: limit})
+		return q.ProviderPayloadDeleteProcessedBefore(ctx, w.deps.Pool, dbsqlc.ProviderPayloadDeleteProcessedBeforeParams{BeforeID: dbutil.UUIDv7Floor(rows), Max: limit})
 	})
 }

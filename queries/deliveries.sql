@@ -101,7 +101,7 @@ WITH attempt AS (
         error_class = sqlc.narg('error_class')::text, error = sqlc.narg('error')::text,
         duration_ms = @duration_ms::int, response_body = sqlc.narg('response_body')::text,
         response_truncated = @response_truncated::boolean, counted = NOT @uncount::boolean
-    WHERE id = @attempt_id::uuid
+    WHERE delivery_id = @id::uuid AND id = @attempt_id::uuid
 ), healthy AS (
     UPDATE event_subscriptions
     SET failing_since = NULL, last_success_at = @finished_at::timestamptz
@@ -201,7 +201,7 @@ WITH input AS (
         duration_ms = i.duration_ms, response_body = NULLIF(i.response_body, ''),
         response_truncated = i.response_truncated, counted = true
     FROM input i
-    WHERE a.id = i.attempt_id
+    WHERE a.delivery_id = i.id AND a.id = i.attempt_id
 ), healthy AS (
     UPDATE event_subscriptions s
     SET failing_since = NULL, last_success_at = h.finished_at

@@ -83,31 +83,47 @@ SELECT event_counts_hourly_rebuild(@account_id::uuid)::bigint AS corrected;
 -- The accounts a rebuild of every account visits, in id order, a page at a time.
 SELECT id FROM accounts WHERE id > @after::uuid ORDER BY id LIMIT @max::int;
 
--- name: EventPruneBatch :execrows
+-- name: EventPruneBatch :one
 -- Deletes up to batch_size events older than the cutoff, keeping
--- unacknowledged alerts. SKIP LOCKED lets two pruners (or an acknowledgement
--- in flight) proceed without waiting on each other.
-DELETE FROM events
-WHERE id IN (
-    SELECT id FROM events
-    WHERE created_at < @before::timestamptz
-      AND (severity <> 'critical' OR acknowledged_at IS NOT NULL)
-    ORDER BY created_at
-    LIMIT @batch_size::int
-    FOR UPDATE SKIP LOCKED
-);
+-- unacknowledged alerts, and their deliveries (no foreign key cascades to
+-- them, 0028); returns the events deleted. The job passes a cutoff below
+-- every range partition (partitions.PruneBefore): older weeks are dropped
+-- whole, so this only empties the DEFAULT partition. SKIP LOCKED lets two
+-- pruners (or an acknowledgement in flight) proceed without waiting on each
+-- other.
+WITH gone AS (
+    DELETE FROM events
+    WHERE (account_id, created_at, id) IN (
+        SELECT account_id, created_at, id FROM events
+        WHERE created_at < @before::timestamptz
+          AND (severity <> 'critical' OR acknowledged_at IS NOT NULL)
+        LIMIT @batch_size::int
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id
+), deliveries AS (
+    DELETE FROM webhook_deliveries WHERE event_id IN (SELECT id FROM gone)
+)
+SELECT count(*) FROM gone;
 
--- name: EventPruneBatchForPlan :execrows
+-- name: EventPruneBatchForPlan :one
 -- As EventPruneBatch, for the accounts on one plan (an account without a
--- plan of its own is on the default plan): the plan's own, shorter retention.
-DELETE FROM events
-WHERE id IN (
-    SELECT e.id FROM events e
-    LEFT JOIN account_plans p ON p.account_id = e.account_id
-    WHERE e.created_at < @before::timestamptz
-      AND coalesce(p.plan, @default_plan::text) = @plan::text
-      AND (e.severity <> 'critical' OR e.acknowledged_at IS NOT NULL)
-    ORDER BY e.created_at
-    LIMIT @batch_size::int
-    FOR UPDATE OF e SKIP LOCKED
-);
+-- plan of its own is on the default plan): the plan's own, shorter
+-- retention, from the partitions still kept. Each account's rows are found
+-- through its primary key (account_id, created_at, id).
+WITH gone AS (
+    DELETE FROM events
+    WHERE (account_id, created_at, id) IN (
+        SELECT e.account_id, e.created_at, e.id FROM events e
+        WHERE e.account_id IN (SELECT a.id FROM accounts a LEFT JOIN account_plans p ON p.account_id = a.id
+                               WHERE coalesce(p.plan, @default_plan::text) = @plan::text)
+          AND e.created_at < @before::timestamptz
+          AND (e.severity <> 'critical' OR e.acknowledged_at IS NOT NULL)
+        LIMIT @batch_size::int
+        FOR UPDATE OF e SKIP LOCKED
+    )
+    RETURNING id
+), deliveries AS (
+    DELETE FROM webhook_deliveries WHERE event_id IN (SELECT id FROM gone)
+)
+SELECT count(*) FROM gone;

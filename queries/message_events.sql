@@ -1,5 +1,6 @@
 -- name: MessageEventInsert :one
--- No row when the provider's event id was stored before (a duplicate).
+-- No row when the provider's event id was stored before with the same
+-- time (a duplicate; the key holds the partition key, occurred_at).
 INSERT INTO message_events (id, account_id, provider_id, provider_kind, payload_id, event_id, message_id, event_type,
                             bounce_class, recipient, recipient_hash, domain, domain_id, unlinked, classification,
                             detail, occurred_at)
@@ -7,7 +8,7 @@ VALUES (@id::uuid, @account_id::uuid, @provider_id::uuid, @provider_kind::text, 
         @event_id::text, @message_id::text, @event_type::text, sqlc.narg('bounce_class')::text, @recipient::text,
         @recipient_hash::bytea, @domain::text, sqlc.narg('domain_id')::uuid, @unlinked::boolean,
         @classification::text, sqlc.narg('detail')::text, @occurred_at::timestamptz)
-ON CONFLICT (provider_id, event_id) DO NOTHING
+ON CONFLICT (provider_id, event_id, occurred_at) DO NOTHING
 RETURNING id;
 
 -- name: MessageEventWindowCounts :one
@@ -54,3 +55,28 @@ SELECT count(*) FILTER (WHERE event_type = 'sent')::bigint                      
        count(*) FILTER (WHERE event_type = 'complained')::bigint                         AS complained
 FROM message_events
 WHERE account_id = @account_id::uuid AND occurred_at >= @since::timestamptz;
+
+-- name: MessageEventPruneBatchForPlan :execrows
+-- Deletes up to batch_size message events older than the cutoff of the
+-- accounts on one plan (an account without a plan of its own is on the
+-- default plan): the plan's own, shorter retention. Older partitions are
+-- dropped whole (internal/partitions); this deletes from the ones kept.
+DELETE FROM message_events
+WHERE (provider_id, event_id, occurred_at) IN (
+    SELECT m.provider_id, m.event_id, m.occurred_at FROM message_events m
+    WHERE m.account_id IN (SELECT a.id FROM accounts a LEFT JOIN account_plans p ON p.account_id = a.id
+                           WHERE coalesce(p.plan, @default_plan::text) = @plan::text)
+      AND m.occurred_at < @before::timestamptz
+    LIMIT @batch_size::int
+);
+
+-- name: MessageEventPruneBefore :execrows
+-- Deletes up to batch_size message events older than the cutoff; the job
+-- passes a cutoff below every range partition (partitions.PruneBefore),
+-- so this only empties the DEFAULT partition of expired rows.
+DELETE FROM message_events
+WHERE (provider_id, event_id, occurred_at) IN (
+    SELECT provider_id, event_id, occurred_at FROM message_events
+    WHERE occurred_at < @before::timestamptz
+    LIMIT @batch_size::int
+);

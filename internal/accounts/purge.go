@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -146,6 +147,10 @@ ORDER BY c.relname`)
 	if err != nil {
 		return nil, err
 	}
+	keys, err := rowKeys(ctx, db)
+	if err != nil {
+		return nil, err
+	}
 	owned, err := stringList(ctx, db, `
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'account_id' AND NOT a.attisdropped
@@ -162,7 +167,7 @@ JOIN pg_namespace n ON n.oid = ch.relnamespace AND n.nspname = 'public'
 JOIN pg_namespace pn ON pn.oid = pa.relnamespace AND pn.nspname = 'public'
 JOIN pg_attribute ca ON ca.attrelid = con.conrelid AND ca.attnum = con.conkey[1]
 JOIN pg_attribute pk ON pk.attrelid = con.confrelid AND pk.attnum = con.confkey[1]
-WHERE con.contype = 'f' AND cardinality(con.conkey) = 1
+WHERE con.contype = 'f' AND cardinality(con.conkey) = 1 AND con.conparentid = 0
 ORDER BY ch.relname, con.conname`)
 	if err != nil {
 		return nil, fmt.Errorf("error reading foreign keys: %w", err)
@@ -185,9 +190,10 @@ ORDER BY ch.relname, con.conname`)
 			continue
 		}
 		qt := pgx.Identifier{t}.Sanitize()
+		key := keyOf(keys, t)
 		if isOwned[t] {
-			steps = append(steps, purgeStep{name: t, sql: fmt.Sprintf(
-				`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %[1]s WHERE account_id = $1::uuid LIMIT $2))`, qt)})
+			steps = append(steps, purgeStep{name: t, sql: key.delete(qt, fmt.Sprintf(
+				`SELECT %[2]s FROM %[1]s c WHERE account_id = $1::uuid LIMIT $2`, qt, key.pick))})
 			continue
 		}
 		// A table without account_id whose rows cascade from an owned
@@ -197,12 +203,73 @@ ORDER BY ch.relname, con.conname`)
 			if f.child != t || !f.cascade || !isOwned[f.parent] || f.parent == t {
 				continue
 			}
-			steps = append(steps, purgeStep{name: t, sql: fmt.Sprintf(
-				`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(SELECT c.ctid FROM %[1]s c JOIN %[2]s p ON p.%[3]s = c.%[4]s WHERE p.account_id = $1::uuid LIMIT $2))`,
-				qt, pgx.Identifier{f.parent}.Sanitize(), pgx.Identifier{f.parentCol}.Sanitize(), pgx.Identifier{f.childCol}.Sanitize())})
+			steps = append(steps, purgeStep{name: t, sql: key.delete(qt, fmt.Sprintf(
+				`SELECT %[5]s FROM %[1]s c JOIN %[2]s p ON p.%[3]s = c.%[4]s WHERE p.account_id = $1::uuid LIMIT $2`,
+				qt, pgx.Identifier{f.parent}.Sanitize(), pgx.Identifier{f.parentCol}.Sanitize(), pgx.Identifier{f.childCol}.Sanitize(),
+				key.pick))})
 		}
 	}
 	return steps, nil
+}
+
+// rowKey is how a purge statement names the rows its subquery picked: by
+// ctid (one row of a plain table), or, in a partitioned table where a ctid
+// is only unique within one partition, by the primary key.
+type rowKey struct {
+	match string // the outer statement's side: ctid, or (k1, k2)
+	pick  string // the subquery's, over alias c: c.ctid, or c.k1, c.k2
+}
+
+// rowKeys returns the rowKey of every table; a plain table is absent (its
+// zero value is replaced by ctid).
+func rowKeys(ctx context.Context, db dbsqlc.DBTX) (map[string]rowKey, error) {
+	rows, err := db.Query(ctx, `
+SELECT c.relname::text, array_agg(a.attname::text ORDER BY k.ord)
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+WHERE c.relkind = 'p'
+GROUP BY c.relname`)
+	if err != nil {
+		return nil, fmt.Errorf("error reading primary keys: %w", err)
+	}
+	out := map[string]rowKey{}
+	for rows.Next() {
+		var table string
+		var cols []string
+		if err := rows.Scan(&table, &cols); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("error reading primary keys: %w", err)
+		}
+		match, pick := make([]string, len(cols)), make([]string, len(cols))
+		for i, c := range cols {
+			match[i] = pgx.Identifier{c}.Sanitize()
+			pick[i] = "c." + match[i]
+		}
+		out[table] = rowKey{match: "(" + strings.Join(match, ", ") + ")", pick: strings.Join(pick, ", ")}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("error reading primary keys: %w", err)
+	}
+	return out, nil
+}
+
+// delete is the statement deleting from table the rows sub selects.
+func (k rowKey) delete(table, sub string) string {
+	if k.match == "ctid" {
+		return "DELETE FROM " + table + " WHERE ctid = ANY(ARRAY(" + sub + "))"
+	}
+	return "DELETE FROM " + table + " WHERE " + k.match + " IN (" + sub + ")"
+}
+
+// keyOf returns the rowKey of table.
+func keyOf(keys map[string]rowKey, table string) rowKey {
+	if k, ok := keys[table]; ok {
+		return k
+	}
+	return rowKey{match: "ctid", pick: "c.ctid"}
 }
 
 // deleteOrder sorts tables so that every table comes before the tables

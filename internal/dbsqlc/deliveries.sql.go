@@ -133,7 +133,7 @@ WITH attempt AS (
         error_class = $4::text, error = $5::text,
         duration_ms = $9::int, response_body = $10::text,
         response_truncated = $11::boolean, counted = NOT $2::boolean
-    WHERE id = $12::uuid
+    WHERE delivery_id = $7::uuid AND id = $12::uuid
 ), healthy AS (
     UPDATE event_subscriptions
     SET failing_since = NULL, last_success_at = $8::timestamptz
@@ -232,7 +232,7 @@ WITH input AS (
         duration_ms = i.duration_ms, response_body = NULLIF(i.response_body, ''),
         response_truncated = i.response_truncated, counted = true
     FROM input i
-    WHERE a.id = i.attempt_id
+    WHERE a.delivery_id = i.id AND a.id = i.attempt_id
 ), healthy AS (
     UPDATE event_subscriptions s
     SET failing_since = NULL, last_success_at = h.finished_at

@@ -293,16 +293,21 @@ func (q *Queries) EventInsert(ctx context.Context, db DBTX, arg EventInsertParam
 	return i, err
 }
 
-const eventPruneBatch = `-- name: EventPruneBatch :execrows
-DELETE FROM events
-WHERE id IN (
-    SELECT id FROM events
-    WHERE created_at < $1::timestamptz
-      AND (severity <> 'critical' OR acknowledged_at IS NOT NULL)
-    ORDER BY created_at
-    LIMIT $2::int
-    FOR UPDATE SKIP LOCKED
+const eventPruneBatch = `-- name: EventPruneBatch :one
+WITH gone AS (
+    DELETE FROM events
+    WHERE (account_id, created_at, id) IN (
+        SELECT account_id, created_at, id FROM events
+        WHERE created_at < $1::timestamptz
+          AND (severity <> 'critical' OR acknowledged_at IS NOT NULL)
+        LIMIT $2::int
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id
+), deliveries AS (
+    DELETE FROM webhook_deliveries WHERE event_id IN (SELECT id FROM gone)
 )
+SELECT count(*) FROM gone
 `
 
 type EventPruneBatchParams struct {
@@ -311,50 +316,59 @@ type EventPruneBatchParams struct {
 }
 
 // Deletes up to batch_size events older than the cutoff, keeping
-// unacknowledged alerts. SKIP LOCKED lets two pruners (or an acknowledgement
-// in flight) proceed without waiting on each other.
+// unacknowledged alerts, and their deliveries (no foreign key cascades to
+// them, 0028); returns the events deleted. The job passes a cutoff below
+// every range partition (partitions.PruneBefore): older weeks are dropped
+// whole, so this only empties the DEFAULT partition. SKIP LOCKED lets two
+// pruners (or an acknowledgement in flight) proceed without waiting on each
+// other.
 func (q *Queries) EventPruneBatch(ctx context.Context, db DBTX, arg EventPruneBatchParams) (int64, error) {
-	result, err := db.Exec(ctx, eventPruneBatch, arg.Before, arg.BatchSize)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := db.QueryRow(ctx, eventPruneBatch, arg.Before, arg.BatchSize)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
-const eventPruneBatchForPlan = `-- name: EventPruneBatchForPlan :execrows
-DELETE FROM events
-WHERE id IN (
-    SELECT e.id FROM events e
-    LEFT JOIN account_plans p ON p.account_id = e.account_id
-    WHERE e.created_at < $1::timestamptz
-      AND coalesce(p.plan, $2::text) = $3::text
-      AND (e.severity <> 'critical' OR e.acknowledged_at IS NOT NULL)
-    ORDER BY e.created_at
-    LIMIT $4::int
-    FOR UPDATE OF e SKIP LOCKED
+const eventPruneBatchForPlan = `-- name: EventPruneBatchForPlan :one
+WITH gone AS (
+    DELETE FROM events
+    WHERE (account_id, created_at, id) IN (
+        SELECT e.account_id, e.created_at, e.id FROM events e
+        WHERE e.account_id IN (SELECT a.id FROM accounts a LEFT JOIN account_plans p ON p.account_id = a.id
+                               WHERE coalesce(p.plan, $1::text) = $2::text)
+          AND e.created_at < $3::timestamptz
+          AND (e.severity <> 'critical' OR e.acknowledged_at IS NOT NULL)
+        LIMIT $4::int
+        FOR UPDATE OF e SKIP LOCKED
+    )
+    RETURNING id
+), deliveries AS (
+    DELETE FROM webhook_deliveries WHERE event_id IN (SELECT id FROM gone)
 )
+SELECT count(*) FROM gone
 `
 
 type EventPruneBatchForPlanParams struct {
-	Before      time.Time
 	DefaultPlan string
 	Plan        string
+	Before      time.Time
 	BatchSize   int32
 }
 
 // As EventPruneBatch, for the accounts on one plan (an account without a
-// plan of its own is on the default plan): the plan's own, shorter retention.
+// plan of its own is on the default plan): the plan's own, shorter
+// retention, from the partitions still kept. Each account's rows are found
+// through its primary key (account_id, created_at, id).
 func (q *Queries) EventPruneBatchForPlan(ctx context.Context, db DBTX, arg EventPruneBatchForPlanParams) (int64, error) {
-	result, err := db.Exec(ctx, eventPruneBatchForPlan,
-		arg.Before,
+	row := db.QueryRow(ctx, eventPruneBatchForPlan,
 		arg.DefaultPlan,
 		arg.Plan,
+		arg.Before,
 		arg.BatchSize,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const eventRollupAccountsAfter = `-- name: EventRollupAccountsAfter :many

@@ -134,7 +134,7 @@ VALUES ($1::uuid, $2::uuid, $3::uuid, $4::text, $5::uuid,
         $6::text, $7::text, $8::text, $9::text, $10::text,
         $11::bytea, $12::text, $13::uuid, $14::boolean,
         $15::text, $16::text, $17::timestamptz)
-ON CONFLICT (provider_id, event_id) DO NOTHING
+ON CONFLICT (provider_id, event_id, occurred_at) DO NOTHING
 RETURNING id
 `
 
@@ -158,7 +158,8 @@ type MessageEventInsertParams struct {
 	OccurredAt     time.Time
 }
 
-// No row when the provider's event id was stored before (a duplicate).
+// No row when the provider's event id was stored before with the same
+// time (a duplicate; the key holds the partition key, occurred_at).
 func (q *Queries) MessageEventInsert(ctx context.Context, db DBTX, arg MessageEventInsertParams) (uuid.UUID, error) {
 	row := db.QueryRow(ctx, messageEventInsert,
 		arg.ID,
@@ -182,6 +183,66 @@ func (q *Queries) MessageEventInsert(ctx context.Context, db DBTX, arg MessageEv
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const messageEventPruneBatchForPlan = `-- name: MessageEventPruneBatchForPlan :execrows
+DELETE FROM message_events
+WHERE (provider_id, event_id, occurred_at) IN (
+    SELECT m.provider_id, m.event_id, m.occurred_at FROM message_events m
+    WHERE m.account_id IN (SELECT a.id FROM accounts a LEFT JOIN account_plans p ON p.account_id = a.id
+                           WHERE coalesce(p.plan, $1::text) = $2::text)
+      AND m.occurred_at < $3::timestamptz
+    LIMIT $4::int
+)
+`
+
+type MessageEventPruneBatchForPlanParams struct {
+	DefaultPlan string
+	Plan        string
+	Before      time.Time
+	BatchSize   int32
+}
+
+// Deletes up to batch_size message events older than the cutoff of the
+// accounts on one plan (an account without a plan of its own is on the
+// default plan): the plan's own, shorter retention. Older partitions are
+// dropped whole (internal/partitions); this deletes from the ones kept.
+func (q *Queries) MessageEventPruneBatchForPlan(ctx context.Context, db DBTX, arg MessageEventPruneBatchForPlanParams) (int64, error) {
+	result, err := db.Exec(ctx, messageEventPruneBatchForPlan,
+		arg.DefaultPlan,
+		arg.Plan,
+		arg.Before,
+		arg.BatchSize,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const messageEventPruneBefore = `-- name: MessageEventPruneBefore :execrows
+DELETE FROM message_events
+WHERE (provider_id, event_id, occurred_at) IN (
+    SELECT provider_id, event_id, occurred_at FROM message_events
+    WHERE occurred_at < $1::timestamptz
+    LIMIT $2::int
+)
+`
+
+type MessageEventPruneBeforeParams struct {
+	Before    time.Time
+	BatchSize int32
+}
+
+// Deletes up to batch_size message events older than the cutoff; the job
+// passes a cutoff below every range partition (partitions.PruneBefore),
+// so this only empties the DEFAULT partition of expired rows.
+func (q *Queries) MessageEventPruneBefore(ctx context.Context, db DBTX, arg MessageEventPruneBeforeParams) (int64, error) {
+	result, err := db.Exec(ctx, messageEventPruneBefore, arg.Before, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const messageEventTypeBreakdown = `-- name: MessageEventTypeBreakdown :many

@@ -460,6 +460,38 @@ type DmarcRecord struct {
 	SpfResults   json.RawMessage
 }
 
+type DmarcRecordsDefault struct {
+	ReportID     uuid.UUID
+	Ordinal      int32
+	SourceIp     string
+	Count        int64
+	Disposition  string
+	Dkim         string
+	Spf          string
+	HeaderFrom   string
+	EnvelopeFrom string
+	EnvelopeTo   string
+	Reasons      json.RawMessage
+	DkimResults  json.RawMessage
+	SpfResults   json.RawMessage
+}
+
+type DmarcRecordsLegacy struct {
+	ReportID     uuid.UUID
+	Ordinal      int32
+	SourceIp     string
+	Count        int64
+	Disposition  string
+	Dkim         string
+	Spf          string
+	HeaderFrom   string
+	EnvelopeFrom string
+	EnvelopeTo   string
+	Reasons      json.RawMessage
+	DkimResults  json.RawMessage
+	SpfResults   json.RawMessage
+}
+
 type DmarcReport struct {
 	ID           uuid.UUID
 	DomainID     uuid.UUID
@@ -604,6 +636,38 @@ type EventSubscription struct {
 	UpdatedAt        time.Time
 }
 
+type EventsDefault struct {
+	ID               uuid.UUID
+	AccountID        uuid.UUID
+	EventType        string
+	Severity         string
+	Domain           *string
+	Tags             []string
+	Payload          json.RawMessage
+	Rendered         string
+	CreatedAt        time.Time
+	AcknowledgedAt   *time.Time
+	AcknowledgedBy   *string
+	AcknowledgedNote *string
+	AcknowledgedKey  *string
+}
+
+type EventsLegacy struct {
+	ID               uuid.UUID
+	AccountID        uuid.UUID
+	EventType        string
+	Severity         string
+	Domain           *string
+	Tags             []string
+	Payload          json.RawMessage
+	Rendered         string
+	CreatedAt        time.Time
+	AcknowledgedAt   *time.Time
+	AcknowledgedBy   *string
+	AcknowledgedNote *string
+	AcknowledgedKey  *string
+}
+
 type IngressWebhookID struct {
 	WebhookID  string
 	Outcome    string
@@ -611,6 +675,48 @@ type IngressWebhookID struct {
 }
 
 type MessageEvent struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	ProviderID     uuid.UUID
+	ProviderKind   string
+	PayloadID      *uuid.UUID
+	EventID        string
+	MessageID      string
+	EventType      string
+	BounceClass    *string
+	Recipient      string
+	RecipientHash  []byte
+	Domain         string
+	DomainID       *uuid.UUID
+	Unlinked       bool
+	Classification string
+	Detail         *string
+	OccurredAt     time.Time
+	ReceivedAt     time.Time
+}
+
+type MessageEventsDefault struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	ProviderID     uuid.UUID
+	ProviderKind   string
+	PayloadID      *uuid.UUID
+	EventID        string
+	MessageID      string
+	EventType      string
+	BounceClass    *string
+	Recipient      string
+	RecipientHash  []byte
+	Domain         string
+	DomainID       *uuid.UUID
+	Unlinked       bool
+	Classification string
+	Detail         *string
+	OccurredAt     time.Time
+	ReceivedAt     time.Time
+}
+
+type MessageEventsLegacy struct {
 	ID             uuid.UUID
 	AccountID      uuid.UUID
 	ProviderID     uuid.UUID
@@ -699,6 +805,44 @@ type PreferenceOverride struct {
 }
 
 type ProviderPayload struct {
+	ID            uuid.UUID
+	ProviderID    uuid.UUID
+	AccountID     uuid.UUID
+	ReplayKey     string
+	BodySha256    []byte
+	Body          []byte
+	HeaderEventID *string
+	ReceivedAt    time.Time
+	ProcessedAt   *time.Time
+	Events        *int32
+	Error         *string
+	Attempts      int16
+}
+
+type ProviderPayloadKey struct {
+	AccountID  uuid.UUID
+	ProviderID uuid.UUID
+	ReplayKey  string
+	PayloadID  uuid.UUID
+	BodySha256 []byte
+}
+
+type ProviderPayloadsDefault struct {
+	ID            uuid.UUID
+	ProviderID    uuid.UUID
+	AccountID     uuid.UUID
+	ReplayKey     string
+	BodySha256    []byte
+	Body          []byte
+	HeaderEventID *string
+	ReceivedAt    time.Time
+	ProcessedAt   *time.Time
+	Events        *int32
+	Error         *string
+	Attempts      int16
+}
+
+type ProviderPayloadsLegacy struct {
 	ID            uuid.UUID
 	ProviderID    uuid.UUID
 	AccountID     uuid.UUID
@@ -888,6 +1032,48 @@ type WebSession struct {
 	ExpiresAt  time.Time
 }
 
+type WebhookDeliveriesDefault struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	SubscriptionID uuid.UUID
+	EventID        uuid.UUID
+	EventType      string
+	Body           []byte
+	Status         string
+	Attempts       int32
+	MaxAttempts    int32
+	LastStatusCode *int32
+	LastErrorClass *string
+	LastError      *string
+	NextRetryAt    *time.Time
+	JobID          *int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	DeliveredAt    *time.Time
+	FailedAt       *time.Time
+}
+
+type WebhookDeliveriesLegacy struct {
+	ID             uuid.UUID
+	AccountID      uuid.UUID
+	SubscriptionID uuid.UUID
+	EventID        uuid.UUID
+	EventType      string
+	Body           []byte
+	Status         string
+	Attempts       int32
+	MaxAttempts    int32
+	LastStatusCode *int32
+	LastErrorClass *string
+	LastError      *string
+	NextRetryAt    *time.Time
+	JobID          *int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	DeliveredAt    *time.Time
+	FailedAt       *time.Time
+}
+
 type WebhookDelivery struct {
 	ID             uuid.UUID
 	AccountID      uuid.UUID
@@ -910,6 +1096,38 @@ type WebhookDelivery struct {
 }
 
 type WebhookDeliveryAttempt struct {
+	ID                uuid.UUID
+	DeliveryID        uuid.UUID
+	JobID             *int64
+	JobAttempt        *int32
+	StartedAt         time.Time
+	FinishedAt        *time.Time
+	StatusCode        *int32
+	ErrorClass        *string
+	Error             *string
+	DurationMs        *int32
+	ResponseBody      *string
+	ResponseTruncated bool
+	Counted           bool
+}
+
+type WebhookDeliveryAttemptsDefault struct {
+	ID                uuid.UUID
+	DeliveryID        uuid.UUID
+	JobID             *int64
+	JobAttempt        *int32
+	StartedAt         time.Time
+	FinishedAt        *time.Time
+	StatusCode        *int32
+	ErrorClass        *string
+	Error             *string
+	DurationMs        *int32
+	ResponseBody      *string
+	ResponseTruncated bool
+	Counted           bool
+}
+
+type WebhookDeliveryAttemptsLegacy struct {
 	ID                uuid.UUID
 	DeliveryID        uuid.UUID
 	JobID             *int64

@@ -13,20 +13,37 @@ import (
 )
 
 const providerPayloadDeleteByProvider = `-- name: ProviderPayloadDeleteByProvider :exec
-DELETE FROM provider_payloads WHERE provider_id = $1::uuid
+WITH k AS (
+    DELETE FROM provider_payload_keys WHERE account_id = $1::uuid AND provider_id = $2::uuid
+    RETURNING payload_id
+)
+DELETE FROM provider_payloads WHERE id IN (SELECT payload_id FROM k)
 `
 
-func (q *Queries) ProviderPayloadDeleteByProvider(ctx context.Context, db DBTX, providerID uuid.UUID) error {
-	_, err := db.Exec(ctx, providerPayloadDeleteByProvider, providerID)
+type ProviderPayloadDeleteByProviderParams struct {
+	AccountID  uuid.UUID
+	ProviderID uuid.UUID
+}
+
+// The provider's payloads found through their replay keys (provider_payloads
+// has no index on provider_id); one whose key was pruned already is past
+// the retention, and goes with its partition.
+func (q *Queries) ProviderPayloadDeleteByProvider(ctx context.Context, db DBTX, arg ProviderPayloadDeleteByProviderParams) error {
+	_, err := db.Exec(ctx, providerPayloadDeleteByProvider, arg.AccountID, arg.ProviderID)
 	return err
 }
 
 const providerPayloadDeleteOrphan = `-- name: ProviderPayloadDeleteOrphan :exec
-DELETE FROM provider_payloads p WHERE p.id = $1::uuid
-  AND NOT EXISTS (SELECT 1 FROM sending_providers s WHERE s.id = p.provider_id)
+WITH gone AS (
+    DELETE FROM provider_payloads p WHERE p.id = $1::uuid
+      AND NOT EXISTS (SELECT 1 FROM sending_providers s WHERE s.id = p.provider_id)
+    RETURNING p.account_id, p.provider_id, p.replay_key
+)
+DELETE FROM provider_payload_keys k USING gone
+WHERE k.account_id = gone.account_id AND k.provider_id = gone.provider_id AND k.replay_key = gone.replay_key
 `
 
-// A payload stored while its provider was being deleted.
+// A payload stored while its provider was being deleted, and its key.
 func (q *Queries) ProviderPayloadDeleteOrphan(ctx context.Context, db DBTX, id uuid.UUID) error {
 	_, err := db.Exec(ctx, providerPayloadDeleteOrphan, id)
 	return err
@@ -43,6 +60,9 @@ type ProviderPayloadDeleteProcessedBeforeParams struct {
 }
 
 // Ids are UUIDv7: before_id is the smallest id of the cut-off's millisecond.
+// The job passes a cut-off below every range partition
+// (partitions.PruneBefore): older partitions are dropped whole, so this
+// only empties the DEFAULT partition.
 func (q *Queries) ProviderPayloadDeleteProcessedBefore(ctx context.Context, db DBTX, arg ProviderPayloadDeleteProcessedBeforeParams) (int64, error) {
 	result, err := db.Exec(ctx, providerPayloadDeleteProcessedBefore, arg.BeforeID, arg.Max)
 	if err != nil {
@@ -76,10 +96,12 @@ func (q *Queries) ProviderPayloadGetByID(ctx context.Context, db DBTX, id uuid.U
 }
 
 const providerPayloadGetByReplayKey = `-- name: ProviderPayloadGetByReplayKey :one
-SELECT id, body_sha256 FROM provider_payloads WHERE provider_id = $1::uuid AND replay_key = $2::text
+SELECT payload_id AS id, body_sha256 FROM provider_payload_keys
+WHERE account_id = $1::uuid AND provider_id = $2::uuid AND replay_key = $3::text
 `
 
 type ProviderPayloadGetByReplayKeyParams struct {
+	AccountID  uuid.UUID
 	ProviderID uuid.UUID
 	ReplayKey  string
 }
@@ -89,8 +111,9 @@ type ProviderPayloadGetByReplayKeyRow struct {
 	BodySha256 []byte
 }
 
+// The payload stored with a replay key, and its body's hash.
 func (q *Queries) ProviderPayloadGetByReplayKey(ctx context.Context, db DBTX, arg ProviderPayloadGetByReplayKeyParams) (ProviderPayloadGetByReplayKeyRow, error) {
-	row := db.QueryRow(ctx, providerPayloadGetByReplayKey, arg.ProviderID, arg.ReplayKey)
+	row := db.QueryRow(ctx, providerPayloadGetByReplayKey, arg.AccountID, arg.ProviderID, arg.ReplayKey)
 	var i ProviderPayloadGetByReplayKeyRow
 	err := row.Scan(&i.ID, &i.BodySha256)
 	return i, err
@@ -102,12 +125,17 @@ WITH batch AS (
            unnest($3::uuid[]) AS account_id, unnest($4::text[]) AS replay_key,
            unnest($5::bytea[]) AS body_sha256, unnest($6::bytea[]) AS body,
            unnest($7::text[]) AS header_event_id
+), keyed AS (
+    INSERT INTO provider_payload_keys (account_id, provider_id, replay_key, payload_id, body_sha256)
+    SELECT b.account_id, b.provider_id, b.replay_key, b.id, b.body_sha256
+    FROM batch b
+    WHERE EXISTS (SELECT 1 FROM sending_providers p WHERE p.id = b.provider_id)
+    ON CONFLICT (account_id, provider_id, replay_key) DO NOTHING
+    RETURNING payload_id
 )
 INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body, header_event_id)
 SELECT b.id, b.provider_id, b.account_id, b.replay_key, b.body_sha256, b.body, NULLIF(b.header_event_id, '')
-FROM batch b
-WHERE EXISTS (SELECT 1 FROM sending_providers p WHERE p.id = b.provider_id)
-ON CONFLICT (provider_id, replay_key) DO NOTHING
+FROM batch b JOIN keyed k ON k.payload_id = b.id
 RETURNING id
 `
 
@@ -124,7 +152,9 @@ type ProviderPayloadInsertManyParams struct {
 // A batch of payloads in one statement; returns the ids stored. A replay
 // key seen before (or twice in the batch) is skipped, and so is a payload
 // whose provider was deleted meanwhile. The arrays have one element per
-// payload; ” in header_event_ids means none.
+// payload; ” in header_event_ids means none. The replay keys are unique in
+// provider_payload_keys (a partitioned table cannot hold a unique key
+// without its partition key): a payload is stored when its key is.
 func (q *Queries) ProviderPayloadInsertMany(ctx context.Context, db DBTX, arg ProviderPayloadInsertManyParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, providerPayloadInsertMany,
 		arg.Ids,
@@ -151,6 +181,26 @@ func (q *Queries) ProviderPayloadInsertMany(ctx context.Context, db DBTX, arg Pr
 		return nil, err
 	}
 	return items, nil
+}
+
+const providerPayloadKeyDeleteBefore = `-- name: ProviderPayloadKeyDeleteBefore :execrows
+DELETE FROM provider_payload_keys WHERE payload_id IN (
+    SELECT payload_id FROM provider_payload_keys WHERE payload_id < $1::uuid LIMIT $2::int)
+`
+
+type ProviderPayloadKeyDeleteBeforeParams struct {
+	BeforeID uuid.UUID
+	Max      int32
+}
+
+// Forgets the replay keys of payloads stored before the cut-off (before_id
+// as in ProviderPayloadDeleteProcessedBefore).
+func (q *Queries) ProviderPayloadKeyDeleteBefore(ctx context.Context, db DBTX, arg ProviderPayloadKeyDeleteBeforeParams) (int64, error) {
+	result, err := db.Exec(ctx, providerPayloadKeyDeleteBefore, arg.BeforeID, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const providerPayloadMarkFailed = `-- name: ProviderPayloadMarkFailed :one

@@ -14,9 +14,11 @@ import (
 // transaction, large enough that a backlog drains quickly.
 const PruneBatchSize = 5000
 
-// Prune deletes events created before cutoff, batch by batch, keeping
-// unacknowledged alerts (they still need a person's attention). It stops
-// between batches when ctx ends and returns how many events it deleted.
+// Prune deletes events created before cutoff, and their deliveries, batch
+// by batch, keeping unacknowledged alerts (they still need a person's
+// attention). It stops between batches when ctx ends and returns how many
+// events it deleted. The job passes a cutoff below every range partition
+// (partitions.PruneBefore): the weeks past the retention are dropped whole.
 func Prune(ctx context.Context, db dbutil.Executor, cutoff time.Time, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = PruneBatchSize

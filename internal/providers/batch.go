@@ -184,7 +184,8 @@ func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 				continue // its insert failed
 			}
 			if !isNew[p.Ids[i]] {
-				prev, err := q.ProviderPayloadGetByReplayKey(ctx, tx, dbsqlc.ProviderPayloadGetByReplayKeyParams{ProviderID: p.ProviderIds[i], ReplayKey: p.ReplayKeys[i]})
+				prev, err := q.ProviderPayloadGetByReplayKey(ctx, tx, dbsqlc.ProviderPayloadGetByReplayKeyParams{
+					AccountID: p.AccountIds[i], ProviderID: p.ProviderIds[i], ReplayKey: p.ReplayKeys[i]})
 				if dbutil.IsNotFound(err) {
 					c.err = ErrNotFound // deleted since the request was verified
 					continue

@@ -41,6 +41,11 @@ type SpikeRules struct {
 	Complaint      Levels
 }
 
+// SpikeHistory is how far back the spike checks read message events under
+// DefaultSpikeRules: the window and the baseline days before it. Message
+// events are never kept for less (internal/partitions).
+var SpikeHistory = DefaultSpikeRules.Window + time.Duration(DefaultSpikeRules.BaselineDays)*24*time.Hour
+
 // Levels are a signal's thresholds.
 type Levels struct{ Warning, Critical float64 }
 

@@ -1,0 +1,302 @@
+package partitions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+)
+
+// lockID serialises partition changes: two workers running Maintain at once
+// take turns, and the second finds the work done.
+const lockID = 7_366_001_050
+
+// LockTimeout bounds how long one change waits for its locks. Creating,
+// attaching and detaching a partition lock the table against every reader
+// and writer for an instant, but wait behind any long query first, and
+// everything queued behind them would wait too: a change that cannot get
+// its locks in time gives up (Report.Skipped) and is retried at the next
+// run.
+const LockTimeout = 5 * time.Second
+
+// Report is what one Maintain run did.
+type Report struct {
+	// Created and Dropped name the partitions created and dropped.
+	Created, Dropped []string
+	// Moved counts rows moved from a DEFAULT partition into a new partition
+	// of their range; Kept counts rows of dropped partitions copied back
+	// (Spec.Keep); RollupRows counts rollup rows deleted with them.
+	Moved, Kept, RollupRows int64
+	// Skipped lists changes that gave up waiting for a lock (LockTimeout).
+	Skipped []string
+}
+
+// Maintain brings every table of Tables up to date at now: see MaintainSpecs.
+func Maintain(ctx context.Context, db dbutil.Executor, now time.Time, s Settings) (Report, error) {
+	return MaintainSpecs(ctx, db, now, s, Tables)
+}
+
+// MaintainSpecs brings each table of specs up to date at now, in order:
+// the partitions from the current interval to Ahead intervals after it
+// exist (Ensure), and the partitions entirely older than the retention are
+// detached and dropped (Expire). Each change is its own short transaction;
+// a run cut short is finished by the next one, and running it twice
+// changes nothing the second time.
+func MaintainSpecs(ctx context.Context, db dbutil.Executor, now time.Time, s Settings, specs []Spec) (Report, error) {
+	var rep Report
+	for _, spec := range specs {
+		if err := Ensure(ctx, db, spec, now, &rep); err != nil {
+			return rep, err
+		}
+	}
+	for _, spec := range specs {
+		if err := Expire(ctx, db, spec, now, s, &rep); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// Ensure creates the partitions of spec's table that hold the interval of
+// now and the Ahead intervals after it. Partitions start where the newest
+// one ends (so a gap left while no worker ran is filled), and a range the
+// DEFAULT partition holds rows of gets them moved into its new partition.
+func Ensure(ctx context.Context, db dbutil.Executor, spec Spec, now time.Time, rep *Report) error {
+	parts, err := List(ctx, db, spec)
+	if err != nil {
+		return err
+	}
+	start := spec.Interval.Start(now)
+	end := start
+	for range spec.Ahead + 1 {
+		end = spec.Interval.Next(end)
+	}
+	var frontier *time.Time
+	for _, p := range parts {
+		if p.Default {
+			continue
+		}
+		if p.To == nil {
+			return nil // up to MAXVALUE: nothing to add
+		}
+		if frontier == nil || p.To.After(*frontier) {
+			frontier = p.To
+		}
+	}
+	from := start
+	if frontier != nil {
+		from = *frontier
+	}
+	for from.Before(end) {
+		to := spec.Interval.Next(spec.Interval.Start(from))
+		done, err := create(ctx, db, spec, from, to, rep)
+		if err != nil {
+			return err
+		}
+		if !done {
+			return nil // skipped: a later range would leave a gap
+		}
+		from = to
+	}
+	return nil
+}
+
+// create makes the partition [from, to) of spec's table in one
+// transaction: the DEFAULT partition's rows of that range (if any) are
+// taken out first and put back through the table once the partition
+// exists, so they land in it; Postgres refuses to create a partition whose
+// range the DEFAULT partition holds rows of. It returns false when it gave
+// up waiting for a lock.
+func create(ctx context.Context, db dbutil.Executor, spec Spec, from, to time.Time, rep *Report) (bool, error) {
+	name := partitionName(spec, from)
+	var moved int64
+	exists := false
+	err := change(ctx, db, func(ctx context.Context, tx pgx.Tx) error {
+		// Another worker may have made it while this one waited for the lock.
+		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil || exists {
+			return err
+		}
+		cols, err := columns(ctx, tx, spec.Table)
+		if err != nil {
+			return err
+		}
+		def := ident(spec.Table + "_default")
+		table, col := ident(spec.Table), ident(spec.Column)
+		// The DEFAULT partition takes no new rows of the range meanwhile.
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+def+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
+			return fmt.Errorf("error locking %s: %w", def, err)
+		}
+		if _, err := tx.Exec(ctx, "CREATE TEMP TABLE mailwatch_moving ON COMMIT DROP AS SELECT "+cols+" FROM "+table+" WITH NO DATA"); err != nil {
+			return fmt.Errorf("error creating a table to move rows through: %w", err)
+		}
+		tag, err := tx.Exec(ctx, fmt.Sprintf("WITH m AS (DELETE FROM %s WHERE %s >= $1 AND %s < $2 RETURNING %s) INSERT INTO mailwatch_moving SELECT * FROM m",
+			def, col, col, cols), value(spec, from), value(spec, to))
+		if err != nil {
+			return fmt.Errorf("error taking %s rows of %s out of %s: %w", spec.Table, name, def, err)
+		}
+		moved = tag.RowsAffected()
+		if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE TABLE %s PARTITION OF %s FOR VALUES FROM (%s) TO (%s)",
+			ident(name), table, literal(spec, from), literal(spec, to))); err != nil {
+			return fmt.Errorf("error creating partition %s: %w", name, err)
+		}
+		if moved > 0 {
+			if _, err := tx.Exec(ctx, "INSERT INTO "+table+" ("+cols+") SELECT * FROM mailwatch_moving"); err != nil {
+				return fmt.Errorf("error moving rows into %s: %w", name, err)
+			}
+		}
+		// Dropped now, not at commit: the caller's transaction may be a
+		// savepoint of a longer one.
+		_, err = tx.Exec(ctx, "DROP TABLE mailwatch_moving")
+		return err
+	})
+	if errors.Is(err, errLocked) {
+		rep.Skipped = append(rep.Skipped, "create "+name)
+		return false, nil
+	}
+	if err != nil || exists {
+		return err == nil, err
+	}
+	rep.Created = append(rep.Created, name)
+	rep.Moved += moved
+	return true, nil
+}
+
+// Expire detaches and drops every partition of spec's table whose upper
+// bound is at least the retention in the past, each in its own
+// transaction: the rollups' rows of its range are deleted and the rows
+// Spec.Keep names are copied back into the table in the same transaction.
+// No row of the partition is deleted one by one.
+func Expire(ctx context.Context, db dbutil.Executor, spec Spec, now time.Time, s Settings, rep *Report) error {
+	if spec.Retention == nil {
+		return nil
+	}
+	keep := spec.Retention(s)
+	if keep <= 0 {
+		return nil
+	}
+	cutoff := now.Add(-keep)
+	parts, err := List(ctx, db, spec)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if p.Default || p.To == nil || p.To.After(cutoff) {
+			continue
+		}
+		if err := drop(ctx, db, spec, p, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drop detaches p, deletes its hours from the rollups, copies back the rows
+// to keep and drops it, in one transaction.
+func drop(ctx context.Context, db dbutil.Executor, spec Spec, p Partition, rep *Report) error {
+	var kept, rolled int64
+	gone := false
+	err := change(ctx, db, func(ctx context.Context, tx pgx.Tx) error {
+		table, part := ident(spec.Table), ident(p.Name)
+		// Another worker may have dropped it while this one waited.
+		err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM pg_inherits
+			WHERE inhrelid = to_regclass($1) AND inhparent = to_regclass($2))`, p.Name, spec.Table).Scan(&gone)
+		if err != nil || gone {
+			return err
+		}
+		if err := dropChildRows(ctx, tx, spec, p); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "ALTER TABLE "+table+" DETACH PARTITION "+part); err != nil {
+			return fmt.Errorf("error detaching %s: %w", p.Name, err)
+		}
+		for _, r := range spec.Rollups {
+			var tag pgconn.CommandTag
+			var err error
+			if p.From == nil {
+				tag, err = tx.Exec(ctx, "DELETE FROM "+ident(r)+" WHERE hour < $1", *p.To)
+			} else {
+				tag, err = tx.Exec(ctx, "DELETE FROM "+ident(r)+" WHERE hour >= $1 AND hour < $2", *p.From, *p.To)
+			}
+			if err != nil {
+				return fmt.Errorf("error deleting the rollup rows of %s from %s: %w", p.Name, r, err)
+			}
+			rolled += tag.RowsAffected()
+		}
+		if spec.Keep != "" {
+			cols, err := columns(ctx, tx, spec.Table)
+			if err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, "INSERT INTO "+table+" ("+cols+") SELECT "+cols+" FROM "+part+" WHERE "+spec.Keep)
+			if err != nil {
+				return fmt.Errorf("error keeping rows of %s: %w", p.Name, err)
+			}
+			kept = tag.RowsAffected()
+		}
+		if _, err := tx.Exec(ctx, "DROP TABLE "+part); err != nil {
+			return fmt.Errorf("error dropping %s: %w", p.Name, err)
+		}
+		return nil
+	})
+	if errors.Is(err, errLocked) {
+		rep.Skipped = append(rep.Skipped, "drop "+p.Name)
+		return nil
+	}
+	if err != nil || gone {
+		return err
+	}
+	rep.Dropped = append(rep.Dropped, p.Name)
+	rep.Kept += kept
+	rep.RollupRows += rolled
+	return nil
+}
+
+// dropChildRows deletes the rows of p's range from the DEFAULT partition of
+// each of spec's children.
+func dropChildRows(ctx context.Context, tx pgx.Tx, spec Spec, p Partition) error {
+	for _, c := range spec.Children {
+		def, col := ident(c.Table+"_default"), ident(c.Column)
+		var err error
+		if p.From == nil {
+			_, err = tx.Exec(ctx, "DELETE FROM "+def+" WHERE "+col+" < $1", value(spec, *p.To))
+		} else {
+			_, err = tx.Exec(ctx, "DELETE FROM "+def+" WHERE "+col+" >= $1 AND "+col+" < $2", value(spec, *p.From), value(spec, *p.To))
+		}
+		if err != nil {
+			return fmt.Errorf("error deleting the %s rows of %s: %w", c.Table, p.Name, err)
+		}
+	}
+	return nil
+}
+
+// errLocked is a change that gave up waiting for a lock (or for a child's
+// partition to go first).
+var errLocked = errors.New("lock timeout")
+
+// change runs fn in a transaction holding the partition lock, with
+// LockTimeout on every lock it takes; a lock timeout is errLocked.
+func change(ctx context.Context, db dbutil.Executor, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	err := dbutil.WithTx(ctx, db, func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(lockID)); err != nil {
+			return fmt.Errorf("error taking the partition lock: %w", err)
+		}
+		ms := LockTimeout.Milliseconds()
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", ms)); err != nil {
+			return err
+		}
+		return fn(ctx, tx)
+	})
+	var pgErr *pgconn.PgError
+	// A lock timeout, or a partition still referred to by a child's
+	// partition whose drop was itself skipped: retried at the next run.
+	if errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "23503") {
+		return fmt.Errorf("%w: %s", errLocked, strings.TrimSpace(pgErr.Message))
+	}
+	return err
+}

@@ -1,0 +1,96 @@
+package jobs
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/partitions"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
+)
+
+// TestMessageEventRetention runs the two retention jobs over message
+// events: the prune job deletes a plan's rows past its shorter retention
+// and the DEFAULT partition's expired rows, never the rows of a partition
+// the maintenance job will drop (a trigger records every row deleted one
+// by one); the maintenance job then drops the expired weeks whole.
+func TestMessageEventRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewDB(t)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	free, business := testfactory.Account(t, pool), testfactory.Account(t, pool)
+	exec(`INSERT INTO account_plans (account_id, plan) VALUES ($1, 'business')`, business)
+	providerOf := map[uuid.UUID]uuid.UUID{free: uuid.New(), business: uuid.New()}
+	for acct, prov := range providerOf {
+		exec(`INSERT INTO sending_providers (id, account_id, kind, label, secret_ciphertext, secret_key_id)
+			VALUES ($1, $2, 'sendgrid', 'sg', '\x00', 'k')`, prov, acct)
+	}
+	now := time.Date(2026, 6, 3, 12, 0, 0, 0, time.UTC) // a Wednesday
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	maintain := func(at time.Time, days int) {
+		t.Helper()
+		w := NewPartitionMaintainWorker(Deps{Pool: pool, Logger: logger, Now: func() time.Time { return at },
+			Settings: Settings{EventRetentionDays: days}})
+		require.NoError(t, w.Work(ctx, &river.Job[partitions.MaintainArgs]{}))
+	}
+	// The weeks from ten weeks back were made as time went by.
+	for at := now.AddDate(0, 0, -70); !at.After(now); at = at.AddDate(0, 0, 7) {
+		maintain(at, 90)
+	}
+	event := func(acct uuid.UUID, at time.Time) string {
+		id := uuid.NewString()
+		exec(`INSERT INTO message_events (id, account_id, provider_id, provider_kind, event_id, event_type, recipient,
+			recipient_hash, occurred_at) VALUES ($1::uuid, $2, $3, 'sendgrid', $1::text, 'delivered', 'a@example.com', '\x00', $4)`,
+			id, acct, providerOf[acct], at)
+		return id
+	}
+	exec(`CREATE TABLE deletions (event_id text)`)
+	exec(`CREATE FUNCTION record_deletion() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO deletions VALUES (OLD.event_id); RETURN OLD; END $$`)
+	exec(`CREATE TRIGGER record_delete BEFORE DELETE ON message_events FOR EACH ROW EXECUTE FUNCTION record_deletion()`)
+	day := 24 * time.Hour
+	free6, free9 := event(free, now.Add(-6*day)), event(free, now.Add(-9*day))
+	biz9, biz40, biz60 := event(business, now.Add(-9*day)), event(business, now.Add(-40*day)), event(business, now.Add(-60*day))
+	bizUndated := event(business, time.Unix(0, 0)) // a payload without a timestamp: DEFAULT partition
+	deleted := func() []string {
+		rows, err := pool.Query(ctx, `SELECT event_id FROM deletions`)
+		require.NoError(t, err)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return ids
+	}
+	left := func() []string {
+		rows, err := pool.Query(ctx, `SELECT event_id FROM message_events`)
+		require.NoError(t, err)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return ids
+	}
+
+	// EVENT_RETENTION_DAYS=30: the free plan keeps message events for the
+	// spike checks' week and an hour; the fleet for 30 days.
+	prune := NewEventPruneWorker(Deps{Pool: pool, Logger: logger, Now: func() time.Time { return now },
+		Settings: Settings{EventRetentionDays: 30}})
+	require.NoError(t, prune.Work(ctx, &river.Job[events.PruneArgs]{}))
+	require.ElementsMatch(t, []string{free9, bizUndated}, deleted(),
+		"one by one: the free plan's rows past its retention and the DEFAULT partition's expired row, nothing else")
+	require.ElementsMatch(t, []string{free6, biz9, biz40, biz60}, left())
+
+	maintain(now, 30)
+	require.ElementsMatch(t, []string{free9, bizUndated}, deleted(), "the maintenance job deletes no row")
+	require.ElementsMatch(t, []string{free6, biz9}, left(), "the weeks past 30 days were dropped with their rows")
+}
