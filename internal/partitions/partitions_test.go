@@ -306,6 +306,8 @@ func TestRetentionKeepsUnacknowledgedAlerts(t *testing.T) {
 		"the unacknowledged alert is kept as it was, in the DEFAULT partition")
 	require.Equal(t, 1, f.count(`SELECT count(*) FROM events WHERE id = $1`, later))
 	require.Equal(t, 1, f.count(`SELECT count(*) FROM webhook_deliveries`), "the later week's delivery")
+	require.Zero(t, f.count(eventCountsDiffer), "the hourly event counters equal a recount: the dropped week's hours are gone and the kept alert is counted once")
+	require.Equal(t, 2, f.count(`SELECT count(*) FROM event_counts_hourly`), "the kept alert's hour and the later week's")
 
 	// It is still acknowledged the way the API does it.
 	var n int
@@ -314,6 +316,15 @@ func TestRetentionKeepsUnacknowledgedAlerts(t *testing.T) {
 		SELECT count(*) FROM a`, unacked, f.account).Scan(&n))
 	require.Equal(t, 1, n)
 }
+
+// eventCountsDiffer counts the (account, hour, type, severity) keys whose
+// hourly counter differs from a recount of the raw events.
+const eventCountsDiffer = `SELECT count(*) FROM (
+	(SELECT account_id, hour, event_type, severity, events FROM event_counts_hourly
+	 EXCEPT SELECT account_id, date_trunc('hour', created_at, 'UTC'), event_type, severity, count(*) FROM events GROUP BY 1, 2, 3, 4)
+	UNION ALL
+	(SELECT account_id, date_trunc('hour', created_at, 'UTC'), event_type, severity, count(*) FROM events GROUP BY 1, 2, 3, 4
+	 EXCEPT SELECT account_id, hour, event_type, severity, events FROM event_counts_hourly)) d`
 
 // TestDropWithChildRowsInDefault: a delivery's attempts stored while their
 // week's partition did not exist sit in the attempts' DEFAULT partition and

@@ -164,6 +164,7 @@ var Tables = []Spec{
 	{
 		Table: "message_events", Column: "occurred_at", Key: TimeKey, Interval: Week, Ahead: 2,
 		Retention: MessageEventRetention,
+		Rollups:   []string{"message_event_domain_hourly", "message_event_account_hourly"},
 	},
 	{
 		Table: "provider_payloads", Column: "id", Key: UUIDv7Key, Interval: Day, Ahead: 3,
@@ -177,7 +178,8 @@ var Tables = []Spec{
 		Retention: EventRetention,
 		// An alert nobody acknowledged still needs a person: it outlives the
 		// retention, as the row-by-row prune kept it.
-		Keep: "severity = 'critical' AND acknowledged_at IS NULL",
+		Keep:    "severity = 'critical' AND acknowledged_at IS NULL",
+		Rollups: []string{"event_counts_hourly"},
 	},
 	{
 		Table: "webhook_delivery_attempts", Column: "delivery_id", Key: UUIDv7Key, Interval: Week, Ahead: 2,
