@@ -126,19 +126,20 @@ func create(ctx context.Context, db dbutil.Executor, spec Spec, from, to time.Ti
 		if err != nil {
 			return err
 		}
-		def := ident(spec.Table + "_default")
 		table, col := ident(spec.Table), ident(spec.Column)
-		// The DEFAULT partition takes no new rows of the range meanwhile.
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+def+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
-			return fmt.Errorf("error locking %s: %w", def, err)
+		if err := lockTable(ctx, tx, spec.Table); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, "CREATE TEMP TABLE mailwatch_moving ON COMMIT DROP AS SELECT "+cols+" FROM "+table+" WITH NO DATA"); err != nil {
 			return fmt.Errorf("error creating a table to move rows through: %w", err)
 		}
+		// Through the table, not its DEFAULT partition (the only one holding
+		// the range), so that the table's triggers see the rows leave and
+		// come back (rollups count them out, then in again).
 		tag, err := tx.Exec(ctx, fmt.Sprintf("WITH m AS (DELETE FROM %s WHERE %s >= $1 AND %s < $2 RETURNING %s) INSERT INTO mailwatch_moving SELECT * FROM m",
-			def, col, col, cols), value(spec, from), value(spec, to))
+			table, col, col, cols), value(spec, from), value(spec, to))
 		if err != nil {
-			return fmt.Errorf("error taking %s rows of %s out of %s: %w", spec.Table, name, def, err)
+			return fmt.Errorf("error taking the %s rows of %s out of the DEFAULT partition: %w", spec.Table, name, err)
 		}
 		moved = tag.RowsAffected()
 		if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE TABLE %s PARTITION OF %s FOR VALUES FROM (%s) TO (%s)",
@@ -209,6 +210,9 @@ func drop(ctx context.Context, db dbutil.Executor, spec Spec, p Partition, rep *
 		if err != nil || gone {
 			return err
 		}
+		if err := lockTable(ctx, tx, spec.Table); err != nil {
+			return err
+		}
 		if err := dropChildRows(ctx, tx, spec, p); err != nil {
 			return err
 		}
@@ -254,6 +258,17 @@ func drop(ctx context.Context, db dbutil.Executor, spec Spec, p Partition, rep *
 	rep.Dropped = append(rep.Dropped, p.Name)
 	rep.Kept += kept
 	rep.RollupRows += rolled
+	return nil
+}
+
+// lockTable takes the lock the partition change needs on the table before
+// any other: creating or detaching a partition takes it anyway, and taking
+// it later, after a lock on a partition, could deadlock with a writer that
+// holds the table and waits for that partition.
+func lockTable(ctx context.Context, tx pgx.Tx, table string) error {
+	if _, err := tx.Exec(ctx, "LOCK TABLE ONLY "+ident(table)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		return fmt.Errorf("error locking %s: %w", table, err)
+	}
 	return nil
 }
 

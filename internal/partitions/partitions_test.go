@@ -227,6 +227,18 @@ func TestDefaultPartitionRows(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.maintain(monday) // weeks of 5, 12 and 19 January
+	// A counter kept by statement triggers on the table, as a rollup is: a
+	// move out of the DEFAULT partition must leave it equal to a recount.
+	f.exec(`CREATE TABLE counted (n bigint NOT NULL)`)
+	f.exec(`INSERT INTO counted VALUES (0)`)
+	f.exec(`CREATE FUNCTION count_in() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN UPDATE counted SET n = n + (SELECT count(*) FROM new_rows); RETURN NULL; END $$`)
+	f.exec(`CREATE FUNCTION count_out() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN UPDATE counted SET n = n - (SELECT count(*) FROM old_rows); RETURN NULL; END $$`)
+	f.exec(`CREATE TRIGGER count_in AFTER INSERT ON message_events REFERENCING NEW TABLE AS new_rows
+		FOR EACH STATEMENT EXECUTE FUNCTION count_in()`)
+	f.exec(`CREATE TRIGGER count_out AFTER DELETE ON message_events REFERENCING OLD TABLE AS old_rows
+		FOR EACH STATEMENT EXECUTE FUNCTION count_out()`)
 	soon := time.Date(2026, 1, 27, 8, 0, 0, 0, time.UTC)
 	far := time.Date(2031, 6, 1, 0, 0, 0, 0, time.UTC)
 	past := time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC) // a payload without a timestamp
@@ -244,6 +256,7 @@ func TestDefaultPartitionRows(t *testing.T) {
 	require.Equal(t, "message_events_default", f.partitionOf(far), "another range stays where it was")
 	require.Equal(t, "message_events_default", f.partitionOf(past))
 	require.Equal(t, 4, f.count(`SELECT count(*) FROM message_events`), "no row lost")
+	require.Equal(t, 4, f.count(`SELECT n FROM counted`), "the table's triggers saw the rows leave and come back")
 }
 
 // v7 returns a UUIDv7 made at at.
@@ -262,6 +275,9 @@ func TestRetentionKeepsUnacknowledgedAlerts(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.maintain(monday)
+	events := spec(t, "events") // its rollup is event_counts_hourly, kept by its triggers
+	specs := []partitions.Spec{spec(t, "webhook_delivery_attempts"), spec(t, "webhook_deliveries")}
+	specs = append([]partitions.Spec{events}, specs...)
 	sub := uuid.New()
 	f.exec(`INSERT INTO event_subscriptions (id, account_id, url, secret_ciphertext, secret_key_id)
 		VALUES ($1, $2, 'https://hooks.example.com/', '\x00', 'k')`, sub, f.account)
@@ -294,7 +310,7 @@ func TestRetentionKeepsUnacknowledgedAlerts(t *testing.T) {
 	}
 
 	// The week ends on 12 January; events are kept 7 days.
-	rep := f.maintain(time.Date(2026, 1, 19, 0, 0, 0, 0, time.UTC))
+	rep := f.maintain(time.Date(2026, 1, 19, 0, 0, 0, 0, time.UTC), specs...)
 	require.Subset(t, rep.Dropped, []string{"events_p20260105", "webhook_deliveries_p20260105", "webhook_delivery_attempts_p20260105"})
 	require.EqualValues(t, 1, rep.Kept)
 	for _, p := range []string{"events_p20260105", "webhook_deliveries_p20260105", "webhook_delivery_attempts_p20260105"} {
@@ -406,4 +422,50 @@ func (f *fixture) explainByID(table, col string, id uuid.UUID) []string {
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(f.t, err)
 	return lines
+}
+
+// TestConcurrentMaintain runs two workers' Maintain at once: they take
+// turns (the advisory lock), each partition is made once, and neither
+// fails.
+func TestConcurrentMaintain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	reps := make(chan partitions.Report, 2)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			rep, err := partitions.Maintain(context.Background(), f.pool, monday, settings)
+			reps <- rep
+			errs <- err
+		}()
+	}
+	var created []string
+	for range 2 {
+		require.NoError(t, <-errs)
+		rep := <-reps
+		require.Empty(t, rep.Skipped)
+		created = append(created, rep.Created...)
+	}
+	require.Len(t, created, 3+4+3+3+3+3, "every partition made once, by one of them")
+	require.ElementsMatch(t, created, f.maintainAgainCreated(monday), "a third run finds nothing to do")
+}
+
+// maintainAgainCreated runs Maintain at now and returns the names of every
+// partition (not DEFAULT, not legacy) of every table, checking it created
+// none.
+func (f *fixture) maintainAgainCreated(now time.Time) []string {
+	f.t.Helper()
+	rep := f.maintain(now)
+	require.Empty(f.t, rep.Created)
+	var names []string
+	for _, s := range partitions.Tables {
+		parts, err := partitions.List(context.Background(), f.pool, s)
+		require.NoError(f.t, err)
+		for _, p := range parts {
+			if !p.Default && p.From != nil {
+				names = append(names, p.Name)
+			}
+		}
+	}
+	return names
 }
