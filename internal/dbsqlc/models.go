@@ -615,6 +615,27 @@ type MessageEvent struct {
 	ReceivedAt     time.Time
 }
 
+type MessageEventAccountHourly struct {
+	AccountID    uuid.UUID
+	Hour         time.Time
+	ProviderKind string
+	EventType    string
+	BounceClass  *string
+	N            int64
+}
+
+type MessageEventDomainHourly struct {
+	AccountID    uuid.UUID
+	Hour         time.Time
+	Domain       string
+	DomainID     *uuid.UUID
+	ProviderID   uuid.UUID
+	ProviderKind string
+	EventType    string
+	BounceClass  *string
+	N            int64
+}
+
 type MessageSpike struct {
 	DomainID   uuid.UUID
 	ProviderID uuid.UUID
