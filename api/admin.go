@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/identity"
+	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
@@ -70,7 +71,7 @@ type SuspendAccountRequest struct {
 
 // MaintenanceRequest is POST /api/admin/maintenance/{task}.
 type MaintenanceRequest struct {
-	Task string `path:"task" validate:"oneof=prune-events recheck-domains reconcile-deliveries vacuum-queues rotate-signing-keys reparse-reports"`
+	Task string `path:"task" validate:"oneof=prune-events recheck-domains reconcile-deliveries vacuum-queues rotate-signing-keys reparse-reports rebuild-message-rollups"`
 }
 
 // MaintenanceRun is the answer to a maintenance task: the River job that
@@ -99,12 +100,13 @@ type QueueStat struct {
 
 // maintenanceTasks maps a task name to its job.
 var maintenanceTasks = map[string]func() river.JobArgs{
-	"prune-events":         func() river.JobArgs { return events.PruneArgs{} },
-	"recheck-domains":      func() river.JobArgs { return domains.RecheckAllArgs{} },
-	"reconcile-deliveries": func() river.JobArgs { return deliveries.ReconcileArgs{} },
-	"vacuum-queues":        func() river.JobArgs { return queues.VacuumArgs{} },
-	"rotate-signing-keys":  func() river.JobArgs { return identity.SigningKeyRotateArgs{Force: true} },
-	"reparse-reports":      func() river.JobArgs { return reports.ReparseArgs{} },
+	"prune-events":            func() river.JobArgs { return events.PruneArgs{} },
+	"recheck-domains":         func() river.JobArgs { return domains.RecheckAllArgs{} },
+	"reconcile-deliveries":    func() river.JobArgs { return deliveries.ReconcileArgs{} },
+	"vacuum-queues":           func() river.JobArgs { return queues.VacuumArgs{} },
+	"rotate-signing-keys":     func() river.JobArgs { return identity.SigningKeyRotateArgs{Force: true} },
+	"reparse-reports":         func() river.JobArgs { return reports.ReparseArgs{} },
+	"rebuild-message-rollups": func() river.JobArgs { return providers.RollupRebuildArgs{} },
 }
 
 func (s *Server) adminRoutes() {
@@ -142,7 +144,8 @@ func (s *Server) adminRoutes() {
 			"vacuum-queues: delete finished River jobs older than an hour (queue_vacuum; rows only, autovacuum reclaims " +
 			"the space). rotate-signing-keys: rotate the data-API signing keys now (signing_key_rotate with force). " +
 			"reparse-reports: parse again every failed report whose raw bytes are kept, e.g. after an upgrade (report_reparse, " +
-			"one report_parse job each). " +
+			"one report_parse job each). rebuild-message-rollups: recount every account's message-event rollups from " +
+			"the raw events (message_rollup_rebuild). " +
 			"A task already queued or running is not queued twice: its job is answered with already_queued. Emits " +
 			"maintenance_task_run on the calling admin's own account.",
 		Call: s.runMaintenance,

@@ -162,6 +162,7 @@ func TestMaintenanceTasks(t *testing.T) {
 	kinds := map[string]string{
 		"prune-events": "event_prune", "recheck-domains": "domain_recheck_all", "reconcile-deliveries": "webhook_reconcile",
 		"vacuum-queues": "queue_vacuum", "rotate-signing-keys": "signing_key_rotate", "reparse-reports": "report_reparse",
+		"rebuild-message-rollups": "message_rollup_rebuild",
 	}
 	for task, kind := range kinds {
 		resp := b.do(t, "POST", "/api/admin/maintenance/"+task, admin.Key, nil)

@@ -76,3 +76,69 @@ FROM (
 GROUP BY 1, 2, 3
 HAVING sum(x.n) <> 0
 ORDER BY 1, 2, 3;
+
+-- name: MessageRollupLockAccount :exec
+-- The rebuild's lock on an account: the triggers of
+-- schema/0029_message_event_rollups.sql take the same key shared.
+SELECT pg_advisory_xact_lock(290029, hashtext((@account_id::uuid)::text));
+
+-- name: MessageRollupRebuildDomain :one
+-- Recounts an account's domain rollup from its raw rows: rows that differ are
+-- written, rows without raw rows deleted. Returns how many of each.
+WITH fresh AS MATERIALIZED (
+    SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id, provider_kind,
+           event_type, bounce_class, count(*) AS n
+    FROM message_events
+    WHERE account_id = @account_id::uuid
+    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+), written AS (
+    INSERT INTO message_event_domain_hourly AS t
+        (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n
+    FROM fresh
+    ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
+    ON CONFLICT (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class)
+        DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
+    RETURNING 1
+), deleted AS (
+    DELETE FROM message_event_domain_hourly t
+    WHERE t.account_id = @account_id::uuid AND NOT EXISTS (
+        SELECT 1 FROM fresh f
+        WHERE f.domain = t.domain AND f.hour = t.hour AND f.provider_id = t.provider_id
+          AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
+          AND coalesce(f.domain_id, '00000000-0000-0000-0000-000000000000') = coalesce(t.domain_id, '00000000-0000-0000-0000-000000000000')
+          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted;
+
+-- name: MessageRollupRebuildAccount :one
+-- Recounts an account's account-level rollup from its domain rollup (rebuilt
+-- first, in the same transaction).
+WITH fresh AS MATERIALIZED (
+    SELECT account_id, hour, provider_kind, event_type, bounce_class, sum(n)::bigint AS n
+    FROM message_event_domain_hourly
+    WHERE account_id = @account_id::uuid
+    GROUP BY 1, 2, 3, 4, 5
+    HAVING sum(n) <> 0
+), written AS (
+    INSERT INTO message_event_account_hourly AS t (account_id, hour, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, hour, provider_kind, event_type, bounce_class, n
+    FROM fresh
+    ORDER BY 1, 2, 3, 4, 5
+    ON CONFLICT (account_id, hour, provider_kind, event_type, bounce_class)
+        DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
+    RETURNING 1
+), deleted AS (
+    DELETE FROM message_event_account_hourly t
+    WHERE t.account_id = @account_id::uuid AND NOT EXISTS (
+        SELECT 1 FROM fresh f
+        WHERE f.hour = t.hour AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
+          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted;
+
+-- name: MessageRollupAccountsAfter :many
+-- Accounts in id order, for rebuilding every account a page at a time.
+SELECT id FROM accounts WHERE id > @after::uuid ORDER BY id LIMIT @max::int;

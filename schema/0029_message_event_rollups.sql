@@ -15,6 +15,13 @@
 -- Every upsert takes its rows in key order (ORDER BY the conflict key), so
 -- two statements that touch the same counters lock them in the same order.
 --
+-- Every trigger first takes, for each account of its rows, the shared
+-- transaction-level advisory lock (290029, hashtext(account_id::text)) that a
+-- rebuild of that account takes exclusively (providers.RebuildMessageRollups):
+-- a rebuild waits for the writers in flight and the writers that come during
+-- it wait for its commit, so no write is lost between its recount and its
+-- counters. Shared locks never wait for each other.
+--
 -- account_id leads every key and index (sharding by account stays open).
 
 -- Writers of message_events wait for this migration to commit (SHARE ROW
@@ -64,6 +71,9 @@ CREATE TABLE message_event_account_hourly (
 CREATE FUNCTION message_event_rollups_insert() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pg_advisory_xact_lock_shared(290029, hashtext(a::text))
+    FROM (SELECT DISTINCT account_id AS a FROM new_rows) k;
+
     INSERT INTO message_event_domain_hourly AS t
         (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
     SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC'), domain_id, provider_id, provider_kind,
@@ -95,6 +105,9 @@ $$;
 CREATE FUNCTION message_event_rollups_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM pg_advisory_xact_lock_shared(290029, hashtext(a::text))
+    FROM (SELECT DISTINCT account_id AS a FROM old_rows) k;
+
     IF TG_OP = 'UPDATE' THEN
         WITH d AS (
             SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id,

@@ -95,6 +95,36 @@ func (q *Queries) MessageRollupAccountDays(ctx context.Context, db DBTX, arg Mes
 	return items, nil
 }
 
+const messageRollupAccountsAfter = `-- name: MessageRollupAccountsAfter :many
+SELECT id FROM accounts WHERE id > $1::uuid ORDER BY id LIMIT $2::int
+`
+
+type MessageRollupAccountsAfterParams struct {
+	After uuid.UUID
+	Max   int32
+}
+
+// Accounts in id order, for rebuilding every account a page at a time.
+func (q *Queries) MessageRollupAccountsAfter(ctx context.Context, db DBTX, arg MessageRollupAccountsAfterParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, messageRollupAccountsAfter, arg.After, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageRollupDomainNameDays = `-- name: MessageRollupDomainNameDays :many
 SELECT x.day::date AS day, x.provider_kind::text AS provider_kind, x.event_type::text AS event_type,
        x.bounce_class, sum(x.n)::bigint AS count
@@ -250,4 +280,98 @@ func (q *Queries) MessageRollupDomainProviders(ctx context.Context, db DBTX, arg
 		return nil, err
 	}
 	return items, nil
+}
+
+const messageRollupLockAccount = `-- name: MessageRollupLockAccount :exec
+SELECT pg_advisory_xact_lock(290029, hashtext(($1::uuid)::text))
+`
+
+// The rebuild's lock on an account: the triggers of
+// schema/0029_message_event_rollups.sql take the same key shared.
+func (q *Queries) MessageRollupLockAccount(ctx context.Context, db DBTX, accountID uuid.UUID) error {
+	_, err := db.Exec(ctx, messageRollupLockAccount, accountID)
+	return err
+}
+
+const messageRollupRebuildAccount = `-- name: MessageRollupRebuildAccount :one
+WITH fresh AS MATERIALIZED (
+    SELECT account_id, hour, provider_kind, event_type, bounce_class, sum(n)::bigint AS n
+    FROM message_event_domain_hourly
+    WHERE account_id = $1::uuid
+    GROUP BY 1, 2, 3, 4, 5
+    HAVING sum(n) <> 0
+), written AS (
+    INSERT INTO message_event_account_hourly AS t (account_id, hour, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, hour, provider_kind, event_type, bounce_class, n
+    FROM fresh
+    ORDER BY 1, 2, 3, 4, 5
+    ON CONFLICT (account_id, hour, provider_kind, event_type, bounce_class)
+        DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
+    RETURNING 1
+), deleted AS (
+    DELETE FROM message_event_account_hourly t
+    WHERE t.account_id = $1::uuid AND NOT EXISTS (
+        SELECT 1 FROM fresh f
+        WHERE f.hour = t.hour AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
+          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted
+`
+
+type MessageRollupRebuildAccountRow struct {
+	Written int64
+	Deleted int64
+}
+
+// Recounts an account's account-level rollup from its domain rollup (rebuilt
+// first, in the same transaction).
+func (q *Queries) MessageRollupRebuildAccount(ctx context.Context, db DBTX, accountID uuid.UUID) (MessageRollupRebuildAccountRow, error) {
+	row := db.QueryRow(ctx, messageRollupRebuildAccount, accountID)
+	var i MessageRollupRebuildAccountRow
+	err := row.Scan(&i.Written, &i.Deleted)
+	return i, err
+}
+
+const messageRollupRebuildDomain = `-- name: MessageRollupRebuildDomain :one
+WITH fresh AS MATERIALIZED (
+    SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id, provider_kind,
+           event_type, bounce_class, count(*) AS n
+    FROM message_events
+    WHERE account_id = $1::uuid
+    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+), written AS (
+    INSERT INTO message_event_domain_hourly AS t
+        (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n
+    FROM fresh
+    ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
+    ON CONFLICT (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class)
+        DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
+    RETURNING 1
+), deleted AS (
+    DELETE FROM message_event_domain_hourly t
+    WHERE t.account_id = $1::uuid AND NOT EXISTS (
+        SELECT 1 FROM fresh f
+        WHERE f.domain = t.domain AND f.hour = t.hour AND f.provider_id = t.provider_id
+          AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
+          AND coalesce(f.domain_id, '00000000-0000-0000-0000-000000000000') = coalesce(t.domain_id, '00000000-0000-0000-0000-000000000000')
+          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted
+`
+
+type MessageRollupRebuildDomainRow struct {
+	Written int64
+	Deleted int64
+}
+
+// Recounts an account's domain rollup from its raw rows: rows that differ are
+// written, rows without raw rows deleted. Returns how many of each.
+func (q *Queries) MessageRollupRebuildDomain(ctx context.Context, db DBTX, accountID uuid.UUID) (MessageRollupRebuildDomainRow, error) {
+	row := db.QueryRow(ctx, messageRollupRebuildDomain, accountID)
+	var i MessageRollupRebuildDomainRow
+	err := row.Scan(&i.Written, &i.Deleted)
+	return i, err
 }
