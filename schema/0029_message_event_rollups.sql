@@ -201,3 +201,21 @@ INSERT INTO message_event_account_hourly (account_id, hour, provider_kind, event
 SELECT account_id, hour, provider_kind, event_type, bounce_class, sum(n)
 FROM message_event_domain_hourly
 GROUP BY 1, 2, 3, 4, 5;
+
+-- The data API: an account's daily counts per provider kind, outcome and
+-- bounce class, summed from the account rollup (hours are an internal
+-- grain). Same pattern as 0012_data_api_tables.sql: a policy for reads of
+-- one's own rows, column grants, a security_invoker view. The domain rollup
+-- is not exposed.
+ALTER TABLE message_event_account_hourly ENABLE ROW LEVEL SECURITY;
+CREATE POLICY message_event_account_hourly_tenant_read ON message_event_account_hourly FOR SELECT TO authenticated
+    USING (account_id = mailwatch_jwt_account_id());
+GRANT SELECT (account_id, hour, provider_kind, event_type, bounce_class, n) ON message_event_account_hourly TO authenticated;
+
+CREATE VIEW data_api.message_event_days WITH (security_invoker = true) AS
+    SELECT account_id, (hour AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class,
+           sum(n)::bigint AS count
+    FROM public.message_event_account_hourly
+    GROUP BY account_id, (hour AT TIME ZONE 'UTC')::date, provider_kind, event_type, bounce_class;
+
+GRANT SELECT ON data_api.message_event_days TO authenticated;
