@@ -23,6 +23,10 @@
 -- counters. Shared locks never wait for each other.
 --
 -- account_id leads every key and index (sharding by account stays open).
+-- Reads of one account's rollup rows are small: the tables never get a
+-- parallel plan (parallel_workers = 0), whose start-up cost a read of a few
+-- thousand rows does not repay (measured: 9 ms instead of 70 to 115 ms for a
+-- 30-day type breakdown of an account that owns most of the table).
 
 -- Writers of message_events wait for this migration to commit (SHARE ROW
 -- EXCLUSIVE lets reads through and conflicts with every write): no row is
@@ -45,7 +49,7 @@ CREATE TABLE message_event_domain_hourly (
     n             bigint      NOT NULL,
     CONSTRAINT message_event_domain_hourly_key UNIQUE NULLS NOT DISTINCT
         (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class)
-);
+) WITH (parallel_workers = 0);
 
 -- The spike windows and health caps: one linked domain (and provider).
 CREATE INDEX message_event_domain_hourly_domain_idx
@@ -62,7 +66,7 @@ CREATE TABLE message_event_account_hourly (
     n             bigint      NOT NULL,
     CONSTRAINT message_event_account_hourly_key UNIQUE NULLS NOT DISTINCT
         (account_id, hour, provider_kind, event_type, bounce_class)
-);
+) WITH (parallel_workers = 0);
 
 -- The three triggers share their upserts' shape but not their sources: a
 -- transition table is visible only in the trigger's own function.

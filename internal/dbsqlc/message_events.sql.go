@@ -12,60 +12,92 @@ import (
 	"github.com/google/uuid"
 )
 
-const messageEventInsert = `-- name: MessageEventInsert :one
+const messageEventInsertMany = `-- name: MessageEventInsertMany :many
+WITH b AS (
+    SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS account_id,
+           unnest($3::uuid[]) AS provider_id, unnest($4::text[]) AS provider_kind,
+           unnest($5::uuid[]) AS payload_id, unnest($6::text[]) AS event_id,
+           unnest($7::text[]) AS message_id, unnest($8::text[]) AS event_type,
+           unnest($9::text[]) AS bounce_class, unnest($10::text[]) AS recipient,
+           unnest($11::bytea[]) AS recipient_hash, unnest($12::text[]) AS domain,
+           unnest($13::uuid[]) AS domain_id, unnest($14::text[]) AS classification,
+           unnest($15::text[]) AS detail, unnest($16::timestamptz[]) AS occurred_at,
+           generate_series(1, cardinality($1::uuid[])) AS ord
+)
 INSERT INTO message_events (id, account_id, provider_id, provider_kind, payload_id, event_id, message_id, event_type,
                             bounce_class, recipient, recipient_hash, domain, domain_id, unlinked, classification,
                             detail, occurred_at)
-VALUES ($1::uuid, $2::uuid, $3::uuid, $4::text, $5::uuid,
-        $6::text, $7::text, $8::text, $9::text, $10::text,
-        $11::bytea, $12::text, $13::uuid, $14::boolean,
-        $15::text, $16::text, $17::timestamptz)
+SELECT b.id, b.account_id, b.provider_id, b.provider_kind, b.payload_id, b.event_id, b.message_id, b.event_type,
+       NULLIF(b.bounce_class, ''), b.recipient, b.recipient_hash, b.domain,
+       NULLIF(b.domain_id, '00000000-0000-0000-0000-000000000000'::uuid),
+       b.domain_id = '00000000-0000-0000-0000-000000000000'::uuid,
+       b.classification, NULLIF(b.detail, ''), b.occurred_at
+FROM b
+ORDER BY b.ord
 ON CONFLICT (provider_id, event_id) DO NOTHING
 RETURNING id
 `
 
-type MessageEventInsertParams struct {
-	ID             uuid.UUID
-	AccountID      uuid.UUID
-	ProviderID     uuid.UUID
-	ProviderKind   string
-	PayloadID      *uuid.UUID
-	EventID        string
-	MessageID      string
-	EventType      string
-	BounceClass    *string
-	Recipient      string
-	RecipientHash  []byte
-	Domain         string
-	DomainID       *uuid.UUID
-	Unlinked       bool
-	Classification string
-	Detail         *string
-	OccurredAt     time.Time
+type MessageEventInsertManyParams struct {
+	Ids             []uuid.UUID
+	AccountIds      []uuid.UUID
+	ProviderIds     []uuid.UUID
+	ProviderKinds   []string
+	PayloadIds      []uuid.UUID
+	EventIds        []string
+	MessageIds      []string
+	EventTypes      []string
+	BounceClasses   []string
+	Recipients      []string
+	RecipientHashes [][]byte
+	Domains         []string
+	DomainIds       []uuid.UUID
+	Classifications []string
+	Details         []string
+	OccurredAts     []time.Time
 }
 
-// No row when the provider's event id was stored before (a duplicate).
-func (q *Queries) MessageEventInsert(ctx context.Context, db DBTX, arg MessageEventInsertParams) (uuid.UUID, error) {
-	row := db.QueryRow(ctx, messageEventInsert,
-		arg.ID,
-		arg.AccountID,
-		arg.ProviderID,
-		arg.ProviderKind,
-		arg.PayloadID,
-		arg.EventID,
-		arg.MessageID,
-		arg.EventType,
-		arg.BounceClass,
-		arg.Recipient,
-		arg.RecipientHash,
-		arg.Domain,
-		arg.DomainID,
-		arg.Unlinked,
-		arg.Classification,
-		arg.Detail,
-		arg.OccurredAt,
+// The events of a batch of payloads in one statement, so that the rollup
+// triggers run once for the batch and take their counters in one ordered
+// sweep (schema/0029_message_event_rollups.sql). The arrays have one
+// element per event, inserted in their order (the caller sorts them by
+// provider and event id, so that concurrent batches take the unique index's
+// entries in one order too). An event stored before, or earlier in the
+// batch, is skipped. ” in bounce_classes and details and the nil uuid in
+// domain_ids mean NULL. Returns the ids stored.
+func (q *Queries) MessageEventInsertMany(ctx context.Context, db DBTX, arg MessageEventInsertManyParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, messageEventInsertMany,
+		arg.Ids,
+		arg.AccountIds,
+		arg.ProviderIds,
+		arg.ProviderKinds,
+		arg.PayloadIds,
+		arg.EventIds,
+		arg.MessageIds,
+		arg.EventTypes,
+		arg.BounceClasses,
+		arg.Recipients,
+		arg.RecipientHashes,
+		arg.Domains,
+		arg.DomainIds,
+		arg.Classifications,
+		arg.Details,
+		arg.OccurredAts,
 	)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

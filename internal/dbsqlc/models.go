@@ -318,6 +318,15 @@ type DataApiMessageEvent struct {
 	ReceivedAt     time.Time
 }
 
+type DataApiMessageEventDay struct {
+	AccountID    uuid.UUID
+	Day          time.Time
+	ProviderKind string
+	EventType    string
+	BounceClass  *string
+	Count        int64
+}
+
 type DataApiMessageSpike struct {
 	DomainID   uuid.UUID
 	ProviderID uuid.UUID

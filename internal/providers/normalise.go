@@ -1,8 +1,11 @@
 package providers
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,101 +93,208 @@ func resolveDomain(links []linkedDomain, sender string) (name string, id *uuid.U
 // A batch of payloads is normalised with ProcessPayloads, which isolates
 // each payload's failure.
 func ProcessPayload(ctx context.Context, tx pgx.Tx, payloadID uuid.UUID, now time.Time) (Processed, error) {
+	out, err := processBatch(ctx, tx, []uuid.UUID{payloadID}, now)
+	if err != nil {
+		return Processed{}, err
+	}
+	return out[0], nil
+}
+
+// pendingPayload is a payload read and parsed, whose events are to be
+// stored.
+type pendingPayload struct {
+	id     uuid.UUID
+	prov   dbsqlc.SendingProvider
+	events []pendingEvent
+	out    Processed
+}
+
+// pendingEvent is one event of a pendingPayload.
+type pendingEvent struct {
+	payload  *pendingPayload
+	id       uuid.UUID
+	event    esp.Event
+	domain   string
+	domainID *uuid.UUID
+	hash     [32]byte
+	inserted bool
+}
+
+// processBatch normalises payloads in tx with one insert of all their
+// events: the rollup triggers of message_events then run once and take
+// their counters in one ordered sweep, so concurrent batches of one account
+// wait for each other instead of deadlocking, and a batch costs one
+// statement instead of one per event.
+func processBatch(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, now time.Time) ([]Processed, error) {
+	pending := make([]*pendingPayload, len(ids))
+	for i, id := range ids {
+		p, err := preparePayload(ctx, tx, id, now)
+		if err != nil {
+			return nil, err
+		}
+		pending[i] = p
+	}
+	if err := insertEvents(ctx, tx, pending); err != nil {
+		return nil, err
+	}
+	out := make([]Processed, len(ids))
+	for i, p := range pending {
+		if p.events != nil {
+			if err := finishPayload(ctx, tx, p, now); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = p.out
+	}
+	return out, nil
+}
+
+// preparePayload reads and parses a payload. A payload gone, done or
+// unreadable (marked processed with its error) has no events to store
+// (events nil).
+func preparePayload(ctx context.Context, tx pgx.Tx, payloadID uuid.UUID, now time.Time) (*pendingPayload, error) {
 	q := dbsqlc.New()
+	p := &pendingPayload{id: payloadID}
 	pl, err := q.ProviderPayloadGetByID(ctx, tx, payloadID)
 	if dbutil.IsNotFound(err) {
-		return Processed{Gone: true}, nil
+		p.out.Gone = true
+		return p, nil
 	}
 	if err != nil {
-		return Processed{}, fmt.Errorf("error reading payload: %w", err)
+		return nil, fmt.Errorf("error reading payload: %w", err)
 	}
 	if pl.ProcessedAt != nil {
-		return Processed{Done: true}, nil
+		p.out.Done = true
+		return p, nil
 	}
-	prov, err := q.ProviderGetForIngress(ctx, tx, pl.ProviderID)
+	p.prov, err = q.ProviderGetForIngress(ctx, tx, pl.ProviderID)
 	if dbutil.IsNotFound(err) {
 		// Stored while the provider was being deleted (provider_payloads
 		// has no foreign key, 0017): it belongs to nobody now.
 		if err := q.ProviderPayloadDeleteOrphan(ctx, tx, pl.ID); err != nil {
-			return Processed{}, fmt.Errorf("error deleting an orphaned payload: %w", err)
+			return nil, fmt.Errorf("error deleting an orphaned payload: %w", err)
 		}
-		return Processed{Gone: true}, nil
+		p.out.Gone = true
+		return p, nil
 	}
 	if err != nil {
-		return Processed{}, fmt.Errorf("error reading provider: %w", err)
+		return nil, fmt.Errorf("error reading provider: %w", err)
 	}
 	hdr := ""
 	if pl.HeaderEventID != nil {
 		hdr = *pl.HeaderEventID
 	}
-	evs, perr := ParsePayload(prov.Kind, pl.Body, hdr)
+	evs, perr := ParsePayload(p.prov.Kind, pl.Body, hdr)
 	if perr != nil {
 		// A verified body we cannot read is kept with its error for an
 		// operator; retrying will not help.
 		msg := esp.Clip(pgtext.Clean(perr.Error()), maxPayloadError)
-		return Processed{}, q.ProviderPayloadMarkProcessed(ctx, tx, dbsqlc.ProviderPayloadMarkProcessedParams{ID: pl.ID, Now: now, Events: 0, Error: &msg})
+		return p, q.ProviderPayloadMarkProcessed(ctx, tx, dbsqlc.ProviderPayloadMarkProcessedParams{ID: pl.ID, Now: now, Events: 0, Error: &msg})
 	}
-	rows, err := q.ProviderLinkListDomains(ctx, tx, prov.ID)
+	rows, err := q.ProviderLinkListDomains(ctx, tx, p.prov.ID)
 	if err != nil {
-		return Processed{}, fmt.Errorf("error reading linked domains: %w", err)
+		return nil, fmt.Errorf("error reading linked domains: %w", err)
 	}
 	links := make([]linkedDomain, len(rows))
 	for i, r := range rows {
 		links[i] = linkedDomain{id: r.ID, name: r.Name}
 	}
-	var out Processed
-	for _, e := range evs {
+	p.events = make([]pendingEvent, len(evs))
+	for i, e := range evs {
 		name, domainID := resolveDomain(links, e.Sender)
-		var bounce, detail *string
-		if e.Bounce != "" {
-			bounce = &e.Bounce
+		p.events[i] = pendingEvent{payload: p, id: uuid.Must(uuid.NewV7()), event: e, domain: name, domainID: domainID, hash: RecipientHash(e.Recipient)}
+	}
+	return p, nil
+}
+
+// insertEvents stores the events of every payload in one statement,
+// ordered by provider and event id (an event sent twice is stored from its
+// first payload), and marks those stored.
+func insertEvents(ctx context.Context, tx pgx.Tx, pending []*pendingPayload) error {
+	var all []*pendingEvent
+	for _, p := range pending {
+		for i := range p.events {
+			all = append(all, &p.events[i])
 		}
-		if e.Detail != "" {
-			detail = &e.Detail
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(all, func(a, b *pendingEvent) int {
+		return cmp.Or(bytes.Compare(a.payload.prov.ID[:], b.payload.prov.ID[:]), cmp.Compare(a.event.ID, b.event.ID))
+	})
+	n := len(all)
+	arg := dbsqlc.MessageEventInsertManyParams{
+		Ids: make([]uuid.UUID, n), AccountIds: make([]uuid.UUID, n), ProviderIds: make([]uuid.UUID, n),
+		ProviderKinds: make([]string, n), PayloadIds: make([]uuid.UUID, n), EventIds: make([]string, n),
+		MessageIds: make([]string, n), EventTypes: make([]string, n), BounceClasses: make([]string, n),
+		Recipients: make([]string, n), RecipientHashes: make([][]byte, n), Domains: make([]string, n),
+		DomainIds: make([]uuid.UUID, n), Classifications: make([]string, n), Details: make([]string, n),
+		OccurredAts: make([]time.Time, n),
+	}
+	for i, e := range all {
+		p := e.payload
+		arg.Ids[i], arg.AccountIds[i], arg.ProviderIds[i], arg.ProviderKinds[i] = e.id, p.prov.AccountID, p.prov.ID, p.prov.Kind
+		arg.PayloadIds[i], arg.EventIds[i], arg.MessageIds[i], arg.EventTypes[i] = p.id, e.event.ID, e.event.MessageID, string(e.event.Type)
+		arg.BounceClasses[i], arg.Recipients[i], arg.RecipientHashes[i], arg.Domains[i] = e.event.Bounce, e.event.Recipient, e.hash[:], e.domain
+		if e.domainID != nil {
+			arg.DomainIds[i] = *e.domainID
 		}
-		hash := RecipientHash(e.Recipient)
-		id, err := q.MessageEventInsert(ctx, tx, dbsqlc.MessageEventInsertParams{
-			ID: uuid.Must(uuid.NewV7()), AccountID: prov.AccountID, ProviderID: prov.ID, ProviderKind: prov.Kind,
-			PayloadID: &pl.ID, EventID: e.ID, MessageID: e.MessageID, EventType: string(e.Type), BounceClass: bounce,
-			Recipient: e.Recipient, RecipientHash: hash[:], Domain: name, DomainID: domainID, Unlinked: domainID == nil,
-			Classification: e.Classification, Detail: detail, OccurredAt: e.Timestamp,
-		})
-		if dbutil.IsNotFound(err) {
-			out.Duplicates++
+		arg.Classifications[i], arg.Details[i], arg.OccurredAts[i] = e.event.Classification, e.event.Detail, e.event.Timestamp
+	}
+	stored, err := dbsqlc.New().MessageEventInsertMany(ctx, tx, arg)
+	if err != nil {
+		return fmt.Errorf("error inserting message events: %w", err)
+	}
+	ok := make(map[uuid.UUID]bool, len(stored))
+	for _, id := range stored {
+		ok[id] = true
+	}
+	for _, e := range all {
+		e.inserted = ok[e.id]
+	}
+	return nil
+}
+
+// finishPayload counts a payload's events, suppresses the recipients of
+// its new hard bounces and complaints, and marks it processed.
+func finishPayload(ctx context.Context, tx pgx.Tx, p *pendingPayload, now time.Time) error {
+	q := dbsqlc.New()
+	for i := range p.events {
+		e := &p.events[i]
+		if !e.inserted {
+			p.out.Duplicates++
 			continue
 		}
-		if err != nil {
-			return Processed{}, fmt.Errorf("error inserting message event: %w", err)
-		}
-		out.Inserted++
+		p.out.Inserted++
 		reason := ""
 		switch {
-		case e.Type == esp.TypeBounced && e.Bounce == esp.BounceHard:
+		case e.event.Type == esp.TypeBounced && e.event.Bounce == esp.BounceHard:
 			reason = ReasonHardBounce
-		case e.Type == esp.TypeComplained:
+		case e.event.Type == esp.TypeComplained:
 			reason = ReasonComplaint
 		}
 		if reason == "" {
 			continue
 		}
 		var dom *string
-		if name != "" {
-			dom = &name
+		if e.domain != "" {
+			dom = &e.domain
 		}
-		_, err = q.SuppressionInsert(ctx, tx, dbsqlc.SuppressionInsertParams{
-			ID: uuid.Must(uuid.NewV7()), AccountID: prov.AccountID, Email: esp.Clip(e.Recipient, 320), EmailHash: hash[:],
-			Reason: reason, Domain: dom, ProviderID: &prov.ID, SourceEventID: &id,
+		_, err := q.SuppressionInsert(ctx, tx, dbsqlc.SuppressionInsertParams{
+			ID: uuid.Must(uuid.NewV7()), AccountID: p.prov.AccountID, Email: esp.Clip(e.event.Recipient, 320), EmailHash: e.hash[:],
+			Reason: reason, Domain: dom, ProviderID: &p.prov.ID, SourceEventID: &e.id,
 		})
 		switch {
 		case dbutil.IsNotFound(err): // already suppressed
 		case err != nil:
-			return Processed{}, fmt.Errorf("error inserting suppression: %w", err)
+			return fmt.Errorf("error inserting suppression: %w", err)
 		default:
-			out.Suppressed++
+			p.out.Suppressed++
 		}
 	}
-	if err := q.ProviderPayloadMarkProcessed(ctx, tx, dbsqlc.ProviderPayloadMarkProcessedParams{ID: pl.ID, Now: now, Events: int32(out.Inserted)}); err != nil {
-		return Processed{}, fmt.Errorf("error marking payload processed: %w", err)
+	if err := q.ProviderPayloadMarkProcessed(ctx, tx, dbsqlc.ProviderPayloadMarkProcessedParams{ID: p.id, Now: now, Events: int32(p.out.Inserted)}); err != nil {
+		return fmt.Errorf("error marking payload processed: %w", err)
 	}
-	return out, nil
+	return nil
 }
