@@ -12,37 +12,195 @@ import (
 	"github.com/google/uuid"
 )
 
+const messageRawAccountDays = `-- name: MessageRawAccountDays :many
+SELECT (occurred_at AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, count(*)::bigint AS count
+FROM message_events
+WHERE account_id = $1::uuid
+  AND ((occurred_at >= $2::timestamptz AND occurred_at < $3::timestamptz)
+    OR (occurred_at >= $4::timestamptz AND occurred_at < $5::timestamptz))
+GROUP BY 1, 2, 3, 4
+`
+
+type MessageRawAccountDaysParams struct {
+	AccountID uuid.UUID
+	HeadFrom  time.Time
+	HeadTo    time.Time
+	TailFrom  time.Time
+	TailTo    time.Time
+}
+
+type MessageRawAccountDaysRow struct {
+	Day          time.Time
+	ProviderKind string
+	EventType    string
+	BounceClass  *string
+	Count        int64
+}
+
+// The same from the raw rows of the partial hours.
+func (q *Queries) MessageRawAccountDays(ctx context.Context, db DBTX, arg MessageRawAccountDaysParams) ([]MessageRawAccountDaysRow, error) {
+	rows, err := db.Query(ctx, messageRawAccountDays,
+		arg.AccountID,
+		arg.HeadFrom,
+		arg.HeadTo,
+		arg.TailFrom,
+		arg.TailTo,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageRawAccountDaysRow
+	for rows.Next() {
+		var i MessageRawAccountDaysRow
+		if err := rows.Scan(
+			&i.Day,
+			&i.ProviderKind,
+			&i.EventType,
+			&i.BounceClass,
+			&i.Count,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageRawDomainNameDays = `-- name: MessageRawDomainNameDays :many
+SELECT (occurred_at AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, count(*)::bigint AS count
+FROM message_events
+WHERE account_id = $1::uuid AND domain = $2::text
+  AND ((occurred_at >= $3::timestamptz AND occurred_at < $4::timestamptz)
+    OR (occurred_at >= $5::timestamptz AND occurred_at < $6::timestamptz))
+GROUP BY 1, 2, 3, 4
+`
+
+type MessageRawDomainNameDaysParams struct {
+	AccountID uuid.UUID
+	Domain    string
+	HeadFrom  time.Time
+	HeadTo    time.Time
+	TailFrom  time.Time
+	TailTo    time.Time
+}
+
+type MessageRawDomainNameDaysRow struct {
+	Day          time.Time
+	ProviderKind string
+	EventType    string
+	BounceClass  *string
+	Count        int64
+}
+
+// The same from the raw rows of the partial hours.
+func (q *Queries) MessageRawDomainNameDays(ctx context.Context, db DBTX, arg MessageRawDomainNameDaysParams) ([]MessageRawDomainNameDaysRow, error) {
+	rows, err := db.Query(ctx, messageRawDomainNameDays,
+		arg.AccountID,
+		arg.Domain,
+		arg.HeadFrom,
+		arg.HeadTo,
+		arg.TailFrom,
+		arg.TailTo,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageRawDomainNameDaysRow
+	for rows.Next() {
+		var i MessageRawDomainNameDaysRow
+		if err := rows.Scan(
+			&i.Day,
+			&i.ProviderKind,
+			&i.EventType,
+			&i.BounceClass,
+			&i.Count,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const messageRawDomainProviders = `-- name: MessageRawDomainProviders :many
+SELECT provider_id, event_type, bounce_class, count(*)::bigint AS count
+FROM message_events
+WHERE account_id = $1::uuid AND domain_id = $2::uuid
+  AND ((occurred_at >= $3::timestamptz AND occurred_at < $4::timestamptz)
+    OR (occurred_at >= $5::timestamptz AND occurred_at < $6::timestamptz))
+GROUP BY 1, 2, 3
+`
+
+type MessageRawDomainProvidersParams struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	HeadFrom  time.Time
+	HeadTo    time.Time
+	TailFrom  time.Time
+	TailTo    time.Time
+}
+
+type MessageRawDomainProvidersRow struct {
+	ProviderID  uuid.UUID
+	EventType   string
+	BounceClass *string
+	Count       int64
+}
+
+// The same from the raw rows of the partial hours.
+func (q *Queries) MessageRawDomainProviders(ctx context.Context, db DBTX, arg MessageRawDomainProvidersParams) ([]MessageRawDomainProvidersRow, error) {
+	rows, err := db.Query(ctx, messageRawDomainProviders,
+		arg.AccountID,
+		arg.DomainID,
+		arg.HeadFrom,
+		arg.HeadTo,
+		arg.TailFrom,
+		arg.TailTo,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageRawDomainProvidersRow
+	for rows.Next() {
+		var i MessageRawDomainProvidersRow
+		if err := rows.Scan(
+			&i.ProviderID,
+			&i.EventType,
+			&i.BounceClass,
+			&i.Count,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageRollupAccountDays = `-- name: MessageRollupAccountDays :many
 
-SELECT x.day::date AS day, x.provider_kind::text AS provider_kind, x.event_type::text AS event_type,
-       x.bounce_class, sum(x.n)::bigint AS count
-FROM (
-    SELECT (hour AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, n
-    FROM message_event_account_hourly
-    WHERE account_id = $1::uuid AND hour >= $2::timestamptz
-      AND hour < coalesce($3::timestamptz, 'infinity'::timestamptz)
-    UNION ALL
-    SELECT (occurred_at AT TIME ZONE 'UTC')::date, provider_kind, event_type, bounce_class, 1::bigint
-    FROM message_events
-    WHERE account_id = $1::uuid AND occurred_at >= $4::timestamptz AND occurred_at < $5::timestamptz
-    UNION ALL
-    SELECT (occurred_at AT TIME ZONE 'UTC')::date, provider_kind, event_type, bounce_class, 1::bigint
-    FROM message_events
-    WHERE account_id = $1::uuid AND occurred_at >= $6::timestamptz AND occurred_at < $7::timestamptz
-) x
+SELECT (hour AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_account_hourly
+WHERE account_id = $1::uuid AND hour >= $2::timestamptz
+  AND hour < coalesce($3::timestamptz, 'infinity'::timestamptz)
 GROUP BY 1, 2, 3, 4
-HAVING sum(x.n) <> 0
-ORDER BY 1, 2, 3, 4
 `
 
 type MessageRollupAccountDaysParams struct {
 	AccountID uuid.UUID
 	HoursFrom time.Time
 	HoursTo   *time.Time
-	HeadFrom  time.Time
-	HeadTo    time.Time
-	TailFrom  time.Time
-	TailTo    time.Time
 }
 
 type MessageRollupAccountDaysRow struct {
@@ -54,23 +212,17 @@ type MessageRollupAccountDaysRow struct {
 }
 
 // Reads of the message-event rollups (schema/0029_message_event_rollups.sql).
-// Each takes a window as rollups.Split divides it: whole UTC hours from the
-// hourly rollups in [hours_from, hours_to) (hours_to NULL: open-ended) and
-// the raw rows of the partial hours [head_from, head_to) and
+// A window is read as rollups.Split divides it: its whole UTC hours from the
+// hourly rollups, [hours_from, hours_to) (hours_to NULL: open-ended), and
+// the raw rows of its partial hours [head_from, head_to) and
 // [tail_from, tail_to), each shorter than an hour, through the
-// (account_id, occurred_at) index. internal/providers/rollups.go is the only
-// caller.
-// An account's events per UTC day, provider kind, outcome and bounce class.
+// (account_id, occurred_at) index. Each read is two queries, one per source,
+// rather than one UNION ALL: the planner gave the union a parallel plan
+// whose workers' start cost several times the read itself.
+// internal/providers/rollups.go is the only caller; it adds the two answers.
+// An account's counters per UTC day, provider kind, outcome and bounce class.
 func (q *Queries) MessageRollupAccountDays(ctx context.Context, db DBTX, arg MessageRollupAccountDaysParams) ([]MessageRollupAccountDaysRow, error) {
-	rows, err := db.Query(ctx, messageRollupAccountDays,
-		arg.AccountID,
-		arg.HoursFrom,
-		arg.HoursTo,
-		arg.HeadFrom,
-		arg.HeadTo,
-		arg.TailFrom,
-		arg.TailTo,
-	)
+	rows, err := db.Query(ctx, messageRollupAccountDays, arg.AccountID, arg.HoursFrom, arg.HoursTo)
 	if err != nil {
 		return nil, err
 	}
@@ -126,27 +278,11 @@ func (q *Queries) MessageRollupAccountsAfter(ctx context.Context, db DBTX, arg M
 }
 
 const messageRollupDomainNameDays = `-- name: MessageRollupDomainNameDays :many
-SELECT x.day::date AS day, x.provider_kind::text AS provider_kind, x.event_type::text AS event_type,
-       x.bounce_class, sum(x.n)::bigint AS count
-FROM (
-    SELECT (hour AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, n
-    FROM message_event_domain_hourly
-    WHERE account_id = $1::uuid AND domain = $2::text AND hour >= $3::timestamptz
-      AND hour < coalesce($4::timestamptz, 'infinity'::timestamptz)
-    UNION ALL
-    SELECT (occurred_at AT TIME ZONE 'UTC')::date, provider_kind, event_type, bounce_class, 1::bigint
-    FROM message_events
-    WHERE account_id = $1::uuid AND domain = $2::text
-      AND occurred_at >= $5::timestamptz AND occurred_at < $6::timestamptz
-    UNION ALL
-    SELECT (occurred_at AT TIME ZONE 'UTC')::date, provider_kind, event_type, bounce_class, 1::bigint
-    FROM message_events
-    WHERE account_id = $1::uuid AND domain = $2::text
-      AND occurred_at >= $7::timestamptz AND occurred_at < $8::timestamptz
-) x
+SELECT (hour AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_domain_hourly
+WHERE account_id = $1::uuid AND domain = $2::text AND hour >= $3::timestamptz
+  AND hour < coalesce($4::timestamptz, 'infinity'::timestamptz)
 GROUP BY 1, 2, 3, 4
-HAVING sum(x.n) <> 0
-ORDER BY 1, 2, 3, 4
 `
 
 type MessageRollupDomainNameDaysParams struct {
@@ -154,10 +290,6 @@ type MessageRollupDomainNameDaysParams struct {
 	Domain    string
 	HoursFrom time.Time
 	HoursTo   *time.Time
-	HeadFrom  time.Time
-	HeadTo    time.Time
-	TailFrom  time.Time
-	TailTo    time.Time
 }
 
 type MessageRollupDomainNameDaysRow struct {
@@ -168,18 +300,14 @@ type MessageRollupDomainNameDaysRow struct {
 	Count        int64
 }
 
-// The same for the events of one sending domain name (linked, unlinked or
-// of a deleted domain).
+// The counters of one sending domain name (linked, unlinked or of a deleted
+// domain) per UTC day, provider kind, outcome and bounce class.
 func (q *Queries) MessageRollupDomainNameDays(ctx context.Context, db DBTX, arg MessageRollupDomainNameDaysParams) ([]MessageRollupDomainNameDaysRow, error) {
 	rows, err := db.Query(ctx, messageRollupDomainNameDays,
 		arg.AccountID,
 		arg.Domain,
 		arg.HoursFrom,
 		arg.HoursTo,
-		arg.HeadFrom,
-		arg.HeadTo,
-		arg.TailFrom,
-		arg.TailTo,
 	)
 	if err != nil {
 		return nil, err
@@ -206,27 +334,11 @@ func (q *Queries) MessageRollupDomainNameDays(ctx context.Context, db DBTX, arg 
 }
 
 const messageRollupDomainProviders = `-- name: MessageRollupDomainProviders :many
-SELECT x.provider_id::uuid AS provider_id, x.event_type::text AS event_type, x.bounce_class,
-       sum(x.n)::bigint AS count
-FROM (
-    SELECT provider_id, event_type, bounce_class, n
-    FROM message_event_domain_hourly
-    WHERE account_id = $1::uuid AND domain_id = $2::uuid AND hour >= $3::timestamptz
-      AND hour < coalesce($4::timestamptz, 'infinity'::timestamptz)
-    UNION ALL
-    SELECT provider_id, event_type, bounce_class, 1::bigint
-    FROM message_events
-    WHERE account_id = $1::uuid AND domain_id = $2::uuid
-      AND occurred_at >= $5::timestamptz AND occurred_at < $6::timestamptz
-    UNION ALL
-    SELECT provider_id, event_type, bounce_class, 1::bigint
-    FROM message_events
-    WHERE account_id = $1::uuid AND domain_id = $2::uuid
-      AND occurred_at >= $7::timestamptz AND occurred_at < $8::timestamptz
-) x
+SELECT provider_id, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_domain_hourly
+WHERE account_id = $1::uuid AND domain_id = $2::uuid AND hour >= $3::timestamptz
+  AND hour < coalesce($4::timestamptz, 'infinity'::timestamptz)
 GROUP BY 1, 2, 3
-HAVING sum(x.n) <> 0
-ORDER BY 1, 2, 3
 `
 
 type MessageRollupDomainProvidersParams struct {
@@ -234,10 +346,6 @@ type MessageRollupDomainProvidersParams struct {
 	DomainID  uuid.UUID
 	HoursFrom time.Time
 	HoursTo   *time.Time
-	HeadFrom  time.Time
-	HeadTo    time.Time
-	TailFrom  time.Time
-	TailTo    time.Time
 }
 
 type MessageRollupDomainProvidersRow struct {
@@ -247,17 +355,13 @@ type MessageRollupDomainProvidersRow struct {
 	Count       int64
 }
 
-// A linked domain's events per provider, outcome and bounce class.
+// A linked domain's counters per provider, outcome and bounce class.
 func (q *Queries) MessageRollupDomainProviders(ctx context.Context, db DBTX, arg MessageRollupDomainProvidersParams) ([]MessageRollupDomainProvidersRow, error) {
 	rows, err := db.Query(ctx, messageRollupDomainProviders,
 		arg.AccountID,
 		arg.DomainID,
 		arg.HoursFrom,
 		arg.HoursTo,
-		arg.HeadFrom,
-		arg.HeadTo,
-		arg.TailFrom,
-		arg.TailTo,
 	)
 	if err != nil {
 		return nil, err

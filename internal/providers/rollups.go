@@ -69,12 +69,15 @@ type window struct {
 	hoursTo          *time.Time
 	headFrom, headTo time.Time
 	tailFrom, tailTo time.Time
+	// hours and raw: whether there are whole hours and partial ones to read.
+	hours, raw bool
 }
 
 // split divides [from, until) (a zero until: open-ended) for the queries.
 func split(from, until time.Time) window {
 	w := rollups.Split(from, until)
-	out := window{hoursFrom: w.Hours.From, headFrom: w.Head.From, headTo: w.Head.To, tailFrom: w.Tail.From, tailTo: w.Tail.To}
+	out := window{hoursFrom: w.Hours.From, headFrom: w.Head.From, headTo: w.Head.To, tailFrom: w.Tail.From, tailTo: w.Tail.To,
+		hours: !w.Hours.Empty(), raw: !w.Head.Empty() || !w.Tail.Empty()}
 	if !w.Hours.To.IsZero() {
 		to := w.Hours.To
 		out.hoursTo = &to
@@ -90,14 +93,26 @@ type dayRow struct {
 }
 
 // days reads an account's events of [from, until) per UTC day, provider
-// kind, outcome and bounce class; with domain, only that sending domain's.
+// kind, outcome and bounce class, with a row per source (a day may come
+// twice); with domain, only that sending domain's.
 func days(ctx context.Context, db dbutil.Executor, account uuid.UUID, domain *string, from, until time.Time) ([]dayRow, error) {
 	q, w := dbsqlc.New(), split(from, until)
 	var out []dayRow
-	if domain == nil {
-		rows, err := q.MessageRollupAccountDays(ctx, db, dbsqlc.MessageRollupAccountDaysParams{
-			AccountID: account, HoursFrom: w.hoursFrom, HoursTo: w.hoursTo,
-			HeadFrom: w.headFrom, HeadTo: w.headTo, TailFrom: w.tailFrom, TailTo: w.tailTo,
+	if domain != nil {
+		return domainDays(ctx, db, account, *domain, w)
+	}
+	if w.hours {
+		rows, err := q.MessageRollupAccountDays(ctx, db, dbsqlc.MessageRollupAccountDaysParams{AccountID: account, HoursFrom: w.hoursFrom, HoursTo: w.hoursTo})
+		if err != nil {
+			return nil, fmt.Errorf("error reading message event rollups: %w", err)
+		}
+		for _, r := range rows {
+			out = append(out, dayRow{r.Day, r.ProviderKind, r.EventType, r.BounceClass, r.Count})
+		}
+	}
+	if w.raw {
+		rows, err := q.MessageRawAccountDays(ctx, db, dbsqlc.MessageRawAccountDaysParams{
+			AccountID: account, HeadFrom: w.headFrom, HeadTo: w.headTo, TailFrom: w.tailFrom, TailTo: w.tailTo,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("error counting message events: %w", err)
@@ -105,17 +120,35 @@ func days(ctx context.Context, db dbutil.Executor, account uuid.UUID, domain *st
 		for _, r := range rows {
 			out = append(out, dayRow{r.Day, r.ProviderKind, r.EventType, r.BounceClass, r.Count})
 		}
-		return out, nil
 	}
-	rows, err := q.MessageRollupDomainNameDays(ctx, db, dbsqlc.MessageRollupDomainNameDaysParams{
-		AccountID: account, Domain: *domain, HoursFrom: w.hoursFrom, HoursTo: w.hoursTo,
-		HeadFrom: w.headFrom, HeadTo: w.headTo, TailFrom: w.tailFrom, TailTo: w.tailTo,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("error counting message events of %s: %w", *domain, err)
+	return out, nil
+}
+
+// domainDays is days for one sending domain name.
+func domainDays(ctx context.Context, db dbutil.Executor, account uuid.UUID, domain string, w window) ([]dayRow, error) {
+	q := dbsqlc.New()
+	var out []dayRow
+	if w.hours {
+		rows, err := q.MessageRollupDomainNameDays(ctx, db, dbsqlc.MessageRollupDomainNameDaysParams{
+			AccountID: account, Domain: domain, HoursFrom: w.hoursFrom, HoursTo: w.hoursTo,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("error reading message event rollups of %s: %w", domain, err)
+		}
+		for _, r := range rows {
+			out = append(out, dayRow{r.Day, r.ProviderKind, r.EventType, r.BounceClass, r.Count})
+		}
 	}
-	for _, r := range rows {
-		out = append(out, dayRow{r.Day, r.ProviderKind, r.EventType, r.BounceClass, r.Count})
+	if w.raw {
+		rows, err := q.MessageRawDomainNameDays(ctx, db, dbsqlc.MessageRawDomainNameDaysParams{
+			AccountID: account, Domain: domain, HeadFrom: w.headFrom, HeadTo: w.headTo, TailFrom: w.tailFrom, TailTo: w.tailTo,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("error counting message events of %s: %w", domain, err)
+		}
+		for _, r := range rows {
+			out = append(out, dayRow{r.Day, r.ProviderKind, r.EventType, r.BounceClass, r.Count})
+		}
 	}
 	return out, nil
 }
@@ -130,7 +163,7 @@ func DailyVolume(ctx context.Context, db dbutil.Executor, account uuid.UUID, dom
 	}
 	index := map[string]int{}
 	var out []DayCount
-	for _, r := range rows { // ordered by day
+	for _, r := range rows {
 		k := r.day.Format(time.DateOnly) + " " + r.typ
 		i, ok := index[k]
 		if !ok {
@@ -140,6 +173,8 @@ func DailyVolume(ctx context.Context, db dbutil.Executor, account uuid.UUID, dom
 		}
 		out[i].Count += r.n
 	}
+	out = slices.DeleteFunc(out, func(c DayCount) bool { return c.Count == 0 })
+	slices.SortFunc(out, func(a, b DayCount) int { return cmp.Or(a.Day.Compare(b.Day), cmp.Compare(a.EventType, b.EventType)) })
 	return out, nil
 }
 
@@ -163,6 +198,7 @@ func TypeBreakdown(ctx context.Context, db dbutil.Executor, account uuid.UUID, s
 		}
 		out[i].Count += r.n
 	}
+	out = slices.DeleteFunc(out, func(c TypeCount) bool { return c.Count == 0 })
 	slices.SortFunc(out, func(a, b TypeCount) int {
 		return cmp.Or(cmp.Compare(a.EventType, b.EventType), cmp.Compare(a.ProviderKind, b.ProviderKind))
 	})
@@ -187,19 +223,36 @@ func AccountCounts(ctx context.Context, db dbutil.Executor, account uuid.UUID, s
 // zero until: open-ended) per provider. A provider is listed when it has at
 // least one event of any type in the window.
 func DomainCounts(ctx context.Context, db dbutil.Executor, account, domain uuid.UUID, from, until time.Time) (map[uuid.UUID]Counts, error) {
-	w := split(from, until)
-	rows, err := dbsqlc.New().MessageRollupDomainProviders(ctx, db, dbsqlc.MessageRollupDomainProvidersParams{
-		AccountID: account, DomainID: domain, HoursFrom: w.hoursFrom, HoursTo: w.hoursTo,
-		HeadFrom: w.headFrom, HeadTo: w.headTo, TailFrom: w.tailFrom, TailTo: w.tailTo,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("error counting message events of domain: %w", err)
-	}
+	q, w := dbsqlc.New(), split(from, until)
 	out := map[uuid.UUID]Counts{}
-	for _, r := range rows {
-		c := out[r.ProviderID]
-		c.add(r.EventType, r.BounceClass, r.Count)
-		out[r.ProviderID] = c
+	add := func(provider uuid.UUID, typ string, bounce *string, n int64) {
+		c := out[provider]
+		c.add(typ, bounce, n)
+		out[provider] = c
+	}
+	if w.hours {
+		rows, err := q.MessageRollupDomainProviders(ctx, db, dbsqlc.MessageRollupDomainProvidersParams{
+			AccountID: account, DomainID: domain, HoursFrom: w.hoursFrom, HoursTo: w.hoursTo,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("error reading message event rollups of domain: %w", err)
+		}
+		for _, r := range rows {
+			if r.Count != 0 {
+				add(r.ProviderID, r.EventType, r.BounceClass, r.Count)
+			}
+		}
+	}
+	if w.raw {
+		rows, err := q.MessageRawDomainProviders(ctx, db, dbsqlc.MessageRawDomainProvidersParams{
+			AccountID: account, DomainID: domain, HeadFrom: w.headFrom, HeadTo: w.headTo, TailFrom: w.tailFrom, TailTo: w.tailTo,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("error counting message events of domain: %w", err)
+		}
+		for _, r := range rows {
+			add(r.ProviderID, r.EventType, r.BounceClass, r.Count)
+		}
 	}
 	return out, nil
 }
