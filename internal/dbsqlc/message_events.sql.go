@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 )
 
-const messageEventInsertMany = `-- name: MessageEventInsertMany :many
+const messageEventNormalise = `-- name: MessageEventNormalise :many
 WITH b AS (
     SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS account_id,
            unnest($3::uuid[]) AS provider_id, unnest($4::text[]) AS provider_kind,
@@ -22,23 +22,41 @@ WITH b AS (
            unnest($11::bytea[]) AS recipient_hash, unnest($12::text[]) AS domain,
            unnest($13::uuid[]) AS domain_id, unnest($14::text[]) AS classification,
            unnest($15::text[]) AS detail, unnest($16::timestamptz[]) AS occurred_at,
+           unnest($17::uuid[]) AS suppression_id, unnest($18::text[]) AS reason,
+           unnest($19::text[]) AS email, unnest($20::int[]) AS seq,
            generate_series(1, cardinality($1::uuid[])) AS ord
+), ins AS (
+    INSERT INTO message_events (id, account_id, provider_id, provider_kind, payload_id, event_id, message_id, event_type,
+                                bounce_class, recipient, recipient_hash, domain, domain_id, unlinked, classification,
+                                detail, occurred_at)
+    SELECT b.id, b.account_id, b.provider_id, b.provider_kind, b.payload_id, b.event_id, b.message_id, b.event_type,
+           NULLIF(b.bounce_class, ''), b.recipient, b.recipient_hash, b.domain,
+           NULLIF(b.domain_id, '00000000-0000-0000-0000-000000000000'::uuid),
+           b.domain_id = '00000000-0000-0000-0000-000000000000'::uuid,
+           b.classification, NULLIF(b.detail, ''), b.occurred_at
+    FROM b
+    ORDER BY b.ord
+    ON CONFLICT (provider_id, event_id) DO NOTHING
+    RETURNING id, payload_id
+), sup AS (
+    INSERT INTO suppressions (id, account_id, email, email_hash, reason, domain, provider_id, source_event_id)
+    SELECT b.suppression_id, b.account_id, b.email, b.recipient_hash, b.reason, NULLIF(b.domain, ''), b.provider_id, b.id
+    FROM b JOIN ins ON ins.id = b.id
+    WHERE b.reason <> ''
+    ORDER BY b.seq
+    ON CONFLICT (account_id, email_hash) DO NOTHING
+    RETURNING source_event_id
+), marked AS (
+    UPDATE provider_payloads p
+    SET processed_at = $21::timestamptz, events = (SELECT count(*) FROM ins WHERE ins.payload_id = p.id), error = NULL
+    WHERE p.id = ANY ($22::uuid[])
+    RETURNING p.id
 )
-INSERT INTO message_events (id, account_id, provider_id, provider_kind, payload_id, event_id, message_id, event_type,
-                            bounce_class, recipient, recipient_hash, domain, domain_id, unlinked, classification,
-                            detail, occurred_at)
-SELECT b.id, b.account_id, b.provider_id, b.provider_kind, b.payload_id, b.event_id, b.message_id, b.event_type,
-       NULLIF(b.bounce_class, ''), b.recipient, b.recipient_hash, b.domain,
-       NULLIF(b.domain_id, '00000000-0000-0000-0000-000000000000'::uuid),
-       b.domain_id = '00000000-0000-0000-0000-000000000000'::uuid,
-       b.classification, NULLIF(b.detail, ''), b.occurred_at
-FROM b
-ORDER BY b.ord
-ON CONFLICT (provider_id, event_id) DO NOTHING
-RETURNING id
+SELECT ins.id, EXISTS (SELECT 1 FROM sup WHERE sup.source_event_id = ins.id) AS suppressed
+FROM ins
 `
 
-type MessageEventInsertManyParams struct {
+type MessageEventNormaliseParams struct {
 	Ids             []uuid.UUID
 	AccountIds      []uuid.UUID
 	ProviderIds     []uuid.UUID
@@ -55,18 +73,36 @@ type MessageEventInsertManyParams struct {
 	Classifications []string
 	Details         []string
 	OccurredAts     []time.Time
+	SuppressionIds  []uuid.UUID
+	Reasons         []string
+	Emails          []string
+	Seqs            []int32
+	Now             time.Time
+	ProcessedIds    []uuid.UUID
 }
 
-// The events of a batch of payloads in one statement, so that the rollup
-// triggers run once for the batch and take their counters in one ordered
-// sweep (schema/0029_message_event_rollups.sql). The arrays have one
-// element per event, inserted in their order (the caller sorts them by
-// provider and event id, so that concurrent batches take the unique index's
-// entries in one order too). An event stored before, or earlier in the
-// batch, is skipped. ” in bounce_classes and details and the nil uuid in
-// domain_ids mean NULL. Returns the ids stored.
-func (q *Queries) MessageEventInsertMany(ctx context.Context, db DBTX, arg MessageEventInsertManyParams) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, messageEventInsertMany,
+type MessageEventNormaliseRow struct {
+	ID         uuid.UUID
+	Suppressed bool
+}
+
+// Stores the events of a batch of payloads, suppresses the recipients of
+// the new hard bounces and complaints, and marks the payloads processed, in
+// one statement: the rollup triggers (schema/0029_message_event_rollups.sql)
+// run once, at its end, and take the account's counters in one ordered
+// sweep, which the transaction then holds only until it commits.
+//
+// The event arrays have one element per event, inserted in their order (the
+// caller sorts them by provider and event id, so that concurrent batches
+// take the unique index's entries in one order too); an event stored
+// before, or earlier in the batch, is skipped. ” in bounce_classes,
+// details, domains (of suppressions) and reasons, and the nil uuid in
+// domain_ids, mean none. A suppression is made for each new event with a
+// reason, in payload order (seqs), unless the address is suppressed already.
+// processed_ids are the payloads to mark processed, with the number of their
+// events stored. Returns each new event and whether it made a suppression.
+func (q *Queries) MessageEventNormalise(ctx context.Context, db DBTX, arg MessageEventNormaliseParams) ([]MessageEventNormaliseRow, error) {
+	rows, err := db.Query(ctx, messageEventNormalise,
 		arg.Ids,
 		arg.AccountIds,
 		arg.ProviderIds,
@@ -83,18 +119,24 @@ func (q *Queries) MessageEventInsertMany(ctx context.Context, db DBTX, arg Messa
 		arg.Classifications,
 		arg.Details,
 		arg.OccurredAts,
+		arg.SuppressionIds,
+		arg.Reasons,
+		arg.Emails,
+		arg.Seqs,
+		arg.Now,
+		arg.ProcessedIds,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []uuid.UUID
+	var items []MessageEventNormaliseRow
 	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
+		var i MessageEventNormaliseRow
+		if err := rows.Scan(&i.ID, &i.Suppressed); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -117,14 +117,18 @@ type pendingEvent struct {
 	domain   string
 	domainID *uuid.UUID
 	hash     [32]byte
-	inserted bool
+	// inserted: stored now (not a duplicate); suppressed: its recipient
+	// was suppressed now.
+	inserted, suppressed bool
 }
 
-// processBatch normalises payloads in tx with one insert of all their
-// events: the rollup triggers of message_events then run once and take
-// their counters in one ordered sweep, so concurrent batches of one account
-// wait for each other instead of deadlocking, and a batch costs one
-// statement instead of one per event.
+// processBatch normalises payloads in tx: each is read and parsed, then
+// one statement stores every event, suppresses and marks the payloads
+// processed (MessageEventNormalise). The rollup triggers of message_events
+// thus run once and take the account's counters in one ordered sweep, held
+// only until the transaction commits: concurrent batches of one account
+// wait for each other briefly instead of deadlocking, and a batch costs one
+// statement instead of a few per event.
 func processBatch(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, now time.Time) ([]Processed, error) {
 	pending := make([]*pendingPayload, len(ids))
 	for i, id := range ids {
@@ -134,14 +138,20 @@ func processBatch(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, now time.Time
 		}
 		pending[i] = p
 	}
-	if err := insertEvents(ctx, tx, pending); err != nil {
+	if err := storeEvents(ctx, tx, pending, now); err != nil {
 		return nil, err
 	}
 	out := make([]Processed, len(ids))
 	for i, p := range pending {
-		if p.events != nil {
-			if err := finishPayload(ctx, tx, p, now); err != nil {
-				return nil, err
+		for _, e := range p.events {
+			switch {
+			case !e.inserted:
+				p.out.Duplicates++
+			case e.suppressed:
+				p.out.Inserted++
+				p.out.Suppressed++
+			default:
+				p.out.Inserted++
 			}
 		}
 		out[i] = p.out
@@ -207,94 +217,80 @@ func preparePayload(ctx context.Context, tx pgx.Tx, payloadID uuid.UUID, now tim
 	return p, nil
 }
 
-// insertEvents stores the events of every payload in one statement,
-// ordered by provider and event id (an event sent twice is stored from its
-// first payload), and marks those stored.
-func insertEvents(ctx context.Context, tx pgx.Tx, pending []*pendingPayload) error {
+// storeEvents runs MessageEventNormalise for the payloads with events to
+// store (none is a payload gone, done or unreadable) and marks each event
+// stored or not, and suppressing or not.
+func storeEvents(ctx context.Context, tx pgx.Tx, pending []*pendingPayload, now time.Time) error {
 	var all []*pendingEvent
+	arg := dbsqlc.MessageEventNormaliseParams{Now: now}
 	for _, p := range pending {
+		if p.events == nil {
+			continue
+		}
+		arg.ProcessedIds = append(arg.ProcessedIds, p.id)
 		for i := range p.events {
 			all = append(all, &p.events[i])
 		}
 	}
-	if len(all) == 0 {
+	if len(arg.ProcessedIds) == 0 {
 		return nil
+	}
+	seq := make(map[*pendingEvent]int32, len(all))
+	for i, e := range all {
+		seq[e] = int32(i)
 	}
 	slices.SortStableFunc(all, func(a, b *pendingEvent) int {
 		return cmp.Or(bytes.Compare(a.payload.prov.ID[:], b.payload.prov.ID[:]), cmp.Compare(a.event.ID, b.event.ID))
 	})
-	n := len(all)
-	arg := dbsqlc.MessageEventInsertManyParams{
-		Ids: make([]uuid.UUID, n), AccountIds: make([]uuid.UUID, n), ProviderIds: make([]uuid.UUID, n),
-		ProviderKinds: make([]string, n), PayloadIds: make([]uuid.UUID, n), EventIds: make([]string, n),
-		MessageIds: make([]string, n), EventTypes: make([]string, n), BounceClasses: make([]string, n),
-		Recipients: make([]string, n), RecipientHashes: make([][]byte, n), Domains: make([]string, n),
-		DomainIds: make([]uuid.UUID, n), Classifications: make([]string, n), Details: make([]string, n),
-		OccurredAts: make([]time.Time, n),
+	for _, e := range all {
+		appendEvent(&arg, e, seq[e])
 	}
-	for i, e := range all {
-		p := e.payload
-		arg.Ids[i], arg.AccountIds[i], arg.ProviderIds[i], arg.ProviderKinds[i] = e.id, p.prov.AccountID, p.prov.ID, p.prov.Kind
-		arg.PayloadIds[i], arg.EventIds[i], arg.MessageIds[i], arg.EventTypes[i] = p.id, e.event.ID, e.event.MessageID, string(e.event.Type)
-		arg.BounceClasses[i], arg.Recipients[i], arg.RecipientHashes[i], arg.Domains[i] = e.event.Bounce, e.event.Recipient, e.hash[:], e.domain
-		if e.domainID != nil {
-			arg.DomainIds[i] = *e.domainID
-		}
-		arg.Classifications[i], arg.Details[i], arg.OccurredAts[i] = e.event.Classification, e.event.Detail, e.event.Timestamp
-	}
-	stored, err := dbsqlc.New().MessageEventInsertMany(ctx, tx, arg)
+	rows, err := dbsqlc.New().MessageEventNormalise(ctx, tx, arg)
 	if err != nil {
-		return fmt.Errorf("error inserting message events: %w", err)
+		return fmt.Errorf("error storing message events: %w", err)
 	}
-	ok := make(map[uuid.UUID]bool, len(stored))
-	for _, id := range stored {
-		ok[id] = true
+	stored := make(map[uuid.UUID]bool, len(rows))
+	for _, r := range rows {
+		stored[r.ID] = r.Suppressed
 	}
 	for _, e := range all {
-		e.inserted = ok[e.id]
+		e.suppressed, e.inserted = stored[e.id]
 	}
 	return nil
 }
 
-// finishPayload counts a payload's events, suppresses the recipients of
-// its new hard bounces and complaints, and marks it processed.
-func finishPayload(ctx context.Context, tx pgx.Tx, p *pendingPayload, now time.Time) error {
-	q := dbsqlc.New()
-	for i := range p.events {
-		e := &p.events[i]
-		if !e.inserted {
-			p.out.Duplicates++
-			continue
-		}
-		p.out.Inserted++
-		reason := ""
-		switch {
-		case e.event.Type == esp.TypeBounced && e.event.Bounce == esp.BounceHard:
-			reason = ReasonHardBounce
-		case e.event.Type == esp.TypeComplained:
-			reason = ReasonComplaint
-		}
-		if reason == "" {
-			continue
-		}
-		var dom *string
-		if e.domain != "" {
-			dom = &e.domain
-		}
-		_, err := q.SuppressionInsert(ctx, tx, dbsqlc.SuppressionInsertParams{
-			ID: uuid.Must(uuid.NewV7()), AccountID: p.prov.AccountID, Email: esp.Clip(e.event.Recipient, 320), EmailHash: e.hash[:],
-			Reason: reason, Domain: dom, ProviderID: &p.prov.ID, SourceEventID: &e.id,
-		})
-		switch {
-		case dbutil.IsNotFound(err): // already suppressed
-		case err != nil:
-			return fmt.Errorf("error inserting suppression: %w", err)
-		default:
-			p.out.Suppressed++
-		}
+// appendEvent adds e to the statement's arrays.
+func appendEvent(arg *dbsqlc.MessageEventNormaliseParams, e *pendingEvent, seq int32) {
+	p, ev := e.payload, e.event
+	domainID := uuid.Nil
+	if e.domainID != nil {
+		domainID = *e.domainID
 	}
-	if err := q.ProviderPayloadMarkProcessed(ctx, tx, dbsqlc.ProviderPayloadMarkProcessedParams{ID: p.id, Now: now, Events: int32(p.out.Inserted)}); err != nil {
-		return fmt.Errorf("error marking payload processed: %w", err)
+	reason := ""
+	switch {
+	case ev.Type == esp.TypeBounced && ev.Bounce == esp.BounceHard:
+		reason = ReasonHardBounce
+	case ev.Type == esp.TypeComplained:
+		reason = ReasonComplaint
 	}
-	return nil
+	arg.Ids = append(arg.Ids, e.id)
+	arg.AccountIds = append(arg.AccountIds, p.prov.AccountID)
+	arg.ProviderIds = append(arg.ProviderIds, p.prov.ID)
+	arg.ProviderKinds = append(arg.ProviderKinds, p.prov.Kind)
+	arg.PayloadIds = append(arg.PayloadIds, p.id)
+	arg.EventIds = append(arg.EventIds, ev.ID)
+	arg.MessageIds = append(arg.MessageIds, ev.MessageID)
+	arg.EventTypes = append(arg.EventTypes, string(ev.Type))
+	arg.BounceClasses = append(arg.BounceClasses, ev.Bounce)
+	arg.Recipients = append(arg.Recipients, ev.Recipient)
+	arg.RecipientHashes = append(arg.RecipientHashes, e.hash[:])
+	arg.Domains = append(arg.Domains, e.domain)
+	arg.DomainIds = append(arg.DomainIds, domainID)
+	arg.Classifications = append(arg.Classifications, ev.Classification)
+	arg.Details = append(arg.Details, ev.Detail)
+	arg.OccurredAts = append(arg.OccurredAts, ev.Timestamp)
+	arg.SuppressionIds = append(arg.SuppressionIds, uuid.Must(uuid.NewV7()))
+	arg.Reasons = append(arg.Reasons, reason)
+	arg.Emails = append(arg.Emails, esp.Clip(ev.Recipient, 320))
+	arg.Seqs = append(arg.Seqs, seq)
 }
