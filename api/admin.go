@@ -18,6 +18,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/identity"
 	"github.com/mailwatch/mailwatch/internal/partitions"
+	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
@@ -71,7 +72,7 @@ type SuspendAccountRequest struct {
 
 // MaintenanceRequest is POST /api/admin/maintenance/{task}.
 type MaintenanceRequest struct {
-	Task string `path:"task" validate:"oneof=prune-events maintain-partitions recheck-domains reconcile-deliveries vacuum-queues rotate-signing-keys reparse-reports rebuild-event-rollups"`
+	Task string `path:"task" validate:"oneof=prune-events maintain-partitions recheck-domains reconcile-deliveries vacuum-queues rotate-signing-keys reparse-reports rebuild-event-rollups rebuild-message-rollups"`
 }
 
 // MaintenanceRun is the answer to a maintenance task: the River job that
@@ -100,14 +101,15 @@ type QueueStat struct {
 
 // maintenanceTasks maps a task name to its job.
 var maintenanceTasks = map[string]func() river.JobArgs{
-	"prune-events":          func() river.JobArgs { return events.PruneArgs{} },
-	"maintain-partitions":   func() river.JobArgs { return partitions.MaintainArgs{} },
-	"recheck-domains":       func() river.JobArgs { return domains.RecheckAllArgs{} },
-	"reconcile-deliveries":  func() river.JobArgs { return deliveries.ReconcileArgs{} },
-	"vacuum-queues":         func() river.JobArgs { return queues.VacuumArgs{} },
-	"rotate-signing-keys":   func() river.JobArgs { return identity.SigningKeyRotateArgs{Force: true} },
-	"reparse-reports":       func() river.JobArgs { return reports.ReparseArgs{} },
-	"rebuild-event-rollups": func() river.JobArgs { return events.RollupRebuildAllArgs{} },
+	"prune-events":            func() river.JobArgs { return events.PruneArgs{} },
+	"maintain-partitions":     func() river.JobArgs { return partitions.MaintainArgs{} },
+	"recheck-domains":         func() river.JobArgs { return domains.RecheckAllArgs{} },
+	"reconcile-deliveries":    func() river.JobArgs { return deliveries.ReconcileArgs{} },
+	"vacuum-queues":           func() river.JobArgs { return queues.VacuumArgs{} },
+	"rotate-signing-keys":     func() river.JobArgs { return identity.SigningKeyRotateArgs{Force: true} },
+	"reparse-reports":         func() river.JobArgs { return reports.ReparseArgs{} },
+	"rebuild-event-rollups":   func() river.JobArgs { return events.RollupRebuildAllArgs{} },
+	"rebuild-message-rollups": func() river.JobArgs { return providers.RollupRebuildArgs{} },
 }
 
 func (s *Server) adminRoutes() {
@@ -141,14 +143,16 @@ func (s *Server) adminRoutes() {
 		Summary: "Run a maintenance task now",
 		Description: "Queues the task's River job and answers its id. prune-events: delete, row by row, the events and message " +
 			"events past a plan's shorter retention and those no partition holds (event_prune). maintain-partitions: create " +
-			"the time partitions ahead and drop those past their retention (partition_maintain; it also runs hourly). recheck-domains: a DNS check of every domain now (domain_recheck_all, one domain_check per " +
+			"the time partitions ahead and drop those past their retention (partition_maintain; it also runs hourly). " +
+			"recheck-domains: a DNS check of every domain now (domain_recheck_all, one domain_check per " +
 			"domain). reconcile-deliveries: repair delivery rows whose job changed outside mailwatch (webhook_reconcile). " +
 			"vacuum-queues: delete finished River jobs older than an hour (queue_vacuum; rows only, autovacuum reclaims " +
 			"the space). rotate-signing-keys: rotate the data-API signing keys now (signing_key_rotate with force). " +
 			"reparse-reports: parse again every failed report whose raw bytes are kept, e.g. after an upgrade (report_reparse, " +
 			"one report_parse job each). rebuild-event-rollups: recompute every account's hourly event counters from the " +
 			"raw events (event_rollup_rebuild_all, one event_rollup_rebuild per account; each holds back only that " +
-			"account's new events, for a few seconds per million events). " +
+			"account's new events, for a few seconds per million events). rebuild-message-rollups: recount every account's message-event rollups from " +
+			"the raw events (message_rollup_rebuild). " +
 			"A task already queued or running is not queued twice: its job is answered with already_queued. Emits " +
 			"maintenance_task_run on the calling admin's own account.",
 		Call: s.runMaintenance,

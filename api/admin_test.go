@@ -162,7 +162,8 @@ func TestMaintenanceTasks(t *testing.T) {
 	kinds := map[string]string{
 		"prune-events": "event_prune", "maintain-partitions": "partition_maintain", "recheck-domains": "domain_recheck_all", "reconcile-deliveries": "webhook_reconcile",
 		"vacuum-queues": "queue_vacuum", "rotate-signing-keys": "signing_key_rotate", "reparse-reports": "report_reparse",
-		"rebuild-event-rollups": "event_rollup_rebuild_all",
+		"rebuild-event-rollups":   "event_rollup_rebuild_all",
+		"rebuild-message-rollups": "message_rollup_rebuild",
 	}
 	for task, kind := range kinds {
 		resp := b.do(t, "POST", "/api/admin/maintenance/"+task, admin.Key, nil)

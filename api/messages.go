@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/domainname"
 	"github.com/mailwatch/mailwatch/internal/esp"
+	"github.com/mailwatch/mailwatch/internal/providers"
 )
 
 // MessageDailyVolumeRequest is GET /api/accounts/me/messages/daily-volume.
@@ -107,7 +107,8 @@ func (s *Server) messageDailyVolume(ctx context.Context, req *MessageDailyVolume
 		}
 		domain = &d
 	}
-	rows, err := s.q.MessageEventDailyVolume(ctx, s.db, dbsqlc.MessageEventDailyVolumeParams{AccountID: mustCaller(ctx).AccountID, Since: from, Domain: domain})
+	// Days after today cannot be shown: the window ends with today.
+	rows, err := providers.DailyVolume(ctx, s.db, mustCaller(ctx).AccountID, domain, from, to.AddDate(0, 0, 1))
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func (s *Server) messageTypeBreakdown(ctx context.Context, req *MessageTypeBreak
 	if req.Since != nil {
 		since = req.Since.UTC()
 	}
-	rows, err := s.q.MessageEventTypeBreakdown(ctx, s.db, dbsqlc.MessageEventTypeBreakdownParams{AccountID: mustCaller(ctx).AccountID, Since: since})
+	rows, err := providers.TypeBreakdown(ctx, s.db, mustCaller(ctx).AccountID, since)
 	if err != nil {
 		return nil, err
 	}
@@ -164,12 +165,12 @@ type DashboardMessages struct {
 }
 
 func (s *Server) fillDashboardMessages(ctx context.Context, account uuid.UUID, out *DashboardSummary) error {
-	c, err := s.q.MessageEventAccountCounts(ctx, s.db, dbsqlc.MessageEventAccountCountsParams{AccountID: account, Since: s.now().Add(-24 * time.Hour)})
+	c, err := providers.AccountCounts(ctx, s.db, account, s.now().Add(-24*time.Hour))
 	if err != nil {
 		return err
 	}
 	m := DashboardMessages{Sent: c.Sent, Delivered: c.Delivered, Bounced: c.Bounced, HardBounced: c.HardBounced, Complained: c.Complained}
-	if vol := max(c.Sent, c.Delivered+c.Bounced); vol > 0 {
+	if vol := c.Volume(); vol > 0 {
 		m.BounceRate = math.Round(float64(c.HardBounced)/float64(vol)*1e6) / 1e6
 		m.ComplaintRate = math.Round(float64(c.Complained)/float64(vol)*1e6) / 1e6
 	}

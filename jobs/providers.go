@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
@@ -53,6 +54,7 @@ func addProviderWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &MessageSpikeCheckWorker{deps: deps})
 	river.AddWorker(w, &MessageSpikeScheduleWorker{deps: deps})
 	river.AddWorker(w, &ProviderPayloadPruneWorker{deps: deps})
+	river.AddWorker(w, &MessageRollupRebuildWorker{deps: deps})
 }
 
 func providerPeriodicJobs(Deps) []*river.PeriodicJob {
@@ -202,4 +204,46 @@ func (w *ProviderPayloadPruneWorker) Work(ctx context.Context, _ *river.Job[Prov
 	return deleteInBatches(5000, func(limit int32) (int64, error) {
 		return q.ProviderPayloadDeleteProcessedBefore(ctx, w.deps.Pool, dbsqlc.ProviderPayloadDeleteProcessedBeforeParams{BeforeID: dbutil.UUIDv7Floor(rows), Max: limit})
 	})
+}
+
+// MessageRollupRebuildWorker works providers.RollupRebuildArgs.
+type MessageRollupRebuildWorker struct {
+	river.WorkerDefaults[providers.RollupRebuildArgs]
+	deps Deps
+}
+
+// NewMessageRollupRebuildWorker returns the worker (tests run its Work
+// directly).
+func NewMessageRollupRebuildWorker(deps Deps) *MessageRollupRebuildWorker {
+	return &MessageRollupRebuildWorker{deps: deps.withDefaults()}
+}
+
+// Timeout implements river.Worker: every account's recount of a large
+// installation takes a while; a run cut short is run again whole (each
+// account's rebuild is its own transaction, and a rebuild of right rollups
+// writes nothing).
+func (w *MessageRollupRebuildWorker) Timeout(*river.Job[providers.RollupRebuildArgs]) time.Duration {
+	return time.Hour
+}
+
+// Work recounts the rollups of the job's account, or of every account, and
+// logs what was corrected.
+func (w *MessageRollupRebuildWorker) Work(ctx context.Context, job *river.Job[providers.RollupRebuildArgs]) error {
+	var (
+		r   providers.Rebuilt
+		err error
+	)
+	if job.Args.AccountID == uuid.Nil {
+		r, err = providers.RebuildAllMessageRollups(ctx, w.deps.Pool)
+	} else {
+		r, err = providers.RebuildMessageRollups(ctx, w.deps.Pool, job.Args.AccountID)
+	}
+	level := slog.LevelInfo
+	if r.Corrected() {
+		level = slog.LevelWarn
+	}
+	w.deps.Logger.Log(ctx, level, "rebuilt message event rollups", slog.Int("accounts", r.Accounts),
+		slog.Int64("domain_rows_written", r.DomainWritten), slog.Int64("domain_rows_deleted", r.DomainDeleted),
+		slog.Int64("account_rows_written", r.AccountWritten), slog.Int64("account_rows_deleted", r.AccountDeleted))
+	return err
 }

@@ -13,11 +13,6 @@ SET active = @active::boolean, started_at = sqlc.narg('started_at')::timestamptz
     event_id = sqlc.narg('event_id')::uuid, rate = @rate::float8, checked_at = @checked_at::timestamptz
 WHERE domain_id = @domain_id::uuid AND provider_id = @provider_id::uuid AND kind = @kind::text;
 
--- name: MessageSpikeProvidersForDomain :many
--- Providers with events for a domain since a time.
-SELECT DISTINCT provider_id FROM message_events
-WHERE domain_id = @domain_id::uuid AND occurred_at >= @since::timestamptz;
-
 -- name: MessageEventDomainsReceivedSince :many
 -- Linked domains with events stored since a time (spike scheduling).
 SELECT DISTINCT domain_id::uuid FROM message_events

@@ -42,7 +42,7 @@ Receives mail for receivers on SMTP_ADDR (domain INBOUND_DOMAIN); STARTTLS
 with SMTP_TLS_CERT and SMTP_TLS_KEY. Serves /healthz, /readyz and /metrics on
 METRICS_ADDR.
 `,
-	"jobs": `usage: mailwatch jobs list|retry|cancel [arguments]
+	"jobs": `usage: mailwatch jobs list|retry|cancel|rebuild-message-rollups [arguments]
 
 ` + jobsUsage + `
 
@@ -62,6 +62,13 @@ Makes a job available to run now (as River UI's retry does).
 	"jobs cancel": `usage: mailwatch jobs cancel <job id>
 
 Cancels a job; a running job's worker is told to stop.
+`,
+	"jobs rebuild-message-rollups": `usage: mailwatch jobs rebuild-message-rollups [--account=<account id>]
+
+Queues the maintenance job (message_rollup_rebuild) that recounts the
+hourly message-event rollups from the raw events: one account's, or every
+account's without --account. Each account is rebuilt in one transaction;
+only wrong rows are written. The worker logs what it corrected.
 `,
 	"migrate": `usage: mailwatch migrate
 

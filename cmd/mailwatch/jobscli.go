@@ -12,17 +12,21 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailwatch/mailwatch/internal/config"
+	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
 const jobsUsage = `usage:
   mailwatch jobs list [--state=a,b] [--kind=a,b] [--queue=a,b] [--limit=N]
   mailwatch jobs retry <job id>
-  mailwatch jobs cancel <job id>`
+  mailwatch jobs cancel <job id>
+  mailwatch jobs rebuild-message-rollups [--account=<account id>]`
 
 // runJobs is the operator's view of River, over River's client API (the
 // same calls River UI makes). Rows that follow jobs, such as webhook
@@ -34,6 +38,8 @@ func runJobs(ctx context.Context, cfg *config.Config, logger *slog.Logger, args 
 	}
 	switch args[0] {
 	case "list", "retry", "cancel":
+	case "rebuild-message-rollups":
+		return runRebuildMessageRollups(ctx, cfg, logger, args[1:], stdout)
 	default:
 		return usageError{fmt.Sprintf("jobs: unknown subcommand %q\n%s", args[0], jobsUsage)}
 	}
@@ -154,4 +160,45 @@ func printJobs(w io.Writer, list []*rivertype.JobRow) {
 			j.ScheduledAt.UTC().Format(time.RFC3339), j.EncodedArgs)
 	}
 	_ = tw.Flush()
+}
+
+// runRebuildMessageRollups queues the maintenance job that recounts the
+// message-event rollups from the raw events (providers.RollupRebuildArgs):
+// one account's with --account, every account's without. The worker fleet
+// runs it; the same run is not queued twice while one is waiting or running.
+func runRebuildMessageRollups(ctx context.Context, cfg *config.Config, logger *slog.Logger, args []string, stdout io.Writer) error {
+	var job providers.RollupRebuildArgs
+	for _, a := range args {
+		name, value, _ := strings.Cut(a, "=")
+		if name != "--account" {
+			return usageError{fmt.Sprintf("jobs rebuild-message-rollups: unknown argument %q\n%s", a, jobsUsage)}
+		}
+		id, err := uuid.Parse(value)
+		if err != nil || id == uuid.Nil {
+			return usageError{fmt.Sprintf("jobs rebuild-message-rollups: %q is not an account id", value)}
+		}
+		job.AccountID = id
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	client, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger, Settings: jobs.SettingsFrom(cfg)}, jobs.Options{})
+	if err != nil {
+		return err
+	}
+	opts := queues.RunNowOpts()
+	opts.UniqueOpts.ByArgs = true
+	res, err := client.Insert(ctx, job, opts)
+	if err != nil {
+		return fmt.Errorf("error queueing the rebuild: %w", err)
+	}
+	note := ""
+	if res.UniqueSkippedAsDuplicate {
+		note = " (already queued)"
+	}
+	fmt.Fprintf(stdout, "job %d (%s) is %s%s; 'mailwatch jobs list --kind=%s' follows it, the worker logs what it corrected\n",
+		res.Job.ID, res.Job.Kind, res.Job.State, note, res.Job.Kind)
+	return nil
 }

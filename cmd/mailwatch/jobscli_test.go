@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/deliveries"
@@ -55,7 +56,8 @@ func TestJobsCommand(t *testing.T) {
 
 	t.Run("Usage", func(t *testing.T) {
 		for _, args := range [][]string{{"jobs"}, {"jobs", "frobnicate"}, {"jobs", "retry"}, {"jobs", "retry", "abc"},
-			{"jobs", "list", "--state=nope"}, {"jobs", "list", "--limit=0"}, {"jobs", "list", "--colour=red"}} {
+			{"jobs", "list", "--state=nope"}, {"jobs", "list", "--limit=0"}, {"jobs", "list", "--colour=red"},
+			{"jobs", "rebuild-message-rollups", "--account=nope"}, {"jobs", "rebuild-message-rollups", "--all"}} {
 			_, stderr, code := runCLI(t, env, args...)
 			require.Equal(t, 2, code, "%v: %s", args, stderr)
 			require.Contains(t, stderr, "usage")
@@ -63,6 +65,19 @@ func TestJobsCommand(t *testing.T) {
 		_, stderr, code := runCLI(t, env, "jobs", "retry", "987654321")
 		require.Equal(t, 1, code)
 		require.Contains(t, stderr, "does not exist")
+	})
+
+	t.Run("RebuildMessageRollups", func(t *testing.T) {
+		account := uuid.New()
+		for range 2 {
+			out, stderr, code := runCLI(t, env, "jobs", "rebuild-message-rollups", "--account="+account.String())
+			require.Zero(t, code, stderr)
+			require.Contains(t, out, "message_rollup_rebuild")
+		}
+		var n int
+		require.NoError(t, f.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'message_rollup_rebuild'
+			AND queue = 'maintenance' AND args->>'account_id' = $1`, account.String()).Scan(&n))
+		require.Equal(t, 1, n, "queued once while waiting")
 	})
 
 	out, stderr, code := runCLI(t, env, "jobs", "list", "--kind="+events.DeliveryKind, "--state=available")

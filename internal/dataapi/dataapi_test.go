@@ -57,7 +57,9 @@ var newTables = []string{"providers", "provider_links", "message_events", "suppr
 	"received_reports", "dmarc_reports", "dmarc_records", "dmarc_sources", "tls_reports", "dns_connections",
 	"dns_connection_links", "dns_recommendations", "mx_setups",
 	// schema/0013_preferences.sql
-	"preference_groups", "preference_overrides"}
+	"preference_groups", "preference_overrides",
+	// schema/0029_message_event_rollups.sql: the message event's day
+	"message_event_days"}
 
 // seedTenantTables gives the account one row in each table of 0012, with
 // secrets in the columns that must never be readable.
@@ -265,6 +267,7 @@ func TestRowLevelSecurityInSQL(t *testing.T) {
 	for _, sql := range []string{
 		`SELECT count(*) FROM sending_providers WHERE account_id = $1`,
 		`SELECT count(*) FROM message_events WHERE account_id = $1`,
+		`SELECT count(*) FROM message_event_account_hourly WHERE account_id = $1`,
 		`SELECT count(*) FROM suppressions WHERE account_id = $1`,
 		`SELECT count(*) FROM report_messages WHERE account_id = $1`,
 		`SELECT count(*) FROM dns_connections WHERE account_id = $1`,
@@ -297,6 +300,9 @@ func TestRowLevelSecurityInSQL(t *testing.T) {
 		`SELECT secret_ciphertext FROM dns_connections`,
 		`SELECT secret_key_id FROM dns_connections`,
 		`SELECT recipient_hash FROM message_events`,
+		`SELECT n FROM message_event_domain_hourly`,
+		`DELETE FROM message_event_account_hourly`,
+		`UPDATE message_event_account_hourly SET n = 0`,
 		`SELECT email_hash FROM suppressions`,
 		`SELECT raw FROM report_messages`,
 		`SELECT body FROM provider_payloads`,

@@ -36,7 +36,8 @@ const byAccount = `account_id = $1::uuid`
 const byDomain = `domain_id IN (SELECT d.id FROM data_api.domains d WHERE d.account_id = $1::uuid)`
 
 // Tables is the allow-list; it matches the views of schema/0010_data_api.sql,
-// schema/0012_data_api_tables.sql and schema/0013_preferences.sql as
+// schema/0012_data_api_tables.sql, schema/0013_preferences.sql and
+// schema/0029_message_event_rollups.sql, as
 // schema/0024_data_api_rest_names.sql extends them with the REST API's
 // names (RESTNames), and schema/0030_event_rollups.sql's; a test compares
 // them with the database.
@@ -131,6 +132,11 @@ var Tables = func() map[string]*Table {
 		{Name: "mx_setups", Owner: byDomain, Columns: cols(
 			"id", "uuid", "domain_id", "uuid", "name", "text", "token", "text", "state", "text", "problems", "text[]",
 			"last_checked_at", "timestamptz", "verified_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz")},
+
+		// schema/0029_message_event_rollups.sql
+		{Name: "message_event_days", Owner: byAccount, Columns: cols(
+			"account_id", "uuid", "day", "date", "provider_kind", "text", "event_type", "text", "bounce_class", "text",
+			"count", "bigint")},
 
 		// schema/0013_preferences.sql
 		{Name: "preference_groups", Owner: byAccount, Columns: cols(

@@ -12,72 +12,128 @@ import (
 	"github.com/google/uuid"
 )
 
-const messageEventAccountCounts = `-- name: MessageEventAccountCounts :one
-SELECT count(*) FILTER (WHERE event_type = 'sent')::bigint                               AS sent,
-       count(*) FILTER (WHERE event_type = 'delivered')::bigint                          AS delivered,
-       count(*) FILTER (WHERE event_type = 'bounced')::bigint                            AS bounced,
-       count(*) FILTER (WHERE event_type = 'bounced' AND bounce_class = 'hard')::bigint  AS hard_bounced,
-       count(*) FILTER (WHERE event_type = 'complained')::bigint                         AS complained
-FROM message_events
-WHERE account_id = $1::uuid AND occurred_at >= $2::timestamptz
+const messageEventNormalise = `-- name: MessageEventNormalise :many
+WITH b AS (
+    SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS account_id,
+           unnest($3::uuid[]) AS provider_id, unnest($4::text[]) AS provider_kind,
+           unnest($5::uuid[]) AS payload_id, unnest($6::text[]) AS event_id,
+           unnest($7::text[]) AS message_id, unnest($8::text[]) AS event_type,
+           unnest($9::text[]) AS bounce_class, unnest($10::text[]) AS recipient,
+           unnest($11::bytea[]) AS recipient_hash, unnest($12::text[]) AS domain,
+           unnest($13::uuid[]) AS domain_id, unnest($14::text[]) AS classification,
+           unnest($15::text[]) AS detail, unnest($16::timestamptz[]) AS occurred_at,
+           unnest($17::uuid[]) AS suppression_id, unnest($18::text[]) AS reason,
+           unnest($19::text[]) AS email, unnest($20::int[]) AS seq,
+           generate_series(1, cardinality($1::uuid[])) AS ord
+), ins AS (
+    INSERT INTO message_events (id, account_id, provider_id, provider_kind, payload_id, event_id, message_id, event_type,
+                                bounce_class, recipient, recipient_hash, domain, domain_id, unlinked, classification,
+                                detail, occurred_at)
+    SELECT b.id, b.account_id, b.provider_id, b.provider_kind, b.payload_id, b.event_id, b.message_id, b.event_type,
+           NULLIF(b.bounce_class, ''), b.recipient, b.recipient_hash, b.domain,
+           NULLIF(b.domain_id, '00000000-0000-0000-0000-000000000000'::uuid),
+           b.domain_id = '00000000-0000-0000-0000-000000000000'::uuid,
+           b.classification, NULLIF(b.detail, ''), b.occurred_at
+    FROM b
+    ORDER BY b.ord
+    ON CONFLICT (provider_id, event_id, occurred_at) DO NOTHING
+    RETURNING id, payload_id
+), sup AS (
+    INSERT INTO suppressions (id, account_id, email, email_hash, reason, domain, provider_id, source_event_id)
+    SELECT b.suppression_id, b.account_id, b.email, b.recipient_hash, b.reason, NULLIF(b.domain, ''), b.provider_id, b.id
+    FROM b JOIN ins ON ins.id = b.id
+    WHERE b.reason <> ''
+    ORDER BY b.seq
+    ON CONFLICT (account_id, email_hash) DO NOTHING
+    RETURNING source_event_id
+), marked AS (
+    UPDATE provider_payloads p
+    SET processed_at = $21::timestamptz, events = (SELECT count(*) FROM ins WHERE ins.payload_id = p.id), error = NULL
+    WHERE p.id = ANY ($22::uuid[])
+    RETURNING p.id
+)
+SELECT ins.id, EXISTS (SELECT 1 FROM sup WHERE sup.source_event_id = ins.id) AS suppressed
+FROM ins
 `
 
-type MessageEventAccountCountsParams struct {
-	AccountID uuid.UUID
-	Since     time.Time
+type MessageEventNormaliseParams struct {
+	Ids             []uuid.UUID
+	AccountIds      []uuid.UUID
+	ProviderIds     []uuid.UUID
+	ProviderKinds   []string
+	PayloadIds      []uuid.UUID
+	EventIds        []string
+	MessageIds      []string
+	EventTypes      []string
+	BounceClasses   []string
+	Recipients      []string
+	RecipientHashes [][]byte
+	Domains         []string
+	DomainIds       []uuid.UUID
+	Classifications []string
+	Details         []string
+	OccurredAts     []time.Time
+	SuppressionIds  []uuid.UUID
+	Reasons         []string
+	Emails          []string
+	Seqs            []int32
+	Now             time.Time
+	ProcessedIds    []uuid.UUID
 }
 
-type MessageEventAccountCountsRow struct {
-	Sent        int64
-	Delivered   int64
-	Bounced     int64
-	HardBounced int64
-	Complained  int64
+type MessageEventNormaliseRow struct {
+	ID         uuid.UUID
+	Suppressed bool
 }
 
-func (q *Queries) MessageEventAccountCounts(ctx context.Context, db DBTX, arg MessageEventAccountCountsParams) (MessageEventAccountCountsRow, error) {
-	row := db.QueryRow(ctx, messageEventAccountCounts, arg.AccountID, arg.Since)
-	var i MessageEventAccountCountsRow
-	err := row.Scan(
-		&i.Sent,
-		&i.Delivered,
-		&i.Bounced,
-		&i.HardBounced,
-		&i.Complained,
+// Stores the events of a batch of payloads, suppresses the recipients of
+// the new hard bounces and complaints, and marks the payloads processed, in
+// one statement: the rollup triggers (schema/0029_message_event_rollups.sql)
+// run once, at its end, and take the account's counters in one ordered
+// sweep, which the transaction then holds only until it commits.
+//
+// The event arrays have one element per event, inserted in their order (the
+// caller sorts them by provider and event id, so that concurrent batches
+// take the unique index's entries in one order too); an event stored
+// before, or earlier in the batch, is skipped. ” in bounce_classes,
+// details, domains (of suppressions) and reasons, and the nil uuid in
+// domain_ids, mean none. A suppression is made for each new event with a
+// reason, in payload order (seqs), unless the address is suppressed already.
+// processed_ids are the payloads to mark processed, with the number of their
+// events stored. Returns each new event and whether it made a suppression.
+func (q *Queries) MessageEventNormalise(ctx context.Context, db DBTX, arg MessageEventNormaliseParams) ([]MessageEventNormaliseRow, error) {
+	rows, err := db.Query(ctx, messageEventNormalise,
+		arg.Ids,
+		arg.AccountIds,
+		arg.ProviderIds,
+		arg.ProviderKinds,
+		arg.PayloadIds,
+		arg.EventIds,
+		arg.MessageIds,
+		arg.EventTypes,
+		arg.BounceClasses,
+		arg.Recipients,
+		arg.RecipientHashes,
+		arg.Domains,
+		arg.DomainIds,
+		arg.Classifications,
+		arg.Details,
+		arg.OccurredAts,
+		arg.SuppressionIds,
+		arg.Reasons,
+		arg.Emails,
+		arg.Seqs,
+		arg.Now,
+		arg.ProcessedIds,
 	)
-	return i, err
-}
-
-const messageEventDailyVolume = `-- name: MessageEventDailyVolume :many
-SELECT date_trunc('day', occurred_at AT TIME ZONE 'UTC')::date AS day, event_type, count(*)::bigint AS count
-FROM message_events
-WHERE account_id = $1::uuid AND occurred_at >= $2::timestamptz
-  AND ($3::text IS NULL OR domain = $3::text)
-GROUP BY 1, 2 ORDER BY 1, 2
-`
-
-type MessageEventDailyVolumeParams struct {
-	AccountID uuid.UUID
-	Since     time.Time
-	Domain    *string
-}
-
-type MessageEventDailyVolumeRow struct {
-	Day       time.Time
-	EventType string
-	Count     int64
-}
-
-func (q *Queries) MessageEventDailyVolume(ctx context.Context, db DBTX, arg MessageEventDailyVolumeParams) ([]MessageEventDailyVolumeRow, error) {
-	rows, err := db.Query(ctx, messageEventDailyVolume, arg.AccountID, arg.Since, arg.Domain)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []MessageEventDailyVolumeRow
+	var items []MessageEventNormaliseRow
 	for rows.Next() {
-		var i MessageEventDailyVolumeRow
-		if err := rows.Scan(&i.Day, &i.EventType, &i.Count); err != nil {
+		var i MessageEventNormaliseRow
+		if err := rows.Scan(&i.ID, &i.Suppressed); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -86,103 +142,6 @@ func (q *Queries) MessageEventDailyVolume(ctx context.Context, db DBTX, arg Mess
 		return nil, err
 	}
 	return items, nil
-}
-
-const messageEventDomainCounts = `-- name: MessageEventDomainCounts :one
-SELECT count(*) FILTER (WHERE event_type = 'sent')::bigint                               AS sent,
-       count(*) FILTER (WHERE event_type = 'delivered')::bigint                          AS delivered,
-       count(*) FILTER (WHERE event_type = 'bounced')::bigint                            AS bounced,
-       count(*) FILTER (WHERE event_type = 'bounced' AND bounce_class = 'hard')::bigint  AS hard_bounced,
-       count(*) FILTER (WHERE event_type = 'complained')::bigint                         AS complained
-FROM message_events
-WHERE domain_id = $1::uuid AND occurred_at >= $2::timestamptz AND occurred_at < $3::timestamptz
-`
-
-type MessageEventDomainCountsParams struct {
-	DomainID uuid.UUID
-	Since    time.Time
-	Until    time.Time
-}
-
-type MessageEventDomainCountsRow struct {
-	Sent        int64
-	Delivered   int64
-	Bounced     int64
-	HardBounced int64
-	Complained  int64
-}
-
-// Counts of one domain over every provider in [since, until).
-func (q *Queries) MessageEventDomainCounts(ctx context.Context, db DBTX, arg MessageEventDomainCountsParams) (MessageEventDomainCountsRow, error) {
-	row := db.QueryRow(ctx, messageEventDomainCounts, arg.DomainID, arg.Since, arg.Until)
-	var i MessageEventDomainCountsRow
-	err := row.Scan(
-		&i.Sent,
-		&i.Delivered,
-		&i.Bounced,
-		&i.HardBounced,
-		&i.Complained,
-	)
-	return i, err
-}
-
-const messageEventInsert = `-- name: MessageEventInsert :one
-INSERT INTO message_events (id, account_id, provider_id, provider_kind, payload_id, event_id, message_id, event_type,
-                            bounce_class, recipient, recipient_hash, domain, domain_id, unlinked, classification,
-                            detail, occurred_at)
-VALUES ($1::uuid, $2::uuid, $3::uuid, $4::text, $5::uuid,
-        $6::text, $7::text, $8::text, $9::text, $10::text,
-        $11::bytea, $12::text, $13::uuid, $14::boolean,
-        $15::text, $16::text, $17::timestamptz)
-ON CONFLICT (provider_id, event_id, occurred_at) DO NOTHING
-RETURNING id
-`
-
-type MessageEventInsertParams struct {
-	ID             uuid.UUID
-	AccountID      uuid.UUID
-	ProviderID     uuid.UUID
-	ProviderKind   string
-	PayloadID      *uuid.UUID
-	EventID        string
-	MessageID      string
-	EventType      string
-	BounceClass    *string
-	Recipient      string
-	RecipientHash  []byte
-	Domain         string
-	DomainID       *uuid.UUID
-	Unlinked       bool
-	Classification string
-	Detail         *string
-	OccurredAt     time.Time
-}
-
-// No row when the provider's event id was stored before with the same
-// time (a duplicate; the key holds the partition key, occurred_at).
-func (q *Queries) MessageEventInsert(ctx context.Context, db DBTX, arg MessageEventInsertParams) (uuid.UUID, error) {
-	row := db.QueryRow(ctx, messageEventInsert,
-		arg.ID,
-		arg.AccountID,
-		arg.ProviderID,
-		arg.ProviderKind,
-		arg.PayloadID,
-		arg.EventID,
-		arg.MessageID,
-		arg.EventType,
-		arg.BounceClass,
-		arg.Recipient,
-		arg.RecipientHash,
-		arg.Domain,
-		arg.DomainID,
-		arg.Unlinked,
-		arg.Classification,
-		arg.Detail,
-		arg.OccurredAt,
-	)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
 }
 
 const messageEventPruneBatchForPlan = `-- name: MessageEventPruneBatchForPlan :execrows
@@ -243,89 +202,4 @@ func (q *Queries) MessageEventPruneBefore(ctx context.Context, db DBTX, arg Mess
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const messageEventTypeBreakdown = `-- name: MessageEventTypeBreakdown :many
-SELECT event_type, provider_kind, count(*)::bigint AS count
-FROM message_events
-WHERE account_id = $1::uuid AND occurred_at > $2::timestamptz
-GROUP BY 1, 2 ORDER BY 1, 2
-`
-
-type MessageEventTypeBreakdownParams struct {
-	AccountID uuid.UUID
-	Since     time.Time
-}
-
-type MessageEventTypeBreakdownRow struct {
-	EventType    string
-	ProviderKind string
-	Count        int64
-}
-
-func (q *Queries) MessageEventTypeBreakdown(ctx context.Context, db DBTX, arg MessageEventTypeBreakdownParams) ([]MessageEventTypeBreakdownRow, error) {
-	rows, err := db.Query(ctx, messageEventTypeBreakdown, arg.AccountID, arg.Since)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []MessageEventTypeBreakdownRow
-	for rows.Next() {
-		var i MessageEventTypeBreakdownRow
-		if err := rows.Scan(&i.EventType, &i.ProviderKind, &i.Count); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const messageEventWindowCounts = `-- name: MessageEventWindowCounts :one
-SELECT count(*) FILTER (WHERE event_type = 'sent')::bigint                               AS sent,
-       count(*) FILTER (WHERE event_type = 'delivered')::bigint                          AS delivered,
-       count(*) FILTER (WHERE event_type = 'bounced')::bigint                            AS bounced,
-       count(*) FILTER (WHERE event_type = 'bounced' AND bounce_class = 'hard')::bigint  AS hard_bounced,
-       count(*) FILTER (WHERE event_type = 'complained')::bigint                         AS complained
-FROM message_events
-WHERE domain_id = $1::uuid AND provider_id = $2::uuid
-  AND occurred_at >= $3::timestamptz AND occurred_at < $4::timestamptz
-`
-
-type MessageEventWindowCountsParams struct {
-	DomainID   uuid.UUID
-	ProviderID uuid.UUID
-	Since      time.Time
-	Until      time.Time
-}
-
-type MessageEventWindowCountsRow struct {
-	Sent        int64
-	Delivered   int64
-	Bounced     int64
-	HardBounced int64
-	Complained  int64
-}
-
-// Counts of one (domain, provider) in [since, until): sends, deliveries,
-// hard bounces and complaints. Provider-suppressed messages are their own
-// type and never count as bounces.
-func (q *Queries) MessageEventWindowCounts(ctx context.Context, db DBTX, arg MessageEventWindowCountsParams) (MessageEventWindowCountsRow, error) {
-	row := db.QueryRow(ctx, messageEventWindowCounts,
-		arg.DomainID,
-		arg.ProviderID,
-		arg.Since,
-		arg.Until,
-	)
-	var i MessageEventWindowCountsRow
-	err := row.Scan(
-		&i.Sent,
-		&i.Delivered,
-		&i.Bounced,
-		&i.HardBounced,
-		&i.Complained,
-	)
-	return i, err
 }

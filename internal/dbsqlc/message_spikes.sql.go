@@ -89,37 +89,6 @@ func (q *Queries) MessageSpikeGetForUpdate(ctx context.Context, db DBTX, arg Mes
 	return i, err
 }
 
-const messageSpikeProvidersForDomain = `-- name: MessageSpikeProvidersForDomain :many
-SELECT DISTINCT provider_id FROM message_events
-WHERE domain_id = $1::uuid AND occurred_at >= $2::timestamptz
-`
-
-type MessageSpikeProvidersForDomainParams struct {
-	DomainID uuid.UUID
-	Since    time.Time
-}
-
-// Providers with events for a domain since a time.
-func (q *Queries) MessageSpikeProvidersForDomain(ctx context.Context, db DBTX, arg MessageSpikeProvidersForDomainParams) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, messageSpikeProvidersForDomain, arg.DomainID, arg.Since)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []uuid.UUID
-	for rows.Next() {
-		var provider_id uuid.UUID
-		if err := rows.Scan(&provider_id); err != nil {
-			return nil, err
-		}
-		items = append(items, provider_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const messageSpikeUpdate = `-- name: MessageSpikeUpdate :exec
 UPDATE message_spikes
 SET active = $1::boolean, started_at = $2::timestamptz, ended_at = $3::timestamptz,

@@ -326,6 +326,15 @@ type DataApiMessageEvent struct {
 	ReceivedAt     time.Time
 }
 
+type DataApiMessageEventDay struct {
+	AccountID    uuid.UUID
+	Day          time.Time
+	ProviderKind string
+	EventType    string
+	BounceClass  *string
+	Count        int64
+}
+
 type DataApiMessageSpike struct {
 	DomainID   uuid.UUID
 	ProviderID uuid.UUID
@@ -693,6 +702,27 @@ type MessageEvent struct {
 	Detail         *string
 	OccurredAt     time.Time
 	ReceivedAt     time.Time
+}
+
+type MessageEventAccountHourly struct {
+	AccountID    uuid.UUID
+	Hour         time.Time
+	ProviderKind string
+	EventType    string
+	BounceClass  *string
+	N            int64
+}
+
+type MessageEventDomainHourly struct {
+	AccountID    uuid.UUID
+	Hour         time.Time
+	Domain       string
+	DomainID     *uuid.UUID
+	ProviderID   uuid.UUID
+	ProviderKind string
+	EventType    string
+	BounceClass  *string
+	N            int64
 }
 
 type MessageEventsDefault struct {

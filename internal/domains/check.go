@@ -331,7 +331,7 @@ func emitHealthChange(ctx context.Context, tx pgx.Tx, em *events.Emitter, row *d
 // from 100 messages), and the bounce and complaint rates of its sending
 // providers' last 24 hours of events (providers.HealthCaps documents the rule).
 func healthCaps(ctx context.Context, tx pgx.Tx, row *dbsqlc.Domain, now time.Time) ([]health.Cap, error) {
-	caps, err := providers.HealthCaps(ctx, tx, row.ID, now)
+	caps, err := providers.HealthCaps(ctx, tx, row.AccountID, row.ID, now)
 	if err != nil {
 		return nil, err
 	}

@@ -68,21 +68,18 @@ func (r BatchResult) RetryDelay() time.Duration {
 
 // ProcessPayloads normalises a batch of stored payloads, which may belong
 // to several accounts, in tx, so that no payload's failure fails another's:
-// the batch is first tried in one savepoint; if any payload fails, that
-// savepoint is rolled back and each payload is normalised in a savepoint of
-// its own. A payload that fails alone has its attempt counted and its
-// reason recorded (PayloadFailure); the others are committed with the
-// caller's transaction. The error returned is only one that fails the
-// transaction itself (a cancelled context, a lost connection).
+// the batch is first tried in one savepoint, its events stored by one
+// statement (processBatch); if any payload fails, that savepoint is rolled
+// back and each payload is normalised in a savepoint of its own. A payload
+// that fails alone has its attempt counted and its reason recorded
+// (PayloadFailure); the others are committed with the caller's transaction.
+// The error returned is only one that fails the transaction itself (a
+// cancelled context, a lost connection).
 func ProcessPayloads(ctx context.Context, tx pgx.Tx, ids []uuid.UUID, now time.Time) (BatchResult, error) {
 	if len(ids) > 1 {
 		failed, err := inSavepoint(ctx, tx, func(sp pgx.Tx) error {
-			for _, id := range ids {
-				if _, err := ProcessPayload(ctx, sp, id, now); err != nil {
-					return err
-				}
-			}
-			return nil
+			_, err := processBatch(ctx, sp, ids, now)
+			return err
 		})
 		if err != nil {
 			return BatchResult{}, err

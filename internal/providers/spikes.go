@@ -1,9 +1,12 @@
 package providers
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,10 +76,6 @@ type SpikeChange struct {
 	Rate       float64
 }
 
-type counts struct{ sent, delivered, bounced, hard, complained int64 }
-
-func (c counts) volume() int64 { return max(c.sent, c.delivered+c.bounced) }
-
 func rate(n, volume int64) float64 {
 	if volume <= 0 {
 		return 0
@@ -100,10 +99,24 @@ func CheckSpikes(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uu
 		return nil, fmt.Errorf("error reading domain: %w", err)
 	}
 	since := now.Add(-rules.Window)
-	providerIDs, err := q.MessageSpikeProvidersForDomain(ctx, tx, dbsqlc.MessageSpikeProvidersForDomainParams{DomainID: domainID, Since: since})
+	// The providers with events since the window's start (later ones
+	// included, as they were stored), the window, and the baseline before it.
+	active, err := DomainCounts(ctx, tx, dom.AccountID, domainID, since, time.Time{})
 	if err != nil {
-		return nil, fmt.Errorf("error listing providers of domain: %w", err)
+		return nil, err
 	}
+	if len(active) == 0 {
+		return nil, nil
+	}
+	window, err := DomainCounts(ctx, tx, dom.AccountID, domainID, since, now)
+	if err != nil {
+		return nil, err
+	}
+	baseline, err := DomainCounts(ctx, tx, dom.AccountID, domainID, since.AddDate(0, 0, -rules.BaselineDays), since)
+	if err != nil {
+		return nil, err
+	}
+	providerIDs := slices.SortedFunc(maps.Keys(active), func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	var changes []SpikeChange
 	for _, pid := range providerIDs {
 		prov, err := q.ProviderGetForIngress(ctx, tx, pid)
@@ -113,20 +126,8 @@ func CheckSpikes(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uu
 		if err != nil {
 			return nil, err
 		}
-		w, err := q.MessageEventWindowCounts(ctx, tx, dbsqlc.MessageEventWindowCountsParams{DomainID: domainID, ProviderID: pid, Since: since, Until: now})
-		if err != nil {
-			return nil, fmt.Errorf("error counting window: %w", err)
-		}
-		b, err := q.MessageEventWindowCounts(ctx, tx, dbsqlc.MessageEventWindowCountsParams{
-			DomainID: domainID, ProviderID: pid, Since: since.AddDate(0, 0, -rules.BaselineDays), Until: since,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("error counting baseline: %w", err)
-		}
-		win := counts{w.Sent, w.Delivered, w.Bounced, w.HardBounced, w.Complained}
-		base := counts{b.Sent, b.Delivered, b.Bounced, b.HardBounced, b.Complained}
 		for _, kind := range []string{SpikeBounce, SpikeComplaint} {
-			ch, err := evaluate(ctx, tx, em, &dom, &prov, kind, win, base, now, rules)
+			ch, err := evaluate(ctx, tx, em, &dom, &prov, kind, window[pid], baseline[pid], now, rules)
 			if err != nil {
 				return nil, err
 			}
@@ -139,17 +140,17 @@ func CheckSpikes(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uu
 }
 
 func evaluate(ctx context.Context, tx pgx.Tx, em *events.Emitter, dom *dbsqlc.Domain, prov *dbsqlc.SendingProvider,
-	kind string, win, base counts, now time.Time, rules SpikeRules) (*SpikeChange, error) {
+	kind string, win, base Counts, now time.Time, rules SpikeRules) (*SpikeChange, error) {
 	q := dbsqlc.New()
-	levels, n, bn := rules.Bounce, win.hard, base.hard
+	levels, n, bn := rules.Bounce, win.HardBounced, base.HardBounced
 	if kind == SpikeComplaint {
-		levels, n, bn = rules.Complaint, win.complained, base.complained
+		levels, n, bn = rules.Complaint, win.Complained, base.Complained
 	}
-	vol := win.volume()
+	vol := win.Volume()
 	r := rate(n, vol)
 	var baseline *float64
-	if base.volume() >= rules.MinVolume {
-		b := round(rate(bn, base.volume()))
+	if base.Volume() >= rules.MinVolume {
+		b := round(rate(bn, base.Volume()))
 		baseline = &b
 	}
 	if err := q.MessageSpikeEnsure(ctx, tx, dbsqlc.MessageSpikeEnsureParams{DomainID: dom.ID, ProviderID: prov.ID, Kind: kind}); err != nil {
@@ -208,20 +209,18 @@ const HealthCapWindow = 24 * time.Hour
 // HealthCaps returns the caps a domain's last-24-hour bounce and complaint
 // rates (over every provider) put on its health score, by the rules of
 // health.BounceRateCap and health.ComplaintRateCap.
-func HealthCaps(ctx context.Context, db dbutil.Executor, domainID uuid.UUID, now time.Time) ([]health.Cap, error) {
-	c, err := dbsqlc.New().MessageEventDomainCounts(ctx, db, dbsqlc.MessageEventDomainCountsParams{
-		DomainID: domainID, Since: now.Add(-HealthCapWindow), Until: now.Add(time.Second),
-	})
+func HealthCaps(ctx context.Context, db dbutil.Executor, accountID, domainID uuid.UUID, now time.Time) ([]health.Cap, error) {
+	per, err := DomainCounts(ctx, db, accountID, domainID, now.Add(-HealthCapWindow), now.Add(time.Second))
 	if err != nil {
-		return nil, fmt.Errorf("error counting message events: %w", err)
+		return nil, err
 	}
-	win := counts{c.Sent, c.Delivered, c.Bounced, c.HardBounced, c.Complained}
-	vol := win.volume()
+	win := Total(per)
+	vol := win.Volume()
 	var caps []health.Cap
-	if cp, ok := health.BounceRateCap(rate(win.hard, vol), int(vol)); ok {
+	if cp, ok := health.BounceRateCap(rate(win.HardBounced, vol), int(vol)); ok {
 		caps = append(caps, cp)
 	}
-	if cp, ok := health.ComplaintRateCap(rate(win.complained, vol), int(vol)); ok {
+	if cp, ok := health.ComplaintRateCap(rate(win.Complained, vol), int(vol)); ok {
 		caps = append(caps, cp)
 	}
 	return caps, nil

@@ -150,7 +150,7 @@ func TestComplaintSpikeCritical(t *testing.T) {
 	require.Equal(t, []string{"critical"}, b.spikes(t, events.TypeComplaintSpike))
 	require.Empty(t, b.spikes(t, events.TypeBounceSpike))
 
-	caps, err := providers.HealthCaps(context.Background(), b.tx, b.domain, now)
+	caps, err := providers.HealthCaps(context.Background(), b.tx, b.account, b.domain, now)
 	require.NoError(t, err)
 	require.Len(t, caps, 1)
 	require.Equal(t, "complaint_rate", caps[0].Name)

@@ -1,0 +1,111 @@
+package providers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/queues"
+)
+
+// Rebuilt is what rebuilding message-event rollups corrected: rollup rows
+// written because they were missing or wrong, and rows deleted because no
+// raw row backs them. Both are zero when the rollups were right.
+type Rebuilt struct {
+	Accounts       int
+	DomainWritten  int64
+	DomainDeleted  int64
+	AccountWritten int64
+	AccountDeleted int64
+}
+
+// Corrected reports whether any rollup row was wrong.
+func (r Rebuilt) Corrected() bool {
+	return r.DomainWritten+r.DomainDeleted+r.AccountWritten+r.AccountDeleted > 0
+}
+
+func (r *Rebuilt) add(o Rebuilt) {
+	r.Accounts += o.Accounts
+	r.DomainWritten += o.DomainWritten
+	r.DomainDeleted += o.DomainDeleted
+	r.AccountWritten += o.AccountWritten
+	r.AccountDeleted += o.AccountDeleted
+}
+
+// RebuildMessageRollups recounts an account's message-event rollups from its
+// raw rows in one transaction; only the rows that differ are written.
+//
+// The transaction first takes the account's rollup lock exclusively (an
+// advisory lock the triggers of message_events take shared for every account
+// they count): it waits for the transactions that wrote the account's events
+// and are still open, and the ones that write during the rebuild wait for it
+// in their trigger. The recount, made after the lock, sees every committed
+// row; a row written meanwhile is added by its own trigger once the rebuild
+// committed. Inserts, deletes and updates of the account's events wait for as
+// long as the recount takes (a few seconds for millions of events); other
+// accounts are not held up.
+func RebuildMessageRollups(ctx context.Context, db dbutil.Executor, account uuid.UUID) (Rebuilt, error) {
+	return dbutil.WithTxV(ctx, db, func(ctx context.Context, tx pgx.Tx) (Rebuilt, error) {
+		q := dbsqlc.New()
+		if err := q.MessageRollupLockAccount(ctx, tx, account); err != nil {
+			return Rebuilt{}, fmt.Errorf("error locking the rollups of account %s: %w", account, err)
+		}
+		d, err := q.MessageRollupRebuildDomain(ctx, tx, account)
+		if err != nil {
+			return Rebuilt{}, fmt.Errorf("error rebuilding the domain rollup of account %s: %w", account, err)
+		}
+		a, err := q.MessageRollupRebuildAccount(ctx, tx, account)
+		if err != nil {
+			return Rebuilt{}, fmt.Errorf("error rebuilding the account rollup of account %s: %w", account, err)
+		}
+		return Rebuilt{Accounts: 1, DomainWritten: d.Written, DomainDeleted: d.Deleted, AccountWritten: a.Written, AccountDeleted: a.Deleted}, nil
+	})
+}
+
+// rebuildPage is how many account ids RebuildAllMessageRollups reads at once.
+const rebuildPage = 500
+
+// RebuildAllMessageRollups rebuilds every account's rollups, each in a
+// transaction of its own (RebuildMessageRollups), in id order.
+func RebuildAllMessageRollups(ctx context.Context, db dbutil.Executor) (Rebuilt, error) {
+	var total Rebuilt
+	after := uuid.Nil
+	for {
+		ids, err := dbsqlc.New().MessageRollupAccountsAfter(ctx, db, dbsqlc.MessageRollupAccountsAfterParams{After: after, Max: rebuildPage})
+		if err != nil {
+			return total, fmt.Errorf("error listing accounts: %w", err)
+		}
+		for _, id := range ids {
+			r, err := RebuildMessageRollups(ctx, db, id)
+			if err != nil {
+				return total, err
+			}
+			total.add(r)
+		}
+		if len(ids) < rebuildPage {
+			return total, nil
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
+// RollupRebuildArgs rebuilds message-event rollups from raw rows: one
+// account's, or every account's when AccountID is zero. An operator's
+// maintenance task (`mailwatch jobs rebuild-message-rollups`); nothing
+// schedules it.
+type RollupRebuildArgs struct {
+	AccountID uuid.UUID `json:"account_id,omitzero"`
+}
+
+// Kind implements river.JobArgs.
+func (RollupRebuildArgs) Kind() string { return "message_rollup_rebuild" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (RollupRebuildArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queues.Maintenance, MaxAttempts: 3}
+}

@@ -1,0 +1,127 @@
+-- Reads of the message-event rollups (schema/0029_message_event_rollups.sql).
+-- A window is read as rollups.Split divides it: its whole UTC hours from the
+-- hourly rollups, [hours_from, hours_to) (hours_to NULL: open-ended), and
+-- the raw rows of its partial hours [head_from, head_to) and
+-- [tail_from, tail_to), each shorter than an hour, through the
+-- (account_id, occurred_at) index. Each read is two queries, one per source,
+-- rather than one UNION ALL: the planner gave the union a parallel plan
+-- whose workers' start cost several times the read itself.
+-- internal/providers/rollups.go is the only caller; it adds the two answers.
+
+-- name: MessageRollupAccountDays :many
+-- An account's counters per UTC day, provider kind, outcome and bounce class.
+SELECT (hour AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_account_hourly
+WHERE account_id = @account_id::uuid AND hour >= @hours_from::timestamptz
+  AND hour < coalesce(sqlc.narg('hours_to')::timestamptz, 'infinity'::timestamptz)
+GROUP BY 1, 2, 3, 4;
+
+-- name: MessageRawAccountDays :many
+-- The same from the raw rows of the partial hours.
+SELECT (occurred_at AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, count(*)::bigint AS count
+FROM message_events
+WHERE account_id = @account_id::uuid
+  AND ((occurred_at >= @head_from::timestamptz AND occurred_at < @head_to::timestamptz)
+    OR (occurred_at >= @tail_from::timestamptz AND occurred_at < @tail_to::timestamptz))
+GROUP BY 1, 2, 3, 4;
+
+-- name: MessageRollupDomainNameDays :many
+-- The counters of one sending domain name (linked, unlinked or of a deleted
+-- domain) per UTC day, provider kind, outcome and bounce class.
+SELECT (hour AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_domain_hourly
+WHERE account_id = @account_id::uuid AND domain = @domain::text AND hour >= @hours_from::timestamptz
+  AND hour < coalesce(sqlc.narg('hours_to')::timestamptz, 'infinity'::timestamptz)
+GROUP BY 1, 2, 3, 4;
+
+-- name: MessageRawDomainNameDays :many
+-- The same from the raw rows of the partial hours.
+SELECT (occurred_at AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, count(*)::bigint AS count
+FROM message_events
+WHERE account_id = @account_id::uuid AND domain = @domain::text
+  AND ((occurred_at >= @head_from::timestamptz AND occurred_at < @head_to::timestamptz)
+    OR (occurred_at >= @tail_from::timestamptz AND occurred_at < @tail_to::timestamptz))
+GROUP BY 1, 2, 3, 4;
+
+-- name: MessageRollupDomainProviders :many
+-- A linked domain's counters per provider, outcome and bounce class.
+SELECT provider_id, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_domain_hourly
+WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid AND hour >= @hours_from::timestamptz
+  AND hour < coalesce(sqlc.narg('hours_to')::timestamptz, 'infinity'::timestamptz)
+GROUP BY 1, 2, 3;
+
+-- name: MessageRawDomainProviders :many
+-- The same from the raw rows of the partial hours.
+SELECT provider_id, event_type, bounce_class, count(*)::bigint AS count
+FROM message_events
+WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid
+  AND ((occurred_at >= @head_from::timestamptz AND occurred_at < @head_to::timestamptz)
+    OR (occurred_at >= @tail_from::timestamptz AND occurred_at < @tail_to::timestamptz))
+GROUP BY 1, 2, 3;
+
+-- name: MessageRollupLockAccount :exec
+-- The rebuild's lock on an account: the triggers of
+-- schema/0029_message_event_rollups.sql take the same key shared.
+SELECT pg_advisory_xact_lock(290029, hashtext((@account_id::uuid)::text));
+
+-- name: MessageRollupRebuildDomain :one
+-- Recounts an account's domain rollup from its raw rows: rows that differ are
+-- written, rows without raw rows deleted. Returns how many of each.
+WITH fresh AS MATERIALIZED (
+    SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id, provider_kind,
+           event_type, bounce_class, count(*) AS n
+    FROM message_events
+    WHERE account_id = @account_id::uuid
+    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+), written AS (
+    INSERT INTO message_event_domain_hourly AS t
+        (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n
+    FROM fresh
+    ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
+    ON CONFLICT (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class)
+        DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
+    RETURNING 1
+), deleted AS (
+    DELETE FROM message_event_domain_hourly t
+    WHERE t.account_id = @account_id::uuid AND NOT EXISTS (
+        SELECT 1 FROM fresh f
+        WHERE f.domain = t.domain AND f.hour = t.hour AND f.provider_id = t.provider_id
+          AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
+          AND coalesce(f.domain_id, '00000000-0000-0000-0000-000000000000') = coalesce(t.domain_id, '00000000-0000-0000-0000-000000000000')
+          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted;
+
+-- name: MessageRollupRebuildAccount :one
+-- Recounts an account's account-level rollup from its domain rollup (rebuilt
+-- first, in the same transaction).
+WITH fresh AS MATERIALIZED (
+    SELECT account_id, hour, provider_kind, event_type, bounce_class, sum(n)::bigint AS n
+    FROM message_event_domain_hourly
+    WHERE account_id = @account_id::uuid
+    GROUP BY 1, 2, 3, 4, 5
+    HAVING sum(n) <> 0
+), written AS (
+    INSERT INTO message_event_account_hourly AS t (account_id, hour, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, hour, provider_kind, event_type, bounce_class, n
+    FROM fresh
+    ORDER BY 1, 2, 3, 4, 5
+    ON CONFLICT (account_id, hour, provider_kind, event_type, bounce_class)
+        DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
+    RETURNING 1
+), deleted AS (
+    DELETE FROM message_event_account_hourly t
+    WHERE t.account_id = @account_id::uuid AND NOT EXISTS (
+        SELECT 1 FROM fresh f
+        WHERE f.hour = t.hour AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
+          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted;
+
+-- name: MessageRollupAccountsAfter :many
+-- Accounts in id order, for rebuilding every account a page at a time.
+SELECT id FROM accounts WHERE id > @after::uuid ORDER BY id LIMIT @max::int;
