@@ -241,7 +241,7 @@ const dateLayout = "2006-01-02"
 func (s *Server) dailyVolume(ctx context.Context, req *DailyVolumeRequest) (*DailyVolume, error) {
 	n := daysParam(req.Days, 7)
 	from, to := s.dayRange(n)
-	days, err := events.DailyVolume(ctx, s.db, mustCaller(ctx).AccountID, from, n)
+	days, err := events.DailyVolume(ctx, s.reads, mustCaller(ctx).AccountID, from, n)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func (s *Server) typeBreakdown(ctx context.Context, req *TypeBreakdownRequest) (
 		since = req.Since.UTC()
 	}
 	since = since.Truncate(time.Microsecond) // what Postgres compares
-	types, err := events.TypeBreakdown(ctx, s.db, mustCaller(ctx).AccountID, since)
+	types, err := events.TypeBreakdown(ctx, s.reads, mustCaller(ctx).AccountID, since)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +278,7 @@ func (s *Server) fillDashboardEvents(ctx context.Context, account uuid.UUID, out
 		return err
 	}
 	out.Alerts.Unacknowledged = n
-	c, err := events.CountBySeverity(ctx, s.db, account, s.now().Add(-24*time.Hour))
+	c, err := events.CountBySeverity(ctx, s.reads, account, s.now().Add(-24*time.Hour))
 	if err != nil {
 		return err
 	}

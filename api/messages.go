@@ -108,7 +108,7 @@ func (s *Server) messageDailyVolume(ctx context.Context, req *MessageDailyVolume
 		domain = &d
 	}
 	// Days after today cannot be shown: the window ends with today.
-	rows, err := providers.DailyVolume(ctx, s.db, mustCaller(ctx).AccountID, domain, from, to.AddDate(0, 0, 1))
+	rows, err := providers.DailyVolume(ctx, s.reads, mustCaller(ctx).AccountID, domain, from, to.AddDate(0, 0, 1))
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func (s *Server) messageTypeBreakdown(ctx context.Context, req *MessageTypeBreak
 	if req.Since != nil {
 		since = req.Since.UTC()
 	}
-	rows, err := providers.TypeBreakdown(ctx, s.db, mustCaller(ctx).AccountID, since)
+	rows, err := providers.TypeBreakdown(ctx, s.reads, mustCaller(ctx).AccountID, since)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ type DashboardMessages struct {
 }
 
 func (s *Server) fillDashboardMessages(ctx context.Context, account uuid.UUID, out *DashboardSummary) error {
-	c, err := providers.AccountCounts(ctx, s.db, account, s.now().Add(-24*time.Hour))
+	c, err := providers.AccountCounts(ctx, s.reads, account, s.now().Add(-24*time.Hour))
 	if err != nil {
 		return err
 	}
