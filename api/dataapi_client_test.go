@@ -135,6 +135,16 @@ func TestPostgrestJSClient(t *testing.T) {
 	require.Equal(t, 3, *head.Count)
 	suppressed := ok("newTable", http.StatusOK, 1).rows(t)
 	require.Equal(t, "alice@example.net", suppressed[0]["email"], "only Alice's suppression")
+	// Alice's 3 events summed per UTC day and type from the hourly counters:
+	// 2 rows, or 3 when the minutes before now straddle midnight.
+	var summed float64
+	for _, r := range out["dailyCounts"].rows(t) {
+		require.Equal(t, alice.ID, r["account_id"])
+		require.Contains(t, []any{"bounce_spike", "health_score_changed"}, r["event_type"])
+		summed += r["events"].(float64)
+	}
+	require.Equal(t, float64(3), summed)
+	require.Equal(t, http.StatusOK, out["dailyCounts"].Status)
 	single := ok("single", http.StatusOK, -1)
 	var domain map[string]any
 	require.NoError(t, json.Unmarshal(single.Data, &domain))

@@ -46,6 +46,7 @@ var restObjects = map[string]struct {
 	"mx_setups":            {[]any{api.MXSetup{}}, []string{"records"}},
 	"preference_groups":    {[]any{notify.GroupPrefs{}}, []string{"description", "required", "set", "types"}},
 	"preference_overrides": {[]any{notify.TypePrefs{}}, nil},
+	"event_daily_counts":   {[]any{api.DayVolume{}, api.TypeCount{}}, []string{"info", "warning", "critical", "total", "count"}},
 }
 
 // TestRESTNamesMatchRESTTypes holds dataapi.RESTNames to the REST API's

@@ -59,6 +59,8 @@ var RESTNames = []RESTName{
 		Note: "nested under override; the REST type's own email is the resolved decision, not the override"},
 	{Table: "preference_overrides", Column: "webhook", Field: "override.webhook",
 		Note: "nested under override; the REST type's own webhook is the resolved decision, not the override"},
+	{Table: "event_daily_counts", Column: "day", Field: "date",
+		Note: "REST sums these rows: events/daily-volume per date (severities as info, warning, critical, total), type-breakdown per event_type (count)"},
 }
 
 // RESTNamesMarkdown renders RESTNames as the table of docs/features/data-api.md.

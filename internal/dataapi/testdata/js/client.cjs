@@ -23,6 +23,7 @@ async function main() {
     counted: pick(await rest.from('events').select('id', { count: 'exact' }).range(0, 1)),
     headCount: pick(await rest.from('events').select('*', { count: 'exact', head: true })),
     newTable: pick(await rest.from('suppressions').select('email,reason')),
+    dailyCounts: pick(await rest.from('event_daily_counts').select('account_id,day,event_type,severity,events').order('day').order('event_type')),
     single: pick(await rest.from('domains').select('name,score').single()),
     singleOfMany: pick(await rest.from('events').select('id').single()),
     maybeNone: pick(await rest.from('domains').select('name').eq('name', 'nope.example').maybeSingle()),
