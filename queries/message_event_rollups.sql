@@ -145,19 +145,18 @@ WITH fresh AS MATERIALIZED (
 )
 SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted;
 
--- name: MessageRollupHourRange :one
--- The first and last instant an account has raw rows or rollup rows at, for
--- a rebuild to cover (found false when it has neither).
+-- name: MessageRollupNext :one
+-- The first instant from a time on at which an account has raw rows or
+-- rollup rows (found false when none): a rebuild skips the days without.
 WITH r AS (
-    SELECT least((SELECT min(occurred_at) FROM message_events WHERE account_id = @account_id::uuid),
-                 (SELECT min(hour) FROM message_event_domain_hourly WHERE account_id = @account_id::uuid),
-                 (SELECT min(hour) FROM message_event_account_hourly WHERE account_id = @account_id::uuid)) AS first,
-           greatest((SELECT max(occurred_at) FROM message_events WHERE account_id = @account_id::uuid),
-                    (SELECT max(hour) FROM message_event_domain_hourly WHERE account_id = @account_id::uuid),
-                    (SELECT max(hour) FROM message_event_account_hourly WHERE account_id = @account_id::uuid)) AS last
+    SELECT least((SELECT min(occurred_at) FROM message_events
+                  WHERE account_id = @account_id::uuid AND occurred_at >= @from_time::timestamptz),
+                 (SELECT min(hour) FROM message_event_domain_hourly
+                  WHERE account_id = @account_id::uuid AND hour >= @from_time::timestamptz),
+                 (SELECT min(hour) FROM message_event_account_hourly
+                  WHERE account_id = @account_id::uuid AND hour >= @from_time::timestamptz)) AS at
 )
-SELECT (r.first IS NOT NULL)::boolean AS found, coalesce(r.first, 'epoch')::timestamptz AS first,
-       coalesce(r.last, 'epoch')::timestamptz AS last
+SELECT (r.at IS NOT NULL)::boolean AS found, coalesce(r.at, 'epoch')::timestamptz AS at
 FROM r;
 
 -- name: MessageRollupAccountsAfter :many

@@ -404,35 +404,6 @@ func (q *Queries) MessageRollupDomainProviders(ctx context.Context, db DBTX, arg
 	return items, nil
 }
 
-const messageRollupHourRange = `-- name: MessageRollupHourRange :one
-WITH r AS (
-    SELECT least((SELECT min(occurred_at) FROM message_events WHERE account_id = $1::uuid),
-                 (SELECT min(hour) FROM message_event_domain_hourly WHERE account_id = $1::uuid),
-                 (SELECT min(hour) FROM message_event_account_hourly WHERE account_id = $1::uuid)) AS first,
-           greatest((SELECT max(occurred_at) FROM message_events WHERE account_id = $1::uuid),
-                    (SELECT max(hour) FROM message_event_domain_hourly WHERE account_id = $1::uuid),
-                    (SELECT max(hour) FROM message_event_account_hourly WHERE account_id = $1::uuid)) AS last
-)
-SELECT (r.first IS NOT NULL)::boolean AS found, coalesce(r.first, 'epoch')::timestamptz AS first,
-       coalesce(r.last, 'epoch')::timestamptz AS last
-FROM r
-`
-
-type MessageRollupHourRangeRow struct {
-	Found bool
-	First time.Time
-	Last  time.Time
-}
-
-// The first and last instant an account has raw rows or rollup rows at, for
-// a rebuild to cover (found false when it has neither).
-func (q *Queries) MessageRollupHourRange(ctx context.Context, db DBTX, accountID uuid.UUID) (MessageRollupHourRangeRow, error) {
-	row := db.QueryRow(ctx, messageRollupHourRange, accountID)
-	var i MessageRollupHourRangeRow
-	err := row.Scan(&i.Found, &i.First, &i.Last)
-	return i, err
-}
-
 const messageRollupLockAccount = `-- name: MessageRollupLockAccount :exec
 SELECT pg_advisory_xact_lock(290029, hashtext(($1::uuid)::text))
 `
@@ -442,6 +413,38 @@ SELECT pg_advisory_xact_lock(290029, hashtext(($1::uuid)::text))
 func (q *Queries) MessageRollupLockAccount(ctx context.Context, db DBTX, accountID uuid.UUID) error {
 	_, err := db.Exec(ctx, messageRollupLockAccount, accountID)
 	return err
+}
+
+const messageRollupNext = `-- name: MessageRollupNext :one
+WITH r AS (
+    SELECT least((SELECT min(occurred_at) FROM message_events
+                  WHERE account_id = $1::uuid AND occurred_at >= $2::timestamptz),
+                 (SELECT min(hour) FROM message_event_domain_hourly
+                  WHERE account_id = $1::uuid AND hour >= $2::timestamptz),
+                 (SELECT min(hour) FROM message_event_account_hourly
+                  WHERE account_id = $1::uuid AND hour >= $2::timestamptz)) AS at
+)
+SELECT (r.at IS NOT NULL)::boolean AS found, coalesce(r.at, 'epoch')::timestamptz AS at
+FROM r
+`
+
+type MessageRollupNextParams struct {
+	AccountID uuid.UUID
+	FromTime  time.Time
+}
+
+type MessageRollupNextRow struct {
+	Found bool
+	At    time.Time
+}
+
+// The first instant from a time on at which an account has raw rows or
+// rollup rows (found false when none): a rebuild skips the days without.
+func (q *Queries) MessageRollupNext(ctx context.Context, db DBTX, arg MessageRollupNextParams) (MessageRollupNextRow, error) {
+	row := db.QueryRow(ctx, messageRollupNext, arg.AccountID, arg.FromTime)
+	var i MessageRollupNextRow
+	err := row.Scan(&i.Found, &i.At)
+	return i, err
 }
 
 const messageRollupRebuildAccount = `-- name: MessageRollupRebuildAccount :one

@@ -39,8 +39,8 @@ func (r *Rebuilt) add(o Rebuilt) {
 }
 
 // RebuildMessageRollups recounts an account's message-event rollups from its
-// raw rows, a UTC day per transaction (RebuildChunk) from its first hour to
-// its last; only the rows that differ are written.
+// raw rows, a UTC day per transaction (RebuildChunk), every day that has raw
+// rows or rollup rows; only the rows that differ are written.
 //
 // Each transaction first takes the account's rollup lock exclusively (an
 // advisory lock the triggers of message_events take shared for every account
@@ -51,22 +51,24 @@ func (r *Rebuilt) add(o Rebuilt) {
 // So the account's event writes wait for one day's recount at a time (a day
 // of a million events: a few seconds); other accounts are not held up.
 func RebuildMessageRollups(ctx context.Context, db dbutil.Executor, account uuid.UUID) (Rebuilt, error) {
-	span, err := dbsqlc.New().MessageRollupHourRange(ctx, db, account)
-	if err != nil {
-		return Rebuilt{}, fmt.Errorf("error reading the hours of account %s: %w", account, err)
-	}
 	total := Rebuilt{Accounts: 1}
-	if !span.Found {
-		return total, nil
-	}
-	for day := span.First.UTC().Truncate(24 * time.Hour); !day.After(span.Last); day = day.Add(RebuildChunk) {
+	from := time.Unix(0, 0).UTC()
+	for {
+		next, err := dbsqlc.New().MessageRollupNext(ctx, db, dbsqlc.MessageRollupNextParams{AccountID: account, FromTime: from})
+		if err != nil {
+			return total, fmt.Errorf("error reading the hours of account %s: %w", account, err)
+		}
+		if !next.Found {
+			return total, nil
+		}
+		day := next.At.UTC().Truncate(RebuildChunk)
 		r, err := rebuildHours(ctx, db, account, day, day.Add(RebuildChunk))
 		if err != nil {
 			return total, err
 		}
 		total.add(r)
+		from = day.Add(RebuildChunk)
 	}
-	return total, nil
 }
 
 // RebuildChunk is the span of hours one rebuild transaction recounts.
