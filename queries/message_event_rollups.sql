@@ -2,8 +2,9 @@
 -- A window is read as rollups.Split divides it: its whole UTC hours from the
 -- hourly rollups, [hours_from, hours_to) (hours_to NULL: open-ended), and
 -- the raw rows of its partial hours [head_from, head_to) and
--- [tail_from, tail_to), each shorter than an hour, through the
--- (account_id, occurred_at) index. Each read is two queries, one per source,
+-- [tail_from, tail_to), each shorter than an hour, through an index on
+-- occurred_at ((account_id, occurred_at) or (domain_id, provider_id,
+-- occurred_at)). Each read is two queries, one per source,
 -- rather than one UNION ALL: the planner gave the union a parallel plan
 -- whose workers' start cost several times the read itself.
 -- internal/providers/rollups.go is the only caller; it adds the two answers.
@@ -52,12 +53,31 @@ WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid AND hour >
 GROUP BY 1, 2, 3;
 
 -- name: MessageRawDomainProviders :many
--- The same from the raw rows of the partial hours.
-SELECT provider_id, event_type, bounce_class, count(*)::bigint AS count
-FROM message_events
-WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid
-  AND ((occurred_at >= @head_from::timestamptz AND occurred_at < @head_to::timestamptz)
-    OR (occurred_at >= @tail_from::timestamptz AND occurred_at < @tail_to::timestamptz))
+-- The same from the raw rows of the partial hours, through the
+-- (domain_id, provider_id, occurred_at) index: the domain's providers are
+-- found by a skip scan of the index (one probe each), then each provider's
+-- partial hours are exact ranges, so the read costs the domain's events of
+-- those hours, not the account's nor the domain's history.
+WITH RECURSIVE providers AS (
+    SELECT (SELECT m.provider_id FROM message_events m WHERE m.domain_id = @domain_id::uuid
+            ORDER BY m.provider_id LIMIT 1) AS provider_id
+    UNION ALL
+    SELECT (SELECT m.provider_id FROM message_events m WHERE m.domain_id = @domain_id::uuid AND m.provider_id > p.provider_id
+            ORDER BY m.provider_id LIMIT 1)
+    FROM providers p
+    WHERE p.provider_id IS NOT NULL
+)
+SELECT e.provider_id, e.event_type, e.bounce_class, count(*)::bigint AS count
+FROM providers p
+CROSS JOIN LATERAL (
+    SELECT m.provider_id, m.event_type, m.bounce_class
+    FROM message_events m
+    WHERE m.domain_id = @domain_id::uuid AND m.provider_id = p.provider_id
+      AND ((m.occurred_at >= @head_from::timestamptz AND m.occurred_at < @head_to::timestamptz)
+        OR (m.occurred_at >= @tail_from::timestamptz AND m.occurred_at < @tail_to::timestamptz))
+    OFFSET 0 -- kept a per-provider probe: flattened, the planner scanned the domain's whole index range
+) e
+WHERE p.provider_id IS NOT NULL
 GROUP BY 1, 2, 3;
 
 -- name: MessageRollupLockAccount :exec
@@ -66,28 +86,30 @@ GROUP BY 1, 2, 3;
 SELECT pg_advisory_xact_lock(290029, hashtext((@account_id::uuid)::text));
 
 -- name: MessageRollupRebuildDomain :one
--- Recounts an account's domain rollup from its raw rows: rows that differ are
--- written, rows without raw rows deleted. Returns how many of each.
+-- Recounts an account's domain rollup of the hours in [from, until) (UTC
+-- hour boundaries) from its raw rows: rows that differ are written, rows
+-- without raw rows deleted. Returns how many of each.
 WITH fresh AS MATERIALIZED (
-    SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id, provider_kind,
+    SELECT account_id, date_trunc('hour', occurred_at, 'UTC') AS hour, domain, domain_id, provider_id, provider_kind,
            event_type, bounce_class, count(*) AS n
     FROM message_events
-    WHERE account_id = @account_id::uuid
+    WHERE account_id = @account_id::uuid AND occurred_at >= @from_hour::timestamptz AND occurred_at < @until_hour::timestamptz
     GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
 ), written AS (
     INSERT INTO message_event_domain_hourly AS t
-        (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
-    SELECT account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n
+        (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n
     FROM fresh
     ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
-    ON CONFLICT (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class)
+    ON CONFLICT (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class)
         DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
     RETURNING 1
 ), deleted AS (
     DELETE FROM message_event_domain_hourly t
-    WHERE t.account_id = @account_id::uuid AND NOT EXISTS (
+    WHERE t.account_id = @account_id::uuid AND t.hour >= @from_hour::timestamptz AND t.hour < @until_hour::timestamptz
+      AND NOT EXISTS (
         SELECT 1 FROM fresh f
-        WHERE f.domain = t.domain AND f.hour = t.hour AND f.provider_id = t.provider_id
+        WHERE f.hour = t.hour AND f.domain = t.domain AND f.provider_id = t.provider_id
           AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
           AND coalesce(f.domain_id, '00000000-0000-0000-0000-000000000000') = coalesce(t.domain_id, '00000000-0000-0000-0000-000000000000')
           AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
@@ -96,12 +118,12 @@ WITH fresh AS MATERIALIZED (
 SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted;
 
 -- name: MessageRollupRebuildAccount :one
--- Recounts an account's account-level rollup from its domain rollup (rebuilt
--- first, in the same transaction).
+-- Recounts an account's account-level rollup of the hours in [from, until)
+-- from its domain rollup (rebuilt first, in the same transaction).
 WITH fresh AS MATERIALIZED (
     SELECT account_id, hour, provider_kind, event_type, bounce_class, sum(n)::bigint AS n
     FROM message_event_domain_hourly
-    WHERE account_id = @account_id::uuid
+    WHERE account_id = @account_id::uuid AND hour >= @from_hour::timestamptz AND hour < @until_hour::timestamptz
     GROUP BY 1, 2, 3, 4, 5
     HAVING sum(n) <> 0
 ), written AS (
@@ -114,13 +136,28 @@ WITH fresh AS MATERIALIZED (
     RETURNING 1
 ), deleted AS (
     DELETE FROM message_event_account_hourly t
-    WHERE t.account_id = @account_id::uuid AND NOT EXISTS (
+    WHERE t.account_id = @account_id::uuid AND t.hour >= @from_hour::timestamptz AND t.hour < @until_hour::timestamptz
+      AND NOT EXISTS (
         SELECT 1 FROM fresh f
         WHERE f.hour = t.hour AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
           AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted;
+
+-- name: MessageRollupNext :one
+-- The first instant from a time on at which an account has raw rows or
+-- rollup rows (found false when none): a rebuild skips the days without.
+WITH r AS (
+    SELECT least((SELECT min(occurred_at) FROM message_events
+                  WHERE account_id = @account_id::uuid AND occurred_at >= @from_time::timestamptz),
+                 (SELECT min(hour) FROM message_event_domain_hourly
+                  WHERE account_id = @account_id::uuid AND hour >= @from_time::timestamptz),
+                 (SELECT min(hour) FROM message_event_account_hourly
+                  WHERE account_id = @account_id::uuid AND hour >= @from_time::timestamptz)) AS at
+)
+SELECT (r.at IS NOT NULL)::boolean AS found, coalesce(r.at, 'epoch')::timestamptz AS at
+FROM r;
 
 -- name: MessageRollupAccountsAfter :many
 -- Accounts in id order, for rebuilding every account a page at a time.

@@ -48,12 +48,15 @@ CREATE TABLE message_event_domain_hourly (
     bounce_class  text,
     n             bigint      NOT NULL,
     CONSTRAINT message_event_domain_hourly_key UNIQUE NULLS NOT DISTINCT
-        (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class)
+        (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class)
 ) WITH (parallel_workers = 0);
 
--- The spike windows and health caps: one linked domain (and provider).
-CREATE INDEX message_event_domain_hourly_domain_idx
-    ON message_event_domain_hourly (account_id, domain_id, provider_id, hour) WHERE domain_id IS NOT NULL;
+-- The key serves an account's hours (rebuild, retention); these serve the
+-- spike windows and health caps (one linked domain's hours, every provider)
+-- and the daily volume of one sending domain name.
+CREATE INDEX message_event_domain_hourly_domain_id_idx
+    ON message_event_domain_hourly (account_id, domain_id, hour) WHERE domain_id IS NOT NULL;
+CREATE INDEX message_event_domain_hourly_domain_idx ON message_event_domain_hourly (account_id, domain, hour);
 
 -- Per account: the account-wide reads (charts up to 90 days, the type
 -- breakdown, the dashboard summary) read a few rows per hour.
@@ -79,13 +82,13 @@ BEGIN
     FROM (SELECT DISTINCT account_id AS a FROM new_rows) k;
 
     INSERT INTO message_event_domain_hourly AS t
-        (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
-    SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC'), domain_id, provider_id, provider_kind,
+        (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, date_trunc('hour', occurred_at, 'UTC'), domain, domain_id, provider_id, provider_kind,
            event_type, bounce_class, count(*)
     FROM new_rows
     GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
     ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
-    ON CONFLICT (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class)
+    ON CONFLICT (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class)
         DO UPDATE SET n = t.n + EXCLUDED.n;
 
     INSERT INTO message_event_account_hourly AS t (account_id, hour, provider_kind, event_type, bounce_class, n)
@@ -114,26 +117,26 @@ BEGIN
 
     IF TG_OP = 'UPDATE' THEN
         WITH d AS (
-            SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id,
+            SELECT account_id, date_trunc('hour', occurred_at, 'UTC') AS hour, domain, domain_id, provider_id,
                    provider_kind, event_type, bounce_class, 1 AS s FROM new_rows
             UNION ALL
-            SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id,
+            SELECT account_id, date_trunc('hour', occurred_at, 'UTC') AS hour, domain, domain_id, provider_id,
                    provider_kind, event_type, bounce_class, -1 AS s FROM old_rows)
         INSERT INTO message_event_domain_hourly AS t
-            (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
-        SELECT account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, sum(s)
+            (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
+        SELECT account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, sum(s)
         FROM d
         GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
         HAVING sum(s) <> 0 AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = d.account_id)
         ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
-        ON CONFLICT (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class)
+        ON CONFLICT (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class)
             DO UPDATE SET n = t.n + EXCLUDED.n;
 
         WITH d AS (
-            SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id,
+            SELECT account_id, date_trunc('hour', occurred_at, 'UTC') AS hour, domain, domain_id, provider_id,
                    provider_kind, event_type, bounce_class, 1 AS s FROM new_rows
             UNION ALL
-            SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id,
+            SELECT account_id, date_trunc('hour', occurred_at, 'UTC') AS hour, domain, domain_id, provider_id,
                    provider_kind, event_type, bounce_class, -1 AS s FROM old_rows)
         INSERT INTO message_event_account_hourly AS t (account_id, hour, provider_kind, event_type, bounce_class, n)
         SELECT account_id, hour, provider_kind, event_type, bounce_class, sum(s)
@@ -145,20 +148,20 @@ BEGIN
             DO UPDATE SET n = t.n + EXCLUDED.n;
     ELSE
         WITH d AS (
-            SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id,
+            SELECT account_id, date_trunc('hour', occurred_at, 'UTC') AS hour, domain, domain_id, provider_id,
                    provider_kind, event_type, bounce_class, -1 AS s FROM old_rows)
         INSERT INTO message_event_domain_hourly AS t
-            (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
-        SELECT account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, sum(s)
+            (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
+        SELECT account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, sum(s)
         FROM d
         GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
         HAVING sum(s) <> 0 AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = d.account_id)
         ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
-        ON CONFLICT (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class)
+        ON CONFLICT (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class)
             DO UPDATE SET n = t.n + EXCLUDED.n;
 
         WITH d AS (
-            SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id,
+            SELECT account_id, date_trunc('hour', occurred_at, 'UTC') AS hour, domain, domain_id, provider_id,
                    provider_kind, event_type, bounce_class, -1 AS s FROM old_rows)
         INSERT INTO message_event_account_hourly AS t (account_id, hour, provider_kind, event_type, bounce_class, n)
         SELECT account_id, hour, provider_kind, event_type, bounce_class, sum(s)
@@ -171,8 +174,8 @@ BEGIN
     END IF;
 
     DELETE FROM message_event_domain_hourly t
-    USING (SELECT DISTINCT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour FROM old_rows) k
-    WHERE t.account_id = k.account_id AND t.domain = k.domain AND t.hour = k.hour AND t.n = 0;
+    USING (SELECT DISTINCT account_id, date_trunc('hour', occurred_at, 'UTC') AS hour, domain FROM old_rows) k
+    WHERE t.account_id = k.account_id AND t.hour = k.hour AND t.domain = k.domain AND t.n = 0;
     DELETE FROM message_event_account_hourly t
     USING (SELECT DISTINCT account_id, date_trunc('hour', occurred_at, 'UTC') AS hour FROM old_rows) k
     WHERE t.account_id = k.account_id AND t.hour = k.hour AND t.n = 0;
@@ -195,8 +198,8 @@ CREATE TRIGGER message_event_rollups_delete AFTER DELETE ON message_events
 
 -- The backfill, from the raw rows as they are now.
 INSERT INTO message_event_domain_hourly
-    (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
-SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC'), domain_id, provider_id, provider_kind,
+    (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
+SELECT account_id, date_trunc('hour', occurred_at, 'UTC'), domain, domain_id, provider_id, provider_kind,
        event_type, bounce_class, count(*)
 FROM message_events
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8;

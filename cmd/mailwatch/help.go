@@ -67,8 +67,8 @@ Cancels a job; a running job's worker is told to stop.
 
 Queues the maintenance job (message_rollup_rebuild) that recounts the
 hourly message-event rollups from the raw events: one account's, or every
-account's without --account. Each account is rebuilt in one transaction;
-only wrong rows are written. The worker logs what it corrected.
+account's without --account, a UTC day per transaction; only wrong rows
+are written. The worker logs what it corrected.
 `,
 	"migrate": `usage: mailwatch migrate
 

@@ -131,21 +131,35 @@ func (q *Queries) MessageRawDomainNameDays(ctx context.Context, db DBTX, arg Mes
 }
 
 const messageRawDomainProviders = `-- name: MessageRawDomainProviders :many
-SELECT provider_id, event_type, bounce_class, count(*)::bigint AS count
-FROM message_events
-WHERE account_id = $1::uuid AND domain_id = $2::uuid
-  AND ((occurred_at >= $3::timestamptz AND occurred_at < $4::timestamptz)
-    OR (occurred_at >= $5::timestamptz AND occurred_at < $6::timestamptz))
+WITH RECURSIVE providers AS (
+    SELECT (SELECT m.provider_id FROM message_events m WHERE m.domain_id = $1::uuid
+            ORDER BY m.provider_id LIMIT 1) AS provider_id
+    UNION ALL
+    SELECT (SELECT m.provider_id FROM message_events m WHERE m.domain_id = $1::uuid AND m.provider_id > p.provider_id
+            ORDER BY m.provider_id LIMIT 1)
+    FROM providers p
+    WHERE p.provider_id IS NOT NULL
+)
+SELECT e.provider_id, e.event_type, e.bounce_class, count(*)::bigint AS count
+FROM providers p
+CROSS JOIN LATERAL (
+    SELECT m.provider_id, m.event_type, m.bounce_class
+    FROM message_events m
+    WHERE m.domain_id = $1::uuid AND m.provider_id = p.provider_id
+      AND ((m.occurred_at >= $2::timestamptz AND m.occurred_at < $3::timestamptz)
+        OR (m.occurred_at >= $4::timestamptz AND m.occurred_at < $5::timestamptz))
+    OFFSET 0 -- kept a per-provider probe: flattened, the planner scanned the domain's whole index range
+) e
+WHERE p.provider_id IS NOT NULL
 GROUP BY 1, 2, 3
 `
 
 type MessageRawDomainProvidersParams struct {
-	AccountID uuid.UUID
-	DomainID  uuid.UUID
-	HeadFrom  time.Time
-	HeadTo    time.Time
-	TailFrom  time.Time
-	TailTo    time.Time
+	DomainID uuid.UUID
+	HeadFrom time.Time
+	HeadTo   time.Time
+	TailFrom time.Time
+	TailTo   time.Time
 }
 
 type MessageRawDomainProvidersRow struct {
@@ -155,10 +169,13 @@ type MessageRawDomainProvidersRow struct {
 	Count       int64
 }
 
-// The same from the raw rows of the partial hours.
+// The same from the raw rows of the partial hours, through the
+// (domain_id, provider_id, occurred_at) index: the domain's providers are
+// found by a skip scan of the index (one probe each), then each provider's
+// partial hours are exact ranges, so the read costs the domain's events of
+// those hours, not the account's nor the domain's history.
 func (q *Queries) MessageRawDomainProviders(ctx context.Context, db DBTX, arg MessageRawDomainProvidersParams) ([]MessageRawDomainProvidersRow, error) {
 	rows, err := db.Query(ctx, messageRawDomainProviders,
-		arg.AccountID,
 		arg.DomainID,
 		arg.HeadFrom,
 		arg.HeadTo,
@@ -215,8 +232,9 @@ type MessageRollupAccountDaysRow struct {
 // A window is read as rollups.Split divides it: its whole UTC hours from the
 // hourly rollups, [hours_from, hours_to) (hours_to NULL: open-ended), and
 // the raw rows of its partial hours [head_from, head_to) and
-// [tail_from, tail_to), each shorter than an hour, through the
-// (account_id, occurred_at) index. Each read is two queries, one per source,
+// [tail_from, tail_to), each shorter than an hour, through an index on
+// occurred_at ((account_id, occurred_at) or (domain_id, provider_id,
+// occurred_at)). Each read is two queries, one per source,
 // rather than one UNION ALL: the planner gave the union a parallel plan
 // whose workers' start cost several times the read itself.
 // internal/providers/rollups.go is the only caller; it adds the two answers.
@@ -397,11 +415,43 @@ func (q *Queries) MessageRollupLockAccount(ctx context.Context, db DBTX, account
 	return err
 }
 
+const messageRollupNext = `-- name: MessageRollupNext :one
+WITH r AS (
+    SELECT least((SELECT min(occurred_at) FROM message_events
+                  WHERE account_id = $1::uuid AND occurred_at >= $2::timestamptz),
+                 (SELECT min(hour) FROM message_event_domain_hourly
+                  WHERE account_id = $1::uuid AND hour >= $2::timestamptz),
+                 (SELECT min(hour) FROM message_event_account_hourly
+                  WHERE account_id = $1::uuid AND hour >= $2::timestamptz)) AS at
+)
+SELECT (r.at IS NOT NULL)::boolean AS found, coalesce(r.at, 'epoch')::timestamptz AS at
+FROM r
+`
+
+type MessageRollupNextParams struct {
+	AccountID uuid.UUID
+	FromTime  time.Time
+}
+
+type MessageRollupNextRow struct {
+	Found bool
+	At    time.Time
+}
+
+// The first instant from a time on at which an account has raw rows or
+// rollup rows (found false when none): a rebuild skips the days without.
+func (q *Queries) MessageRollupNext(ctx context.Context, db DBTX, arg MessageRollupNextParams) (MessageRollupNextRow, error) {
+	row := db.QueryRow(ctx, messageRollupNext, arg.AccountID, arg.FromTime)
+	var i MessageRollupNextRow
+	err := row.Scan(&i.Found, &i.At)
+	return i, err
+}
+
 const messageRollupRebuildAccount = `-- name: MessageRollupRebuildAccount :one
 WITH fresh AS MATERIALIZED (
     SELECT account_id, hour, provider_kind, event_type, bounce_class, sum(n)::bigint AS n
     FROM message_event_domain_hourly
-    WHERE account_id = $1::uuid
+    WHERE account_id = $1::uuid AND hour >= $2::timestamptz AND hour < $3::timestamptz
     GROUP BY 1, 2, 3, 4, 5
     HAVING sum(n) <> 0
 ), written AS (
@@ -414,7 +464,8 @@ WITH fresh AS MATERIALIZED (
     RETURNING 1
 ), deleted AS (
     DELETE FROM message_event_account_hourly t
-    WHERE t.account_id = $1::uuid AND NOT EXISTS (
+    WHERE t.account_id = $1::uuid AND t.hour >= $2::timestamptz AND t.hour < $3::timestamptz
+      AND NOT EXISTS (
         SELECT 1 FROM fresh f
         WHERE f.hour = t.hour AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
           AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
@@ -423,15 +474,21 @@ WITH fresh AS MATERIALIZED (
 SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted
 `
 
+type MessageRollupRebuildAccountParams struct {
+	AccountID uuid.UUID
+	FromHour  time.Time
+	UntilHour time.Time
+}
+
 type MessageRollupRebuildAccountRow struct {
 	Written int64
 	Deleted int64
 }
 
-// Recounts an account's account-level rollup from its domain rollup (rebuilt
-// first, in the same transaction).
-func (q *Queries) MessageRollupRebuildAccount(ctx context.Context, db DBTX, accountID uuid.UUID) (MessageRollupRebuildAccountRow, error) {
-	row := db.QueryRow(ctx, messageRollupRebuildAccount, accountID)
+// Recounts an account's account-level rollup of the hours in [from, until)
+// from its domain rollup (rebuilt first, in the same transaction).
+func (q *Queries) MessageRollupRebuildAccount(ctx context.Context, db DBTX, arg MessageRollupRebuildAccountParams) (MessageRollupRebuildAccountRow, error) {
+	row := db.QueryRow(ctx, messageRollupRebuildAccount, arg.AccountID, arg.FromHour, arg.UntilHour)
 	var i MessageRollupRebuildAccountRow
 	err := row.Scan(&i.Written, &i.Deleted)
 	return i, err
@@ -439,25 +496,26 @@ func (q *Queries) MessageRollupRebuildAccount(ctx context.Context, db DBTX, acco
 
 const messageRollupRebuildDomain = `-- name: MessageRollupRebuildDomain :one
 WITH fresh AS MATERIALIZED (
-    SELECT account_id, domain, date_trunc('hour', occurred_at, 'UTC') AS hour, domain_id, provider_id, provider_kind,
+    SELECT account_id, date_trunc('hour', occurred_at, 'UTC') AS hour, domain, domain_id, provider_id, provider_kind,
            event_type, bounce_class, count(*) AS n
     FROM message_events
-    WHERE account_id = $1::uuid
+    WHERE account_id = $1::uuid AND occurred_at >= $2::timestamptz AND occurred_at < $3::timestamptz
     GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
 ), written AS (
     INSERT INTO message_event_domain_hourly AS t
-        (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
-    SELECT account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n
+        (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n
     FROM fresh
     ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
-    ON CONFLICT (account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class)
+    ON CONFLICT (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class)
         DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
     RETURNING 1
 ), deleted AS (
     DELETE FROM message_event_domain_hourly t
-    WHERE t.account_id = $1::uuid AND NOT EXISTS (
+    WHERE t.account_id = $1::uuid AND t.hour >= $2::timestamptz AND t.hour < $3::timestamptz
+      AND NOT EXISTS (
         SELECT 1 FROM fresh f
-        WHERE f.domain = t.domain AND f.hour = t.hour AND f.provider_id = t.provider_id
+        WHERE f.hour = t.hour AND f.domain = t.domain AND f.provider_id = t.provider_id
           AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
           AND coalesce(f.domain_id, '00000000-0000-0000-0000-000000000000') = coalesce(t.domain_id, '00000000-0000-0000-0000-000000000000')
           AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
@@ -466,15 +524,22 @@ WITH fresh AS MATERIALIZED (
 SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted
 `
 
+type MessageRollupRebuildDomainParams struct {
+	AccountID uuid.UUID
+	FromHour  time.Time
+	UntilHour time.Time
+}
+
 type MessageRollupRebuildDomainRow struct {
 	Written int64
 	Deleted int64
 }
 
-// Recounts an account's domain rollup from its raw rows: rows that differ are
-// written, rows without raw rows deleted. Returns how many of each.
-func (q *Queries) MessageRollupRebuildDomain(ctx context.Context, db DBTX, accountID uuid.UUID) (MessageRollupRebuildDomainRow, error) {
-	row := db.QueryRow(ctx, messageRollupRebuildDomain, accountID)
+// Recounts an account's domain rollup of the hours in [from, until) (UTC
+// hour boundaries) from its raw rows: rows that differ are written, rows
+// without raw rows deleted. Returns how many of each.
+func (q *Queries) MessageRollupRebuildDomain(ctx context.Context, db DBTX, arg MessageRollupRebuildDomainParams) (MessageRollupRebuildDomainRow, error) {
+	row := db.QueryRow(ctx, messageRollupRebuildDomain, arg.AccountID, arg.FromHour, arg.UntilHour)
 	var i MessageRollupRebuildDomainRow
 	err := row.Scan(&i.Written, &i.Deleted)
 	return i, err

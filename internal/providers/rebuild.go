@@ -3,6 +3,7 @@ package providers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -38,32 +39,58 @@ func (r *Rebuilt) add(o Rebuilt) {
 }
 
 // RebuildMessageRollups recounts an account's message-event rollups from its
-// raw rows in one transaction; only the rows that differ are written.
+// raw rows, a UTC day per transaction (RebuildChunk), every day that has raw
+// rows or rollup rows; only the rows that differ are written.
 //
-// The transaction first takes the account's rollup lock exclusively (an
+// Each transaction first takes the account's rollup lock exclusively (an
 // advisory lock the triggers of message_events take shared for every account
 // they count): it waits for the transactions that wrote the account's events
-// and are still open, and the ones that write during the rebuild wait for it
-// in their trigger. The recount, made after the lock, sees every committed
-// row; a row written meanwhile is added by its own trigger once the rebuild
-// committed. Inserts, deletes and updates of the account's events wait for as
-// long as the recount takes (a few seconds for millions of events); other
-// accounts are not held up.
+// and are still open, and the ones that write during it wait for it in their
+// trigger. The recount, made after the lock, sees every committed row; a row
+// written meanwhile is added by its own trigger once the day is committed.
+// So the account's event writes wait for one day's recount at a time (a day
+// of a million events: a few seconds); other accounts are not held up.
 func RebuildMessageRollups(ctx context.Context, db dbutil.Executor, account uuid.UUID) (Rebuilt, error) {
+	total := Rebuilt{Accounts: 1}
+	from := time.Unix(0, 0).UTC()
+	for {
+		next, err := dbsqlc.New().MessageRollupNext(ctx, db, dbsqlc.MessageRollupNextParams{AccountID: account, FromTime: from})
+		if err != nil {
+			return total, fmt.Errorf("error reading the hours of account %s: %w", account, err)
+		}
+		if !next.Found {
+			return total, nil
+		}
+		day := next.At.UTC().Truncate(RebuildChunk)
+		r, err := rebuildHours(ctx, db, account, day, day.Add(RebuildChunk))
+		if err != nil {
+			return total, err
+		}
+		total.add(r)
+		from = day.Add(RebuildChunk)
+	}
+}
+
+// RebuildChunk is the span of hours one rebuild transaction recounts.
+const RebuildChunk = 24 * time.Hour
+
+// rebuildHours recounts the account's rollups of [from, until) (hour
+// boundaries) in one transaction, under the account's rollup lock.
+func rebuildHours(ctx context.Context, db dbutil.Executor, account uuid.UUID, from, until time.Time) (Rebuilt, error) {
 	return dbutil.WithTxV(ctx, db, func(ctx context.Context, tx pgx.Tx) (Rebuilt, error) {
 		q := dbsqlc.New()
 		if err := q.MessageRollupLockAccount(ctx, tx, account); err != nil {
 			return Rebuilt{}, fmt.Errorf("error locking the rollups of account %s: %w", account, err)
 		}
-		d, err := q.MessageRollupRebuildDomain(ctx, tx, account)
+		d, err := q.MessageRollupRebuildDomain(ctx, tx, dbsqlc.MessageRollupRebuildDomainParams{AccountID: account, FromHour: from, UntilHour: until})
 		if err != nil {
 			return Rebuilt{}, fmt.Errorf("error rebuilding the domain rollup of account %s: %w", account, err)
 		}
-		a, err := q.MessageRollupRebuildAccount(ctx, tx, account)
+		a, err := q.MessageRollupRebuildAccount(ctx, tx, dbsqlc.MessageRollupRebuildAccountParams{AccountID: account, FromHour: from, UntilHour: until})
 		if err != nil {
 			return Rebuilt{}, fmt.Errorf("error rebuilding the account rollup of account %s: %w", account, err)
 		}
-		return Rebuilt{Accounts: 1, DomainWritten: d.Written, DomainDeleted: d.Deleted, AccountWritten: a.Written, AccountDeleted: a.Deleted}, nil
+		return Rebuilt{DomainWritten: d.Written, DomainDeleted: d.Deleted, AccountWritten: a.Written, AccountDeleted: a.Deleted}, nil
 	})
 }
 

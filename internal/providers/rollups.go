@@ -245,7 +245,7 @@ func DomainCounts(ctx context.Context, db dbutil.Executor, account, domain uuid.
 	}
 	if w.raw {
 		rows, err := q.MessageRawDomainProviders(ctx, db, dbsqlc.MessageRawDomainProvidersParams{
-			AccountID: account, DomainID: domain, HeadFrom: w.headFrom, HeadTo: w.headTo, TailFrom: w.tailFrom, TailTo: w.tailTo,
+			DomainID: domain, HeadFrom: w.headFrom, HeadTo: w.headTo, TailFrom: w.tailFrom, TailTo: w.tailTo,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("error counting message events of domain: %w", err)
