@@ -32,8 +32,8 @@ type retentionPass struct {
 	Run      func(ctx context.Context, deps jobs.Deps) error
 	// OneRow deletes the oldest row the pass removes; it is explained (and
 	// rolled back) when the pass does not finish, to show where the time
-	// goes.
-	OneRow string
+	// goes. Due counts the rows the pass has to remove, for the projection.
+	OneRow, Due string
 }
 
 // historyRetention is the one place that lists the retention paths of the
@@ -54,6 +54,7 @@ func historyRetention(seed *historySeed) (passes []retentionPass, none []string)
 			return jobs.NewEventPruneWorker(deps).Work(ctx, &river.Job[events.PruneArgs]{})
 		},
 		OneRow: `DELETE FROM events WHERE id = (SELECT id FROM events ORDER BY created_at LIMIT 1)`,
+		Due:    fmt.Sprintf(`SELECT count(*) FROM events WHERE created_at < '%s'`, cutoff.Format(time.RFC3339Nano)),
 	}, {
 		Name:     "provider_payload_prune: jobs.ProviderPayloadPruneWorker.Work (processed payloads older than a week)",
 		Tables:   []string{"provider_payloads"},
@@ -62,7 +63,9 @@ func historyRetention(seed *historySeed) (passes []retentionPass, none []string)
 		Run: func(ctx context.Context, deps jobs.Deps) error {
 			return jobs.NewProviderPayloadPruneWorker(deps).Work(ctx, &river.Job[jobs.ProviderPayloadPruneArgs]{})
 		},
-		OneRow: `DELETE FROM provider_payloads WHERE id = (SELECT min(id) FROM provider_payloads)`,
+		OneRow: `DELETE FROM provider_payloads WHERE id = (SELECT id FROM provider_payloads ORDER BY id LIMIT 1)`,
+		Due: fmt.Sprintf(`SELECT count(*) FROM provider_payloads WHERE received_at < '%s' AND processed_at IS NOT NULL`,
+			cutoff.Format(time.RFC3339Nano)),
 	}}
 	none = []string{"message_events", "dmarc_records (and dmarc_reports, report_messages, dmarc_source_days)"}
 	return passes, none
@@ -132,7 +135,7 @@ func measureRetention(ctx context.Context, env *benchEnv, seed *historySeed) ([]
 		case runErr != nil && !errors.Is(runErr, context.DeadlineExceeded) && runCtx.Err() == nil:
 			return nil, fmt.Errorf("%s: %w", p.Name, runErr)
 		case runErr != nil:
-			res.Detail = fmt.Sprintf("stopped at the bench's bound (BENCH_RETENTION_TIMEOUT); %s", explainOneRow(ctx, env, p.OneRow))
+			res.Detail = fmt.Sprintf("stopped at the bench's bound (BENCH_RETENTION_TIMEOUT); %s", explainOneRow(ctx, env, p.OneRow, p.Due))
 		case took > p.JobBound:
 			res.Detail = fmt.Sprintf("longer than one run of the job may take (%s): production needs %d runs", p.JobBound, int(took/p.JobBound)+1)
 		}
@@ -159,7 +162,7 @@ func countRows(ctx context.Context, env *benchEnv, tables []string) ([]int64, er
 // explainOneRow runs sql (a one-row DELETE) under EXPLAIN ANALYZE in a
 // transaction it rolls back, and says how long it took and which
 // triggers (foreign keys' actions) took the time.
-func explainOneRow(ctx context.Context, env *benchEnv, sql string) string {
+func explainOneRow(ctx context.Context, env *benchEnv, sql, due string) string {
 	tx, err := env.Pool.Begin(ctx)
 	if err != nil {
 		return err.Error()
@@ -182,7 +185,16 @@ func explainOneRow(ctx context.Context, env *benchEnv, sql string) string {
 	}
 	parts := []string{fmt.Sprintf("deleting one row takes %.1f ms", p[0].ExecutionTime)}
 	for _, t := range p[0].Triggers {
-		parts = append(parts, fmt.Sprintf("%s %.1f ms", t.Name, t.Time))
+		// A foreign key's action is an internal trigger: name its constraint.
+		name := t.Name
+		_ = tx.QueryRow(ctx, `SELECT c.conname || ' on ' || c.conrelid::regclass FROM pg_trigger g
+			JOIN pg_constraint c ON c.oid = g.tgconstraint WHERE g.tgname = $1`, t.Name).Scan(&name)
+		parts = append(parts, fmt.Sprintf("%s %.1f ms", name, t.Time))
+	}
+	var n int64
+	if err := env.Pool.QueryRow(ctx, due).Scan(&n); err == nil {
+		parts = append(parts, fmt.Sprintf("%d rows due: about %s at that rate", n,
+			(time.Duration(p[0].ExecutionTime*float64(n))*time.Millisecond).Round(time.Minute)))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -86,6 +86,8 @@ func printHistoryTable(results []historySizeResult) {
 		switch {
 		case e.Baseline:
 			verdict = "baseline"
+		case m.Endpoints[i].non200()+m.Endpoints[i].Errors > 0:
+			verdict = "**FAILS** (answers other than 200; the p50 is the statement timeout's)"
 		case ratio > 1.5 && ms(m.Endpoints[i].P50) >= 50:
 			verdict = "**FAILS** (ratio and 50 ms)"
 		case ratio > 1.5:
