@@ -141,7 +141,7 @@ func (e *whEnv) waitFor(t *testing.T, id uuid.UUID, what string, cond func(dbsql
 		d, err = dbsqlc.New().DeliveryGetByID(context.Background(), e.pool, dbsqlc.DeliveryGetByIDParams{ID: id, AccountID: e.account})
 		require.NoError(t, err)
 		return cond(d)
-	}, 20*time.Second, 10*time.Millisecond, "delivery never became %s; last: %+v", what, d)
+	}, 60*time.Second, 10*time.Millisecond, "delivery never became %s", what)
 	return d
 }
 
