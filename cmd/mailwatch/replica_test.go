@@ -53,6 +53,17 @@ func execSQL(t *testing.T, url, sql string) {
 	require.NoError(t, err)
 }
 
+// queryText runs one query returning one text value on its own connection.
+func queryText(t *testing.T, url, sql string) string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var v string
+	require.NoError(t, conn.QueryRow(t.Context(), sql).Scan(&v))
+	return v
+}
+
 // TestReadReplica: with DATABASE_READ_URL on a real streaming standby, the
 // data API reads the standby while it is fresh (a write the paused standby
 // has not replayed is not seen by an API allowing an hour of lag), and an
@@ -122,6 +133,9 @@ func TestReadReplica(t *testing.T) {
 	eventually(func() bool { return inUse(strict) }, "the strict API reads the standby while it keeps up")
 
 	execSQL(t, standby.url, "SELECT pg_wal_replay_pause()")
+	// The pause is a request: wait until replay has stopped.
+	eventually(func() bool { return queryText(t, standby.url, "SELECT pg_get_wal_replay_pause_state()") == "paused" },
+		"the standby's replay pauses")
 	c.json("POST", lenient+"/api/accounts/me/receivers", key, map[string]any{"label": "second"}, 201, nil)
 	require.Equal(t, 1, receivers(lenient), "the lenient API reads the paused standby, which has not replayed the second receiver")
 	require.True(t, inUse(lenient))
