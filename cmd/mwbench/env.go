@@ -70,8 +70,14 @@ func newBenchEnv(ctx context.Context) (*benchEnv, error) {
 	return &benchEnv{AdminURL: admin, URL: url, Name: name, Pool: pool, Logger: logger}, nil
 }
 
+// close drops the bench's database, unless BENCH_KEEP_DB=1 keeps it for a
+// look at what was measured (its name is printed).
 func (e *benchEnv) close() {
 	e.Pool.Close()
+	if os.Getenv("BENCH_KEEP_DB") == "1" {
+		fmt.Printf("kept      database %s (BENCH_KEEP_DB=1)\n", e.Name)
+		return
+	}
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, e.AdminURL)
 	if err != nil {

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/internal/partitions"
 )
 
 // historyRows counts what a size's seeding wrote (every account).
@@ -37,6 +40,9 @@ func seedHistory(ctx context.Context, env *benchEnv, srv *historyServer, size hi
 		return nil, err
 	}
 	if _, err := seedHistorySetup(ctx, env, seed); err != nil {
+		return nil, err
+	}
+	if err := seedHistoryPartitions(ctx, env, seed.Now); err != nil {
 		return nil, err
 	}
 	total := func(n int) int { return int(float64(n) * size.Factor * (1 + historyNoiseAccounts*historyNoiseShare)) }
@@ -82,6 +88,29 @@ func seedHistory(ctx context.Context, env *benchEnv, srv *historyServer, size hi
 		FROM domains d WHERE d.account_id = $1 AND d.name = $3`, seed.Account, seed.Now, seed.Busy).Scan(&rows, &ips, &records)
 	fmt.Printf("seeded    busy domain %s: %d DMARC records; its last 30 days: %d daily source rows, %d source IPs\n", seed.Busy, records, rows, ips)
 	return seed, err
+}
+
+// seedHistoryPartitions creates the partitions of the seeded span before
+// any row is written, as the hourly partition maintenance would have made
+// them while that history arrived: from the interval of the oldest row on
+// (Ensure at the oldest time, then again at now, which fills every
+// interval between), so that each week, day or month lands in its own
+// partition and retention can drop it whole.
+func seedHistoryPartitions(ctx context.Context, env *benchEnv, now time.Time) error {
+	oldest := now.Add(-historySpanDays * 24 * time.Hour)
+	var rep partitions.Report
+	for _, spec := range partitions.Tables {
+		for _, at := range []time.Time{oldest, now} {
+			if err := partitions.Ensure(ctx, env.Pool, spec, at, &rep); err != nil {
+				return fmt.Errorf("partitions of %s: %w", spec.Table, err)
+			}
+		}
+	}
+	if len(rep.Skipped) > 0 {
+		return fmt.Errorf("partitions not created (lock timeout): %s", strings.Join(rep.Skipped, ", "))
+	}
+	fmt.Printf("seeded    %d partitions\n", len(rep.Created))
+	return nil
 }
 
 // historyPayloadsSQL writes a chunk's provider payloads: one per

@@ -16,8 +16,8 @@ var historyTables = []string{"message_events", "events", "dmarc_records", "webho
 type tableStorage struct {
 	Table   string
 	Rows    int64
-	Heap    int64 // pg_table_size: heap, TOAST, free space and visibility maps
-	Indexes int64 // pg_indexes_size
+	Heap    int64 // pg_table_size of every partition: heap, TOAST, free space and visibility maps
+	Indexes int64 // pg_indexes_size of every partition
 }
 
 func (t tableStorage) perRow(b int64) float64 {
@@ -32,7 +32,12 @@ func measureStorage(ctx context.Context, env *benchEnv) ([]tableStorage, int64, 
 	out := make([]tableStorage, 0, len(historyTables))
 	for _, t := range historyTables {
 		s := tableStorage{Table: t}
-		err := env.Pool.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s), pg_table_size('%[1]s'), pg_indexes_size('%[1]s')`,
+		// A partitioned table stores nothing itself: its partitions (every
+		// leaf of pg_partition_tree, the table alone when not partitioned)
+		// hold the rows and indexes.
+		err := env.Pool.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %[1]s),
+			(SELECT coalesce(sum(pg_table_size(relid)), 0)::bigint FROM pg_partition_tree('%[1]s') WHERE isleaf),
+			(SELECT coalesce(sum(pg_indexes_size(relid)), 0)::bigint FROM pg_partition_tree('%[1]s') WHERE isleaf)`,
 			pgx.Identifier{t}.Sanitize())).Scan(&s.Rows, &s.Heap, &s.Indexes)
 		if err != nil {
 			return nil, 0, fmt.Errorf("error sizing %s: %w", t, err)
