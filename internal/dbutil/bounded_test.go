@@ -3,6 +3,7 @@ package dbutil_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,32 @@ func TestPoolStatementTimeoutIsTheServers(t *testing.T) {
 	var setting string
 	require.NoError(t, pool.QueryRow(ctx, "SHOW statement_timeout").Scan(&setting))
 	require.Equal(t, "200ms", setting)
+}
+
+// TestPoolTurnsJITOff: pools compile no plan to machine code (the
+// compilation costs more than mailwatch's short statements), unless the
+// URL asks for it.
+func TestPoolTurnsJITOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, url := dbtest.NewDB(t)
+	for _, c := range []struct{ url, want string }{
+		{url, "off"},
+		{withParam(url, "jit=on"), "on"},
+	} {
+		pool, err := dbutil.NewPool(ctx, c.url, 1)
+		require.NoError(t, err)
+		var jit string
+		require.NoError(t, pool.QueryRow(ctx, "SHOW jit").Scan(&jit))
+		pool.Close()
+		require.Equal(t, c.want, jit, c.url)
+	}
+}
+
+// withParam adds a query parameter to a Postgres URL.
+func withParam(url, param string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + param
+	}
+	return url + "?" + param
 }

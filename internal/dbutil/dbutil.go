@@ -130,6 +130,14 @@ func NewPoolWith(ctx context.Context, url string, opts PoolOptions) (*pgxpool.Po
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = fmt.Sprint(opts.StatementTimeout.Milliseconds())
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	// Every statement mailwatch runs is short and planned often; Postgres
+	// compiles a plan to machine code once its estimated cost passes
+	// jit_above_cost, and that compilation (20 to 100 ms measured on the
+	// dashboard's aggregates) costs more than the queries themselves. The
+	// URL's jit parameter overrides this.
+	if _, ok := cfg.ConnConfig.RuntimeParams["jit"]; !ok {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	// A frozen or unreachable server must not hold a request for the whole
 	// REQUEST_TIMEOUT while a new connection waits (connect_timeout in the
 	// URL overrides this).
