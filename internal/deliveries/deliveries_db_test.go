@@ -35,7 +35,13 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{ctx: context.Background(), tx: dbtest.Tx(t), account: uuid.Must(uuid.NewV7()), sub: uuid.Must(uuid.NewV7())}
+	return newFixtureIn(t, dbtest.Tx(t))
+}
+
+// newFixtureIn is another account's fixture in the same transaction.
+func newFixtureIn(t *testing.T, tx pgx.Tx) *fixture {
+	t.Helper()
+	f := &fixture{ctx: context.Background(), tx: tx, account: uuid.Must(uuid.NewV7()), sub: uuid.Must(uuid.NewV7())}
 	f.exec(t, "INSERT INTO accounts (id, email, password_hash) VALUES ($1, $2, 'x')", f.account, f.account.String()+"@example.com")
 	f.exec(t, `INSERT INTO event_subscriptions (id, account_id, url, event_types, secret_ciphertext, secret_key_id)
 VALUES ($1, $2, 'https://u:p@hooks.example.com/in?token=x', ARRAY['receiver_message_received'], '\x00', 'k')`, f.sub, f.account)
@@ -357,4 +363,23 @@ func TestRetryOnce(t *testing.T) {
 		require.Equal(t, job, *d.JobID)
 		require.True(t, now.UTC().Truncate(time.Microsecond).Equal(*d.NextRetryAt))
 	})
+}
+
+// TestDeliveryCountOpenCountsEachStatusOfTheAccount: the dashboard's counts
+// of deliveries needing attention count each open status of this account
+// only, never delivered pushes nor another account's.
+func TestDeliveryCountOpenCountsEachStatusOfTheAccount(t *testing.T) {
+	f := newFixture(t)
+	other := newFixtureIn(t, f.tx)
+	now := time.Now()
+	for status, n := range map[string]int{"pending": 2, "retrying": 1, "failed": 3, "delivered": 5} {
+		for range n {
+			f.delivery(t, status, 1, nil, now)
+			other.delivery(t, status, 1, nil, now)
+		}
+	}
+	other.delivery(t, "failed", 1, nil, now)
+	c, err := dbsqlc.New().DeliveryCountOpen(f.ctx, f.tx, f.account)
+	require.NoError(t, err)
+	require.Equal(t, dbsqlc.DeliveryCountOpenRow{Pending: 2, Retrying: 1, Failed: 3}, c)
 }
