@@ -278,3 +278,37 @@ WHERE d.id > @after::uuid
   AND (SELECT count(*) FROM reporting_addresses ra WHERE ra.domain_id = d.id AND ra.key_id = @key_id::text) < 2
 ORDER BY d.id
 LIMIT @max_rows::int;
+
+-- name: DMARCSourceVersionBump :exec
+-- Takes the domain's version lock first: a writer of many statements then
+-- never waits for it while holding daily rows another writer needs (the
+-- triggers of 0032 bump it again after each statement).
+INSERT INTO dmarc_source_versions AS v (domain_id, version)
+VALUES (@domain_id::uuid, nextval('dmarc_source_version_seq'))
+ON CONFLICT (domain_id) DO UPDATE SET version = EXCLUDED.version;
+
+-- name: DMARCSourceVersion :one
+-- The domain's daily source rows' version (0 before any write).
+SELECT coalesce((SELECT version FROM dmarc_source_versions WHERE domain_id = @domain_id::uuid), 0)::bigint AS version;
+
+-- name: DMARCSourceSummaryGet :one
+-- The domain's summary of a window, only while it is current.
+SELECT s.truncated, s.period_since, s.source_ips, s.messages, s.dkim_aligned, s.spf_aligned, s.compliant, s.forwarded,
+       s.failing, s.selector_counts, s.selectors
+FROM dmarc_source_summaries s
+WHERE s.domain_id = @domain_id::uuid AND s.kind = @kind::smallint
+  AND s.since_day = @since::date AND s.until_day = @until::date
+  AND s.version = coalesce((SELECT v.version FROM dmarc_source_versions v WHERE v.domain_id = @domain_id::uuid), 0);
+
+-- name: DMARCSourceSummaryPut :exec
+INSERT INTO dmarc_source_summaries (domain_id, kind, since_day, until_day, version, truncated, period_since, source_ips,
+    messages, dkim_aligned, spf_aligned, compliant, forwarded, failing, selector_counts, selectors)
+VALUES (@domain_id::uuid, @kind::smallint, @since::date, @until::date, @version::bigint, @truncated::boolean,
+    @period_since::date, @source_ips::text[], @messages::bigint[], @dkim_aligned::bigint[], @spf_aligned::bigint[],
+    @compliant::bigint[], @forwarded::bigint[], @failing::bigint[], @selector_counts::integer[], @selectors::text[])
+ON CONFLICT (domain_id, kind) DO UPDATE SET since_day = EXCLUDED.since_day, until_day = EXCLUDED.until_day,
+    version = EXCLUDED.version, truncated = EXCLUDED.truncated, period_since = EXCLUDED.period_since,
+    source_ips = EXCLUDED.source_ips, messages = EXCLUDED.messages, dkim_aligned = EXCLUDED.dkim_aligned,
+    spf_aligned = EXCLUDED.spf_aligned, compliant = EXCLUDED.compliant, forwarded = EXCLUDED.forwarded,
+    failing = EXCLUDED.failing, selector_counts = EXCLUDED.selector_counts, selectors = EXCLUDED.selectors,
+    computed_at = now();

@@ -532,6 +532,31 @@ type DmarcSourceDay struct {
 	DkimSelectors []string
 }
 
+type DmarcSourceSummary struct {
+	DomainID       uuid.UUID
+	Kind           int16
+	SinceDay       time.Time
+	UntilDay       time.Time
+	Version        int64
+	Truncated      bool
+	PeriodSince    time.Time
+	SourceIps      []string
+	Messages       []int64
+	DkimAligned    []int64
+	SpfAligned     []int64
+	Compliant      []int64
+	Forwarded      []int64
+	Failing        []int64
+	SelectorCounts []int32
+	Selectors      []string
+	ComputedAt     time.Time
+}
+
+type DmarcSourceVersion struct {
+	DomainID uuid.UUID
+	Version  int64
+}
+
 type DnsConnection struct {
 	ID               uuid.UUID
 	AccountID        uuid.UUID

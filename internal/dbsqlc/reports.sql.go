@@ -502,6 +502,142 @@ func (q *Queries) DMARCSourceSelectors(ctx context.Context, db DBTX, arg DMARCSo
 	return items, nil
 }
 
+const dMARCSourceSummaryGet = `-- name: DMARCSourceSummaryGet :one
+SELECT s.truncated, s.period_since, s.source_ips, s.messages, s.dkim_aligned, s.spf_aligned, s.compliant, s.forwarded,
+       s.failing, s.selector_counts, s.selectors
+FROM dmarc_source_summaries s
+WHERE s.domain_id = $1::uuid AND s.kind = $2::smallint
+  AND s.since_day = $3::date AND s.until_day = $4::date
+  AND s.version = coalesce((SELECT v.version FROM dmarc_source_versions v WHERE v.domain_id = $1::uuid), 0)
+`
+
+type DMARCSourceSummaryGetParams struct {
+	DomainID uuid.UUID
+	Kind     int16
+	Since    time.Time
+	Until    time.Time
+}
+
+type DMARCSourceSummaryGetRow struct {
+	Truncated      bool
+	PeriodSince    time.Time
+	SourceIps      []string
+	Messages       []int64
+	DkimAligned    []int64
+	SpfAligned     []int64
+	Compliant      []int64
+	Forwarded      []int64
+	Failing        []int64
+	SelectorCounts []int32
+	Selectors      []string
+}
+
+// The domain's summary of a window, only while it is current.
+func (q *Queries) DMARCSourceSummaryGet(ctx context.Context, db DBTX, arg DMARCSourceSummaryGetParams) (DMARCSourceSummaryGetRow, error) {
+	row := db.QueryRow(ctx, dMARCSourceSummaryGet,
+		arg.DomainID,
+		arg.Kind,
+		arg.Since,
+		arg.Until,
+	)
+	var i DMARCSourceSummaryGetRow
+	err := row.Scan(
+		&i.Truncated,
+		&i.PeriodSince,
+		&i.SourceIps,
+		&i.Messages,
+		&i.DkimAligned,
+		&i.SpfAligned,
+		&i.Compliant,
+		&i.Forwarded,
+		&i.Failing,
+		&i.SelectorCounts,
+		&i.Selectors,
+	)
+	return i, err
+}
+
+const dMARCSourceSummaryPut = `-- name: DMARCSourceSummaryPut :exec
+INSERT INTO dmarc_source_summaries (domain_id, kind, since_day, until_day, version, truncated, period_since, source_ips,
+    messages, dkim_aligned, spf_aligned, compliant, forwarded, failing, selector_counts, selectors)
+VALUES ($1::uuid, $2::smallint, $3::date, $4::date, $5::bigint, $6::boolean,
+    $7::date, $8::text[], $9::bigint[], $10::bigint[], $11::bigint[],
+    $12::bigint[], $13::bigint[], $14::bigint[], $15::integer[], $16::text[])
+ON CONFLICT (domain_id, kind) DO UPDATE SET since_day = EXCLUDED.since_day, until_day = EXCLUDED.until_day,
+    version = EXCLUDED.version, truncated = EXCLUDED.truncated, period_since = EXCLUDED.period_since,
+    source_ips = EXCLUDED.source_ips, messages = EXCLUDED.messages, dkim_aligned = EXCLUDED.dkim_aligned,
+    spf_aligned = EXCLUDED.spf_aligned, compliant = EXCLUDED.compliant, forwarded = EXCLUDED.forwarded,
+    failing = EXCLUDED.failing, selector_counts = EXCLUDED.selector_counts, selectors = EXCLUDED.selectors,
+    computed_at = now()
+`
+
+type DMARCSourceSummaryPutParams struct {
+	DomainID       uuid.UUID
+	Kind           int16
+	Since          time.Time
+	Until          time.Time
+	Version        int64
+	Truncated      bool
+	PeriodSince    time.Time
+	SourceIps      []string
+	Messages       []int64
+	DkimAligned    []int64
+	SpfAligned     []int64
+	Compliant      []int64
+	Forwarded      []int64
+	Failing        []int64
+	SelectorCounts []int32
+	Selectors      []string
+}
+
+func (q *Queries) DMARCSourceSummaryPut(ctx context.Context, db DBTX, arg DMARCSourceSummaryPutParams) error {
+	_, err := db.Exec(ctx, dMARCSourceSummaryPut,
+		arg.DomainID,
+		arg.Kind,
+		arg.Since,
+		arg.Until,
+		arg.Version,
+		arg.Truncated,
+		arg.PeriodSince,
+		arg.SourceIps,
+		arg.Messages,
+		arg.DkimAligned,
+		arg.SpfAligned,
+		arg.Compliant,
+		arg.Forwarded,
+		arg.Failing,
+		arg.SelectorCounts,
+		arg.Selectors,
+	)
+	return err
+}
+
+const dMARCSourceVersion = `-- name: DMARCSourceVersion :one
+SELECT coalesce((SELECT version FROM dmarc_source_versions WHERE domain_id = $1::uuid), 0)::bigint AS version
+`
+
+// The domain's daily source rows' version (0 before any write).
+func (q *Queries) DMARCSourceVersion(ctx context.Context, db DBTX, domainID uuid.UUID) (int64, error) {
+	row := db.QueryRow(ctx, dMARCSourceVersion, domainID)
+	var version int64
+	err := row.Scan(&version)
+	return version, err
+}
+
+const dMARCSourceVersionBump = `-- name: DMARCSourceVersionBump :exec
+INSERT INTO dmarc_source_versions AS v (domain_id, version)
+VALUES ($1::uuid, nextval('dmarc_source_version_seq'))
+ON CONFLICT (domain_id) DO UPDATE SET version = EXCLUDED.version
+`
+
+// Takes the domain's version lock first: a writer of many statements then
+// never waits for it while holding daily rows another writer needs (the
+// triggers of 0032 bump it again after each statement).
+func (q *Queries) DMARCSourceVersionBump(ctx context.Context, db DBTX, domainID uuid.UUID) error {
+	_, err := db.Exec(ctx, dMARCSourceVersionBump, domainID)
+	return err
+}
+
 const dMARCSourcesSeen = `-- name: DMARCSourcesSeen :many
 SELECT DISTINCT source_ip FROM dmarc_source_days
 WHERE domain_id = $1::uuid AND source_ip = ANY($2::text[])

@@ -176,6 +176,13 @@ func share(n int64, i, k int) int64 {
 // then source IP): reports of one domain upsert the same rows, and
 // differing orders would deadlock.
 func addDays(ctx context.Context, tx pgx.Tx, domainID uuid.UUID, days []time.Time, groups map[string]*group) error {
+	// The domain's version first: it invalidates its stored summaries
+	// (summary.go) and, taken before any daily row, orders this writer
+	// after any other of the domain (the per-statement bumps of schema
+	// 0032 would otherwise be taken while holding rows another one needs).
+	if err := q.DMARCSourceVersionBump(ctx, tx, domainID); err != nil {
+		return fmt.Errorf("error bumping the daily source aggregates' version: %w", err)
+	}
 	ips := make([]string, 0, len(groups))
 	for ip := range groups {
 		ips = append(ips, ip)

@@ -107,34 +107,20 @@ type SourceList struct {
 // Sources lists a domain's sending sources between two days (inclusive),
 // most volume first, at most MaxSourceGroups source IPs read from at most
 // MaxSourceRowsRead daily rows. Reverse DNS comes from the cache the parse
-// job fills; a source whose IPs were never resolved is unknown.
+// job fills; a source whose IPs were never resolved is unknown. The sums
+// come from the domain's stored summary while it is current (summary.go);
+// names are applied here, so a PTR learned later shows on the next read.
 func (s *Service) Sources(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, since, until time.Time) (SourceList, error) {
-	period, err := boundedPeriod(ctx, db, domainID, since, until)
+	w, err := s.sums(ctx, db, domainID, since, until)
 	if err != nil {
 		return SourceList{}, err
 	}
-	rows, err := q.DMARCSourceDaySum(ctx, db, dbsqlc.DMARCSourceDaySumParams{
-		DomainID: domainID, Since: period.Since, Until: until, MaxRows: MaxSourceRowsRead, MaxGroups: MaxSourceGroups,
-	})
-	if err != nil {
-		return SourceList{}, fmt.Errorf("error summing sources: %w", err)
-	}
-	ips := make([]string, len(rows))
-	for i, r := range rows {
-		ips[i] = r.SourceIp
-	}
-	selRows, err := q.DMARCSourceSelectors(ctx, db, dbsqlc.DMARCSourceSelectorsParams{
-		DomainID: domainID, Since: period.Since, Until: until, MaxRows: MaxSourceRowsRead, SourceIps: ips,
-	})
-	if err != nil {
-		return SourceList{}, fmt.Errorf("error reading selectors: %w", err)
-	}
-	selectors := make(map[string][]string, len(selRows))
-	for _, r := range selRows {
-		selectors[r.SourceIp] = r.DkimSelectors
-	}
 	ptrs := map[string]string{}
-	if len(ips) > 0 {
+	if len(w.ips) > 0 {
+		ips := make([]string, len(w.ips))
+		for i, r := range w.ips {
+			ips[i] = r.ip
+		}
 		cached, err := q.SourcePTRGetMany(ctx, db, ips)
 		if err != nil {
 			return SourceList{}, fmt.Errorf("error reading PTRs: %w", err)
@@ -146,9 +132,9 @@ func (s *Service) Sources(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUI
 
 	byName := map[string]*Source{}
 	var order []string
-	for _, r := range rows {
-		id := identify(r.SourceIp, ptrs)
-		name, typ := r.SourceIp, ""
+	for _, r := range w.ips {
+		id := identify(r.ip, ptrs)
+		name, typ := r.ip, ""
 		switch {
 		case id.Sender != nil:
 			name, typ = id.Sender.Name, id.Sender.Type
@@ -161,14 +147,14 @@ func (s *Service) Sources(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUI
 			byName[name] = src
 			order = append(order, name)
 		}
-		src.Messages += r.Messages
-		src.Compliant += r.Compliant
-		src.Forwarded += r.Forwarded
-		src.Failing += r.Failing
-		src.dkimAligned += r.DkimAligned
-		src.spfAligned += r.SpfAligned
-		src.IPs = append(src.IPs, SourceIP{IP: r.SourceIp, PTR: ptrs[r.SourceIp], Messages: r.Messages})
-		src.DKIMSelectors = mergeSorted(src.DKIMSelectors, selectors[r.SourceIp])
+		src.Messages += r.messages
+		src.Compliant += r.compliant
+		src.Forwarded += r.forwarded
+		src.Failing += r.failing
+		src.dkimAligned += r.dkimAligned
+		src.spfAligned += r.spfAligned
+		src.IPs = append(src.IPs, SourceIP{IP: r.ip, PTR: ptrs[r.ip], Messages: r.messages})
+		src.DKIMSelectors = mergeSorted(src.DKIMSelectors, r.selectors)
 	}
 	out := make([]Source, 0, len(order))
 	for _, name := range order {
@@ -183,7 +169,7 @@ func (s *Service) Sources(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUI
 		out = append(out, *src)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Messages > out[j].Messages })
-	return SourceList{Period: period, Sources: out}, nil
+	return SourceList{Period: w.period, Sources: out}, nil
 }
 
 // category is the category holding most of a source's volume; a tie goes

@@ -34,12 +34,15 @@ type Sender struct {
 }
 
 type tables struct {
-	senders   map[string]Sender
-	overrides []string
+	senders map[string]Sender
+	// overrides by their last label, each list in the file's order: a
+	// name can only end with an override of its own last label (every
+	// override holds a dot), and a read names up to thousands of PTRs.
+	overrides map[string][]string
 }
 
 var load = sync.OnceValue(func() *tables {
-	t := &tables{senders: make(map[string]Sender, 40000)}
+	t := &tables{senders: make(map[string]Sender, 40000), overrides: map[string][]string{}}
 	r := csv.NewReader(bytes.NewReader(mapCSV))
 	r.FieldsPerRecord = -1
 	first := true
@@ -62,7 +65,8 @@ var load = sync.OnceValue(func() *tables {
 	sc := bufio.NewScanner(bytes.NewReader(overridesTxt))
 	for sc.Scan() {
 		if line := strings.ToLower(strings.TrimSpace(sc.Text())); line != "" && !strings.HasPrefix(line, "#") {
-			t.overrides = append(t.overrides, line)
+			last := lastLabel(line)
+			t.overrides[last] = append(t.overrides[last], line)
 		}
 	}
 	return t
@@ -74,7 +78,7 @@ func BaseDomain(ptr string) string {
 	if name == "" {
 		return ""
 	}
-	for _, o := range load().overrides {
+	for _, o := range load().overrides[lastLabel(name)] {
 		if strings.HasSuffix(name, o) {
 			return strings.Trim(o, ".-")
 		}
@@ -85,6 +89,8 @@ func BaseDomain(ptr string) string {
 	}
 	return base
 }
+
+func lastLabel(name string) string { return name[strings.LastIndexByte(name, '.')+1:] }
 
 // Lookup returns the sender whose base domain is base.
 func Lookup(base string) (Sender, bool) {
