@@ -1,20 +1,31 @@
--- Reads of the message-event rollups (schema/0029_message_event_rollups.sql).
--- A window is read as rollups.Split divides it: its whole UTC hours from the
--- hourly rollups, [hours_from, hours_to) (hours_to NULL: open-ended), and
+-- Reads of the message-event rollups (schema/0029_message_event_rollups.sql,
+-- schema/0033_message_event_daily_rollups.sql). A window is read as
+-- rollups.SplitDays divides it: its whole UTC days from the daily rollups,
+-- [days_from, days_to) (days_to NULL: open-ended), its whole hours before
+-- the first and after the last midnight from the hourly rollups,
+-- [head_hours_from, head_hours_to) and [tail_hours_from, tail_hours_to), and
 -- the raw rows of its partial hours [head_from, head_to) and
 -- [tail_from, tail_to), each shorter than an hour, through an index on
 -- occurred_at ((account_id, occurred_at) or (domain_id, provider_id,
--- occurred_at)). Each read is two queries, one per source,
--- rather than one UNION ALL: the planner gave the union a parallel plan
--- whose workers' start cost several times the read itself.
--- internal/providers/rollups.go is the only caller; it adds the two answers.
+-- occurred_at)). Each read is one query per source rather than one UNION
+-- ALL: the planner gave the union a parallel plan whose workers' start cost
+-- several times the read itself.
+-- internal/providers/rollups.go is the only caller; it adds the answers.
 
 -- name: MessageRollupAccountDays :many
 -- An account's counters per UTC day, provider kind, outcome and bounce class.
 SELECT (hour AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
 FROM message_event_account_hourly
-WHERE account_id = @account_id::uuid AND hour >= @hours_from::timestamptz
-  AND hour < coalesce(sqlc.narg('hours_to')::timestamptz, 'infinity'::timestamptz)
+WHERE account_id = @account_id::uuid AND ((hour >= @head_hours_from::timestamptz AND hour < @head_hours_to::timestamptz)
+    OR (hour >= @tail_hours_from::timestamptz AND hour < @tail_hours_to::timestamptz))
+GROUP BY 1, 2, 3, 4;
+
+-- name: MessageDailyAccountDays :many
+-- The same from the daily rollup, for the whole days.
+SELECT day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_account_daily
+WHERE account_id = @account_id::uuid AND day >= @days_from::date
+  AND day < coalesce(sqlc.narg('days_to')::date, 'infinity'::date)
 GROUP BY 1, 2, 3, 4;
 
 -- name: MessageRawAccountDays :many
@@ -31,8 +42,16 @@ GROUP BY 1, 2, 3, 4;
 -- domain) per UTC day, provider kind, outcome and bounce class.
 SELECT (hour AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
 FROM message_event_domain_hourly
-WHERE account_id = @account_id::uuid AND domain = @domain::text AND hour >= @hours_from::timestamptz
-  AND hour < coalesce(sqlc.narg('hours_to')::timestamptz, 'infinity'::timestamptz)
+WHERE account_id = @account_id::uuid AND domain = @domain::text AND ((hour >= @head_hours_from::timestamptz AND hour < @head_hours_to::timestamptz)
+    OR (hour >= @tail_hours_from::timestamptz AND hour < @tail_hours_to::timestamptz))
+GROUP BY 1, 2, 3, 4;
+
+-- name: MessageDailyDomainNameDays :many
+-- The same from the daily rollup, for the whole days.
+SELECT day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_domain_daily
+WHERE account_id = @account_id::uuid AND domain = @domain::text AND day >= @days_from::date
+  AND day < coalesce(sqlc.narg('days_to')::date, 'infinity'::date)
 GROUP BY 1, 2, 3, 4;
 
 -- name: MessageRawDomainNameDays :many
@@ -48,8 +67,16 @@ GROUP BY 1, 2, 3, 4;
 -- A linked domain's counters per provider, outcome and bounce class.
 SELECT provider_id, event_type, bounce_class, sum(n)::bigint AS count
 FROM message_event_domain_hourly
-WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid AND hour >= @hours_from::timestamptz
-  AND hour < coalesce(sqlc.narg('hours_to')::timestamptz, 'infinity'::timestamptz)
+WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid AND ((hour >= @head_hours_from::timestamptz AND hour < @head_hours_to::timestamptz)
+    OR (hour >= @tail_hours_from::timestamptz AND hour < @tail_hours_to::timestamptz))
+GROUP BY 1, 2, 3;
+
+-- name: MessageDailyDomainProviders :many
+-- The same from the daily rollup, for the whole days.
+SELECT provider_id, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_domain_daily
+WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid AND day >= @days_from::date
+  AND day < coalesce(sqlc.narg('days_to')::date, 'infinity'::date)
 GROUP BY 1, 2, 3;
 
 -- name: MessageRawDomainProviders :many
