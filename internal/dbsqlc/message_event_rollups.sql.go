@@ -599,7 +599,11 @@ WITH r AS (
                  (SELECT min(hour) FROM message_event_domain_hourly
                   WHERE account_id = $1::uuid AND hour >= $2::timestamptz),
                  (SELECT min(hour) FROM message_event_account_hourly
-                  WHERE account_id = $1::uuid AND hour >= $2::timestamptz)) AS at
+                  WHERE account_id = $1::uuid AND hour >= $2::timestamptz),
+                 (SELECT timezone('UTC', min(day)::timestamp) FROM message_event_domain_daily
+                  WHERE account_id = $1::uuid AND day >= $3::date),
+                 (SELECT timezone('UTC', min(day)::timestamp) FROM message_event_account_daily
+                  WHERE account_id = $1::uuid AND day >= $3::date)) AS at
 )
 SELECT (r.at IS NOT NULL)::boolean AS found, coalesce(r.at, 'epoch')::timestamptz AS at
 FROM r
@@ -608,6 +612,7 @@ FROM r
 type MessageRollupNextParams struct {
 	AccountID uuid.UUID
 	FromTime  time.Time
+	FromDay   time.Time
 }
 
 type MessageRollupNextRow struct {
@@ -616,9 +621,11 @@ type MessageRollupNextRow struct {
 }
 
 // The first instant from a time on at which an account has raw rows or
-// rollup rows (found false when none): a rebuild skips the days without.
+// rollup rows, hourly or daily (found false when none; a daily row's
+// instant is its midnight; from_day is the UTC day of from_time, a
+// midnight): a rebuild skips the days without.
 func (q *Queries) MessageRollupNext(ctx context.Context, db DBTX, arg MessageRollupNextParams) (MessageRollupNextRow, error) {
-	row := db.QueryRow(ctx, messageRollupNext, arg.AccountID, arg.FromTime)
+	row := db.QueryRow(ctx, messageRollupNext, arg.AccountID, arg.FromTime, arg.FromDay)
 	var i MessageRollupNextRow
 	err := row.Scan(&i.Found, &i.At)
 	return i, err
@@ -671,6 +678,58 @@ func (q *Queries) MessageRollupRebuildAccount(ctx context.Context, db DBTX, arg 
 	return i, err
 }
 
+const messageRollupRebuildAccountDaily = `-- name: MessageRollupRebuildAccountDaily :one
+WITH fresh AS MATERIALIZED (
+    SELECT account_id, provider_kind, event_type, bounce_class, sum(n)::bigint AS n
+    FROM message_event_account_hourly
+    WHERE account_id = $1::uuid AND hour >= $2::timestamptz AND hour < $3::timestamptz
+    GROUP BY 1, 2, 3, 4
+    HAVING sum(n) <> 0
+), written AS (
+    INSERT INTO message_event_account_daily AS t (account_id, day, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, $4::date, provider_kind, event_type, bounce_class, n
+    FROM fresh
+    ORDER BY 1, 3, 4, 5
+    ON CONFLICT (account_id, day, provider_kind, event_type, bounce_class)
+        DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
+    RETURNING 1
+), deleted AS (
+    DELETE FROM message_event_account_daily t
+    WHERE t.account_id = $1::uuid AND t.day = $4::date
+      AND NOT EXISTS (
+        SELECT 1 FROM fresh f
+        WHERE f.provider_kind = t.provider_kind AND f.event_type = t.event_type
+          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted
+`
+
+type MessageRollupRebuildAccountDailyParams struct {
+	AccountID uuid.UUID
+	FromHour  time.Time
+	UntilHour time.Time
+	Day       time.Time
+}
+
+type MessageRollupRebuildAccountDailyRow struct {
+	Written int64
+	Deleted int64
+}
+
+// The same for the account daily rollup, from the account hourly rollup.
+func (q *Queries) MessageRollupRebuildAccountDaily(ctx context.Context, db DBTX, arg MessageRollupRebuildAccountDailyParams) (MessageRollupRebuildAccountDailyRow, error) {
+	row := db.QueryRow(ctx, messageRollupRebuildAccountDaily,
+		arg.AccountID,
+		arg.FromHour,
+		arg.UntilHour,
+		arg.Day,
+	)
+	var i MessageRollupRebuildAccountDailyRow
+	err := row.Scan(&i.Written, &i.Deleted)
+	return i, err
+}
+
 const messageRollupRebuildDomain = `-- name: MessageRollupRebuildDomain :one
 WITH fresh AS MATERIALIZED (
     SELECT account_id, date_trunc('hour', occurred_at, 'UTC') AS hour, domain, domain_id, provider_id, provider_kind,
@@ -718,6 +777,64 @@ type MessageRollupRebuildDomainRow struct {
 func (q *Queries) MessageRollupRebuildDomain(ctx context.Context, db DBTX, arg MessageRollupRebuildDomainParams) (MessageRollupRebuildDomainRow, error) {
 	row := db.QueryRow(ctx, messageRollupRebuildDomain, arg.AccountID, arg.FromHour, arg.UntilHour)
 	var i MessageRollupRebuildDomainRow
+	err := row.Scan(&i.Written, &i.Deleted)
+	return i, err
+}
+
+const messageRollupRebuildDomainDaily = `-- name: MessageRollupRebuildDomainDaily :one
+WITH fresh AS MATERIALIZED (
+    SELECT account_id, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, sum(n)::bigint AS n
+    FROM message_event_domain_hourly
+    WHERE account_id = $1::uuid AND hour >= $2::timestamptz AND hour < $3::timestamptz
+    GROUP BY 1, 2, 3, 4, 5, 6, 7
+    HAVING sum(n) <> 0
+), written AS (
+    INSERT INTO message_event_domain_daily AS t
+        (account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, $4::date, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n
+    FROM fresh
+    ORDER BY 1, 3, 4, 5, 6, 7, 8
+    ON CONFLICT (account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class)
+        DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
+    RETURNING 1
+), deleted AS (
+    DELETE FROM message_event_domain_daily t
+    WHERE t.account_id = $1::uuid AND t.day = $4::date
+      AND NOT EXISTS (
+        SELECT 1 FROM fresh f
+        WHERE f.domain = t.domain AND f.provider_id = t.provider_id
+          AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
+          AND coalesce(f.domain_id, '00000000-0000-0000-0000-000000000000') = coalesce(t.domain_id, '00000000-0000-0000-0000-000000000000')
+          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted
+`
+
+type MessageRollupRebuildDomainDailyParams struct {
+	AccountID uuid.UUID
+	FromHour  time.Time
+	UntilHour time.Time
+	Day       time.Time
+}
+
+type MessageRollupRebuildDomainDailyRow struct {
+	Written int64
+	Deleted int64
+}
+
+// Recounts an account's domain daily rollup of one UTC day (its hours
+// [from_hour, until_hour)) from its domain hourly rollup (rebuilt first, in the same transaction). The row triggers
+// keep the daily rows equal to their hours; this corrects a drift they
+// could not see. Returns how many rows were written and deleted.
+func (q *Queries) MessageRollupRebuildDomainDaily(ctx context.Context, db DBTX, arg MessageRollupRebuildDomainDailyParams) (MessageRollupRebuildDomainDailyRow, error) {
+	row := db.QueryRow(ctx, messageRollupRebuildDomainDaily,
+		arg.AccountID,
+		arg.FromHour,
+		arg.UntilHour,
+		arg.Day,
+	)
+	var i MessageRollupRebuildDomainDailyRow
 	err := row.Scan(&i.Written, &i.Deleted)
 	return i, err
 }
