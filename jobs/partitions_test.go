@@ -22,7 +22,8 @@ import (
 // events: the prune job deletes a plan's rows past its shorter retention
 // and the DEFAULT partition's expired rows, never the rows of a partition
 // the maintenance job will drop (a trigger records every row deleted one
-// by one); the maintenance job then drops the expired weeks whole.
+// by one); the maintenance job then drops the expired weeks whole, and
+// the daily rollups still equal a recount of the rows left.
 func TestMessageEventRetention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -93,4 +94,38 @@ func TestMessageEventRetention(t *testing.T) {
 	maintain(now, 30)
 	require.ElementsMatch(t, []string{free9, bizUndated}, deleted(), "the maintenance job deletes no row")
 	require.ElementsMatch(t, []string{free6, biz9}, left(), "the weeks past 30 days were dropped with their rows")
+
+	// The drop deleted the dropped weeks' rollup hours, and their days went
+	// with them (the daily rollups follow the hourly rows).
+	for _, sql := range []string{messageDomainDailyDiffer, messageAccountDailyDiffer} {
+		var differ int
+		require.NoError(t, pool.QueryRow(ctx, sql).Scan(&differ))
+		require.Zero(t, differ, sql)
+	}
+	var days int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM message_event_account_daily`).Scan(&days))
+	require.Equal(t, 2, days, "the days of the two events kept")
 }
+
+// messageDomainDailyDiffer and messageAccountDailyDiffer count the daily
+// message-event rollup rows that differ from a recount of the raw rows.
+const (
+	messageDomainDailyDiffer = `SELECT count(*) FROM (
+		(SELECT account_id, (occurred_at AT TIME ZONE 'UTC')::date, domain, domain_id, provider_id, provider_kind,
+		        event_type, bounce_class, count(*) FROM message_events GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+		 EXCEPT ALL SELECT account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n
+		 FROM message_event_domain_daily)
+		UNION ALL
+		(SELECT account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n
+		 FROM message_event_domain_daily
+		 EXCEPT ALL SELECT account_id, (occurred_at AT TIME ZONE 'UTC')::date, domain, domain_id, provider_id,
+		        provider_kind, event_type, bounce_class, count(*) FROM message_events GROUP BY 1, 2, 3, 4, 5, 6, 7, 8)) d`
+	messageAccountDailyDiffer = `SELECT count(*) FROM (
+		(SELECT account_id, (occurred_at AT TIME ZONE 'UTC')::date, provider_kind, event_type, bounce_class, count(*)
+		 FROM message_events GROUP BY 1, 2, 3, 4, 5
+		 EXCEPT ALL SELECT account_id, day, provider_kind, event_type, bounce_class, n FROM message_event_account_daily)
+		UNION ALL
+		(SELECT account_id, day, provider_kind, event_type, bounce_class, n FROM message_event_account_daily
+		 EXCEPT ALL SELECT account_id, (occurred_at AT TIME ZONE 'UTC')::date, provider_kind, event_type, bounce_class,
+		        count(*) FROM message_events GROUP BY 1, 2, 3, 4, 5)) d`
+)

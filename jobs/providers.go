@@ -244,6 +244,7 @@ func (w *MessageRollupRebuildWorker) Work(ctx context.Context, job *river.Job[pr
 	}
 	w.deps.Logger.Log(ctx, level, "rebuilt message event rollups", slog.Int("accounts", r.Accounts),
 		slog.Int64("domain_rows_written", r.DomainWritten), slog.Int64("domain_rows_deleted", r.DomainDeleted),
-		slog.Int64("account_rows_written", r.AccountWritten), slog.Int64("account_rows_deleted", r.AccountDeleted))
+		slog.Int64("account_rows_written", r.AccountWritten), slog.Int64("account_rows_deleted", r.AccountDeleted),
+		slog.Int64("daily_rows_written", r.DailyWritten), slog.Int64("daily_rows_deleted", r.DailyDeleted))
 	return err
 }

@@ -1,20 +1,31 @@
--- Reads of the message-event rollups (schema/0029_message_event_rollups.sql).
--- A window is read as rollups.Split divides it: its whole UTC hours from the
--- hourly rollups, [hours_from, hours_to) (hours_to NULL: open-ended), and
+-- Reads of the message-event rollups (schema/0029_message_event_rollups.sql,
+-- schema/0033_message_event_daily_rollups.sql). A window is read as
+-- rollups.SplitDays divides it: its whole UTC days from the daily rollups,
+-- [days_from, days_to) (days_to NULL: open-ended), its whole hours before
+-- the first and after the last midnight from the hourly rollups,
+-- [head_hours_from, head_hours_to) and [tail_hours_from, tail_hours_to), and
 -- the raw rows of its partial hours [head_from, head_to) and
 -- [tail_from, tail_to), each shorter than an hour, through an index on
 -- occurred_at ((account_id, occurred_at) or (domain_id, provider_id,
--- occurred_at)). Each read is two queries, one per source,
--- rather than one UNION ALL: the planner gave the union a parallel plan
--- whose workers' start cost several times the read itself.
--- internal/providers/rollups.go is the only caller; it adds the two answers.
+-- occurred_at)). Each read is one query per source rather than one UNION
+-- ALL: the planner gave the union a parallel plan whose workers' start cost
+-- several times the read itself.
+-- internal/providers/rollups.go is the only caller; it adds the answers.
 
 -- name: MessageRollupAccountDays :many
 -- An account's counters per UTC day, provider kind, outcome and bounce class.
 SELECT (hour AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
 FROM message_event_account_hourly
-WHERE account_id = @account_id::uuid AND hour >= @hours_from::timestamptz
-  AND hour < coalesce(sqlc.narg('hours_to')::timestamptz, 'infinity'::timestamptz)
+WHERE account_id = @account_id::uuid AND ((hour >= @head_hours_from::timestamptz AND hour < @head_hours_to::timestamptz)
+    OR (hour >= @tail_hours_from::timestamptz AND hour < @tail_hours_to::timestamptz))
+GROUP BY 1, 2, 3, 4;
+
+-- name: MessageDailyAccountDays :many
+-- The same from the daily rollup, for the whole days.
+SELECT day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_account_daily
+WHERE account_id = @account_id::uuid AND day >= @days_from::date
+  AND day < coalesce(sqlc.narg('days_to')::date, 'infinity'::date)
 GROUP BY 1, 2, 3, 4;
 
 -- name: MessageRawAccountDays :many
@@ -31,8 +42,16 @@ GROUP BY 1, 2, 3, 4;
 -- domain) per UTC day, provider kind, outcome and bounce class.
 SELECT (hour AT TIME ZONE 'UTC')::date AS day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
 FROM message_event_domain_hourly
-WHERE account_id = @account_id::uuid AND domain = @domain::text AND hour >= @hours_from::timestamptz
-  AND hour < coalesce(sqlc.narg('hours_to')::timestamptz, 'infinity'::timestamptz)
+WHERE account_id = @account_id::uuid AND domain = @domain::text AND ((hour >= @head_hours_from::timestamptz AND hour < @head_hours_to::timestamptz)
+    OR (hour >= @tail_hours_from::timestamptz AND hour < @tail_hours_to::timestamptz))
+GROUP BY 1, 2, 3, 4;
+
+-- name: MessageDailyDomainNameDays :many
+-- The same from the daily rollup, for the whole days.
+SELECT day, provider_kind, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_domain_daily
+WHERE account_id = @account_id::uuid AND domain = @domain::text AND day >= @days_from::date
+  AND day < coalesce(sqlc.narg('days_to')::date, 'infinity'::date)
 GROUP BY 1, 2, 3, 4;
 
 -- name: MessageRawDomainNameDays :many
@@ -48,8 +67,16 @@ GROUP BY 1, 2, 3, 4;
 -- A linked domain's counters per provider, outcome and bounce class.
 SELECT provider_id, event_type, bounce_class, sum(n)::bigint AS count
 FROM message_event_domain_hourly
-WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid AND hour >= @hours_from::timestamptz
-  AND hour < coalesce(sqlc.narg('hours_to')::timestamptz, 'infinity'::timestamptz)
+WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid AND ((hour >= @head_hours_from::timestamptz AND hour < @head_hours_to::timestamptz)
+    OR (hour >= @tail_hours_from::timestamptz AND hour < @tail_hours_to::timestamptz))
+GROUP BY 1, 2, 3;
+
+-- name: MessageDailyDomainProviders :many
+-- The same from the daily rollup, for the whole days.
+SELECT provider_id, event_type, bounce_class, sum(n)::bigint AS count
+FROM message_event_domain_daily
+WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid AND day >= @days_from::date
+  AND day < coalesce(sqlc.narg('days_to')::date, 'infinity'::date)
 GROUP BY 1, 2, 3;
 
 -- name: MessageRawDomainProviders :many
@@ -147,14 +174,20 @@ SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM 
 
 -- name: MessageRollupNext :one
 -- The first instant from a time on at which an account has raw rows or
--- rollup rows (found false when none): a rebuild skips the days without.
+-- rollup rows, hourly or daily (found false when none; a daily row's
+-- instant is its midnight; from_day is the UTC day of from_time, a
+-- midnight): a rebuild skips the days without.
 WITH r AS (
     SELECT least((SELECT min(occurred_at) FROM message_events
                   WHERE account_id = @account_id::uuid AND occurred_at >= @from_time::timestamptz),
                  (SELECT min(hour) FROM message_event_domain_hourly
                   WHERE account_id = @account_id::uuid AND hour >= @from_time::timestamptz),
                  (SELECT min(hour) FROM message_event_account_hourly
-                  WHERE account_id = @account_id::uuid AND hour >= @from_time::timestamptz)) AS at
+                  WHERE account_id = @account_id::uuid AND hour >= @from_time::timestamptz),
+                 (SELECT timezone('UTC', min(day)::timestamp) FROM message_event_domain_daily
+                  WHERE account_id = @account_id::uuid AND day >= @from_day::date),
+                 (SELECT timezone('UTC', min(day)::timestamp) FROM message_event_account_daily
+                  WHERE account_id = @account_id::uuid AND day >= @from_day::date)) AS at
 )
 SELECT (r.at IS NOT NULL)::boolean AS found, coalesce(r.at, 'epoch')::timestamptz AS at
 FROM r;
@@ -162,3 +195,63 @@ FROM r;
 -- name: MessageRollupAccountsAfter :many
 -- Accounts in id order, for rebuilding every account a page at a time.
 SELECT id FROM accounts WHERE id > @after::uuid ORDER BY id LIMIT @max::int;
+
+-- name: MessageRollupRebuildDomainDaily :one
+-- Recounts an account's domain daily rollup of one UTC day (its hours
+-- [from_hour, until_hour)) from its domain hourly rollup (rebuilt first, in the same transaction). The row triggers
+-- keep the daily rows equal to their hours; this corrects a drift they
+-- could not see. Returns how many rows were written and deleted.
+WITH fresh AS MATERIALIZED (
+    SELECT account_id, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, sum(n)::bigint AS n
+    FROM message_event_domain_hourly
+    WHERE account_id = @account_id::uuid AND hour >= @from_hour::timestamptz AND hour < @until_hour::timestamptz
+    GROUP BY 1, 2, 3, 4, 5, 6, 7
+    HAVING sum(n) <> 0
+), written AS (
+    INSERT INTO message_event_domain_daily AS t
+        (account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, @day::date, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n
+    FROM fresh
+    ORDER BY 1, 3, 4, 5, 6, 7, 8
+    ON CONFLICT (account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class)
+        DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
+    RETURNING 1
+), deleted AS (
+    DELETE FROM message_event_domain_daily t
+    WHERE t.account_id = @account_id::uuid AND t.day = @day::date
+      AND NOT EXISTS (
+        SELECT 1 FROM fresh f
+        WHERE f.domain = t.domain AND f.provider_id = t.provider_id
+          AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
+          AND coalesce(f.domain_id, '00000000-0000-0000-0000-000000000000') = coalesce(t.domain_id, '00000000-0000-0000-0000-000000000000')
+          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted;
+
+-- name: MessageRollupRebuildAccountDaily :one
+-- The same for the account daily rollup, from the account hourly rollup.
+WITH fresh AS MATERIALIZED (
+    SELECT account_id, provider_kind, event_type, bounce_class, sum(n)::bigint AS n
+    FROM message_event_account_hourly
+    WHERE account_id = @account_id::uuid AND hour >= @from_hour::timestamptz AND hour < @until_hour::timestamptz
+    GROUP BY 1, 2, 3, 4
+    HAVING sum(n) <> 0
+), written AS (
+    INSERT INTO message_event_account_daily AS t (account_id, day, provider_kind, event_type, bounce_class, n)
+    SELECT account_id, @day::date, provider_kind, event_type, bounce_class, n
+    FROM fresh
+    ORDER BY 1, 3, 4, 5
+    ON CONFLICT (account_id, day, provider_kind, event_type, bounce_class)
+        DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
+    RETURNING 1
+), deleted AS (
+    DELETE FROM message_event_account_daily t
+    WHERE t.account_id = @account_id::uuid AND t.day = @day::date
+      AND NOT EXISTS (
+        SELECT 1 FROM fresh f
+        WHERE f.provider_kind = t.provider_kind AND f.event_type = t.event_type
+          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted;

@@ -729,9 +729,30 @@ type MessageEvent struct {
 	ReceivedAt     time.Time
 }
 
+type MessageEventAccountDaily struct {
+	AccountID    uuid.UUID
+	Day          time.Time
+	ProviderKind string
+	EventType    string
+	BounceClass  *string
+	N            int64
+}
+
 type MessageEventAccountHourly struct {
 	AccountID    uuid.UUID
 	Hour         time.Time
+	ProviderKind string
+	EventType    string
+	BounceClass  *string
+	N            int64
+}
+
+type MessageEventDomainDaily struct {
+	AccountID    uuid.UUID
+	Day          time.Time
+	Domain       string
+	DomainID     *uuid.UUID
+	ProviderID   uuid.UUID
 	ProviderKind string
 	EventType    string
 	BounceClass  *string

@@ -23,11 +23,16 @@ type Rebuilt struct {
 	DomainDeleted  int64
 	AccountWritten int64
 	AccountDeleted int64
+	// DailyWritten and DailyDeleted are daily rollup rows (both tables)
+	// that differed from the sums of their hours: the row triggers on the
+	// hourly tables keep them equal, so these are drifts they could not see.
+	DailyWritten int64
+	DailyDeleted int64
 }
 
 // Corrected reports whether any rollup row was wrong.
 func (r Rebuilt) Corrected() bool {
-	return r.DomainWritten+r.DomainDeleted+r.AccountWritten+r.AccountDeleted > 0
+	return r.DomainWritten+r.DomainDeleted+r.AccountWritten+r.AccountDeleted+r.DailyWritten+r.DailyDeleted > 0
 }
 
 func (r *Rebuilt) add(o Rebuilt) {
@@ -36,11 +41,15 @@ func (r *Rebuilt) add(o Rebuilt) {
 	r.DomainDeleted += o.DomainDeleted
 	r.AccountWritten += o.AccountWritten
 	r.AccountDeleted += o.AccountDeleted
+	r.DailyWritten += o.DailyWritten
+	r.DailyDeleted += o.DailyDeleted
 }
 
 // RebuildMessageRollups recounts an account's message-event rollups from its
 // raw rows, a UTC day per transaction (RebuildChunk), every day that has raw
-// rows or rollup rows; only the rows that differ are written.
+// rows or rollup rows; only the rows that differ are written. The daily
+// rollups follow the hourly rows written (their row triggers); each day's
+// daily rows are then recounted from its hours too.
 //
 // Each transaction first takes the account's rollup lock exclusively (an
 // advisory lock the triggers of message_events take shared for every account
@@ -54,7 +63,7 @@ func RebuildMessageRollups(ctx context.Context, db dbutil.Executor, account uuid
 	total := Rebuilt{Accounts: 1}
 	from := time.Unix(0, 0).UTC()
 	for {
-		next, err := dbsqlc.New().MessageRollupNext(ctx, db, dbsqlc.MessageRollupNextParams{AccountID: account, FromTime: from})
+		next, err := dbsqlc.New().MessageRollupNext(ctx, db, dbsqlc.MessageRollupNextParams{AccountID: account, FromTime: from, FromDay: from})
 		if err != nil {
 			return total, fmt.Errorf("error reading the hours of account %s: %w", account, err)
 		}
@@ -74,8 +83,8 @@ func RebuildMessageRollups(ctx context.Context, db dbutil.Executor, account uuid
 // RebuildChunk is the span of hours one rebuild transaction recounts.
 const RebuildChunk = 24 * time.Hour
 
-// rebuildHours recounts the account's rollups of [from, until) (hour
-// boundaries) in one transaction, under the account's rollup lock.
+// rebuildHours recounts the account's rollups of [from, until) (one UTC
+// day, RebuildChunk) in one transaction, under the account's rollup lock.
 func rebuildHours(ctx context.Context, db dbutil.Executor, account uuid.UUID, from, until time.Time) (Rebuilt, error) {
 	return dbutil.WithTxV(ctx, db, func(ctx context.Context, tx pgx.Tx) (Rebuilt, error) {
 		q := dbsqlc.New()
@@ -90,7 +99,16 @@ func rebuildHours(ctx context.Context, db dbutil.Executor, account uuid.UUID, fr
 		if err != nil {
 			return Rebuilt{}, fmt.Errorf("error rebuilding the account rollup of account %s: %w", account, err)
 		}
-		return Rebuilt{DomainWritten: d.Written, DomainDeleted: d.Deleted, AccountWritten: a.Written, AccountDeleted: a.Deleted}, nil
+		dd, err := q.MessageRollupRebuildDomainDaily(ctx, tx, dbsqlc.MessageRollupRebuildDomainDailyParams{AccountID: account, FromHour: from, UntilHour: until, Day: from})
+		if err != nil {
+			return Rebuilt{}, fmt.Errorf("error rebuilding the domain daily rollup of account %s: %w", account, err)
+		}
+		ad, err := q.MessageRollupRebuildAccountDaily(ctx, tx, dbsqlc.MessageRollupRebuildAccountDailyParams{AccountID: account, FromHour: from, UntilHour: until, Day: from})
+		if err != nil {
+			return Rebuilt{}, fmt.Errorf("error rebuilding the account daily rollup of account %s: %w", account, err)
+		}
+		return Rebuilt{DomainWritten: d.Written, DomainDeleted: d.Deleted, AccountWritten: a.Written, AccountDeleted: a.Deleted,
+			DailyWritten: dd.Written + ad.Written, DailyDeleted: dd.Deleted + ad.Deleted}, nil
 	})
 }
 

@@ -18,7 +18,10 @@ import (
 )
 
 // TestMessageRollupsRebuild corrupts rollup rows of two accounts (a wrong
-// count, a missing row, a row no raw row backs, in both tables), rebuilds
+// count, a missing row, a row no raw row backs, in both hourly tables, and
+// daily rows that differ from their hours, a day without hours included;
+// the hourly corruption reaches the daily rows through their triggers and
+// is undone the same way), rebuilds
 // one account: its rollups are right again and the other's are left alone;
 // the maintenance job then rebuilds every account, and a rebuild of right
 // rollups writes nothing.
@@ -41,6 +44,11 @@ func TestMessageRollupsRebuild(t *testing.T) {
 			`UPDATE message_event_account_hourly SET n = n - 1 WHERE ctid = (SELECT ctid FROM message_event_account_hourly WHERE account_id = $1 LIMIT 1)`,
 			`INSERT INTO message_event_account_hourly (account_id, hour, provider_kind, event_type, bounce_class, n)
 			 VALUES ($1, '2020-01-01T00:00:00Z', 'ses', 'bounced', 'hard', 2)`,
+			// Drifts of the daily rows that no hourly row explains.
+			`UPDATE message_event_account_daily SET n = n + 7 WHERE ctid = (SELECT ctid FROM message_event_account_daily WHERE account_id = $1 AND day > '2026-01-01' LIMIT 1)`,
+			`DELETE FROM message_event_domain_daily WHERE ctid = (SELECT ctid FROM message_event_domain_daily WHERE account_id = $1 AND day > '2026-01-01' ORDER BY day DESC LIMIT 1)`,
+			`INSERT INTO message_event_account_daily (account_id, day, provider_kind, event_type, bounce_class, n)
+			 VALUES ($1, '2019-06-01', 'ses', 'sent', NULL, 4)`,
 		} {
 			tag, err := pool.Exec(ctx, sql, account)
 			require.NoError(t, err)
@@ -54,7 +62,8 @@ func TestMessageRollupsRebuild(t *testing.T) {
 	require.NoError(t, err)
 	// The account rollup is recounted from the domain rollup rebuilt first,
 	// so each table's own corruption is what it corrects.
-	require.Equal(t, providers.Rebuilt{Accounts: 1, DomainWritten: 2, DomainDeleted: 1, AccountWritten: 1, AccountDeleted: 1}, r)
+	require.Equal(t, providers.Rebuilt{Accounts: 1, DomainWritten: 2, DomainDeleted: 1, AccountWritten: 1, AccountDeleted: 1,
+		DailyWritten: 2, DailyDeleted: 1}, r)
 	var stillWrong int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM message_event_domain_hourly WHERE account_id = $1 AND domain = 'ghost.example'`, b).Scan(&stillWrong))
 	require.Equal(t, 1, stillWrong, "another account's rollups are not touched")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -16,11 +17,15 @@ import (
 )
 
 // The reading rules of message-event aggregates. Every count over
-// message_events is answered here, from the hourly rollups the database keeps
-// (message_event_account_hourly and message_event_domain_hourly,
-// schema/0029_message_event_rollups.sql) for the whole UTC hours of a window,
-// and from raw rows only for its partial hours at either end (rollups.Split),
-// so the answers are exact and a window costs its hours, not its events.
+// message_events is answered here, from the rollups the database keeps: the
+// daily ones (message_event_account_daily and message_event_domain_daily,
+// schema/0033_message_event_daily_rollups.sql) for the whole UTC days of a
+// window, the hourly ones (message_event_account_hourly and
+// message_event_domain_hourly, schema/0029_message_event_rollups.sql) for
+// its whole hours before the first and after the last midnight, and raw
+// rows only for its partial hours at either end (rollups.SplitDays), so the
+// answers are exact and a window costs its days and a few dozen hours, not
+// its events.
 
 // Counts are the message events of a period that the rates read: provider-
 // suppressed messages are their own type and never count as bounces.
@@ -63,24 +68,29 @@ type TypeCount struct {
 	Count        int64
 }
 
-// window is a rollups.Window as the queries take it.
+// window is a rollups.DayWindow as the queries take it.
 type window struct {
-	hoursFrom        time.Time
-	hoursTo          *time.Time
-	headFrom, headTo time.Time
-	tailFrom, tailTo time.Time
-	// hours and raw: whether there are whole hours and partial ones to read.
-	hours, raw bool
+	headHoursFrom, headHoursTo time.Time
+	tailHoursFrom, tailHoursTo time.Time
+	daysFrom                   time.Time
+	daysTo                     pgtype.Date // not Valid: open-ended
+	headFrom, headTo           time.Time
+	tailFrom, tailTo           time.Time
+	// hours, days and raw: whether there are whole hours, whole days and
+	// partial hours to read.
+	hours, days, raw bool
 }
 
 // split divides [from, until) (a zero until: open-ended) for the queries.
 func split(from, until time.Time) window {
-	w := rollups.Split(from, until)
-	out := window{hoursFrom: w.Hours.From, headFrom: w.Head.From, headTo: w.Head.To, tailFrom: w.Tail.From, tailTo: w.Tail.To,
-		hours: !w.Hours.Empty(), raw: !w.Head.Empty() || !w.Tail.Empty()}
-	if !w.Hours.To.IsZero() {
-		to := w.Hours.To
-		out.hoursTo = &to
+	w := rollups.SplitDays(from, until)
+	out := window{
+		headHoursFrom: w.HeadHours.From, headHoursTo: w.HeadHours.To, tailHoursFrom: w.TailHours.From, tailHoursTo: w.TailHours.To,
+		daysFrom: w.Days.From, headFrom: w.Head.From, headTo: w.Head.To, tailFrom: w.Tail.From, tailTo: w.Tail.To,
+		hours: !w.HeadHours.Empty() || !w.TailHours.Empty(), days: !w.Days.Empty(), raw: !w.Head.Empty() || !w.Tail.Empty(),
+	}
+	if !w.Days.To.IsZero() {
+		out.daysTo = pgtype.Date{Time: w.Days.To, Valid: true}
 	}
 	return out
 }
@@ -94,15 +104,25 @@ type dayRow struct {
 
 // days reads an account's events of [from, until) per UTC day, provider
 // kind, outcome and bounce class, with a row per source (a day may come
-// twice); with domain, only that sending domain's.
+// several times); with domain, only that sending domain's.
 func days(ctx context.Context, db dbutil.Executor, account uuid.UUID, domain *string, from, until time.Time) ([]dayRow, error) {
 	q, w := dbsqlc.New(), split(from, until)
 	var out []dayRow
 	if domain != nil {
 		return domainDays(ctx, db, account, *domain, w)
 	}
+	if w.days {
+		rows, err := q.MessageDailyAccountDays(ctx, db, dbsqlc.MessageDailyAccountDaysParams{AccountID: account, DaysFrom: w.daysFrom, DaysTo: w.daysTo})
+		if err != nil {
+			return nil, fmt.Errorf("error reading daily message event rollups: %w", err)
+		}
+		for _, r := range rows {
+			out = append(out, dayRow{r.Day, r.ProviderKind, r.EventType, r.BounceClass, r.Count})
+		}
+	}
 	if w.hours {
-		rows, err := q.MessageRollupAccountDays(ctx, db, dbsqlc.MessageRollupAccountDaysParams{AccountID: account, HoursFrom: w.hoursFrom, HoursTo: w.hoursTo})
+		rows, err := q.MessageRollupAccountDays(ctx, db, dbsqlc.MessageRollupAccountDaysParams{AccountID: account,
+			HeadHoursFrom: w.headHoursFrom, HeadHoursTo: w.headHoursTo, TailHoursFrom: w.tailHoursFrom, TailHoursTo: w.tailHoursTo})
 		if err != nil {
 			return nil, fmt.Errorf("error reading message event rollups: %w", err)
 		}
@@ -128,10 +148,20 @@ func days(ctx context.Context, db dbutil.Executor, account uuid.UUID, domain *st
 func domainDays(ctx context.Context, db dbutil.Executor, account uuid.UUID, domain string, w window) ([]dayRow, error) {
 	q := dbsqlc.New()
 	var out []dayRow
-	if w.hours {
-		rows, err := q.MessageRollupDomainNameDays(ctx, db, dbsqlc.MessageRollupDomainNameDaysParams{
-			AccountID: account, Domain: domain, HoursFrom: w.hoursFrom, HoursTo: w.hoursTo,
+	if w.days {
+		rows, err := q.MessageDailyDomainNameDays(ctx, db, dbsqlc.MessageDailyDomainNameDaysParams{
+			AccountID: account, Domain: domain, DaysFrom: w.daysFrom, DaysTo: w.daysTo,
 		})
+		if err != nil {
+			return nil, fmt.Errorf("error reading daily message event rollups of %s: %w", domain, err)
+		}
+		for _, r := range rows {
+			out = append(out, dayRow{r.Day, r.ProviderKind, r.EventType, r.BounceClass, r.Count})
+		}
+	}
+	if w.hours {
+		rows, err := q.MessageRollupDomainNameDays(ctx, db, dbsqlc.MessageRollupDomainNameDaysParams{AccountID: account, Domain: domain,
+			HeadHoursFrom: w.headHoursFrom, HeadHoursTo: w.headHoursTo, TailHoursFrom: w.tailHoursFrom, TailHoursTo: w.tailHoursTo})
 		if err != nil {
 			return nil, fmt.Errorf("error reading message event rollups of %s: %w", domain, err)
 		}
@@ -230,10 +260,22 @@ func DomainCounts(ctx context.Context, db dbutil.Executor, account, domain uuid.
 		c.add(typ, bounce, n)
 		out[provider] = c
 	}
-	if w.hours {
-		rows, err := q.MessageRollupDomainProviders(ctx, db, dbsqlc.MessageRollupDomainProvidersParams{
-			AccountID: account, DomainID: domain, HoursFrom: w.hoursFrom, HoursTo: w.hoursTo,
+	if w.days {
+		rows, err := q.MessageDailyDomainProviders(ctx, db, dbsqlc.MessageDailyDomainProvidersParams{
+			AccountID: account, DomainID: domain, DaysFrom: w.daysFrom, DaysTo: w.daysTo,
 		})
+		if err != nil {
+			return nil, fmt.Errorf("error reading daily message event rollups of domain: %w", err)
+		}
+		for _, r := range rows {
+			if r.Count != 0 {
+				add(r.ProviderID, r.EventType, r.BounceClass, r.Count)
+			}
+		}
+	}
+	if w.hours {
+		rows, err := q.MessageRollupDomainProviders(ctx, db, dbsqlc.MessageRollupDomainProvidersParams{AccountID: account, DomainID: domain,
+			HeadHoursFrom: w.headHoursFrom, HeadHoursTo: w.headHoursTo, TailHoursFrom: w.tailHoursFrom, TailHoursTo: w.tailHoursTo})
 		if err != nil {
 			return nil, fmt.Errorf("error reading message event rollups of domain: %w", err)
 		}

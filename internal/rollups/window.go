@@ -55,3 +55,36 @@ func Split(from, until time.Time) Window {
 func After(t time.Time) time.Time {
 	return t.Truncate(time.Microsecond).Add(time.Microsecond)
 }
+
+// DayWindow is a period split for reading with daily rollups too: Head and
+// Tail from raw rows (each shorter than an hour), HeadHours and TailHours
+// from hourly rollups (on UTC hour boundaries, each shorter than a day),
+// Days from daily rollups (From and To on UTC midnights).
+type DayWindow struct {
+	Head, HeadHours, Days, TailHours, Tail Span
+}
+
+// SplitDays divides [from, until) as Split does, then the whole hours into
+// those before the first UTC midnight, the whole UTC days and those after
+// the last midnight. A zero until means open-ended: Days runs from the
+// first midnight on (future days included) and TailHours and Tail are
+// empty. A window without a whole day keeps its whole hours in HeadHours.
+func SplitDays(from, until time.Time) DayWindow {
+	w := Split(from, until)
+	first := w.Hours.From
+	day := first.Truncate(24 * time.Hour) // UTC: Truncate counts from the zero time, a UTC midnight
+	if day.Before(first) {
+		day = day.Add(24 * time.Hour)
+	}
+	if w.Hours.To.IsZero() {
+		return DayWindow{Head: w.Head, HeadHours: Span{first, day}, Days: Span{From: day},
+			TailHours: Span{day, day}, Tail: Span{day, day}}
+	}
+	last := w.Hours.To.Truncate(24 * time.Hour)
+	if !day.Before(last) { // no whole day: the hours as Split has them
+		end := w.Hours.To
+		return DayWindow{Head: w.Head, HeadHours: w.Hours, Days: Span{end, end}, TailHours: Span{end, end}, Tail: w.Tail}
+	}
+	return DayWindow{Head: w.Head, HeadHours: Span{first, day}, Days: Span{day, last},
+		TailHours: Span{last, w.Hours.To}, Tail: w.Tail}
+}

@@ -73,3 +73,98 @@ func TestAfter(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 1500, time.UTC)
 	require.Equal(t, time.Date(2026, 1, 1, 0, 0, 0, 2000, time.UTC), After(t0))
 }
+
+func TestSplitDays(t *testing.T) {
+	h := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		require.NoError(t, err)
+		return v
+	}
+	sp := func(a, b string) Span { return Span{h(a), h(b)} }
+	cases := []struct {
+		name        string
+		from, until string
+		want        DayWindow
+	}{
+		{"partial hours and days at both ends", "2026-01-01T10:15:00Z", "2026-01-04T13:30:00Z", DayWindow{
+			Head:      sp("2026-01-01T10:15:00Z", "2026-01-01T11:00:00Z"),
+			HeadHours: sp("2026-01-01T11:00:00Z", "2026-01-02T00:00:00Z"),
+			Days:      sp("2026-01-02T00:00:00Z", "2026-01-04T00:00:00Z"),
+			TailHours: sp("2026-01-04T00:00:00Z", "2026-01-04T13:00:00Z"),
+			Tail:      sp("2026-01-04T13:00:00Z", "2026-01-04T13:30:00Z")}},
+		{"aligned on midnights", "2026-01-01T00:00:00Z", "2026-01-03T00:00:00Z", DayWindow{
+			Head:      sp("2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z"),
+			HeadHours: sp("2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z"),
+			Days:      sp("2026-01-01T00:00:00Z", "2026-01-03T00:00:00Z"),
+			TailHours: sp("2026-01-03T00:00:00Z", "2026-01-03T00:00:00Z"),
+			Tail:      sp("2026-01-03T00:00:00Z", "2026-01-03T00:00:00Z")}},
+		{"over one midnight, no whole day", "2026-01-01T10:15:00Z", "2026-01-02T13:30:00Z", DayWindow{
+			Head:      sp("2026-01-01T10:15:00Z", "2026-01-01T11:00:00Z"),
+			HeadHours: sp("2026-01-01T11:00:00Z", "2026-01-02T13:00:00Z"),
+			Days:      sp("2026-01-02T13:00:00Z", "2026-01-02T13:00:00Z"),
+			TailHours: sp("2026-01-02T13:00:00Z", "2026-01-02T13:00:00Z"),
+			Tail:      sp("2026-01-02T13:00:00Z", "2026-01-02T13:30:00Z")}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, SplitDays(h(c.from), h(c.until)))
+		})
+	}
+	open := SplitDays(h("2026-01-01T10:15:00+02:00"), time.Time{})
+	require.Equal(t, sp("2026-01-01T08:15:00Z", "2026-01-01T09:00:00Z"), open.Head)
+	require.Equal(t, sp("2026-01-01T09:00:00Z", "2026-01-02T00:00:00Z"), open.HeadHours)
+	require.Equal(t, Span{From: h("2026-01-02T00:00:00Z")}, open.Days)
+	require.True(t, open.TailHours.Empty())
+	require.True(t, open.Tail.Empty())
+}
+
+// TestSplitDaysCoversEachInstantOnce checks, on random windows (bounded and
+// open-ended, up to a few days) and instants, that every instant of the
+// window falls in exactly one part, no other instant in any, and that the
+// parts lie on the boundaries their sources need.
+func TestSplitDaysCoversEachInstantOnce(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	in := func(s Span, x time.Time) bool {
+		return !x.Before(s.From) && (s.To.IsZero() || x.Before(s.To))
+	}
+	for i := range 4000 {
+		from := base.Add(time.Duration(r.Int64N(int64(72 * time.Hour))))
+		until := from.Add(time.Duration(r.Int64N(int64(100 * time.Hour))))
+		if i%4 == 0 {
+			until = time.Time{}
+		}
+		w := SplitDays(from, until)
+		for _, s := range []Span{w.HeadHours, w.TailHours} {
+			require.Equal(t, s.From, s.From.Truncate(time.Hour))
+			require.Equal(t, s.To, s.To.Truncate(time.Hour))
+			// Without a whole day the hours may cross one midnight.
+			limit := 24 * time.Hour
+			if w.Days.Empty() {
+				limit = 48 * time.Hour
+			}
+			require.True(t, s.Empty() || s.To.Sub(s.From) < limit, "%+v", w)
+		}
+		if !w.Days.Empty() {
+			require.Equal(t, w.Days.From, w.Days.From.Truncate(24*time.Hour))
+			require.Equal(t, w.Days.To, w.Days.To.Truncate(24*time.Hour))
+		}
+		// Head is the whole window when it holds no whole hour.
+		require.True(t, w.Head.Empty() || w.Head.To.Sub(w.Head.From) < 2*time.Hour)
+		require.True(t, w.Tail.Empty() || w.Tail.To.Sub(w.Tail.From) < time.Hour)
+		for range 20 {
+			x := from.Add(time.Duration(r.Int64N(int64(104*time.Hour))) - time.Hour)
+			parts := 0
+			for _, s := range []Span{w.Head, w.HeadHours, w.Days, w.TailHours, w.Tail} {
+				if in(s, x) && !s.Empty() {
+					parts++
+				}
+			}
+			want := 0
+			if !x.Before(from) && (until.IsZero() || x.Before(until)) {
+				want = 1
+			}
+			require.Equal(t, want, parts, "from %s until %s at %s: %+v", from, until, x, w)
+		}
+	}
+}
