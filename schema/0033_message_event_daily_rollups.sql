@@ -75,6 +75,12 @@ DECLARE
     dec bigint := 0;
     inc bigint := 0;
 BEGIN
+    -- A bulk change of whole days (a dropped partition's hours:
+    -- internal/partitions) deletes those days' daily rows itself, in one
+    -- statement, with this transaction-local flag set.
+    IF current_setting('mailwatch.rollup_bulk', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
     IF TG_OP = 'INSERT' THEN
         inc := NEW.n;
     ELSIF TG_OP = 'DELETE' THEN
@@ -124,6 +130,12 @@ DECLARE
     dec bigint := 0;
     inc bigint := 0;
 BEGIN
+    -- A bulk change of whole days (a dropped partition's hours:
+    -- internal/partitions) deletes those days' daily rows itself, in one
+    -- statement, with this transaction-local flag set.
+    IF current_setting('mailwatch.rollup_bulk', true) = 'on' THEN
+        RETURN NULL;
+    END IF;
     IF TG_OP = 'INSERT' THEN
         inc := NEW.n;
     ELSIF TG_OP = 'DELETE' THEN

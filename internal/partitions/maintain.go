@@ -219,19 +219,11 @@ func drop(ctx context.Context, db dbutil.Executor, spec Spec, p Partition, rep *
 		if _, err := tx.Exec(ctx, "ALTER TABLE "+table+" DETACH PARTITION "+part); err != nil {
 			return fmt.Errorf("error detaching %s: %w", p.Name, err)
 		}
-		for _, r := range spec.Rollups {
-			var tag pgconn.CommandTag
-			var err error
-			if p.From == nil {
-				tag, err = tx.Exec(ctx, "DELETE FROM "+ident(r)+" WHERE hour < $1", *p.To)
-			} else {
-				tag, err = tx.Exec(ctx, "DELETE FROM "+ident(r)+" WHERE hour >= $1 AND hour < $2", *p.From, *p.To)
-			}
-			if err != nil {
-				return fmt.Errorf("error deleting the rollup rows of %s from %s: %w", p.Name, r, err)
-			}
-			rolled += tag.RowsAffected()
+		n, err := dropRollups(ctx, tx, spec, p)
+		if err != nil {
+			return err
 		}
+		rolled += n
 		if spec.Keep != "" {
 			cols, err := columns(ctx, tx, spec.Table)
 			if err != nil {
@@ -259,6 +251,61 @@ func drop(ctx context.Context, db dbutil.Executor, spec Spec, p Partition, rep *
 	rep.Kept += kept
 	rep.RollupRows += rolled
 	return nil
+}
+
+// dropRollups deletes p's hours from spec's rollups and its days from
+// their daily tables (Spec.Daily), the daily tables' row triggers skipped
+// while the hours go.
+func dropRollups(ctx context.Context, tx pgx.Tx, spec Spec, p Partition) (int64, error) {
+	bulk := func(on string) error {
+		_, err := tx.Exec(ctx, "SELECT set_config('mailwatch.rollup_bulk', $1, true)", on)
+		return err
+	}
+	midnight := func(t time.Time) bool { return t.UTC().Equal(t.UTC().Truncate(24 * time.Hour)) }
+	daily := spec.Daily
+	if !midnight(*p.To) || (p.From != nil && !midnight(*p.From)) {
+		daily = nil // not whole days: the row triggers keep the daily tables
+	}
+	if len(daily) > 0 {
+		if err := bulk("on"); err != nil {
+			return 0, err
+		}
+	}
+	var rolled int64
+	del := func(table, column string, from *time.Time, to time.Time) error {
+		var tag pgconn.CommandTag
+		var err error
+		if from == nil {
+			tag, err = tx.Exec(ctx, "DELETE FROM "+ident(table)+" WHERE "+column+" < $1", to)
+		} else {
+			tag, err = tx.Exec(ctx, "DELETE FROM "+ident(table)+" WHERE "+column+" >= $1 AND "+column+" < $2", *from, to)
+		}
+		if err != nil {
+			return fmt.Errorf("error deleting the rollup rows of %s from %s: %w", p.Name, table, err)
+		}
+		rolled += tag.RowsAffected()
+		return nil
+	}
+	for _, r := range spec.Rollups {
+		if err := del(r, "hour", p.From, *p.To); err != nil {
+			return rolled, err
+		}
+	}
+	for _, r := range daily {
+		// Days: the bounds are UTC midnights, compared as dates.
+		var from *time.Time
+		if p.From != nil {
+			f := p.From.UTC()
+			from = &f
+		}
+		if err := del(r, "day", from, p.To.UTC()); err != nil {
+			return rolled, err
+		}
+	}
+	if len(daily) > 0 {
+		return rolled, bulk("off")
+	}
+	return rolled, nil
 }
 
 // lockTable takes the lock the partition change needs on the table before

@@ -137,15 +137,24 @@ func TestRetentionDropsPartition(t *testing.T) {
 	require.Empty(t, rep.Dropped, "the week's last rows are not past the retention yet")
 	require.True(t, f.exists(first))
 
+	dailyBefore := f.count(`SELECT (SELECT count(*) FROM message_event_domain_daily WHERE day < $1::date) +
+		(SELECT count(*) FROM message_event_account_daily WHERE day < $1::date)`, weeks[1])
+	require.Positive(t, dailyBefore)
+	dailyAfter := f.count(`SELECT count(*) FROM message_event_account_daily WHERE day >= $1::date`, weeks[1])
 	rep = f.maintain(justBefore.Add(2*time.Minute), s)
 	require.Equal(t, []string{first}, rep.Dropped)
+	// The daily rollups (Spec.Daily) lose the week's days in one delete each,
+	// and keep the later days' counts.
+	require.Zero(t, f.count(`SELECT (SELECT count(*) FROM message_event_domain_daily WHERE day < $1::date) +
+		(SELECT count(*) FROM message_event_account_daily WHERE day < $1::date)`, weeks[1]))
+	require.Equal(t, dailyAfter, f.count(`SELECT count(*) FROM message_event_account_daily WHERE day >= $1::date`, weeks[1]))
 	require.False(t, f.exists(first), "the partition table is gone")
 	require.Zero(t, f.count(`SELECT count(*) FROM message_events WHERE occurred_at < $1`, weeks[1]), "its rows are gone")
 	require.Equal(t, 6, f.count(`SELECT count(*) FROM message_events WHERE occurred_at >= $1`, weeks[1]), "the later weeks' rows remain")
 	require.Zero(t, f.count(`SELECT count(*) FROM deletions`), "no row was deleted or truncated: the partition was dropped")
 	require.Zero(t, f.count(`SELECT count(*) FROM test_hourly WHERE hour < $1`, weeks[1]), "the week's rollup hours are gone")
 	require.Equal(t, 4, f.count(`SELECT count(*) FROM test_hourly WHERE hour >= $1`, weeks[1]), "later rollup hours remain")
-	require.EqualValues(t, 2, rep.RollupRows)
+	require.EqualValues(t, 2+dailyBefore, rep.RollupRows)
 }
 
 // TestRetentionKeepsRows drops a day of provider payloads: the payload

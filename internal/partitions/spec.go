@@ -116,6 +116,14 @@ type Spec struct {
 	// copied back (so the copied rows are counted again by the rollups'
 	// insert triggers, and the rollups keep equalling a recount).
 	Rollups []string
+	// Daily are tables (with account_id and day date columns) kept from
+	// Rollups' hours by row triggers: a dropped partition's days (every
+	// partition starts and ends at a UTC midnight) are deleted from them
+	// in one statement each, and the row triggers skipped for the hourly
+	// deletes (the mailwatch.rollup_bulk flag), which would otherwise
+	// update the daily rows one hourly row at a time while the table is
+	// locked against every writer.
+	Daily []string
 	// Children are tables partitioned alike whose partition key references
 	// this table's by a foreign key (listed before it in Tables, so their
 	// partitions of a range go first). Before a partition is detached, the
@@ -165,6 +173,7 @@ var Tables = []Spec{
 		Table: "message_events", Column: "occurred_at", Key: TimeKey, Interval: Week, Ahead: 2,
 		Retention: MessageEventRetention,
 		Rollups:   []string{"message_event_domain_hourly", "message_event_account_hourly"},
+		Daily:     []string{"message_event_domain_daily", "message_event_account_daily"},
 	},
 	{
 		Table: "provider_payloads", Column: "id", Key: UUIDv7Key, Interval: Day, Ahead: 3,
