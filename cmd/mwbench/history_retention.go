@@ -58,6 +58,7 @@ func historyRetention(seed *historySeed) (passes []retentionPass, none []string)
 		counted := tables
 		for _, spec := range specs {
 			counted = append(counted, spec.Rollups...)
+			counted = append(counted, spec.Daily...)
 		}
 		return retentionPass{
 			Name:     "partition_maintain: partitions.MaintainSpecs (" + name + ")",
