@@ -112,8 +112,7 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 	fmt.Printf("CheckAll only (no DB), %d at a time:   %7.0f checks/s  p50 %6.2f ms  p99 %6.2f ms  %5.1f DNS queries/domain\n",
 		dnsBenchConcurrency, direct.rate, ms(direct.p50), ms(direct.p99), direct.queries)
 
-	deps := jobs.Deps{Pool: env.Pool, Logger: env.Logger, Resolver: resolver, MTASTSClient: stsClient, DNSFix: &domains.FixDeps{}}
-	worker, err := jobs.NewClient(deps, jobs.Options{Concurrency: dnsBenchConcurrency, Queues: []string{queues.DNS}})
+	deps, worker, err := newDNSWorker(env, resolver, stsClient)
 	if err != nil {
 		return err
 	}
@@ -147,6 +146,14 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 	}
 	fmt.Printf("baseline GET /api/accounts/me, 32 connections: %s\n", auth)
 	return nil
+}
+
+// newDNSWorker is the check worker: one client on the DNS queue
+// (MaxWorkers 100, WORKER_CONCURRENCY's default) resolving with resolver.
+func newDNSWorker(env *benchEnv, resolver dnscheck.Resolver, sts *http.Client) (jobs.Deps, *river.Client[pgx.Tx], error) {
+	deps := jobs.Deps{Pool: env.Pool, Logger: env.Logger, Resolver: resolver, MTASTSClient: sts, DNSFix: &domains.FixDeps{}}
+	worker, err := jobs.NewClient(deps, jobs.Options{Concurrency: dnsBenchConcurrency, Queues: []string{queues.DNS}})
+	return deps, worker, err
 }
 
 // dnsFirstRound waits for the first check of every domain (queued by its
