@@ -218,7 +218,7 @@ func benchProviderWorker(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
-	worker, err := newProviderWorker(env)
+	worker, err := newProviderWorker(env, env.Pool)
 	if err != nil {
 		return err
 	}
@@ -250,9 +250,9 @@ func benchProviderWorker(ctx context.Context, env *benchEnv) error {
 }
 
 // newProviderWorker is the normalisation worker: one client on the default
-// queue (MaxWorkers 100, 10 ms fetch cooldown).
-func newProviderWorker(env *benchEnv) (*river.Client[pgx.Tx], error) {
-	return jobs.NewClient(jobs.Deps{Pool: env.Pool, Logger: env.Logger}, jobs.Options{
+// queue (MaxWorkers 100, 10 ms fetch cooldown) on pool.
+func newProviderWorker(env *benchEnv, pool *pgxpool.Pool) (*river.Client[pgx.Tx], error) {
+	return jobs.NewClient(jobs.Deps{Pool: pool, Logger: env.Logger}, jobs.Options{
 		Concurrency: benchProviderWorkerNumber, FetchCooldown: 10 * time.Millisecond, Queues: []string{queues.Default},
 	})
 }
