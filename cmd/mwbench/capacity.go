@@ -123,9 +123,9 @@ func (r *capacityRig) runStep(ctx context.Context, scale float64, d time.Duratio
 			backlog:   func(ctx context.Context) (int, error) { return unprocessedPayloads(ctx, r.env.Pool) }},
 		{name: "events emitted", share: w / r.soloEmit, solo: r.soloEmit, pacer: pushes, latency: "one transaction",
 			backlog: func(context.Context) (int, error) { return pushes.outstanding(), nil }},
-		{name: "webhook pushes", share: w / r.soloPush, solo: r.soloPush, pacer: pushes, latency: "commit to receipt",
-			riverKind: events.DeliveryKind,
-			backlog:   func(context.Context) (int, error) { return int(pushes.released.Load() - watch.arrived.Load()), nil }},
+		{name: "webhook pushes", share: w / r.soloPush, solo: r.soloPush, latency: "commit to receipt",
+			riverKind: events.DeliveryKind, // emitted and not yet received
+			backlog:   func(context.Context) (int, error) { return int(pushes.done.Load() - watch.arrived.Load()), nil }},
 		{name: "domain checks", share: c / r.soloCheck, solo: r.soloCheck, pacer: checks, latency: "insert to completed",
 			riverKind: domains.CheckArgs{}.Kind(),
 			backlog: func(context.Context) (int, error) {
@@ -232,7 +232,7 @@ func (r *capacityRig) endOfWindow(ctx context.Context, kinds []*capacityKind, t0
 	in.achieved = float64(in.pacer.done.Load()) / d
 	norm.achieved = float64(normalised) / d
 	emitted.achieved = float64(emitted.pacer.done.Load()) / d
-	pushed.achieved = float64(int(pushed.pacer.released.Load())-pushed.endBacklog) / d
+	pushed.achieved = float64(int(emitted.pacer.done.Load())-pushed.endBacklog) / d
 	checked.achieved = float64(int(checked.pacer.released.Load())-checked.endBacklog) / d
 	return jobs, rows.Err()
 }
