@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/api"
@@ -112,8 +113,7 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 	fmt.Printf("CheckAll only (no DB), %d at a time:   %7.0f checks/s  p50 %6.2f ms  p99 %6.2f ms  %5.1f DNS queries/domain\n",
 		dnsBenchConcurrency, direct.rate, ms(direct.p50), ms(direct.p99), direct.queries)
 
-	deps := jobs.Deps{Pool: env.Pool, Logger: env.Logger, Resolver: resolver, MTASTSClient: stsClient, DNSFix: &domains.FixDeps{}}
-	worker, err := jobs.NewClient(deps, jobs.Options{Concurrency: dnsBenchConcurrency, Queues: []string{queues.DNS}})
+	deps, worker, err := newDNSWorker(env, env.Pool, resolver, stsClient)
 	if err != nil {
 		return err
 	}
@@ -147,6 +147,15 @@ func benchDNS(ctx context.Context, env *benchEnv) error {
 	}
 	fmt.Printf("baseline GET /api/accounts/me, 32 connections: %s\n", auth)
 	return nil
+}
+
+// newDNSWorker is the check worker: one client on the DNS queue
+// (MaxWorkers 100, WORKER_CONCURRENCY's default) on pool, resolving with
+// resolver.
+func newDNSWorker(env *benchEnv, pool *pgxpool.Pool, resolver dnscheck.Resolver, sts *http.Client) (jobs.Deps, *river.Client[pgx.Tx], error) {
+	deps := jobs.Deps{Pool: pool, Logger: env.Logger, Resolver: resolver, MTASTSClient: sts, DNSFix: &domains.FixDeps{}}
+	worker, err := jobs.NewClient(deps, jobs.Options{Concurrency: dnsBenchConcurrency, Queues: []string{queues.DNS}})
+	return deps, worker, err
 }
 
 // dnsFirstRound waits for the first check of every domain (queued by its

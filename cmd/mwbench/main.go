@@ -13,6 +13,7 @@
 //	mwbench dmarc      aggregate report parsing next to mox's parser; 1,000 reports over SMTP
 //	mwbench dmarc-wide peak RSS of parsing a 50,000-source x 31-day report next to a 1,000-record one
 //	mwbench bomb       peak RSS of `mailwatch api` under request decompression bombs
+//	mwbench capacity   provider webhooks, pushes and domain checks together at shares of their solo rates summing to 0.7, then 1.0
 //	mwbench history    aggregate endpoints, dashboard pages, storage and retention at 1x, 10x (and 30x) of history
 //
 // Each benchmark creates its own database from DATABASE_URL's server and
@@ -45,6 +46,7 @@ var benchmarks = map[string]benchmark{
 	"dmarc-wide": benchDMARCWide, // dmarc_wide.go
 	"bomb":       benchBomb,      // bomb.go
 	"history":    benchHistory,   // history.go
+	"capacity":   benchCapacity,  // capacity.go
 }
 
 func main() {

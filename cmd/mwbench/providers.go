@@ -21,6 +21,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/queues"
@@ -211,13 +214,11 @@ func (f *signedFeed) post(ctx context.Context, client *http.Client) error {
 // benchProviderWorker drains every queued payload with one worker client
 // and prints its rate.
 func benchProviderWorker(ctx context.Context, env *benchEnv) error {
-	var queued int
-	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM provider_payloads WHERE processed_at IS NULL`).Scan(&queued); err != nil {
+	queued, err := unprocessedPayloads(ctx, env.Pool)
+	if err != nil {
 		return err
 	}
-	worker, err := jobs.NewClient(jobs.Deps{Pool: env.Pool, Logger: env.Logger}, jobs.Options{
-		Concurrency: benchProviderWorkerNumber, FetchCooldown: 10 * time.Millisecond, Queues: []string{queues.Default},
-	})
+	worker, err := newProviderWorker(env, env.Pool)
 	if err != nil {
 		return err
 	}
@@ -226,8 +227,8 @@ func benchProviderWorker(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	for {
-		var left int
-		if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM provider_payloads WHERE processed_at IS NULL`).Scan(&left); err != nil {
+		left, err := unprocessedPayloads(ctx, env.Pool)
+		if err != nil {
 			return err
 		}
 		if left == 0 || ctx.Err() != nil {
@@ -246,6 +247,21 @@ func benchProviderWorker(ctx context.Context, env *benchEnv) error {
 	fmt.Printf("worker     %d payloads normalised in %s: %.0f events/s (%d message events)\n",
 		queued, drain.Round(time.Millisecond), float64(queued)/drain.Seconds(), events)
 	return nil
+}
+
+// newProviderWorker is the normalisation worker: one client on the default
+// queue (MaxWorkers 100, 10 ms fetch cooldown) on pool.
+func newProviderWorker(env *benchEnv, pool *pgxpool.Pool) (*river.Client[pgx.Tx], error) {
+	return jobs.NewClient(jobs.Deps{Pool: pool, Logger: env.Logger}, jobs.Options{
+		Concurrency: benchProviderWorkerNumber, FetchCooldown: 10 * time.Millisecond, Queues: []string{queues.Default},
+	})
+}
+
+// unprocessedPayloads counts the stored payloads not yet normalised.
+func unprocessedPayloads(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var n int
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM provider_payloads WHERE processed_at IS NULL`).Scan(&n)
+	return n, err
 }
 
 // benchSuppressionCheck loads benchSuppressions entries for the account and

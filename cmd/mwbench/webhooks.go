@@ -241,8 +241,13 @@ func (res *webhookResults) print() {
 
 // benchSubscription creates an account subscribed to every event at url.
 func benchSubscription(ctx context.Context, env *benchEnv, url string) (uuid.UUID, error) {
+	return benchSubscriptionFor(ctx, env, url, "bench-webhooks@example.com")
+}
+
+// benchSubscriptionFor is benchSubscription for an account of that email.
+func benchSubscriptionFor(ctx context.Context, env *benchEnv, url, email string) (uuid.UUID, error) {
 	account := uuid.Must(uuid.NewV7())
-	if _, err := env.Pool.Exec(ctx, "INSERT INTO accounts (id, email, password_hash) VALUES ($1, 'bench-webhooks@example.com', 'x')", account); err != nil {
+	if _, err := env.Pool.Exec(ctx, "INSERT INTO accounts (id, email, password_hash) VALUES ($1, $2, 'x')", account, email); err != nil {
 		return account, err
 	}
 	keyring, err := secretbox.NewKeyring(make([]byte, 32))

@@ -123,13 +123,27 @@ func benchMinimalPush(ctx context.Context, env *benchEnv, rc *benchReceiver, cli
 // with SIGTERM after the last push. The processes' start-up is left out by
 // timing from the first push to arrive (rateFromFirst).
 func benchWorkerProcesses(ctx context.Context, env *benchEnv, rc *benchReceiver, emit emitFunc, k, n int) (flowResult, error) {
+	stop := func() {}
+	defer func() { stop() }()
+	return rc.runDrain(ctx, n, emit, func() error {
+		var err error
+		stop, err = startWorkerProcesses(ctx, env, k)
+		return err
+	})
+}
+
+// startWorkerProcesses starts k `mailwatch worker --queues=webhooks`
+// processes of the built binary (MAILWATCH_BIN, which scripts/bench
+// builds), each with extraEnv added to benchWorkerCmd's; stop sends them
+// SIGTERM, waits up to 15 s for each and prints the log of any that failed.
+func startWorkerProcesses(ctx context.Context, env *benchEnv, k int, extraEnv ...string) (stop func(), err error) {
 	bin := os.Getenv("MAILWATCH_BIN")
 	if bin == "" {
 		bin = "bin/mailwatch"
 	}
 	var procs []*exec.Cmd
 	var logs []*bytes.Buffer
-	defer func() {
+	stop = func() {
 		for i, p := range procs {
 			_ = p.Process.Signal(syscall.SIGTERM)
 			done := make(chan error, 1)
@@ -144,20 +158,20 @@ func benchWorkerProcesses(ctx context.Context, env *benchEnv, rc *benchReceiver,
 				fmt.Fprintf(os.Stderr, "worker process %d:\n%s", i+1, logs[i])
 			}
 		}
-	}()
-	return rc.runDrain(ctx, n, emit, func() error {
-		for range k {
-			cmd := benchWorkerCmd(ctx, env, bin)
-			var buf bytes.Buffer
-			cmd.Stderr = &buf
-			if err := cmd.Start(); err != nil {
-				return fmt.Errorf("error starting %s worker (scripts/bench builds it; MAILWATCH_BIN overrides): %w", bin, err)
-			}
-			procs = append(procs, cmd)
-			logs = append(logs, &buf)
+		procs = nil
+	}
+	for range k {
+		cmd := benchWorkerCmd(ctx, env, bin)
+		cmd.Env = append(cmd.Env, extraEnv...)
+		var buf bytes.Buffer
+		cmd.Stderr = &buf
+		if err := cmd.Start(); err != nil {
+			return stop, fmt.Errorf("error starting %s worker (scripts/bench builds it; MAILWATCH_BIN overrides): %w", bin, err)
 		}
-		return nil
-	})
+		procs = append(procs, cmd)
+		logs = append(logs, &buf)
+	}
+	return stop, nil
 }
 
 // benchWorkerCmd is one `mailwatch worker --queues=webhooks` process of the
