@@ -57,7 +57,6 @@ type capacityRig struct {
 	normWorker *river.Client[pgx.Tx]
 	rc         *benchReceiver
 	emit       emitFunc
-	stopPush   func()
 	cleanup    []func()
 
 	soloIngress, soloNormalise, soloEmit, soloPush, soloCheck float64
