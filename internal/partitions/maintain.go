@@ -122,39 +122,37 @@ func create(ctx context.Context, db dbutil.Executor, spec Spec, from, to time.Ti
 		if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil || exists {
 			return err
 		}
-		cols, err := columns(ctx, tx, spec.Table)
-		if err != nil {
-			return err
-		}
-		table, col := ident(spec.Table), ident(spec.Column)
+		table := ident(spec.Table)
 		if err := lockTable(ctx, tx, spec.Table); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "CREATE TEMP TABLE mailwatch_moving ON COMMIT DROP AS SELECT "+cols+" FROM "+table+" WITH NO DATA"); err != nil {
-			return fmt.Errorf("error creating a table to move rows through: %w", err)
+		// The children's rows of the range first: taking a referenced row out
+		// would delete them with it (ON DELETE CASCADE). Children are
+		// partitioned alike, so their rows of the range are exactly those
+		// referring to the rows moved.
+		var children []moving
+		for i, c := range spec.Children {
+			m, err := moveOut(ctx, tx, c.Table, c.Column, fmt.Sprintf("mailwatch_moving_child%d", i), value(spec, from), value(spec, to))
+			if err != nil {
+				return err
+			}
+			children = append(children, m)
 		}
-		// Through the table, not its DEFAULT partition (the only one holding
-		// the range), so that the table's triggers see the rows leave and
-		// come back (rollups count them out, then in again).
-		tag, err := tx.Exec(ctx, fmt.Sprintf("WITH m AS (DELETE FROM %s WHERE %s >= $1 AND %s < $2 RETURNING %s) INSERT INTO mailwatch_moving SELECT * FROM m",
-			table, col, col, cols), value(spec, from), value(spec, to))
+		m, err := moveOut(ctx, tx, spec.Table, spec.Column, "mailwatch_moving", value(spec, from), value(spec, to))
 		if err != nil {
-			return fmt.Errorf("error taking the %s rows of %s out of the DEFAULT partition: %w", spec.Table, name, err)
+			return err
 		}
-		moved = tag.RowsAffected()
+		moved = m.rows
 		if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE TABLE %s PARTITION OF %s FOR VALUES FROM (%s) TO (%s)",
 			ident(name), table, literal(spec, from), literal(spec, to))); err != nil {
 			return fmt.Errorf("error creating partition %s: %w", name, err)
 		}
-		if moved > 0 {
-			if _, err := tx.Exec(ctx, "INSERT INTO "+table+" ("+cols+") SELECT * FROM mailwatch_moving"); err != nil {
-				return fmt.Errorf("error moving rows into %s: %w", name, err)
+		for _, m := range append([]moving{m}, children...) {
+			if err := m.putBack(ctx, tx); err != nil {
+				return err
 			}
 		}
-		// Dropped now, not at commit: the caller's transaction may be a
-		// savepoint of a longer one.
-		_, err = tx.Exec(ctx, "DROP TABLE mailwatch_moving")
-		return err
+		return nil
 	})
 	if errors.Is(err, errLocked) {
 		rep.Skipped = append(rep.Skipped, "create "+name)
@@ -166,6 +164,49 @@ func create(ctx context.Context, db dbutil.Executor, spec Spec, from, to time.Ti
 	rep.Created = append(rep.Created, name)
 	rep.Moved += moved
 	return true, nil
+}
+
+// moving is rows of a table taken out of its DEFAULT partition, held in a
+// temporary table until their partition exists.
+type moving struct {
+	table, temp, cols string
+	rows              int64
+}
+
+// moveOut takes table's rows of [from, to) out into a new temporary table.
+// It deletes through the table, not its DEFAULT partition (the only one
+// holding the range), so that the table's triggers see the rows leave and
+// come back (rollups count them out, then in again).
+func moveOut(ctx context.Context, tx pgx.Tx, table, column, temp string, from, to any) (moving, error) {
+	cols, err := columns(ctx, tx, table)
+	if err != nil {
+		return moving{}, err
+	}
+	m := moving{table: ident(table), temp: ident(temp), cols: cols}
+	if _, err := tx.Exec(ctx, "CREATE TEMP TABLE "+m.temp+" ON COMMIT DROP AS SELECT "+cols+" FROM "+m.table+" WITH NO DATA"); err != nil {
+		return m, fmt.Errorf("error creating a table to move %s rows through: %w", table, err)
+	}
+	col := ident(column)
+	tag, err := tx.Exec(ctx, fmt.Sprintf("WITH m AS (DELETE FROM %s WHERE %s >= $1 AND %s < $2 RETURNING %s) INSERT INTO %s SELECT * FROM m",
+		m.table, col, col, cols, m.temp), from, to)
+	if err != nil {
+		return m, fmt.Errorf("error taking %s rows out of the DEFAULT partition: %w", table, err)
+	}
+	m.rows = tag.RowsAffected()
+	return m, nil
+}
+
+// putBack inserts the rows back through their table (into the partition
+// now holding their range) and drops the temporary table now, not at
+// commit: the caller's transaction may be a savepoint of a longer one.
+func (m moving) putBack(ctx context.Context, tx pgx.Tx) error {
+	if m.rows > 0 {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+m.table+" ("+m.cols+") SELECT * FROM "+m.temp); err != nil {
+			return fmt.Errorf("error moving rows back into %s: %w", m.table, err)
+		}
+	}
+	_, err := tx.Exec(ctx, "DROP TABLE "+m.temp)
+	return err
 }
 
 // Expire detaches and drops every partition of spec's table whose upper

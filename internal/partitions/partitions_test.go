@@ -478,3 +478,31 @@ func (f *fixture) maintainAgainCreated(now time.Time) []string {
 	}
 	return names
 }
+
+// TestCreateKeepsChildRows: deliveries and their attempts written while no
+// partition held their range (a new database before the first maintenance
+// run) sit in the DEFAULT partitions; making the partitions moves them, and
+// moving a delivery must not cascade to its attempts.
+func TestCreateKeepsChildRows(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sub := uuid.New()
+	f.exec(`INSERT INTO event_subscriptions (id, account_id, url, secret_ciphertext, secret_key_id)
+		VALUES ($1, $2, 'https://hooks.example.com/', '\x00', 'k')`, sub, f.account)
+	for i := range 3 {
+		at := monday.Add(time.Duration(i) * time.Hour)
+		delivery := v7(at)
+		f.exec(`INSERT INTO webhook_deliveries (id, account_id, subscription_id, event_id, event_type, body)
+			VALUES ($1, $2, $3, $4, 'health_score_changed', '\x00')`, delivery, f.account, sub, uuid.New())
+		for range 2 {
+			f.exec(`INSERT INTO webhook_delivery_attempts (id, delivery_id, started_at) VALUES ($1, $2, $3)`, uuid.New(), delivery, at)
+		}
+	}
+	require.Equal(t, 6, f.count(`SELECT count(*) FROM webhook_delivery_attempts_default`))
+
+	rep := f.maintain(monday, spec(t, "webhook_delivery_attempts"), spec(t, "webhook_deliveries"))
+	require.Contains(t, rep.Created, "webhook_deliveries_p20260105")
+	require.Equal(t, 3, f.count(`SELECT count(*) FROM webhook_deliveries_p20260105`), "the deliveries moved into their week")
+	require.Equal(t, 6, f.count(`SELECT count(*) FROM webhook_delivery_attempts_p20260105`), "every attempt kept, in its week")
+	require.Zero(t, f.count(`SELECT count(*) FROM webhook_delivery_attempts_default`))
+}
