@@ -18,6 +18,7 @@ type SourcesRequest struct {
 	DomainPath
 	Since *time.Time `query:"since" description:"Start of the period (RFC 3339; its UTC day counts); default 30 days before until."`
 	Until *time.Time `query:"until" description:"End of the period (RFC 3339; its UTC day counts); default now."`
+	Limit *int       `query:"limit" validate:"omitempty,min=1,max=1000" description:"Sources to return, most volume first, 1 to 1000; default 100. source_count says how many there are."`
 }
 
 // Sources is the sources listing.
@@ -25,7 +26,9 @@ type Sources struct {
 	Since     time.Time        `json:"since" validate:"required" description:"Start of the period read: as asked, or later when truncated."`
 	Until     time.Time        `json:"until" validate:"required"`
 	Truncated bool             `json:"truncated" validate:"required" description:"The period held more daily source rows (one per day and source IP) than one read sums: only its newest days that fit were read, from since (a single day holding more is read in part)."`
-	Sources   []reports.Source `json:"sources" validate:"required"`
+	Sources   []reports.Source `json:"sources" validate:"required" description:"The first sources by volume (limit)."`
+	// SourceCount counts every source of the period read.
+	SourceCount int `json:"source_count" validate:"required" description:"How many sources the period read holds; sources lists the first of them."`
 }
 
 func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
@@ -36,9 +39,10 @@ func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
 		Description: "Each source (a known sender grouping its IPs by reverse DNS and the sender map, or an unknown IP) with its volume, " +
 			"DMARC pass and aligned DKIM/SPF rates, category (compliant, forwarded, non_compliant, threat_unknown), IPs with their " +
 			"PTR names and the DKIM selectors seen. Days are UTC; reports spanning more than a day are spread over their days. " +
-			fmt.Sprintf("At most %d source IPs (most volume first), summed from at most %d daily rows: a period holding more is "+
-				"read from its newest day back and answered with truncated and the since it starts at. ",
-				reports.MaxSourceGroups, reports.MaxSourceRowsRead) +
+			fmt.Sprintf("The first limit sources by volume (source_count says how many there are), each with its %d busiest IPs "+
+				"(ip_count says how many it has). At most %d source IPs (most volume first), summed from at most %d daily rows: "+
+				"a period holding more is read from its newest day back and answered with truncated and the since it starts at. ",
+				reports.MaxSourceIPsListed, reports.MaxSourceGroups, reports.MaxSourceRowsRead) +
 			"422 when until is before since or the period exceeds 400 days.",
 		Errors: []int{404},
 		Call: func(ctx context.Context, req *SourcesRequest) (*Sources, error) {
@@ -79,11 +83,15 @@ func (s *Server) listDMARCSources(ctx context.Context, svc *reports.Service, req
 	if until.Sub(since) > maxSourcesPeriod {
 		return nil, InvalidField("since", "the period must not exceed 400 days")
 	}
-	list, err := svc.Sources(ctx, s.reads, d.ID, since, until)
+	limit := reports.DefaultSourcesListed
+	if req.Limit != nil {
+		limit = *req.Limit
+	}
+	list, err := svc.Sources(ctx, s.reads, d.ID, since, until, limit)
 	if err != nil {
 		return nil, err
 	}
-	return &Sources{Since: list.Since, Until: until, Truncated: list.Truncated, Sources: nonNilSlice(list.Sources)}, nil
+	return &Sources{Since: list.Since, Until: until, Truncated: list.Truncated, Sources: nonNilSlice(list.Sources), SourceCount: list.SourceCount}, nil
 }
 
 // getDMARCGuidance serves GET /api/accounts/me/domains/{domain}/dmarc/guidance: how to fix failing senders and when to enforce DMARC.

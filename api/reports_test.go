@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -185,6 +186,17 @@ func TestReportUploadAndLists(t *testing.T) {
 		require.Contains(t, []string{"compliant", "forwarded", "non_compliant", "threat_unknown"}, src.Category)
 	}
 	require.Equal(t, list[0].Messages, volume)
+	require.Equal(t, len(sources.Sources), sources.SourceCount)
+	resp = b.do(t, "GET", base+"/dmarc/sources?since=2024-06-01T00:00:00Z&until=2024-06-30T00:00:00Z&limit=1", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var first api.Sources
+	resp.JSON(t, &first)
+	require.Equal(t, sources.Sources[:1], first.Sources, "the first source by volume")
+	require.Equal(t, sources.SourceCount, first.SourceCount, "counting every source")
+	resp = b.do(t, "GET", base+fmt.Sprintf("/dmarc/sources?limit=%d", reports.MaxSourcesListed+1), acct.Key, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "the limit is bounded by MaxSourcesListed")
+	resp = b.do(t, "GET", base+fmt.Sprintf("/dmarc/sources?limit=%d", reports.MaxSourcesListed), acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 	resp = b.do(t, "GET", base+"/dmarc/sources?since=2024-06-30T00:00:00Z&until=2024-06-01T00:00:00Z", acct.Key, nil)
 	require.Equal(t, http.StatusUnprocessableEntity, resp.Status)
 	resp = b.do(t, "GET", base+"/dmarc/sources?since=yesterday", acct.Key, nil)

@@ -292,23 +292,55 @@ ON CONFLICT (domain_id) DO UPDATE SET version = EXCLUDED.version;
 SELECT coalesce((SELECT version FROM dmarc_source_versions WHERE domain_id = @domain_id::uuid), 0)::bigint AS version;
 
 -- name: DMARCSourceSummaryGet :one
--- The domain's summary of a window, only while it is current.
-SELECT s.truncated, s.period_since, s.source_ips, s.messages, s.dkim_aligned, s.spf_aligned, s.compliant, s.forwarded,
-       s.failing, s.selector_counts, s.selectors
+-- The domain's summary of a window, only while it is current: computed
+-- from the domain's daily rows as they are and since fresh_since.
+SELECT s.truncated, s.period_since, s.source_count, s.total_messages, s.legitimate_messages, s.passing_messages
 FROM dmarc_source_summaries s
 WHERE s.domain_id = @domain_id::uuid AND s.kind = @kind::smallint
-  AND s.since_day = @since::date AND s.until_day = @until::date
+  AND s.since_day = @since::date AND s.until_day = @until::date AND s.computed_at >= @fresh_since::timestamptz
   AND s.version = coalesce((SELECT v.version FROM dmarc_source_versions v WHERE v.domain_id = @domain_id::uuid), 0);
 
+-- name: DMARCSourceSummaryGroups :many
+-- A summary's first sources, most volume first.
+SELECT name, type, known, base_domain, category, messages, compliant, forwarded, failing, dkim_aligned, spf_aligned,
+       ip_count, ips, dkim_selectors
+FROM dmarc_source_summary_groups
+WHERE domain_id = @domain_id::uuid AND kind = @kind::smallint
+ORDER BY rank
+LIMIT @max_rows::int;
+
+-- name: DMARCSourceSummaryFailingKnown :many
+-- A summary's known senders failing DMARC, most failing volume first
+-- (their partial index).
+SELECT name, type, known, base_domain, category, messages, compliant, forwarded, failing, dkim_aligned, spf_aligned,
+       ip_count, ips, dkim_selectors
+FROM dmarc_source_summary_groups
+WHERE domain_id = @domain_id::uuid AND kind = @kind::smallint AND known AND failing > 0
+ORDER BY failing DESC, rank
+LIMIT @max_rows::int;
+
 -- name: DMARCSourceSummaryPut :exec
-INSERT INTO dmarc_source_summaries (domain_id, kind, since_day, until_day, version, truncated, period_since, source_ips,
-    messages, dkim_aligned, spf_aligned, compliant, forwarded, failing, selector_counts, selectors)
+INSERT INTO dmarc_source_summaries (domain_id, kind, since_day, until_day, version, truncated, period_since, source_count,
+    total_messages, legitimate_messages, passing_messages, computed_at)
 VALUES (@domain_id::uuid, @kind::smallint, @since::date, @until::date, @version::bigint, @truncated::boolean,
-    @period_since::date, @source_ips::text[], @messages::bigint[], @dkim_aligned::bigint[], @spf_aligned::bigint[],
-    @compliant::bigint[], @forwarded::bigint[], @failing::bigint[], @selector_counts::integer[], @selectors::text[])
+    @period_since::date, @source_count::integer, @total_messages::bigint, @legitimate_messages::bigint,
+    @passing_messages::bigint, @computed_at::timestamptz)
 ON CONFLICT (domain_id, kind) DO UPDATE SET since_day = EXCLUDED.since_day, until_day = EXCLUDED.until_day,
     version = EXCLUDED.version, truncated = EXCLUDED.truncated, period_since = EXCLUDED.period_since,
-    source_ips = EXCLUDED.source_ips, messages = EXCLUDED.messages, dkim_aligned = EXCLUDED.dkim_aligned,
-    spf_aligned = EXCLUDED.spf_aligned, compliant = EXCLUDED.compliant, forwarded = EXCLUDED.forwarded,
-    failing = EXCLUDED.failing, selector_counts = EXCLUDED.selector_counts, selectors = EXCLUDED.selectors,
-    computed_at = now();
+    source_count = EXCLUDED.source_count, total_messages = EXCLUDED.total_messages,
+    legitimate_messages = EXCLUDED.legitimate_messages, passing_messages = EXCLUDED.passing_messages,
+    computed_at = EXCLUDED.computed_at;
+
+-- name: DMARCSourceSummaryGroupsClear :exec
+DELETE FROM dmarc_source_summary_groups WHERE domain_id = @domain_id::uuid AND kind = @kind::smallint;
+
+-- name: DMARCSourceSummaryGroupsPut :exec
+-- Stores a summary's sources from one JSON array, in rank order.
+INSERT INTO dmarc_source_summary_groups (domain_id, kind, rank, name, type, known, base_domain, category, messages, compliant,
+    forwarded, failing, dkim_aligned, spf_aligned, ip_count, ips, dkim_selectors)
+SELECT @domain_id::uuid, @kind::smallint, (g.ordinality - 1)::int, g.v->>'name', g.v->>'type', (g.v->>'known')::boolean,
+       g.v->>'base_domain', g.v->>'category', (g.v->>'messages')::bigint, (g.v->>'compliant')::bigint,
+       (g.v->>'forwarded')::bigint, (g.v->>'failing')::bigint, (g.v->>'dkim_aligned')::bigint,
+       (g.v->>'spf_aligned')::bigint, (g.v->>'ip_count')::int, g.v->'ips',
+       ARRAY(SELECT jsonb_array_elements_text(g.v->'dkim_selectors'))
+FROM jsonb_array_elements(@groups::jsonb) WITH ORDINALITY AS g(v, ordinality);

@@ -91,6 +91,10 @@ func checksOf(rs *dnscheck.Results) []namedCheck {
 	return out
 }
 
+// domainPageSources is how many DMARC sources the domain page lists, most
+// volume first; it says how many there are.
+const domainPageSources = 15
+
 func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 	name := c.Params("domain")
 	if u, err := url.PathUnescape(name); err == nil {
@@ -112,7 +116,8 @@ func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 		data.Recs = *recs
 	}
 	// The DMARC insights exist only where reports are configured.
-	if src, err := h.ops.ListDMARCSources.Call(c.UserContext(), callerOf(c), &api.SourcesRequest{DomainPath: api.DomainPath{Name: d.Domain.Domain}}); err == nil {
+	listed := domainPageSources
+	if src, err := h.ops.ListDMARCSources.Call(c.UserContext(), callerOf(c), &api.SourcesRequest{DomainPath: api.DomainPath{Name: d.Domain.Domain}, Limit: &listed}); err == nil {
 		data.Sources = src
 	}
 	if g, err := h.ops.GetDMARCGuidance.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {

@@ -173,17 +173,18 @@ func benchSources(ctx context.Context, baseURL, key, domain string, since, until
 		times = append(times, time.Since(t0))
 	}
 	var page struct {
-		Since     time.Time         `json:"since"`
-		Sources   []json.RawMessage `json:"sources"`
-		Truncated bool              `json:"truncated"`
+		Since       time.Time         `json:"since"`
+		Sources     []json.RawMessage `json:"sources"`
+		SourceCount int               `json:"source_count"`
+		Truncated   bool              `json:"truncated"`
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
 		return err
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
-	fmt.Printf("GET %s sources over %d days, 5 requests: median %s, max %s; %d sources, %.1f MB, truncated %v (since %s)\n",
+	fmt.Printf("GET %s sources over %d days, 5 requests: median %s, max %s; %d of %d sources listed, %.1f MB, truncated %v (since %s)\n",
 		domain, int(until.Sub(since).Hours()/24)+1, times[2].Round(time.Millisecond), times[4].Round(time.Millisecond),
-		len(page.Sources), float64(len(body))/1e6, page.Truncated, page.Since.Format(time.DateOnly))
+		len(page.Sources), page.SourceCount, float64(len(body))/1e6, page.Truncated, page.Since.Format(time.DateOnly))
 	return nil
 }
 

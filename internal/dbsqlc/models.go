@@ -533,23 +533,38 @@ type DmarcSourceDay struct {
 }
 
 type DmarcSourceSummary struct {
-	DomainID       uuid.UUID
-	Kind           int16
-	SinceDay       time.Time
-	UntilDay       time.Time
-	Version        int64
-	Truncated      bool
-	PeriodSince    time.Time
-	SourceIps      []string
-	Messages       []int64
-	DkimAligned    []int64
-	SpfAligned     []int64
-	Compliant      []int64
-	Forwarded      []int64
-	Failing        []int64
-	SelectorCounts []int32
-	Selectors      []string
-	ComputedAt     time.Time
+	DomainID           uuid.UUID
+	Kind               int16
+	SinceDay           time.Time
+	UntilDay           time.Time
+	Version            int64
+	Truncated          bool
+	PeriodSince        time.Time
+	ComputedAt         time.Time
+	SourceCount        int32
+	TotalMessages      int64
+	LegitimateMessages int64
+	PassingMessages    int64
+}
+
+type DmarcSourceSummaryGroup struct {
+	DomainID      uuid.UUID
+	Kind          int16
+	Rank          int32
+	Name          string
+	Type          string
+	Known         bool
+	BaseDomain    string
+	Category      string
+	Messages      int64
+	Compliant     int64
+	Forwarded     int64
+	Failing       int64
+	DkimAligned   int64
+	SpfAligned    int64
+	IpCount       int32
+	Ips           json.RawMessage
+	DkimSelectors []string
 }
 
 type DmarcSourceVersion struct {

@@ -502,92 +502,253 @@ func (q *Queries) DMARCSourceSelectors(ctx context.Context, db DBTX, arg DMARCSo
 	return items, nil
 }
 
+const dMARCSourceSummaryFailingKnown = `-- name: DMARCSourceSummaryFailingKnown :many
+SELECT name, type, known, base_domain, category, messages, compliant, forwarded, failing, dkim_aligned, spf_aligned,
+       ip_count, ips, dkim_selectors
+FROM dmarc_source_summary_groups
+WHERE domain_id = $1::uuid AND kind = $2::smallint AND known AND failing > 0
+ORDER BY failing DESC, rank
+LIMIT $3::int
+`
+
+type DMARCSourceSummaryFailingKnownParams struct {
+	DomainID uuid.UUID
+	Kind     int16
+	MaxRows  int32
+}
+
+type DMARCSourceSummaryFailingKnownRow struct {
+	Name          string
+	Type          string
+	Known         bool
+	BaseDomain    string
+	Category      string
+	Messages      int64
+	Compliant     int64
+	Forwarded     int64
+	Failing       int64
+	DkimAligned   int64
+	SpfAligned    int64
+	IpCount       int32
+	Ips           json.RawMessage
+	DkimSelectors []string
+}
+
+// A summary's known senders failing DMARC, most failing volume first
+// (their partial index).
+func (q *Queries) DMARCSourceSummaryFailingKnown(ctx context.Context, db DBTX, arg DMARCSourceSummaryFailingKnownParams) ([]DMARCSourceSummaryFailingKnownRow, error) {
+	rows, err := db.Query(ctx, dMARCSourceSummaryFailingKnown, arg.DomainID, arg.Kind, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DMARCSourceSummaryFailingKnownRow
+	for rows.Next() {
+		var i DMARCSourceSummaryFailingKnownRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Type,
+			&i.Known,
+			&i.BaseDomain,
+			&i.Category,
+			&i.Messages,
+			&i.Compliant,
+			&i.Forwarded,
+			&i.Failing,
+			&i.DkimAligned,
+			&i.SpfAligned,
+			&i.IpCount,
+			&i.Ips,
+			&i.DkimSelectors,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const dMARCSourceSummaryGet = `-- name: DMARCSourceSummaryGet :one
-SELECT s.truncated, s.period_since, s.source_ips, s.messages, s.dkim_aligned, s.spf_aligned, s.compliant, s.forwarded,
-       s.failing, s.selector_counts, s.selectors
+SELECT s.truncated, s.period_since, s.source_count, s.total_messages, s.legitimate_messages, s.passing_messages
 FROM dmarc_source_summaries s
 WHERE s.domain_id = $1::uuid AND s.kind = $2::smallint
-  AND s.since_day = $3::date AND s.until_day = $4::date
+  AND s.since_day = $3::date AND s.until_day = $4::date AND s.computed_at >= $5::timestamptz
   AND s.version = coalesce((SELECT v.version FROM dmarc_source_versions v WHERE v.domain_id = $1::uuid), 0)
 `
 
 type DMARCSourceSummaryGetParams struct {
-	DomainID uuid.UUID
-	Kind     int16
-	Since    time.Time
-	Until    time.Time
+	DomainID   uuid.UUID
+	Kind       int16
+	Since      time.Time
+	Until      time.Time
+	FreshSince time.Time
 }
 
 type DMARCSourceSummaryGetRow struct {
-	Truncated      bool
-	PeriodSince    time.Time
-	SourceIps      []string
-	Messages       []int64
-	DkimAligned    []int64
-	SpfAligned     []int64
-	Compliant      []int64
-	Forwarded      []int64
-	Failing        []int64
-	SelectorCounts []int32
-	Selectors      []string
+	Truncated          bool
+	PeriodSince        time.Time
+	SourceCount        int32
+	TotalMessages      int64
+	LegitimateMessages int64
+	PassingMessages    int64
 }
 
-// The domain's summary of a window, only while it is current.
+// The domain's summary of a window, only while it is current: computed
+// from the domain's daily rows as they are and since fresh_since.
 func (q *Queries) DMARCSourceSummaryGet(ctx context.Context, db DBTX, arg DMARCSourceSummaryGetParams) (DMARCSourceSummaryGetRow, error) {
 	row := db.QueryRow(ctx, dMARCSourceSummaryGet,
 		arg.DomainID,
 		arg.Kind,
 		arg.Since,
 		arg.Until,
+		arg.FreshSince,
 	)
 	var i DMARCSourceSummaryGetRow
 	err := row.Scan(
 		&i.Truncated,
 		&i.PeriodSince,
-		&i.SourceIps,
-		&i.Messages,
-		&i.DkimAligned,
-		&i.SpfAligned,
-		&i.Compliant,
-		&i.Forwarded,
-		&i.Failing,
-		&i.SelectorCounts,
-		&i.Selectors,
+		&i.SourceCount,
+		&i.TotalMessages,
+		&i.LegitimateMessages,
+		&i.PassingMessages,
 	)
 	return i, err
 }
 
+const dMARCSourceSummaryGroups = `-- name: DMARCSourceSummaryGroups :many
+SELECT name, type, known, base_domain, category, messages, compliant, forwarded, failing, dkim_aligned, spf_aligned,
+       ip_count, ips, dkim_selectors
+FROM dmarc_source_summary_groups
+WHERE domain_id = $1::uuid AND kind = $2::smallint
+ORDER BY rank
+LIMIT $3::int
+`
+
+type DMARCSourceSummaryGroupsParams struct {
+	DomainID uuid.UUID
+	Kind     int16
+	MaxRows  int32
+}
+
+type DMARCSourceSummaryGroupsRow struct {
+	Name          string
+	Type          string
+	Known         bool
+	BaseDomain    string
+	Category      string
+	Messages      int64
+	Compliant     int64
+	Forwarded     int64
+	Failing       int64
+	DkimAligned   int64
+	SpfAligned    int64
+	IpCount       int32
+	Ips           json.RawMessage
+	DkimSelectors []string
+}
+
+// A summary's first sources, most volume first.
+func (q *Queries) DMARCSourceSummaryGroups(ctx context.Context, db DBTX, arg DMARCSourceSummaryGroupsParams) ([]DMARCSourceSummaryGroupsRow, error) {
+	rows, err := db.Query(ctx, dMARCSourceSummaryGroups, arg.DomainID, arg.Kind, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DMARCSourceSummaryGroupsRow
+	for rows.Next() {
+		var i DMARCSourceSummaryGroupsRow
+		if err := rows.Scan(
+			&i.Name,
+			&i.Type,
+			&i.Known,
+			&i.BaseDomain,
+			&i.Category,
+			&i.Messages,
+			&i.Compliant,
+			&i.Forwarded,
+			&i.Failing,
+			&i.DkimAligned,
+			&i.SpfAligned,
+			&i.IpCount,
+			&i.Ips,
+			&i.DkimSelectors,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const dMARCSourceSummaryGroupsClear = `-- name: DMARCSourceSummaryGroupsClear :exec
+DELETE FROM dmarc_source_summary_groups WHERE domain_id = $1::uuid AND kind = $2::smallint
+`
+
+type DMARCSourceSummaryGroupsClearParams struct {
+	DomainID uuid.UUID
+	Kind     int16
+}
+
+func (q *Queries) DMARCSourceSummaryGroupsClear(ctx context.Context, db DBTX, arg DMARCSourceSummaryGroupsClearParams) error {
+	_, err := db.Exec(ctx, dMARCSourceSummaryGroupsClear, arg.DomainID, arg.Kind)
+	return err
+}
+
+const dMARCSourceSummaryGroupsPut = `-- name: DMARCSourceSummaryGroupsPut :exec
+INSERT INTO dmarc_source_summary_groups (domain_id, kind, rank, name, type, known, base_domain, category, messages, compliant,
+    forwarded, failing, dkim_aligned, spf_aligned, ip_count, ips, dkim_selectors)
+SELECT $1::uuid, $2::smallint, (g.ordinality - 1)::int, g.v->>'name', g.v->>'type', (g.v->>'known')::boolean,
+       g.v->>'base_domain', g.v->>'category', (g.v->>'messages')::bigint, (g.v->>'compliant')::bigint,
+       (g.v->>'forwarded')::bigint, (g.v->>'failing')::bigint, (g.v->>'dkim_aligned')::bigint,
+       (g.v->>'spf_aligned')::bigint, (g.v->>'ip_count')::int, g.v->'ips',
+       ARRAY(SELECT jsonb_array_elements_text(g.v->'dkim_selectors'))
+FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS g(v, ordinality)
+`
+
+type DMARCSourceSummaryGroupsPutParams struct {
+	DomainID uuid.UUID
+	Kind     int16
+	Groups   json.RawMessage
+}
+
+// Stores a summary's sources from one JSON array, in rank order.
+func (q *Queries) DMARCSourceSummaryGroupsPut(ctx context.Context, db DBTX, arg DMARCSourceSummaryGroupsPutParams) error {
+	_, err := db.Exec(ctx, dMARCSourceSummaryGroupsPut, arg.DomainID, arg.Kind, arg.Groups)
+	return err
+}
+
 const dMARCSourceSummaryPut = `-- name: DMARCSourceSummaryPut :exec
-INSERT INTO dmarc_source_summaries (domain_id, kind, since_day, until_day, version, truncated, period_since, source_ips,
-    messages, dkim_aligned, spf_aligned, compliant, forwarded, failing, selector_counts, selectors)
+INSERT INTO dmarc_source_summaries (domain_id, kind, since_day, until_day, version, truncated, period_since, source_count,
+    total_messages, legitimate_messages, passing_messages, computed_at)
 VALUES ($1::uuid, $2::smallint, $3::date, $4::date, $5::bigint, $6::boolean,
-    $7::date, $8::text[], $9::bigint[], $10::bigint[], $11::bigint[],
-    $12::bigint[], $13::bigint[], $14::bigint[], $15::integer[], $16::text[])
+    $7::date, $8::integer, $9::bigint, $10::bigint,
+    $11::bigint, $12::timestamptz)
 ON CONFLICT (domain_id, kind) DO UPDATE SET since_day = EXCLUDED.since_day, until_day = EXCLUDED.until_day,
     version = EXCLUDED.version, truncated = EXCLUDED.truncated, period_since = EXCLUDED.period_since,
-    source_ips = EXCLUDED.source_ips, messages = EXCLUDED.messages, dkim_aligned = EXCLUDED.dkim_aligned,
-    spf_aligned = EXCLUDED.spf_aligned, compliant = EXCLUDED.compliant, forwarded = EXCLUDED.forwarded,
-    failing = EXCLUDED.failing, selector_counts = EXCLUDED.selector_counts, selectors = EXCLUDED.selectors,
-    computed_at = now()
+    source_count = EXCLUDED.source_count, total_messages = EXCLUDED.total_messages,
+    legitimate_messages = EXCLUDED.legitimate_messages, passing_messages = EXCLUDED.passing_messages,
+    computed_at = EXCLUDED.computed_at
 `
 
 type DMARCSourceSummaryPutParams struct {
-	DomainID       uuid.UUID
-	Kind           int16
-	Since          time.Time
-	Until          time.Time
-	Version        int64
-	Truncated      bool
-	PeriodSince    time.Time
-	SourceIps      []string
-	Messages       []int64
-	DkimAligned    []int64
-	SpfAligned     []int64
-	Compliant      []int64
-	Forwarded      []int64
-	Failing        []int64
-	SelectorCounts []int32
-	Selectors      []string
+	DomainID           uuid.UUID
+	Kind               int16
+	Since              time.Time
+	Until              time.Time
+	Version            int64
+	Truncated          bool
+	PeriodSince        time.Time
+	SourceCount        int32
+	TotalMessages      int64
+	LegitimateMessages int64
+	PassingMessages    int64
+	ComputedAt         time.Time
 }
 
 func (q *Queries) DMARCSourceSummaryPut(ctx context.Context, db DBTX, arg DMARCSourceSummaryPutParams) error {
@@ -599,15 +760,11 @@ func (q *Queries) DMARCSourceSummaryPut(ctx context.Context, db DBTX, arg DMARCS
 		arg.Version,
 		arg.Truncated,
 		arg.PeriodSince,
-		arg.SourceIps,
-		arg.Messages,
-		arg.DkimAligned,
-		arg.SpfAligned,
-		arg.Compliant,
-		arg.Forwarded,
-		arg.Failing,
-		arg.SelectorCounts,
-		arg.Selectors,
+		arg.SourceCount,
+		arg.TotalMessages,
+		arg.LegitimateMessages,
+		arg.PassingMessages,
+		arg.ComputedAt,
 	)
 	return err
 }

@@ -7,19 +7,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
-	"github.com/mailwatch/mailwatch/internal/dbutil"
 )
 
 // SummaryCurrent reports whether the domain holds a current stored summary
 // of [since, until]: the next Sources over it reads no daily row.
-func SummaryCurrent(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, since, until time.Time) (bool, error) {
-	kind := summaryOther
-	if until.Sub(since) == ReadinessWindow {
-		kind = summaryReadiness
-	}
-	_, err := q.DMARCSourceSummaryGet(ctx, db, dbsqlc.DMARCSourceSummaryGetParams{DomainID: domainID, Kind: kind, Since: since, Until: until})
-	if dbutil.IsNotFound(err) {
-		return false, nil
-	}
-	return err == nil, err
+func (s *Service) SummaryCurrent(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, since, until time.Time) (bool, error) {
+	_, ok, err := s.stored(ctx, db, domainID, since, until)
+	return ok, err
 }

@@ -41,7 +41,8 @@ type Source struct {
 	DMARCPassRate   float64    `json:"dmarc_pass_rate" validate:"required"`
 	DKIMAlignedRate float64    `json:"dkim_aligned_rate" validate:"required"`
 	SPFAlignedRate  float64    `json:"spf_aligned_rate" validate:"required"`
-	IPs             []SourceIP `json:"ips" validate:"required"`
+	IPCount         int        `json:"ip_count" validate:"required" description:"How many IPs the source sent from; ips lists the busiest of them."`
+	IPs             []SourceIP `json:"ips" validate:"required" description:"The source's busiest IPs, most volume first (at most 50)."`
 	DKIMSelectors   []string   `json:"dkim_selectors" validate:"required" description:"DKIM selectors seen with d= the domain."`
 
 	dkimAligned, spfAligned int64
@@ -63,9 +64,20 @@ const (
 	// back, whole days only, and the answer says where it starts; a single
 	// day holding more is read in part.
 	MaxSourceRowsRead = 100_000
-	// MaxSourceGroups is the most source IPs a listing returns, most
-	// volume first.
+	// MaxSourceGroups is the most source IPs a listing sums, most volume
+	// first.
 	MaxSourceGroups = 5_000
+	// DefaultSourcesListed and MaxSourcesListed are how many sources a
+	// listing returns by default and at most, most volume first; the
+	// listing says how many there are.
+	DefaultSourcesListed = 100
+	MaxSourcesListed     = 1_000
+	// MaxSourceIPsListed is the most IPs a source lists, most volume
+	// first; it says how many it has.
+	MaxSourceIPsListed = 50
+	// maxFixes bounds the fixes guidance lists (one per failing known
+	// sender, most failing first).
+	maxFixes = 100
 )
 
 // Period is the part of a requested period that a bounded read covered.
@@ -102,74 +114,45 @@ func boundedPeriod(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, sinc
 type SourceList struct {
 	Period
 	Sources []Source
+	// SourceCount is how many sources the period read holds: Sources
+	// lists the first of them.
+	SourceCount int
 }
 
 // Sources lists a domain's sending sources between two days (inclusive),
-// most volume first, at most MaxSourceGroups source IPs read from at most
-// MaxSourceRowsRead daily rows. Reverse DNS comes from the cache the parse
-// job fills; a source whose IPs were never resolved is unknown. The sums
-// come from the domain's stored summary while it is current (summary.go);
-// names are applied here, so a PTR learned later shows on the next read.
-func (s *Service) Sources(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, since, until time.Time) (SourceList, error) {
-	w, err := s.sums(ctx, db, domainID, since, until)
+// the first limit of them by volume (at most MaxSourcesListed), summed
+// from at most MaxSourceGroups source IPs in at most MaxSourceRowsRead
+// daily rows. Reverse DNS comes from the cache the parse job fills; a
+// source whose IPs were never resolved is unknown. The answer comes from
+// the domain's stored summary while it is current (summary.go), so a read
+// costs the same however many IPs the domain has seen.
+func (s *Service) Sources(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, since, until time.Time, limit int) (SourceList, error) {
+	limit = min(max(limit, 1), MaxSourcesListed)
+	sum, ok, err := s.stored(ctx, db, domainID, since, until)
 	if err != nil {
 		return SourceList{}, err
 	}
-	ptrs := map[string]string{}
-	if len(w.ips) > 0 {
-		ips := make([]string, len(w.ips))
-		for i, r := range w.ips {
-			ips[i] = r.ip
+	if !ok {
+		if sum, err = s.compute(ctx, db, domainID, since, until); err != nil {
+			return SourceList{}, err
 		}
-		cached, err := q.SourcePTRGetMany(ctx, db, ips)
-		if err != nil {
-			return SourceList{}, fmt.Errorf("error reading PTRs: %w", err)
-		}
-		for _, c := range cached {
-			ptrs[c.Ip] = c.Ptr
-		}
+		return SourceList{Period: sum.period, Sources: sum.sources[:min(limit, len(sum.sources))], SourceCount: sum.count}, nil
 	}
+	sources, err := storedSources(ctx, db, domainID, kindOf(since, until), false, limit)
+	if err != nil {
+		return SourceList{}, err
+	}
+	return SourceList{Period: sum.period, Sources: sources, SourceCount: sum.count}, nil
+}
 
-	byName := map[string]*Source{}
-	var order []string
-	for _, r := range w.ips {
-		id := identify(r.ip, ptrs)
-		name, typ := r.ip, ""
-		switch {
-		case id.Sender != nil:
-			name, typ = id.Sender.Name, id.Sender.Type
-		case id.BaseDomain != "":
-			name = id.BaseDomain
-		}
-		src := byName[name]
-		if src == nil {
-			src = &Source{Name: name, Type: typ, Known: id.Sender != nil, BaseDomain: id.BaseDomain, IPs: []SourceIP{}, DKIMSelectors: []string{}}
-			byName[name] = src
-			order = append(order, name)
-		}
-		src.Messages += r.messages
-		src.Compliant += r.compliant
-		src.Forwarded += r.forwarded
-		src.Failing += r.failing
-		src.dkimAligned += r.dkimAligned
-		src.spfAligned += r.spfAligned
-		src.IPs = append(src.IPs, SourceIP{IP: r.ip, PTR: ptrs[r.ip], Messages: r.messages})
-		src.DKIMSelectors = mergeSorted(src.DKIMSelectors, r.selectors)
+// rates sets a source's rates from its volumes.
+func (src *Source) rates() {
+	if src.Messages > 0 {
+		m := float64(src.Messages)
+		src.DMARCPassRate = float64(src.Compliant+src.Forwarded) / m
+		src.DKIMAlignedRate = float64(src.dkimAligned) / m
+		src.SPFAlignedRate = float64(src.spfAligned) / m
 	}
-	out := make([]Source, 0, len(order))
-	for _, name := range order {
-		src := byName[name]
-		if src.Messages > 0 {
-			m := float64(src.Messages)
-			src.DMARCPassRate = float64(src.Compliant+src.Forwarded) / m
-			src.DKIMAlignedRate = float64(src.dkimAligned) / m
-			src.SPFAlignedRate = float64(src.spfAligned) / m
-		}
-		src.Category = category(src)
-		out = append(out, *src)
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Messages > out[j].Messages })
-	return SourceList{Period: w.period, Sources: out}, nil
 }
 
 // category is the category holding most of a source's volume; a tie goes
@@ -280,32 +263,15 @@ var senderSetups = []senderSetup{
 // over the readiness window ending at until.
 func (s *Service) Guidance(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, domain string, policy Policy, until time.Time) (*Guidance, error) {
 	since := until.Add(-ReadinessWindow)
-	list, err := s.Sources(ctx, db, domainID, since, until)
+	sum, failingKnown, err := s.failingKnown(ctx, db, domainID, since, until)
 	if err != nil {
 		return nil, err
 	}
-	sources := list.Sources
-	g := &Guidance{Since: list.Since.UTC(), Until: until.UTC(), Truncated: list.Truncated, Fixes: []Fix{}}
-	r := Readiness{CurrentPolicy: policy.P, MinimumMessages: ReadinessMinMessages, RequiredShare: ReadinessShare, Blockers: []string{}}
-	var passing int64
-	var failingKnown []Source
-	for _, src := range sources {
-		r.Messages += src.Messages
-		if !src.Known {
-			// An unknown source's passing mail is legitimate (the domain's
-			// own servers are rarely in the map); its failing mail is not.
-			r.LegitimateMessages += src.Compliant + src.Forwarded
-			passing += src.Compliant + src.Forwarded
-			continue
-		}
-		r.LegitimateMessages += src.Messages
-		passing += src.Compliant + src.Forwarded
-		if src.Failing > 0 {
-			failingKnown = append(failingKnown, src)
-		}
-	}
+	g := &Guidance{Since: sum.period.Since.UTC(), Until: until.UTC(), Truncated: sum.period.Truncated, Fixes: []Fix{}}
+	r := Readiness{CurrentPolicy: policy.P, MinimumMessages: ReadinessMinMessages, RequiredShare: ReadinessShare, Blockers: []string{},
+		Messages: sum.totals.messages, LegitimateMessages: sum.totals.legitimate}
 	if r.LegitimateMessages > 0 {
-		r.CompliantShare = float64(passing) / float64(r.LegitimateMessages)
+		r.CompliantShare = float64(sum.totals.passing) / float64(r.LegitimateMessages)
 	}
 	switch policy.P {
 	case "":
@@ -324,7 +290,6 @@ func (s *Service) Guidance(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UU
 			r.Blockers = append(r.Blockers, fmt.Sprintf("%.1f%% of legitimate mail passes DMARC; %.0f%% is needed", r.CompliantShare*100, ReadinessShare*100))
 		}
 	}
-	sort.SliceStable(failingKnown, func(i, j int) bool { return failingKnown[i].Failing > failingKnown[j].Failing })
 	for _, src := range failingKnown {
 		fix := Fix{Source: src.Name, Type: src.Type, Messages: src.Messages, Failing: src.Failing, Steps: fixSteps(src, domain, policy)}
 		g.Fixes = append(g.Fixes, fix)
@@ -335,6 +300,30 @@ func (s *Service) Guidance(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UU
 	r.Ready = policy.P != "" && r.NextPolicy != "" && len(r.Blockers) == 0
 	g.Readiness = r
 	return g, nil
+}
+
+// failingKnown returns the readiness window's summary and its known
+// senders failing DMARC, most failing volume first (maxFixes at most).
+func (s *Service) failingKnown(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, since, until time.Time) (summary, []Source, error) {
+	sum, ok, err := s.stored(ctx, db, domainID, since, until)
+	if err != nil {
+		return sum, nil, err
+	}
+	if ok {
+		list, err := storedSources(ctx, db, domainID, kindOf(since, until), true, maxFixes)
+		return sum, list, err
+	}
+	if sum, err = s.compute(ctx, db, domainID, since, until); err != nil {
+		return sum, nil, err
+	}
+	var list []Source
+	for _, src := range sum.sources {
+		if src.Known && src.Failing > 0 {
+			list = append(list, src)
+		}
+	}
+	sort.SliceStable(list, func(i, j int) bool { return list[i].Failing > list[j].Failing })
+	return sum, list[:min(len(list), maxFixes)], nil
 }
 
 func fixSteps(src Source, domain string, policy Policy) []string {

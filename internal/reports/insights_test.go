@@ -56,7 +56,7 @@ func TestSourcesAndGuidance(t *testing.T) {
 	require.Equal(t, int64(1), b.count(t, "SELECT count(*) FROM events WHERE account_id = $1 AND event_type = 'dmarc_new_source'", b.account))
 
 	ctx := context.Background()
-	sources, err := b.svc.Sources(ctx, b.tx, d, now.Add(-30*24*time.Hour), now)
+	sources, err := b.svc.Sources(ctx, b.tx, d, now.Add(-30*24*time.Hour), now, reports.MaxSourcesListed)
 	require.NoError(t, err)
 	got := map[string]reports.Source{}
 	require.False(t, sources.Truncated)

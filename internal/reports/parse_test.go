@@ -209,7 +209,7 @@ func TestParseKeepsDMARCbisPassDisposition(t *testing.T) {
 	require.Equal(t, int64(5), b.count(t, "SELECT sum(failing) FROM dmarc_source_days WHERE domain_id = $1", d), "reject and none only")
 
 	now := b.svc.Now()
-	sources, err := b.svc.Sources(context.Background(), b.tx, d, now.Add(-30*24*time.Hour), now)
+	sources, err := b.svc.Sources(context.Background(), b.tx, d, now.Add(-30*24*time.Hour), now, reports.MaxSourcesListed)
 	require.NoError(t, err)
 	category := map[string]string{}
 	for _, s := range sources.Sources {

@@ -30,14 +30,14 @@ func window30(now time.Time) (time.Time, time.Time) { return now.Add(-reports.Re
 
 func (b *testBundle) sources(t *testing.T, d uuid.UUID, since, until time.Time) reports.SourceList {
 	t.Helper()
-	list, err := b.svc.Sources(context.Background(), b.tx, d, since, until)
+	list, err := b.svc.Sources(context.Background(), b.tx, d, since, until, reports.MaxSourcesListed)
 	require.NoError(t, err)
 	return list
 }
 
 func (b *testBundle) summaryCurrent(t *testing.T, d uuid.UUID, since, until time.Time) bool {
 	t.Helper()
-	ok, err := reports.SummaryCurrent(context.Background(), b.tx, d, since, until)
+	ok, err := b.svc.SummaryCurrent(context.Background(), b.tx, d, since, until)
 	require.NoError(t, err)
 	return ok
 }
@@ -79,10 +79,10 @@ func TestSourcesSummaryEqualsLive(t *testing.T) {
 	require.Equal(t, int64(1025), liveGuidance.Readiness.Messages)
 
 	// The stored summary is what answers: altered in place, it shows.
-	_, err = b.tx.Exec(ctx, "UPDATE dmarc_source_summaries SET messages[1] = messages[1] + 1 WHERE domain_id = $1 AND kind = 0", d)
+	_, err = b.tx.Exec(ctx, "UPDATE dmarc_source_summary_groups SET messages = messages + 1 WHERE domain_id = $1 AND kind = 0 AND rank = 0", d)
 	require.NoError(t, err)
 	require.Equal(t, live.Sources[0].Messages+1, b.sources(t, d, since, until).Sources[0].Messages)
-	_, err = b.tx.Exec(ctx, "UPDATE dmarc_source_summaries SET messages[1] = messages[1] - 1 WHERE domain_id = $1 AND kind = 0", d)
+	_, err = b.tx.Exec(ctx, "UPDATE dmarc_source_summary_groups SET messages = messages - 1 WHERE domain_id = $1 AND kind = 0 AND rank = 0", d)
 	require.NoError(t, err)
 	g, err := b.svc.Guidance(ctx, b.tx, d, "example.com", policy, now)
 	require.NoError(t, err)
@@ -159,9 +159,11 @@ func TestSourcesSummaryFollowsReparse(t *testing.T) {
 	require.Equal(t, int64(4), got["192.0.2.9"].Messages)
 }
 
-// TestSourcesSummaryNamesFollowPTRs: names are applied at read time, so a
-// PTR learned later (here through another domain's report: PTRs are
-// shared) names the source on the next read, the summary still current.
+// TestSourcesSummaryNamesFollowPTRs: names are applied when a summary is
+// computed. A PTR learned later through another domain's report (PTRs are
+// shared) shows once the summary is older than SummaryMaxAge; a report of
+// the domain itself names its new IPs at once (its parse resolves them,
+// then bumps the domain's version).
 func TestSourcesSummaryNamesFollowPTRs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -179,12 +181,20 @@ func TestSourcesSummaryNamesFollowPTRs(t *testing.T) {
 	report := strings.ReplaceAll(string(aggregate(now, "r-2", record("192.0.2.10", 1, "pass", "fail", "pass"))), "example.com", "example.org")
 	require.Equal(t, reports.StatusAccepted, b.receive(t, other, reports.KindDMARC, []byte(report)).Status)
 	require.True(t, b.summaryCurrent(t, d, since, until), "a PTR write invalidates no summary")
+	require.Contains(t, byName(b.sources(t, d, since, until)), "192.0.2.10", "named as computed, within its age")
 
+	b.svc.Now = func() time.Time { return now.Add(reports.SummaryMaxAge + time.Minute) }
+	require.False(t, b.summaryCurrent(t, d, since, until), "older than its age")
 	got = byName(b.sources(t, d, since, until))
 	ses := got["Amazon SES"]
 	require.True(t, ses.Known)
 	require.Equal(t, int64(9), ses.Messages)
 	require.Equal(t, "a27-10.smtp-out.amazonses.com", ses.IPs[0].PTR)
+	require.True(t, b.summaryCurrent(t, d, since, until))
+
+	b.receive(t, d, reports.KindDMARC, aggregate(now, "r-3", record("192.0.2.20", 4, "pass", "pass", "pass")))
+	got = byName(b.sources(t, d, since, until))
+	require.Equal(t, int64(4), got["Twilio SendGrid"].Messages, "the domain's own report named at once")
 }
 
 // TestSourcesSummarySurvivesRollback: a writer that rolls back leaves the
@@ -207,7 +217,7 @@ func TestSourcesSummarySurvivesRollback(t *testing.T) {
 			compliant, forwarded, failing) VALUES ($1, $2, '192.0.2.1', 5, 0, 0, 0, 0, 5)
 			ON CONFLICT (domain_id, day, source_ip) DO UPDATE SET messages = dmarc_source_days.messages + 5`, d, now.Add(-24*time.Hour))
 		require.NoError(t, err)
-		ok, err := reports.SummaryCurrent(ctx, tx, d, since, until)
+		ok, err := b.svc.SummaryCurrent(ctx, tx, d, since, until)
 		require.NoError(t, err)
 		require.False(t, ok, "any write of the daily rows bumps the version")
 		return errRollback
@@ -215,4 +225,46 @@ func TestSourcesSummarySurvivesRollback(t *testing.T) {
 	require.ErrorIs(t, err, errRollback)
 	require.True(t, b.summaryCurrent(t, d, since, until), "the rolled-back write left the summary current")
 	require.Equal(t, before, b.sources(t, d, since, until))
+}
+
+// TestSourcesListsTheFirst: a listing returns the first sources by volume
+// and says how many there are; a source lists its busiest IPs and says how
+// many it has. The stored summary answers alike, and the readiness counts
+// every source, listed or not.
+func TestSourcesListsTheFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	d := b.domain(t, "example.com")
+	now := b.svc.Now()
+	since, until := window30(now)
+	b.insertSourceDays(t, d, now.AddDate(0, 0, -3), 2, 180)
+	// The first 60 IPs (10.0.0.1 to 10.0.0.60) are SendGrid's.
+	_, err := b.tx.Exec(ctx, `INSERT INTO source_ptrs (ip, ptr, resolved_at)
+		SELECT '10.0.0.' || i, 'o' || i || '.ptr1234.sendgrid.net', now() FROM generate_series(1, 60) AS i`)
+	require.NoError(t, err)
+
+	live, err := b.svc.Sources(ctx, b.tx, d, since, until, 10)
+	require.NoError(t, err)
+	require.Len(t, live.Sources, 10)
+	require.Equal(t, 121, live.SourceCount, "SendGrid and 120 unknown IPs")
+	sg := live.Sources[0]
+	require.Equal(t, "Twilio SendGrid", sg.Name)
+	require.Equal(t, int64(120), sg.Messages)
+	require.Equal(t, 60, sg.IPCount)
+	require.Len(t, sg.IPs, reports.MaxSourceIPsListed)
+	require.True(t, b.summaryCurrent(t, d, since, until))
+
+	stored, err := b.svc.Sources(ctx, b.tx, d, since, until, 10)
+	require.NoError(t, err)
+	require.Equal(t, live, stored)
+	all, err := b.svc.Sources(ctx, b.tx, d, since, until, reports.MaxSourcesListed)
+	require.NoError(t, err)
+	require.Len(t, all.Sources, 121)
+	require.Equal(t, live.Sources, all.Sources[:10])
+
+	g, err := b.svc.Guidance(ctx, b.tx, d, "example.com", reports.Policy{P: "none"}, now)
+	require.NoError(t, err)
+	require.Equal(t, int64(360), g.Readiness.Messages, "every source counts")
+	require.Equal(t, int64(360), g.Readiness.LegitimateMessages)
 }
