@@ -22,6 +22,7 @@ func addReportWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &ReportReparseWorker{deps: deps})
 	river.AddWorker(w, &ReportRawPruneWorker{deps: deps})
 	river.AddWorker(w, &ReportAddressMintWorker{deps: deps})
+	river.AddWorker(w, &ReportSummaryWorker{deps: deps})
 }
 
 // reportPeriodicJobs returns this feature's schedules: the kept raw bytes
@@ -164,19 +165,40 @@ func (w *ReportAddressMintWorker) Work(ctx context.Context, _ *river.Job[ReportA
 	return river.RecordOutput(ctx, map[string]int{"domains": n})
 }
 
+// ReportSummaryWorker works reports.SummaryArgs.
+type ReportSummaryWorker struct {
+	river.WorkerDefaults[reports.SummaryArgs]
+	deps Deps
+}
+
+// Work computes the summary unless a current one is stored (a read got
+// there first). A domain deleted meanwhile leaves nothing to store.
+func (w *ReportSummaryWorker) Work(ctx context.Context, job *river.Job[reports.SummaryArgs]) error {
+	computed, err := reportService(w.deps).Warm(ctx, job.Args.DomainID)
+	if err != nil {
+		return err
+	}
+	return river.RecordOutput(ctx, map[string]bool{"computed": computed})
+}
+
 // reportService is the reports capability over the workers'
 // dependencies.
 func reportService(deps Deps) *reports.Service {
+	deps = deps.withDefaults()
 	svc := reports.NewService(deps.Pool, deps.Keyring, deps.Settings.InboundDomain)
 	svc.Resolver, svc.Logger, svc.Now = deps.Resolver, deps.Logger, deps.Now
 	// A new aggregate report moves the DMARC pass rate that caps the
-	// health score: recompute it.
+	// health score: recompute it; and its sources summary, once the
+	// burst it came with is stored.
 	svc.AfterAggregate = func(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error {
 		client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 		if err != nil {
 			return nil // outside a worker (tests, tools): nothing to queue with
 		}
-		_, err = client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil)
+		if _, err = client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil); err != nil {
+			return err
+		}
+		_, err = client.InsertTx(ctx, tx, reports.SummaryArgs{DomainID: domainID}, reports.SummarySoon(deps.Now()))
 		return err
 	}
 	return svc

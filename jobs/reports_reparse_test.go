@@ -123,3 +123,52 @@ func TestReportRawPruneJob(t *testing.T) {
 	b.waitFor(t, 1, "SELECT count(*) FROM report_messages WHERE id = $1 AND status = 'failed' AND raw IS NULL", old)
 	b.waitFor(t, 1, "SELECT count(*) FROM report_messages WHERE id = $1 AND raw IS NOT NULL", recent)
 }
+
+// TestReportSummaryJob: a parsed aggregate report queues its domain's
+// sources summary, once for a burst; the job stores the summary the reads
+// then find current, and a second run finds it so and computes nothing.
+func TestReportSummaryJob(t *testing.T) {
+	t.Parallel()
+	b := startReportWorkers(t)
+	d := testfactory.AccountDomain(t, b.pool, "job-reparse.test")
+	insertFailedReport(t, b.pool, d.AccountID, d.ID, parseableReport("a"))
+	insertFailedReport(t, b.pool, d.AccountID, d.ID, parseableReport("b"))
+	b.run(t, reports.ReparseArgs{})
+	b.waitFor(t, 2, "SELECT count(*) FROM report_messages WHERE domain_id = $1 AND status = 'accepted'", d.ID)
+	b.waitFor(t, 1, "SELECT count(*) FROM river_job WHERE kind = 'dmarc_source_summary' AND state = 'scheduled' AND args->>'domain_id' = $1", d.ID.String())
+	require.Zero(t, count(t, b, "SELECT count(*) FROM dmarc_source_summaries WHERE domain_id = $1", d.ID))
+
+	// Due now rather than after SummaryDelay.
+	var id int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), "SELECT id FROM river_job WHERE kind = 'dmarc_source_summary'").Scan(&id))
+	_, err := b.client.JobRetry(context.Background(), id)
+	require.NoError(t, err)
+	b.waitFor(t, 1, "SELECT count(*) FROM river_job WHERE kind = 'dmarc_source_summary' AND state = 'completed'")
+	require.Equal(t, int64(1), count(t, b, `SELECT count(*) FROM dmarc_source_summaries s JOIN dmarc_source_versions v USING (domain_id)
+		WHERE s.domain_id = $1 AND s.kind = 0 AND s.version = v.version AND s.total_messages = 6`, d.ID), "current, both reports summed")
+	require.Equal(t, int64(1), count(t, b, "SELECT count(*) FROM dmarc_source_summary_groups WHERE domain_id = $1 AND name = '192.0.2.1'", d.ID))
+
+	b.run(t, reports.SummaryArgs{DomainID: d.ID})
+	require.Equal(t, []string{`{"computed": true}`, `{"computed": false}`}, outputs(t, b, "SELECT metadata->>'output' FROM river_job WHERE kind = 'dmarc_source_summary' AND state = 'completed' ORDER BY id"))
+}
+
+func count(t *testing.T, b *workerBundle, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), query, args...).Scan(&n))
+	return n
+}
+
+func outputs(t *testing.T, b *workerBundle, query string) []string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), query)
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		var o string
+		require.NoError(t, rows.Scan(&o))
+		out = append(out, o)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
