@@ -59,6 +59,9 @@ func (w *PartitionMaintainWorker) Work(ctx context.Context, _ *river.Job[partiti
 	if len(rep.Dropped) > 0 {
 		attrs = append(attrs, slog.String("dropped_partitions", strings.Join(rep.Dropped, ",")))
 	}
+	if len(rep.Analyzed) > 0 {
+		attrs = append(attrs, slog.String("analyzed_tables", strings.Join(rep.Analyzed, ",")))
+	}
 	w.changes.WithLabelValues("created").Add(float64(len(rep.Created)))
 	w.changes.WithLabelValues("dropped").Add(float64(len(rep.Dropped)))
 	w.changes.WithLabelValues("skipped").Add(float64(len(rep.Skipped)))

@@ -35,6 +35,9 @@ type Report struct {
 	Moved, Kept, RollupRows int64
 	// Skipped lists changes that gave up waiting for a lock (LockTimeout).
 	Skipped []string
+	// Analyzed names the partitioned tables whose statistics were updated
+	// (AnalyzeAfter).
+	Analyzed []string
 }
 
 // Maintain brings every table of Tables up to date at now: see MaintainSpecs.
@@ -44,8 +47,9 @@ func Maintain(ctx context.Context, db dbutil.Executor, now time.Time, s Settings
 
 // MaintainSpecs brings each table of specs up to date at now, in order:
 // the partitions from the current interval to Ahead intervals after it
-// exist (Ensure), and the partitions entirely older than the retention are
-// detached and dropped (Expire). Each change is its own short transaction;
+// exist (Ensure), the partitions entirely older than the retention are
+// detached and dropped (Expire), and the tables' own statistics are kept
+// fresh (analyze). Each change is its own short transaction;
 // a run cut short is finished by the next one, and running it twice
 // changes nothing the second time.
 func MaintainSpecs(ctx context.Context, db dbutil.Executor, now time.Time, s Settings, specs []Spec) (Report, error) {
@@ -57,6 +61,11 @@ func MaintainSpecs(ctx context.Context, db dbutil.Executor, now time.Time, s Set
 	}
 	for _, spec := range specs {
 		if err := Expire(ctx, db, spec, now, s, &rep); err != nil {
+			return rep, err
+		}
+	}
+	for _, spec := range specs {
+		if err := analyze(ctx, db, spec, changedIn(&rep, spec.Table), &rep); err != nil {
 			return rep, err
 		}
 	}

@@ -506,3 +506,33 @@ func TestCreateKeepsChildRows(t *testing.T) {
 	require.Equal(t, 6, f.count(`SELECT count(*) FROM webhook_delivery_attempts_p20260105`), "every attempt kept, in its week")
 	require.Zero(t, f.count(`SELECT count(*) FROM webhook_delivery_attempts_default`))
 }
+
+// TestMaintainAnalyzesParents: autovacuum never analyzes a partitioned
+// table itself, so Maintain does: when its statistics are missing or older
+// than AnalyzeAfter, and after a run that changed its partitions; a run
+// that changed nothing leaves fresh statistics alone.
+func TestMaintainAnalyzesParents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	me := spec(t, "message_events")
+	lastAnalyze := func() *time.Time {
+		var at *time.Time
+		require.NoError(t, f.pool.QueryRow(context.Background(),
+			"SELECT last_analyze FROM pg_stat_user_tables WHERE relid = 'message_events'::regclass").Scan(&at))
+		return at
+	}
+	require.Nil(t, lastAnalyze())
+
+	rep := f.maintain(monday, me)
+	require.Equal(t, []string{"message_events"}, rep.Analyzed)
+	require.NotNil(t, lastAnalyze())
+	require.Empty(t, f.maintain(monday, me).Analyzed, "fresh, and nothing changed")
+
+	rep = f.maintain(monday.AddDate(0, 0, 7), me)
+	require.NotEmpty(t, rep.Created)
+	require.Equal(t, []string{"message_events"}, rep.Analyzed, "a new partition")
+
+	f.exec("SELECT pg_stat_reset_single_table_counters('message_events'::regclass)")
+	require.Nil(t, lastAnalyze())
+	require.Equal(t, []string{"message_events"}, f.maintain(monday.AddDate(0, 0, 7), me).Analyzed, "statistics missing")
+}
