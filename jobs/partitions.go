@@ -60,7 +60,7 @@ func (w *PartitionMaintainWorker) Work(ctx context.Context, _ *river.Job[partiti
 		attrs = append(attrs, slog.String("dropped_partitions", strings.Join(rep.Dropped, ",")))
 	}
 	if len(rep.Analyzed) > 0 {
-		attrs = append(attrs, slog.String("analyzed_tables", strings.Join(rep.Analyzed, ",")))
+		attrs = append(attrs, slog.String("analyzed_tables", strings.Join(rep.Analyzed, ",")), slog.Duration("analyze_elapsed", rep.AnalyzeTook))
 	}
 	w.changes.WithLabelValues("created").Add(float64(len(rep.Created)))
 	w.changes.WithLabelValues("dropped").Add(float64(len(rep.Dropped)))

@@ -70,8 +70,8 @@ func historyRetention(seed *historySeed) (passes []retentionPass, none []string)
 				if err == nil && len(rep.Skipped) > 0 {
 					err = fmt.Errorf("changes skipped at the lock timeout: %s", strings.Join(rep.Skipped, ", "))
 				}
-				fmt.Printf("retention %s: dropped %d partitions, copied back %d rows, deleted %d rollup rows\n",
-					name, len(rep.Dropped), rep.Kept, rep.RollupRows)
+				fmt.Printf("retention %s: dropped %d partitions, copied back %d rows, deleted %d rollup rows; then analyzed %s in %s\n",
+					name, len(rep.Dropped), rep.Kept, rep.RollupRows, strings.Join(rep.Analyzed, ", "), rep.AnalyzeTook.Round(time.Millisecond))
 				return err
 			},
 		}

@@ -38,6 +38,8 @@ func analyze(ctx context.Context, db dbutil.Executor, spec Spec, changed bool, r
 	if !stale && !changed {
 		return nil
 	}
+	start := time.Now()
+	defer func() { rep.AnalyzeTook += time.Since(start) }()
 	err = change(ctx, db, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "ANALYZE "+ident(spec.Table))
 		return err

@@ -36,8 +36,9 @@ type Report struct {
 	// Skipped lists changes that gave up waiting for a lock (LockTimeout).
 	Skipped []string
 	// Analyzed names the partitioned tables whose statistics were updated
-	// (AnalyzeAfter).
-	Analyzed []string
+	// (AnalyzeAfter), which took AnalyzeTook.
+	Analyzed    []string
+	AnalyzeTook time.Duration
 }
 
 // Maintain brings every table of Tables up to date at now: see MaintainSpecs.
