@@ -13,6 +13,9 @@
 -- again, which picks up a PTR another domain's report taught later.
 
 -- The stored summaries are a cache: they are computed again on first read.
+-- Locked first, so that no summary stored by a server still running the
+-- previous version lands between the delete and the new columns.
+LOCK TABLE dmarc_source_summaries IN ACCESS EXCLUSIVE MODE;
 DELETE FROM dmarc_source_summaries;
 
 ALTER TABLE dmarc_source_summaries

@@ -207,7 +207,7 @@ type Guidance struct {
 	Until     time.Time `json:"until" validate:"required"`
 	Truncated bool      `json:"truncated" validate:"required" description:"The 30 days held more daily source rows than one read sums: only the newest days that fit were read, from since."`
 	Readiness Readiness `json:"readiness" validate:"required"`
-	Fixes     []Fix     `json:"fixes" validate:"required" description:"One per known sender failing DMARC, most failing volume first."`
+	Fixes     []Fix     `json:"fixes" validate:"required" description:"One per known sender failing DMARC, most failing volume first (at most 100)."`
 }
 
 // Readiness says whether the domain can move up the DMARC policy ladder
