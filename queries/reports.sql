@@ -311,9 +311,9 @@ LIMIT @max_rows::int;
 
 -- name: DMARCSourceSummaryFailingKnown :many
 -- A summary's known senders failing DMARC, most failing volume first
--- (their partial index).
+-- (their partial index), without their IPs: the guidance names none.
 SELECT name, type, known, base_domain, category, messages, compliant, forwarded, failing, dkim_aligned, spf_aligned,
-       ip_count, ips, dkim_selectors
+       ip_count, '[]'::jsonb AS ips, dkim_selectors
 FROM dmarc_source_summary_groups
 WHERE domain_id = @domain_id::uuid AND kind = @kind::smallint AND known AND failing > 0
 ORDER BY failing DESC, rank

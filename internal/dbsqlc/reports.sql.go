@@ -504,7 +504,7 @@ func (q *Queries) DMARCSourceSelectors(ctx context.Context, db DBTX, arg DMARCSo
 
 const dMARCSourceSummaryFailingKnown = `-- name: DMARCSourceSummaryFailingKnown :many
 SELECT name, type, known, base_domain, category, messages, compliant, forwarded, failing, dkim_aligned, spf_aligned,
-       ip_count, ips, dkim_selectors
+       ip_count, '[]'::jsonb AS ips, dkim_selectors
 FROM dmarc_source_summary_groups
 WHERE domain_id = $1::uuid AND kind = $2::smallint AND known AND failing > 0
 ORDER BY failing DESC, rank
@@ -535,7 +535,7 @@ type DMARCSourceSummaryFailingKnownRow struct {
 }
 
 // A summary's known senders failing DMARC, most failing volume first
-// (their partial index).
+// (their partial index), without their IPs: the guidance names none.
 func (q *Queries) DMARCSourceSummaryFailingKnown(ctx context.Context, db DBTX, arg DMARCSourceSummaryFailingKnownParams) ([]DMARCSourceSummaryFailingKnownRow, error) {
 	rows, err := db.Query(ctx, dMARCSourceSummaryFailingKnown, arg.DomainID, arg.Kind, arg.MaxRows)
 	if err != nil {
