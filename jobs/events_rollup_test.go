@@ -13,7 +13,8 @@ import (
 )
 
 // TestEventRollupRebuildJobs: the rebuild-event-rollups task's job queues
-// one rebuild per account, and each corrects that account's counters.
+// one rebuild per account, and each corrects that account's hourly and
+// daily counters.
 func TestEventRollupRebuildJobs(t *testing.T) {
 	t.Parallel()
 	b := startReportWorkers(t)
@@ -33,12 +34,31 @@ func TestEventRollupRebuildJobs(t *testing.T) {
 		UNION ALL
 		(SELECT account_id, hour, event_type, severity, events FROM event_counts_hourly
 		 EXCEPT SELECT account_id, date_trunc('hour', created_at, 'UTC'), event_type, severity, count(*) FROM events GROUP BY 1, 2, 3, 4)) d`
+	const dailyDiffer = `SELECT count(*) FROM (
+		(SELECT account_id, (created_at AT TIME ZONE 'UTC')::date, event_type, severity, count(*) FROM events GROUP BY 1, 2, 3, 4
+		 EXCEPT SELECT account_id, day, event_type, severity, events FROM event_counts_daily)
+		UNION ALL
+		(SELECT account_id, day, event_type, severity, events FROM event_counts_daily
+		 EXCEPT SELECT account_id, (created_at AT TIME ZONE 'UTC')::date, event_type, severity, count(*) FROM events GROUP BY 1, 2, 3, 4)) d`
 	b.waitFor(t, 0, differ)
+	b.waitFor(t, 0, dailyDiffer)
 	_, err := b.pool.Exec(ctx, "UPDATE event_counts_hourly SET events = events * 2")
 	require.NoError(t, err)
-	b.waitFor(t, 18, differ) // 3 counters an account (9:00, 10:00, 11:00), each wrong, counted on both sides
+	b.waitFor(t, 18, differ)     // 3 counters an account (9:00, 10:00, 11:00), each wrong, counted on both sides
+	b.waitFor(t, 6, dailyDiffer) // the daily counters follow their hours: 1 an account, counted on both sides
+	_, err = b.pool.Exec(ctx, "UPDATE event_counts_hourly SET events = events / 2")
+	require.NoError(t, err)
+	b.waitFor(t, 0, dailyDiffer)
+	// A drift of the daily counters themselves, and again of the hourly ones.
+	_, err = b.pool.Exec(ctx, "UPDATE event_counts_daily SET events = events + 1")
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, "UPDATE event_counts_hourly SET events = events * 2")
+	require.NoError(t, err)
+	b.waitFor(t, 6, dailyDiffer)
 
 	b.run(t, events.RollupRebuildAllArgs{})
-	b.waitFor(t, 3, "SELECT count(*) FROM river_job WHERE kind = 'event_rollup_rebuild' AND state = 'completed' AND (metadata->'output'->>'corrected')::int = 3")
+	// 3 hourly counters and the daily one an account.
+	b.waitFor(t, 3, "SELECT count(*) FROM river_job WHERE kind = 'event_rollup_rebuild' AND state = 'completed' AND (metadata->'output'->>'corrected')::int = 4")
 	b.waitFor(t, 0, differ)
+	b.waitFor(t, 0, dailyDiffer)
 }

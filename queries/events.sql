@@ -49,16 +49,25 @@ WHERE account_id = @account_id::uuid AND severity = 'critical' AND acknowledged_
 
 -- name: EventCountsByDay :many
 -- The account's events per UTC day, type and severity in a window that
--- internal/rollups.Split divided: its whole hours [hours_from, hours_to)
--- (hours_to NULL: open-ended) from the hourly counters, its partial hours
--- at either end ([head_from, head_to), [tail_from, tail_to), each under an
--- hour) from raw rows. internal/events/counts.go reads it.
+-- internal/rollups.SplitDays divided: its whole UTC days [days_from,
+-- days_to) (days_to NULL: open-ended) from the daily counters, its whole
+-- hours before the first and after the last midnight ([head_hours_from,
+-- head_hours_to), [tail_hours_from, tail_hours_to)) from the hourly ones,
+-- its partial hours at either end ([head_from, head_to), [tail_from,
+-- tail_to), each under an hour) from raw rows. internal/events/counts.go
+-- reads it.
 SELECT day, event_type, severity, sum(events)::bigint AS events
 FROM (
-    SELECT (c.hour AT TIME ZONE 'UTC')::date AS day, c.event_type, c.severity, c.events
+    SELECT d.day, d.event_type, d.severity, d.events
+    FROM event_counts_daily d
+    WHERE d.account_id = @account_id::uuid AND d.day >= @days_from::date
+      AND d.day < coalesce(sqlc.narg('days_to')::date, 'infinity'::date)
+    UNION ALL
+    SELECT (c.hour AT TIME ZONE 'UTC')::date, c.event_type, c.severity, c.events
     FROM event_counts_hourly c
-    WHERE c.account_id = @account_id::uuid AND c.hour >= @hours_from::timestamptz
-      AND (sqlc.narg('hours_to')::timestamptz IS NULL OR c.hour < sqlc.narg('hours_to')::timestamptz)
+    WHERE c.account_id = @account_id::uuid
+      AND ((c.hour >= @head_hours_from::timestamptz AND c.hour < @head_hours_to::timestamptz)
+        OR (c.hour >= @tail_hours_from::timestamptz AND c.hour < @tail_hours_to::timestamptz))
     UNION ALL
     SELECT (e.created_at AT TIME ZONE 'UTC')::date, e.event_type, e.severity, 1
     FROM events e
@@ -74,8 +83,9 @@ GROUP BY day, event_type, severity
 ORDER BY day, event_type, severity;
 
 -- name: EventRollupRebuild :one
--- Recomputes one account's hourly counters from its raw rows (see
--- event_counts_hourly_rebuild in schema/0030_event_rollups.sql for the
+-- Recomputes one account's hourly counters from its raw rows and its daily
+-- counters from those (see event_counts_hourly_rebuild in
+-- schema/0030_event_rollups.sql and 0036_event_daily_rollups.sql for the
 -- locks); returns how many counters it corrected.
 SELECT event_counts_hourly_rebuild(@account_id::uuid)::bigint AS corrected;
 

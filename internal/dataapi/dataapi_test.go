@@ -275,6 +275,7 @@ func TestRowLevelSecurityInSQL(t *testing.T) {
 		`SELECT count(*) FROM preference_groups WHERE account_id = $1`,
 		`SELECT count(*) FROM preference_overrides WHERE account_id = $1`,
 		`SELECT count(*) FROM event_counts_hourly WHERE account_id = $1`,
+		`SELECT count(*) FROM event_counts_daily WHERE account_id = $1`,
 		`SELECT count(*) FROM data_api.event_daily_counts WHERE account_id = $1`,
 		`SELECT count(*) FROM data_api.dmarc_records r JOIN dmarc_reports p ON p.id = r.report_id
 			JOIN domains d ON d.id = p.domain_id WHERE d.account_id = $1`,
@@ -316,6 +317,8 @@ func TestRowLevelSecurityInSQL(t *testing.T) {
 		`UPDATE preference_overrides SET email = false`,
 		`UPDATE event_counts_hourly SET events = 0`,
 		`DELETE FROM event_counts_hourly`,
+		`UPDATE event_counts_daily SET events = 0`,
+		`DELETE FROM event_counts_daily`,
 		`SELECT job_id FROM dns_recommendations`,
 		`DELETE FROM suppressions`,
 		`DELETE FROM data_api.suppressions`,

@@ -10,8 +10,8 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 )
 
-// TestEventDailyCounts reads event_daily_counts (the hourly counters
-// summed per UTC day) through the data API: the caller's days only, even
+// TestEventDailyCounts reads event_daily_counts (the daily counters,
+// schema/0036) through the data API: the caller's days only, even
 // with the builder's own account filter removed, and each day bounded at
 // UTC midnight.
 func TestEventDailyCounts(t *testing.T) {

@@ -145,7 +145,7 @@ var Tables = func() map[string]*Table {
 		{Name: "preference_overrides", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "event_type", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz")},
 
-		// schema/0030_event_rollups.sql
+		// schema/0030_event_rollups.sql, reading event_counts_daily since 0036
 		{Name: "event_daily_counts", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "day", "date", "event_type", "text", "severity", "text", "events", "bigint")},
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const alertAcknowledge = `-- name: AlertAcknowledge :one
@@ -139,33 +140,43 @@ func (q *Queries) EventCountUnacknowledgedAlerts(ctx context.Context, db DBTX, a
 const eventCountsByDay = `-- name: EventCountsByDay :many
 SELECT day, event_type, severity, sum(events)::bigint AS events
 FROM (
-    SELECT (c.hour AT TIME ZONE 'UTC')::date AS day, c.event_type, c.severity, c.events
+    SELECT d.day, d.event_type, d.severity, d.events
+    FROM event_counts_daily d
+    WHERE d.account_id = $1::uuid AND d.day >= $2::date
+      AND d.day < coalesce($3::date, 'infinity'::date)
+    UNION ALL
+    SELECT (c.hour AT TIME ZONE 'UTC')::date, c.event_type, c.severity, c.events
     FROM event_counts_hourly c
-    WHERE c.account_id = $1::uuid AND c.hour >= $2::timestamptz
-      AND ($3::timestamptz IS NULL OR c.hour < $3::timestamptz)
+    WHERE c.account_id = $1::uuid
+      AND ((c.hour >= $4::timestamptz AND c.hour < $5::timestamptz)
+        OR (c.hour >= $6::timestamptz AND c.hour < $7::timestamptz))
     UNION ALL
     SELECT (e.created_at AT TIME ZONE 'UTC')::date, e.event_type, e.severity, 1
     FROM events e
     WHERE e.account_id = $1::uuid
-      AND e.created_at >= $4::timestamptz AND e.created_at < $5::timestamptz
+      AND e.created_at >= $8::timestamptz AND e.created_at < $9::timestamptz
     UNION ALL
     SELECT (e.created_at AT TIME ZONE 'UTC')::date, e.event_type, e.severity, 1
     FROM events e
     WHERE e.account_id = $1::uuid
-      AND e.created_at >= $6::timestamptz AND e.created_at < $7::timestamptz
+      AND e.created_at >= $10::timestamptz AND e.created_at < $11::timestamptz
 ) counted
 GROUP BY day, event_type, severity
 ORDER BY day, event_type, severity
 `
 
 type EventCountsByDayParams struct {
-	AccountID uuid.UUID
-	HoursFrom time.Time
-	HoursTo   *time.Time
-	HeadFrom  time.Time
-	HeadTo    time.Time
-	TailFrom  time.Time
-	TailTo    time.Time
+	AccountID     uuid.UUID
+	DaysFrom      time.Time
+	DaysTo        pgtype.Date
+	HeadHoursFrom time.Time
+	HeadHoursTo   time.Time
+	TailHoursFrom time.Time
+	TailHoursTo   time.Time
+	HeadFrom      time.Time
+	HeadTo        time.Time
+	TailFrom      time.Time
+	TailTo        time.Time
 }
 
 type EventCountsByDayRow struct {
@@ -176,15 +187,22 @@ type EventCountsByDayRow struct {
 }
 
 // The account's events per UTC day, type and severity in a window that
-// internal/rollups.Split divided: its whole hours [hours_from, hours_to)
-// (hours_to NULL: open-ended) from the hourly counters, its partial hours
-// at either end ([head_from, head_to), [tail_from, tail_to), each under an
-// hour) from raw rows. internal/events/counts.go reads it.
+// internal/rollups.SplitDays divided: its whole UTC days [days_from,
+// days_to) (days_to NULL: open-ended) from the daily counters, its whole
+// hours before the first and after the last midnight ([head_hours_from,
+// head_hours_to), [tail_hours_from, tail_hours_to)) from the hourly ones,
+// its partial hours at either end ([head_from, head_to), [tail_from,
+// tail_to), each under an hour) from raw rows. internal/events/counts.go
+// reads it.
 func (q *Queries) EventCountsByDay(ctx context.Context, db DBTX, arg EventCountsByDayParams) ([]EventCountsByDayRow, error) {
 	rows, err := db.Query(ctx, eventCountsByDay,
 		arg.AccountID,
-		arg.HoursFrom,
-		arg.HoursTo,
+		arg.DaysFrom,
+		arg.DaysTo,
+		arg.HeadHoursFrom,
+		arg.HeadHoursTo,
+		arg.TailHoursFrom,
+		arg.TailHoursTo,
 		arg.HeadFrom,
 		arg.HeadTo,
 		arg.TailFrom,
@@ -405,8 +423,9 @@ const eventRollupRebuild = `-- name: EventRollupRebuild :one
 SELECT event_counts_hourly_rebuild($1::uuid)::bigint AS corrected
 `
 
-// Recomputes one account's hourly counters from its raw rows (see
-// event_counts_hourly_rebuild in schema/0030_event_rollups.sql for the
+// Recomputes one account's hourly counters from its raw rows and its daily
+// counters from those (see event_counts_hourly_rebuild in
+// schema/0030_event_rollups.sql and 0036_event_daily_rollups.sql for the
 // locks); returns how many counters it corrected.
 func (q *Queries) EventRollupRebuild(ctx context.Context, db DBTX, accountID uuid.UUID) (int64, error) {
 	row := db.QueryRow(ctx, eventRollupRebuild, accountID)

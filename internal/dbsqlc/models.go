@@ -659,6 +659,14 @@ type Event struct {
 	AcknowledgedKey  *string
 }
 
+type EventCountsDaily struct {
+	AccountID uuid.UUID
+	Day       time.Time
+	EventType string
+	Severity  string
+	Events    int64
+}
+
 type EventCountsHourly struct {
 	AccountID uuid.UUID
 	Hour      time.Time

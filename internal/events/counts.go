@@ -8,17 +8,21 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/rollups"
 )
 
-// Every count of events over a period is read here, from the hourly
-// counters the database keeps in event_counts_hourly (schema/0030) plus the
-// raw rows of the partial hours at the window's ends (rollups.Split): the
-// same answer as counting raw rows, at the cost of a few counter rows per
-// hour of the window and at most two hours of raw rows.
+// Every count of events over a period is read here, from the counters the
+// database keeps: the daily ones (event_counts_daily, schema/0036) for the
+// window's whole UTC days, the hourly ones (event_counts_hourly,
+// schema/0030) for its whole hours before the first and after the last
+// midnight, and raw rows for the partial hours at its ends
+// (rollups.SplitDays). The answer is the one counting raw rows gives, at
+// the cost of a few counter rows per day of the window, those of at most
+// 2x23 hours and at most two hours of raw rows.
 
 // SeverityCounts counts events per severity.
 type SeverityCounts struct {
@@ -52,13 +56,15 @@ type DayCount struct {
 // until: with no end, events stamped in the future included) per UTC day,
 // type and severity, oldest day first.
 func CountByDay(ctx context.Context, db dbutil.Executor, account uuid.UUID, from, until time.Time) ([]DayCount, error) {
-	w := rollups.Split(from, until)
+	w := rollups.SplitDays(from, until)
 	p := dbsqlc.EventCountsByDayParams{
-		AccountID: account, HoursFrom: w.Hours.From,
+		AccountID: account, DaysFrom: w.Days.From,
+		HeadHoursFrom: w.HeadHours.From, HeadHoursTo: w.HeadHours.To,
+		TailHoursFrom: w.TailHours.From, TailHoursTo: w.TailHours.To,
 		HeadFrom: w.Head.From, HeadTo: w.Head.To, TailFrom: w.Tail.From, TailTo: w.Tail.To,
 	}
-	if !w.Hours.To.IsZero() {
-		p.HoursTo = &w.Hours.To
+	if !w.Days.To.IsZero() {
+		p.DaysTo = pgtype.Date{Time: w.Days.To, Valid: true}
 	}
 	rows, err := dbsqlc.New().EventCountsByDay(ctx, db, p)
 	if err != nil {

@@ -14,12 +14,14 @@ import (
 )
 
 // RebuildRollups recomputes the account's hourly event counters from its
-// raw rows and returns how many it corrected (0 when they were right).
-// It is one statement, so one transaction when db is a pool; inside a
-// caller's transaction, that transaction must be READ COMMITTED. While it
-// runs it holds back new events of the account (and waits for those in
-// flight): schema/0030_event_rollups.sql, event_counts_hourly_rebuild,
-// explains the locks. Other accounts are not held back.
+// raw rows, and its daily counters from those, and returns how many of
+// both it corrected (0 when they were right). It is one statement, so one
+// transaction when db is a pool; inside a caller's transaction, that
+// transaction must be READ COMMITTED. While it runs it holds back new
+// events of the account (and waits for those in flight):
+// event_counts_hourly_rebuild (schema/0030_event_rollups.sql, replaced by
+// 0036_event_daily_rollups.sql) explains the locks. Other accounts are not
+// held back.
 func RebuildRollups(ctx context.Context, db dbutil.Executor, account uuid.UUID) (int64, error) {
 	n, err := dbsqlc.New().EventRollupRebuild(ctx, db, account)
 	if err != nil {

@@ -62,13 +62,26 @@ func recountCounters(t *testing.T, db dbutil.Executor) []counter {
 		FROM events GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`)
 }
 
-// requireRollupsEqualRecount: every counter equals a GROUP BY of the raw
-// rows, and no counter exists without rows (none at zero).
+// dailyCounters reads event_counts_daily, a day as its midnight in Hour.
+func dailyCounters(t *testing.T, db dbutil.Executor) []counter {
+	return collectCounters(t, db, `SELECT account_id, day::timestamp AT TIME ZONE 'UTC', event_type, severity, events
+		FROM event_counts_daily ORDER BY account_id, day, event_type, severity`)
+}
+
+func recountDaily(t *testing.T, db dbutil.Executor) []counter {
+	return collectCounters(t, db, `SELECT account_id, date_trunc('day', created_at, 'UTC'), event_type, severity, count(*)
+		FROM events GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`)
+}
+
+// requireRollupsEqualRecount: every hourly and every daily counter equals
+// a GROUP BY of the raw rows, and no counter exists without rows (none at
+// zero).
 func requireRollupsEqualRecount(t *testing.T, db dbutil.Executor, msg string) {
 	t.Helper()
 	want := recountCounters(t, db)
 	require.NotEmpty(t, want, msg)
 	require.Equal(t, want, rollupCounters(t, db), msg)
+	require.Equal(t, recountDaily(t, db), dailyCounters(t, db), "daily counters "+msg)
 }
 
 // rollupEmit is one event a rollupEmitArgs job emits.
@@ -327,7 +340,8 @@ func TestEventRollupsEqualRecount(t *testing.T) {
 	require.EqualValues(t, 1, n)
 	requireRollupsEqualRecount(t, pool, "after the accounts went")
 	var left int
-	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM event_counts_hourly WHERE account_id = ANY($1)", s.accounts[2:]).Scan(&left))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM event_counts_hourly WHERE account_id = ANY($1))
+		+ (SELECT count(*) FROM event_counts_daily WHERE account_id = ANY($1))`, s.accounts[2:]).Scan(&left))
 	require.Zero(t, left)
 
 	for _, account := range s.accounts[:2] {
@@ -358,15 +372,34 @@ func checkReaders(t *testing.T, pool *pgxpool.Pool, s *rollupStream, account uui
 	t.Run("CountByDay", func(t *testing.T) {
 		got, err := events.CountByDay(ctx, pool, account, from, now)
 		require.NoError(t, err)
-		rows, err := pool.Query(ctx, `SELECT (created_at AT TIME ZONE 'UTC')::date, event_type, severity, count(*) FROM events
-			WHERE account_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, account, from, now)
-		require.NoError(t, err)
-		want, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (events.DayCount, error) {
-			var c events.DayCount
-			return c, r.Scan(&c.Day, &c.Type, &c.Severity, &c.Events)
-		})
-		require.NoError(t, err)
-		require.Equal(t, want, got)
+		require.Equal(t, rawByDay(t, pool, account, from, now), got)
+	})
+	t.Run("CountByDayEdges", func(t *testing.T) {
+		// Windows whose ends fall on a midnight, on an hour, on an event,
+		// just after a midnight or inside an hour, over less than an hour
+		// up to the whole stream; and random ones. Each part of
+		// rollups.SplitDays is empty in some and not in others.
+		midnight := s.base.Add(3 * 24 * time.Hour)
+		ends := []time.Time{s.base, midnight, midnight.Add(-time.Hour), midnight.Add(time.Hour),
+			midnight.Add(time.Microsecond), midnight.Add(-time.Microsecond), onEvent, from, now,
+			s.hot[0], s.hot[0].Add(37 * time.Minute), s.base.Add(6 * 24 * time.Hour)}
+		for range 20 {
+			ends = append(ends, s.base.Add(time.Duration(s.rng.Int64N(int64(7*24*time.Hour)))-12*time.Hour))
+		}
+		for i, a := range ends {
+			for _, b := range ends[i+1:] {
+				lo, hi := a, b
+				if hi.Before(lo) {
+					lo, hi = hi, lo
+				}
+				got, err := events.CountByDay(ctx, pool, account, lo, hi)
+				require.NoError(t, err)
+				require.Equal(t, rawByDay(t, pool, account, lo, hi), got, "[%s, %s)", lo, hi)
+			}
+			got, err := events.CountByDay(ctx, pool, account, a, time.Time{})
+			require.NoError(t, err)
+			require.Equal(t, rawByDay(t, pool, account, a, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)), got, "[%s, )", a)
+		}
 	})
 	t.Run("DailyVolume", func(t *testing.T) {
 		first := time.Date(now.Year(), now.Month(), now.Day()-6, 0, 0, 0, 0, time.UTC)
@@ -405,6 +438,22 @@ func checkReaders(t *testing.T, pool *pgxpool.Pool, s *rollupStream, account uui
 		want.Info, want.Warning, want.Critical = rawSeverities(t, pool, account, `created_at > $2`, since)
 		require.Equal(t, want, got)
 	})
+}
+
+// rawByDay counts the account's raw rows of [from, until) per UTC day,
+// type and severity, as CountByDay answers.
+func rawByDay(t *testing.T, pool dbutil.Executor, account uuid.UUID, from, until time.Time) []events.DayCount {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT (created_at AT TIME ZONE 'UTC')::date, event_type, severity, count(*)
+		FROM events WHERE account_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+		account, from, until)
+	require.NoError(t, err)
+	want, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (events.DayCount, error) {
+		var c events.DayCount
+		return c, r.Scan(&c.Day, &c.Type, &c.Severity, &c.Events)
+	})
+	require.NoError(t, err)
+	return want
 }
 
 // rawSeverities counts the account's raw rows matching cond (on $2) per severity.
@@ -487,6 +536,33 @@ func TestEventRollupRebuild(t *testing.T) {
 	n, err = events.RebuildRollups(ctx, tx, a)
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing left to correct")
+
+	// The daily counters drift on their own (the hourly ones are right):
+	// one too high, one missing, one with no event; only a's are corrected.
+	for _, sql := range []string{
+		`UPDATE event_counts_daily SET events = events + 2 WHERE (account_id, day, event_type, severity) IN (
+			SELECT DISTINCT ON (account_id) account_id, day, event_type, severity FROM event_counts_daily ORDER BY account_id, day)`,
+		`DELETE FROM event_counts_daily WHERE (account_id, day, event_type, severity) IN (
+			SELECT DISTINCT ON (account_id) account_id, day, event_type, severity FROM event_counts_daily ORDER BY account_id, day DESC)`,
+		`INSERT INTO event_counts_daily (account_id, day, event_type, severity, events)
+			SELECT id, '2026-01-01', 'bounce_spike', 'info', 4 FROM accounts WHERE id = ANY($1)`,
+	} {
+		var args []any
+		if strings.Contains(sql, "$1") {
+			args = append(args, []uuid.UUID{a, b})
+		}
+		_, err := tx.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	n, err = events.RebuildRollups(ctx, tx, a)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n, "one daily counter too high, one missing, one with no event")
+	require.Equal(t, only(recountDaily(t, tx), a), only(dailyCounters(t, tx), a))
+	require.NotEqual(t, only(recountDaily(t, tx), b), only(dailyCounters(t, tx), b))
+	n, err = events.RebuildRollups(ctx, tx, b)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	requireRollupsEqualRecount(t, tx, "after the daily rebuilds")
 }
 
 // waitForLockWait returns once another session whose query contains
@@ -612,4 +688,43 @@ func TestEventRollupRebuildWaitsForWriters(t *testing.T) {
 		_, err = events.RebuildRollups(ctx, tx, account)
 		require.ErrorContains(t, err, "READ COMMITTED")
 	})
+}
+
+// TestEventCountsReadWholeDays: a window's whole UTC days are read from the
+// daily counters, not from their 24 hourly ones: with the hourly counters
+// of the whole days removed behind the daily ones' back, the readers still
+// answer what the raw rows say; the partial days still read their hours
+// and their partial hours' raw rows.
+func TestEventCountsReadWholeDays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.Tx(t)
+	em := newEmitter(t)
+	account := testfactory.Account(t, tx)
+	base := time.Date(2026, 5, 4, 0, 0, 0, 0, time.UTC)
+	for i := range 90 { // every 53 minutes over 3.3 days
+		ex, _ := events.Lookup(events.TypeBounceSpike)
+		_, err := em.Emit(ctx, tx, events.Event{AccountID: account, Type: ex.Name, Payload: ex.Example,
+			At: base.Add(time.Duration(i)*53*time.Minute + 7*time.Second)})
+		require.NoError(t, err)
+	}
+	from, until := base.Add(5*time.Hour+30*time.Minute), base.Add(3*24*time.Hour+2*time.Hour+20*time.Minute)
+	want := rawByDay(t, tx, account, from, until)
+	_, err := tx.Exec(ctx, `SELECT set_config('mailwatch.rollup_bulk', 'on', true)`)
+	require.NoError(t, err)
+	tag, err := tx.Exec(ctx, `DELETE FROM event_counts_hourly WHERE account_id = $1 AND hour >= $2 AND hour < $3`,
+		account, base.AddDate(0, 0, 1), base.AddDate(0, 0, 3))
+	require.NoError(t, err)
+	require.Positive(t, tag.RowsAffected())
+	_, err = tx.Exec(ctx, `SELECT set_config('mailwatch.rollup_bulk', 'off', true)`)
+	require.NoError(t, err)
+
+	got, err := events.CountByDay(ctx, tx, account, from, until)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	require.Equal(t, want, got)
+	vol, err := events.DailyVolume(ctx, tx, account, base.AddDate(0, 0, 1), 2)
+	require.NoError(t, err)
+	require.Equal(t, want[1].Events, vol[0].Total())
+	require.Equal(t, want[2].Events, vol[1].Total())
 }

@@ -318,6 +318,13 @@ func TestRetentionKeepsUnacknowledgedAlerts(t *testing.T) {
 		f.exec(`CREATE TRIGGER record_delete BEFORE DELETE ON ` + p + ` FOR EACH ROW EXECUTE FUNCTION record_deletion()`)
 	}
 
+	require.Equal(t, 3, f.count(`SELECT count(*) FROM event_counts_daily`), "the week's info and critical counters, the later week's")
+	f.exec(`CREATE TABLE daily_updates (op text)`)
+	f.exec(`CREATE FUNCTION record_daily_update() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO daily_updates VALUES (TG_OP); RETURN NULL; END $$`)
+	f.exec(`CREATE TRIGGER record_daily_update AFTER UPDATE OR DELETE ON event_counts_daily
+		FOR EACH ROW EXECUTE FUNCTION record_daily_update()`)
+
 	// The week ends on 12 January; events are kept 7 days.
 	rep := f.maintain(time.Date(2026, 1, 19, 0, 0, 0, 0, time.UTC), specs...)
 	require.Subset(t, rep.Dropped, []string{"events_p20260105", "webhook_deliveries_p20260105", "webhook_delivery_attempts_p20260105"})
@@ -333,6 +340,12 @@ func TestRetentionKeepsUnacknowledgedAlerts(t *testing.T) {
 	require.Equal(t, 1, f.count(`SELECT count(*) FROM webhook_deliveries`), "the later week's delivery")
 	require.Zero(t, f.count(eventCountsDiffer), "the hourly event counters equal a recount: the dropped week's hours are gone and the kept alert is counted once")
 	require.Equal(t, 2, f.count(`SELECT count(*) FROM event_counts_hourly`), "the kept alert's hour and the later week's")
+	// The daily counters (Spec.Daily) lose the week's days in one delete,
+	// not an update per hourly counter, and count the kept alert again.
+	require.Zero(t, f.count(eventDailyCountsDiffer), "the daily event counters equal a recount")
+	require.Equal(t, 2, f.count(`SELECT count(*) FROM event_counts_daily`), "the kept alert's day and the later week's")
+	require.Zero(t, f.count(`SELECT count(*) FROM daily_updates WHERE op = 'UPDATE'`), "no daily counter was updated row by row")
+	require.EqualValues(t, 3+2, rep.RollupRows, "the week's 3 hourly counters and 2 daily ones")
 
 	// It is still acknowledged the way the API does it.
 	var n int
@@ -350,6 +363,14 @@ const eventCountsDiffer = `SELECT count(*) FROM (
 	UNION ALL
 	(SELECT account_id, date_trunc('hour', created_at, 'UTC'), event_type, severity, count(*) FROM events GROUP BY 1, 2, 3, 4
 	 EXCEPT SELECT account_id, hour, event_type, severity, events FROM event_counts_hourly)) d`
+
+// eventDailyCountsDiffer is eventCountsDiffer for the daily counters.
+const eventDailyCountsDiffer = `SELECT count(*) FROM (
+	(SELECT account_id, day, event_type, severity, events FROM event_counts_daily
+	 EXCEPT SELECT account_id, (created_at AT TIME ZONE 'UTC')::date, event_type, severity, count(*) FROM events GROUP BY 1, 2, 3, 4)
+	UNION ALL
+	(SELECT account_id, (created_at AT TIME ZONE 'UTC')::date, event_type, severity, count(*) FROM events GROUP BY 1, 2, 3, 4
+	 EXCEPT SELECT account_id, day, event_type, severity, events FROM event_counts_daily)) d`
 
 // TestDropWithChildRowsInDefault: a delivery's attempts stored while their
 // week's partition did not exist sit in the attempts' DEFAULT partition and

@@ -189,6 +189,7 @@ var Tables = []Spec{
 		// retention, as the row-by-row prune kept it.
 		Keep:    "severity = 'critical' AND acknowledged_at IS NULL",
 		Rollups: []string{"event_counts_hourly"},
+		Daily:   []string{"event_counts_daily"},
 	},
 	{
 		Table: "webhook_delivery_attempts", Column: "delivery_id", Key: UUIDv7Key, Interval: Week, Ahead: 2,
