@@ -751,6 +751,7 @@ type MessageEventAccountDaily struct {
 	EventType    string
 	BounceClass  *string
 	N            int64
+	Slot         int16
 }
 
 type MessageEventAccountHourly struct {
@@ -760,6 +761,7 @@ type MessageEventAccountHourly struct {
 	EventType    string
 	BounceClass  *string
 	N            int64
+	Slot         int16
 }
 
 type MessageEventDomainDaily struct {
@@ -772,6 +774,7 @@ type MessageEventDomainDaily struct {
 	EventType    string
 	BounceClass  *string
 	N            int64
+	Slot         int16
 }
 
 type MessageEventDomainHourly struct {
@@ -784,6 +787,7 @@ type MessageEventDomainHourly struct {
 	EventType    string
 	BounceClass  *string
 	N            int64
+	Slot         int16
 }
 
 type MessageEventsDefault struct {
