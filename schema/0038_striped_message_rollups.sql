@@ -16,10 +16,6 @@
 -- pgbench run: 1,292 to 1,434 transactions/s (the writers of one slot,
 -- four of the 32 clients each, still wait for each other).
 --
--- A key whose slots cancel out (an event counted in one slot, deleted by a
--- writer of another) keeps its rows until the partition drop or a rebuild
--- removes them; readers do not list it.
---
 -- Decrements (an UPDATE or DELETE of message_events) go to the writer's slot
 -- too, so a slot's row may be negative while the sum over the slots stays
 -- exact. A row that reaches exactly zero is still deleted. The daily row
@@ -28,13 +24,20 @@
 -- the writers of one slot of an account's day still write its daily rows
 -- one transaction after the other, in ascending day order.
 --
+-- A key whose slots cancel out (an event counted in one slot, deleted by a
+-- writer of another) keeps its rows until the partition drop or a rebuild
+-- removes them; readers do not list it.
+--
 -- providers.RebuildMessageRollups writes a recount into slot 0 and deletes
 -- the range's rows of every other slot (it folds the slots back into one
 -- row per key). The partition drop deletes a range's rows by time, whatever
 -- their slot.
 
 -- Writers of message_events wait for this migration to commit, then the
--- writers of the hourly and daily rows (the order the writers take them).
+-- writers of the hourly and daily rows (the order the writers take them):
+-- no count lands between the new keys and the new triggers. The rollup
+-- tables' readers wait too (ALTER TABLE takes that lock anyway); the new
+-- keys cost an index build of each table.
 LOCK TABLE message_events IN SHARE ROW EXCLUSIVE MODE;
 LOCK TABLE message_event_domain_hourly, message_event_account_hourly IN ACCESS EXCLUSIVE MODE;
 LOCK TABLE message_event_domain_daily, message_event_account_daily IN ACCESS EXCLUSIVE MODE;
