@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
@@ -52,11 +53,16 @@ func TestMessageEventRetention(t *testing.T) {
 	for at := now.AddDate(0, 0, -70); !at.After(now); at = at.AddDate(0, 0, 7) {
 		maintain(at, 90)
 	}
+	// The events are stored on two connections of different rollup slots
+	// (the backend pid modulo 8): the rollups count them in both.
+	writers, stored := slotConns(t, pool), 0
 	event := func(acct uuid.UUID, at time.Time) string {
 		id := uuid.NewString()
-		exec(`INSERT INTO message_events (id, account_id, provider_id, provider_kind, event_id, event_type, recipient,
-			recipient_hash, occurred_at) VALUES ($1::uuid, $2, $3, 'sendgrid', $1::text, 'delivered', 'a@example.com', '\x00', $4)`,
-			id, acct, providerOf[acct], at)
+		stored++
+		_, err := writers[stored%2].Exec(ctx, `INSERT INTO message_events (id, account_id, provider_id, provider_kind,
+			event_id, event_type, recipient, recipient_hash, occurred_at)
+			VALUES ($1::uuid, $2, $3, 'sendgrid', $1::text, 'delivered', 'a@example.com', '\x00', $4)`, id, acct, providerOf[acct], at)
+		require.NoError(t, err)
 		return id
 	}
 	exec(`CREATE TABLE deletions (event_id text)`)
@@ -103,29 +109,61 @@ func TestMessageEventRetention(t *testing.T) {
 		require.Zero(t, differ, sql)
 	}
 	var days int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM message_event_account_daily`).Scan(&days))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_event_account_daily
+		GROUP BY account_id, day, provider_kind, event_type, bounce_class HAVING sum(n) <> 0) k`).Scan(&days))
 	require.Equal(t, 2, days, "the days of the two events kept")
 }
 
-// messageDomainDailyDiffer and messageAccountDailyDiffer count the daily
-// message-event rollup rows that differ from a recount of the raw rows.
+// messageDomainDailyDiffer and messageAccountDailyDiffer count the keys of
+// the daily message-event rollups whose sums over slots differ from a
+// recount of the raw rows.
 const (
-	messageDomainDailyDiffer = `SELECT count(*) FROM (
+	messageDomainDailyDiffer = `WITH rollup AS (
+		SELECT account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, sum(n)::bigint
+		FROM message_event_domain_daily GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 HAVING sum(n) <> 0)
+		SELECT count(*) FROM (
 		(SELECT account_id, (occurred_at AT TIME ZONE 'UTC')::date, domain, domain_id, provider_id, provider_kind,
 		        event_type, bounce_class, count(*) FROM message_events GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
-		 EXCEPT ALL SELECT account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n
-		 FROM message_event_domain_daily)
+		 EXCEPT ALL SELECT * FROM rollup)
 		UNION ALL
-		(SELECT account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n
-		 FROM message_event_domain_daily
+		(SELECT * FROM rollup
 		 EXCEPT ALL SELECT account_id, (occurred_at AT TIME ZONE 'UTC')::date, domain, domain_id, provider_id,
 		        provider_kind, event_type, bounce_class, count(*) FROM message_events GROUP BY 1, 2, 3, 4, 5, 6, 7, 8)) d`
-	messageAccountDailyDiffer = `SELECT count(*) FROM (
+	messageAccountDailyDiffer = `WITH rollup AS (
+		SELECT account_id, day, provider_kind, event_type, bounce_class, sum(n)::bigint
+		FROM message_event_account_daily GROUP BY 1, 2, 3, 4, 5 HAVING sum(n) <> 0)
+		SELECT count(*) FROM (
 		(SELECT account_id, (occurred_at AT TIME ZONE 'UTC')::date, provider_kind, event_type, bounce_class, count(*)
 		 FROM message_events GROUP BY 1, 2, 3, 4, 5
-		 EXCEPT ALL SELECT account_id, day, provider_kind, event_type, bounce_class, n FROM message_event_account_daily)
+		 EXCEPT ALL SELECT * FROM rollup)
 		UNION ALL
-		(SELECT account_id, day, provider_kind, event_type, bounce_class, n FROM message_event_account_daily
+		(SELECT * FROM rollup
 		 EXCEPT ALL SELECT account_id, (occurred_at AT TIME ZONE 'UTC')::date, provider_kind, event_type, bounce_class,
 		        count(*) FROM message_events GROUP BY 1, 2, 3, 4, 5)) d`
 )
+
+// slotConns holds two connections of pool of different rollup slots
+// (schema/0038_striped_message_rollups.sql) until the test ends.
+func slotConns(t *testing.T, pool *pgxpool.Pool) [2]*pgxpool.Conn {
+	t.Helper()
+	ctx := context.Background()
+	var out [2]*pgxpool.Conn
+	var slots [2]int16
+	var others []*pgxpool.Conn
+	for n := 0; n < 2; {
+		c, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		require.NoError(t, c.QueryRow(ctx, `SELECT mailwatch_rollup_slot()`).Scan(&slots[n]))
+		if n == 1 && slots[1] == slots[0] {
+			others = append(others, c)
+			continue
+		}
+		out[n] = c
+		n++
+	}
+	for _, c := range others {
+		c.Release()
+	}
+	t.Cleanup(func() { out[0].Release(); out[1].Release() })
+	return out
+}

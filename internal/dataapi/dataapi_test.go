@@ -441,3 +441,23 @@ func TestRunOnPoolLeavesNoRole(t *testing.T) {
 		require.Equal(t, "off", ro)
 	}
 }
+
+// TestMessageEventDaysSumSlots reads message_event_days over striped daily
+// rows (schema/0038_striped_message_rollups.sql): a key counted in two
+// slots is one row with their sum, and a key whose slots cancel out is not
+// listed.
+func TestMessageEventDaysSumSlots(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Tx(t)
+	alice := seed(t, db, 1)
+	seed(t, db, 1)
+	_, err := db.Exec(context.Background(), `INSERT INTO message_event_account_daily
+		(account_id, day, provider_kind, event_type, bounce_class, slot, n)
+		VALUES ($1, '2026-01-02', 'ses', 'delivered', NULL, 1, 2), ($1, '2026-01-02', 'ses', 'delivered', NULL, 5, 3),
+		       ($1, '2026-01-03', 'ses', 'delivered', NULL, 1, 4), ($1, '2026-01-03', 'ses', 'delivered', NULL, 5, -4)`, alice.id)
+	require.NoError(t, err)
+	r := &Runner{DB: db, MaxRows: 10}
+	res, err := run(t, r, alice, "message_event_days", "select=day,count&day=lt.2026-01-10&order=day", false, false)
+	require.NoError(t, err)
+	require.Equal(t, []map[string]any{{"day": "2026-01-02", "count": float64(5)}}, rowsOf(t, res))
+}

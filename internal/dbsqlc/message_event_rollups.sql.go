@@ -19,6 +19,7 @@ FROM message_event_account_daily
 WHERE account_id = $1::uuid AND day >= $2::date
   AND day < coalesce($3::date, 'infinity'::date)
 GROUP BY 1, 2, 3, 4
+HAVING sum(n) <> 0
 `
 
 type MessageDailyAccountDaysParams struct {
@@ -68,6 +69,7 @@ FROM message_event_domain_daily
 WHERE account_id = $1::uuid AND domain = $2::text AND day >= $3::date
   AND day < coalesce($4::date, 'infinity'::date)
 GROUP BY 1, 2, 3, 4
+HAVING sum(n) <> 0
 `
 
 type MessageDailyDomainNameDaysParams struct {
@@ -123,6 +125,7 @@ FROM message_event_domain_daily
 WHERE account_id = $1::uuid AND domain_id = $2::uuid AND day >= $3::date
   AND day < coalesce($4::date, 'infinity'::date)
 GROUP BY 1, 2, 3
+HAVING sum(n) <> 0
 `
 
 type MessageDailyDomainProvidersParams struct {
@@ -370,6 +373,7 @@ FROM message_event_account_hourly
 WHERE account_id = $1::uuid AND ((hour >= $2::timestamptz AND hour < $3::timestamptz)
     OR (hour >= $4::timestamptz AND hour < $5::timestamptz))
 GROUP BY 1, 2, 3, 4
+HAVING sum(n) <> 0
 `
 
 type MessageRollupAccountDaysParams struct {
@@ -399,7 +403,9 @@ type MessageRollupAccountDaysRow struct {
 // occurred_at ((account_id, occurred_at) or (domain_id, provider_id,
 // occurred_at)). Each read is one query per source rather than one UNION
 // ALL: the planner gave the union a parallel plan whose workers' start cost
-// several times the read itself.
+// several times the read itself. A key's rollup count is the sum of its
+// slots (schema/0038_striped_message_rollups.sql); a key whose slots sum
+// to zero has no events and is left out.
 // internal/providers/rollups.go is the only caller; it adds the answers.
 // An account's counters per UTC day, provider kind, outcome and bounce class.
 func (q *Queries) MessageRollupAccountDays(ctx context.Context, db DBTX, arg MessageRollupAccountDaysParams) ([]MessageRollupAccountDaysRow, error) {
@@ -470,6 +476,7 @@ FROM message_event_domain_hourly
 WHERE account_id = $1::uuid AND domain = $2::text AND ((hour >= $3::timestamptz AND hour < $4::timestamptz)
     OR (hour >= $5::timestamptz AND hour < $6::timestamptz))
 GROUP BY 1, 2, 3, 4
+HAVING sum(n) <> 0
 `
 
 type MessageRollupDomainNameDaysParams struct {
@@ -530,6 +537,7 @@ FROM message_event_domain_hourly
 WHERE account_id = $1::uuid AND domain_id = $2::uuid AND ((hour >= $3::timestamptz AND hour < $4::timestamptz)
     OR (hour >= $5::timestamptz AND hour < $6::timestamptz))
 GROUP BY 1, 2, 3
+HAVING sum(n) <> 0
 `
 
 type MessageRollupDomainProvidersParams struct {
@@ -638,24 +646,36 @@ WITH fresh AS MATERIALIZED (
     WHERE account_id = $1::uuid AND hour >= $2::timestamptz AND hour < $3::timestamptz
     GROUP BY 1, 2, 3, 4, 5
     HAVING sum(n) <> 0
+), cur AS MATERIALIZED (
+    SELECT hour, provider_kind, event_type, bounce_class, sum(n)::bigint AS n
+    FROM message_event_account_hourly
+    WHERE account_id = $1::uuid AND hour >= $2::timestamptz AND hour < $3::timestamptz
+    GROUP BY 1, 2, 3, 4
 ), written AS (
-    INSERT INTO message_event_account_hourly AS t (account_id, hour, provider_kind, event_type, bounce_class, n)
-    SELECT account_id, hour, provider_kind, event_type, bounce_class, n
+    INSERT INTO message_event_account_hourly AS t (account_id, hour, provider_kind, event_type, bounce_class, slot, n)
+    SELECT account_id, hour, provider_kind, event_type, bounce_class, 0, n
     FROM fresh
     ORDER BY 1, 2, 3, 4, 5
-    ON CONFLICT (account_id, hour, provider_kind, event_type, bounce_class)
+    ON CONFLICT (account_id, hour, provider_kind, event_type, bounce_class, slot)
         DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
     RETURNING 1
 ), deleted AS (
     DELETE FROM message_event_account_hourly t
     WHERE t.account_id = $1::uuid AND t.hour >= $2::timestamptz AND t.hour < $3::timestamptz
-      AND NOT EXISTS (
+      AND (t.slot <> 0 OR NOT EXISTS (
         SELECT 1 FROM fresh f
         WHERE f.hour = t.hour AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
-          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+          AND f.bounce_class IS NOT DISTINCT FROM t.bounce_class))
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted
+SELECT (SELECT count(*) FROM fresh f WHERE NOT EXISTS (
+            SELECT 1 FROM cur c
+            WHERE c.hour = f.hour AND c.provider_kind = f.provider_kind AND c.event_type = f.event_type
+              AND c.bounce_class IS NOT DISTINCT FROM f.bounce_class AND c.n = f.n))::bigint AS written,
+       (SELECT count(*) FROM cur c WHERE c.n <> 0 AND NOT EXISTS (
+            SELECT 1 FROM fresh f
+            WHERE f.hour = c.hour AND f.provider_kind = c.provider_kind AND f.event_type = c.event_type
+              AND f.bounce_class IS NOT DISTINCT FROM c.bounce_class))::bigint AS deleted
 `
 
 type MessageRollupRebuildAccountParams struct {
@@ -670,7 +690,8 @@ type MessageRollupRebuildAccountRow struct {
 }
 
 // Recounts an account's account-level rollup of the hours in [from, until)
-// from its domain rollup (rebuilt first, in the same transaction).
+// from its domain rollup (rebuilt first, in the same transaction), the same
+// way: into slot 0, the other slots' rows deleted.
 func (q *Queries) MessageRollupRebuildAccount(ctx context.Context, db DBTX, arg MessageRollupRebuildAccountParams) (MessageRollupRebuildAccountRow, error) {
 	row := db.QueryRow(ctx, messageRollupRebuildAccount, arg.AccountID, arg.FromHour, arg.UntilHour)
 	var i MessageRollupRebuildAccountRow
@@ -685,24 +706,36 @@ WITH fresh AS MATERIALIZED (
     WHERE account_id = $1::uuid AND hour >= $2::timestamptz AND hour < $3::timestamptz
     GROUP BY 1, 2, 3, 4
     HAVING sum(n) <> 0
+), cur AS MATERIALIZED (
+    SELECT provider_kind, event_type, bounce_class, sum(n)::bigint AS n
+    FROM message_event_account_daily
+    WHERE account_id = $1::uuid AND day = $4::date
+    GROUP BY 1, 2, 3
 ), written AS (
-    INSERT INTO message_event_account_daily AS t (account_id, day, provider_kind, event_type, bounce_class, n)
-    SELECT account_id, $4::date, provider_kind, event_type, bounce_class, n
+    INSERT INTO message_event_account_daily AS t (account_id, day, provider_kind, event_type, bounce_class, slot, n)
+    SELECT account_id, $4::date, provider_kind, event_type, bounce_class, 0, n
     FROM fresh
     ORDER BY 1, 3, 4, 5
-    ON CONFLICT (account_id, day, provider_kind, event_type, bounce_class)
+    ON CONFLICT (account_id, day, provider_kind, event_type, bounce_class, slot)
         DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
     RETURNING 1
 ), deleted AS (
     DELETE FROM message_event_account_daily t
     WHERE t.account_id = $1::uuid AND t.day = $4::date
-      AND NOT EXISTS (
+      AND (t.slot <> 0 OR NOT EXISTS (
         SELECT 1 FROM fresh f
         WHERE f.provider_kind = t.provider_kind AND f.event_type = t.event_type
-          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+          AND f.bounce_class IS NOT DISTINCT FROM t.bounce_class))
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted
+SELECT (SELECT count(*) FROM fresh f WHERE NOT EXISTS (
+            SELECT 1 FROM cur c
+            WHERE c.provider_kind = f.provider_kind AND c.event_type = f.event_type
+              AND c.bounce_class IS NOT DISTINCT FROM f.bounce_class AND c.n = f.n))::bigint AS written,
+       (SELECT count(*) FROM cur c WHERE c.n <> 0 AND NOT EXISTS (
+            SELECT 1 FROM fresh f
+            WHERE f.provider_kind = c.provider_kind AND f.event_type = c.event_type
+              AND f.bounce_class IS NOT DISTINCT FROM c.bounce_class))::bigint AS deleted
 `
 
 type MessageRollupRebuildAccountDailyParams struct {
@@ -737,27 +770,42 @@ WITH fresh AS MATERIALIZED (
     FROM message_events
     WHERE account_id = $1::uuid AND occurred_at >= $2::timestamptz AND occurred_at < $3::timestamptz
     GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+), cur AS MATERIALIZED (
+    SELECT hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, sum(n) AS n
+    FROM message_event_domain_hourly
+    WHERE account_id = $1::uuid AND hour >= $2::timestamptz AND hour < $3::timestamptz
+    GROUP BY 1, 2, 3, 4, 5, 6, 7
 ), written AS (
     INSERT INTO message_event_domain_hourly AS t
-        (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
-    SELECT account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n
+        (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, slot, n)
+    SELECT account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, 0, n
     FROM fresh
     ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
-    ON CONFLICT (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class)
+    ON CONFLICT (account_id, hour, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, slot)
         DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
     RETURNING 1
 ), deleted AS (
     DELETE FROM message_event_domain_hourly t
     WHERE t.account_id = $1::uuid AND t.hour >= $2::timestamptz AND t.hour < $3::timestamptz
-      AND NOT EXISTS (
+      AND (t.slot <> 0 OR NOT EXISTS (
         SELECT 1 FROM fresh f
         WHERE f.hour = t.hour AND f.domain = t.domain AND f.provider_id = t.provider_id
           AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
-          AND coalesce(f.domain_id, '00000000-0000-0000-0000-000000000000') = coalesce(t.domain_id, '00000000-0000-0000-0000-000000000000')
-          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+          AND f.domain_id IS NOT DISTINCT FROM t.domain_id AND f.bounce_class IS NOT DISTINCT FROM t.bounce_class))
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted
+SELECT (SELECT count(*) FROM fresh f WHERE NOT EXISTS (
+            SELECT 1 FROM cur c
+            WHERE c.hour = f.hour AND c.domain = f.domain AND c.provider_id = f.provider_id
+              AND c.provider_kind = f.provider_kind AND c.event_type = f.event_type
+              AND c.domain_id IS NOT DISTINCT FROM f.domain_id AND c.bounce_class IS NOT DISTINCT FROM f.bounce_class
+              AND c.n = f.n))::bigint AS written,
+       (SELECT count(*) FROM cur c WHERE c.n <> 0 AND NOT EXISTS (
+            SELECT 1 FROM fresh f
+            WHERE f.hour = c.hour AND f.domain = c.domain AND f.provider_id = c.provider_id
+              AND f.provider_kind = c.provider_kind AND f.event_type = c.event_type
+              AND f.domain_id IS NOT DISTINCT FROM c.domain_id AND f.bounce_class IS NOT DISTINCT FROM c.bounce_class)
+       )::bigint AS deleted
 `
 
 type MessageRollupRebuildDomainParams struct {
@@ -772,8 +820,11 @@ type MessageRollupRebuildDomainRow struct {
 }
 
 // Recounts an account's domain rollup of the hours in [from, until) (UTC
-// hour boundaries) from its raw rows: rows that differ are written, rows
-// without raw rows deleted. Returns how many of each.
+// hour boundaries) from its raw rows into slot 0, and deletes the range's
+// rows of every other slot and of the keys without raw rows: the slots are
+// folded into one row per key. Returns the keys corrected: written (their
+// sum over slots was missing or wrong) and deleted (a nonzero sum without
+// raw rows); a fold of right sums counts neither.
 func (q *Queries) MessageRollupRebuildDomain(ctx context.Context, db DBTX, arg MessageRollupRebuildDomainParams) (MessageRollupRebuildDomainRow, error) {
 	row := db.QueryRow(ctx, messageRollupRebuildDomain, arg.AccountID, arg.FromHour, arg.UntilHour)
 	var i MessageRollupRebuildDomainRow
@@ -788,27 +839,42 @@ WITH fresh AS MATERIALIZED (
     WHERE account_id = $1::uuid AND hour >= $2::timestamptz AND hour < $3::timestamptz
     GROUP BY 1, 2, 3, 4, 5, 6, 7
     HAVING sum(n) <> 0
+), cur AS MATERIALIZED (
+    SELECT domain, domain_id, provider_id, provider_kind, event_type, bounce_class, sum(n)::bigint AS n
+    FROM message_event_domain_daily
+    WHERE account_id = $1::uuid AND day = $4::date
+    GROUP BY 1, 2, 3, 4, 5, 6
 ), written AS (
     INSERT INTO message_event_domain_daily AS t
-        (account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n)
-    SELECT account_id, $4::date, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, n
+        (account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, slot, n)
+    SELECT account_id, $4::date, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, 0, n
     FROM fresh
     ORDER BY 1, 3, 4, 5, 6, 7, 8
-    ON CONFLICT (account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class)
+    ON CONFLICT (account_id, day, domain, domain_id, provider_id, provider_kind, event_type, bounce_class, slot)
         DO UPDATE SET n = EXCLUDED.n WHERE t.n <> EXCLUDED.n
     RETURNING 1
 ), deleted AS (
     DELETE FROM message_event_domain_daily t
     WHERE t.account_id = $1::uuid AND t.day = $4::date
-      AND NOT EXISTS (
+      AND (t.slot <> 0 OR NOT EXISTS (
         SELECT 1 FROM fresh f
         WHERE f.domain = t.domain AND f.provider_id = t.provider_id
           AND f.provider_kind = t.provider_kind AND f.event_type = t.event_type
-          AND coalesce(f.domain_id, '00000000-0000-0000-0000-000000000000') = coalesce(t.domain_id, '00000000-0000-0000-0000-000000000000')
-          AND coalesce(f.bounce_class, '') = coalesce(t.bounce_class, ''))
+          AND f.domain_id IS NOT DISTINCT FROM t.domain_id AND f.bounce_class IS NOT DISTINCT FROM t.bounce_class))
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM written)::bigint AS written, (SELECT count(*) FROM deleted)::bigint AS deleted
+SELECT (SELECT count(*) FROM fresh f WHERE NOT EXISTS (
+            SELECT 1 FROM cur c
+            WHERE c.domain = f.domain AND c.provider_id = f.provider_id
+              AND c.provider_kind = f.provider_kind AND c.event_type = f.event_type
+              AND c.domain_id IS NOT DISTINCT FROM f.domain_id AND c.bounce_class IS NOT DISTINCT FROM f.bounce_class
+              AND c.n = f.n))::bigint AS written,
+       (SELECT count(*) FROM cur c WHERE c.n <> 0 AND NOT EXISTS (
+            SELECT 1 FROM fresh f
+            WHERE f.domain = c.domain AND f.provider_id = c.provider_id
+              AND f.provider_kind = c.provider_kind AND f.event_type = c.event_type
+              AND f.domain_id IS NOT DISTINCT FROM c.domain_id AND f.bounce_class IS NOT DISTINCT FROM c.bounce_class)
+       )::bigint AS deleted
 `
 
 type MessageRollupRebuildDomainDailyParams struct {
@@ -824,9 +890,11 @@ type MessageRollupRebuildDomainDailyRow struct {
 }
 
 // Recounts an account's domain daily rollup of one UTC day (its hours
-// [from_hour, until_hour)) from its domain hourly rollup (rebuilt first, in the same transaction). The row triggers
-// keep the daily rows equal to their hours; this corrects a drift they
-// could not see. Returns how many rows were written and deleted.
+// [from_hour, until_hour)) from its domain hourly rollup (rebuilt first, in
+// the same transaction) into slot 0, the day's rows of the other slots
+// deleted. The row triggers keep the daily rows equal to their hours; this
+// corrects a drift they could not see. Returns the keys corrected, as the
+// hourly rebuild does.
 func (q *Queries) MessageRollupRebuildDomainDaily(ctx context.Context, db DBTX, arg MessageRollupRebuildDomainDailyParams) (MessageRollupRebuildDomainDailyRow, error) {
 	row := db.QueryRow(ctx, messageRollupRebuildDomainDaily,
 		arg.AccountID,

@@ -759,6 +759,7 @@ type MessageEventAccountDaily struct {
 	EventType    string
 	BounceClass  *string
 	N            int64
+	Slot         int16
 }
 
 type MessageEventAccountHourly struct {
@@ -768,6 +769,7 @@ type MessageEventAccountHourly struct {
 	EventType    string
 	BounceClass  *string
 	N            int64
+	Slot         int16
 }
 
 type MessageEventDomainDaily struct {
@@ -780,6 +782,7 @@ type MessageEventDomainDaily struct {
 	EventType    string
 	BounceClass  *string
 	N            int64
+	Slot         int16
 }
 
 type MessageEventDomainHourly struct {
@@ -792,6 +795,7 @@ type MessageEventDomainHourly struct {
 	EventType    string
 	BounceClass  *string
 	N            int64
+	Slot         int16
 }
 
 type MessageEventsDefault struct {

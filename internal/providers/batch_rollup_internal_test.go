@@ -22,9 +22,10 @@ import (
 // account's payloads in concurrent transactions, their events in every
 // order over the same hour, as the provider_payload jobs of a busy account
 // do. Each batch stores its events with one statement, so the rollup
-// triggers take the shared counters in one ordered sweep: the transactions
-// wait for each other and none fails with a deadlock (events stored one
-// statement at a time lock the counters in arrival order and deadlock).
+// triggers take the shared counters of their slot in one ordered sweep: the
+// transactions of one slot wait for each other and none fails with a
+// deadlock (events stored one statement at a time lock the counters in
+// arrival order and deadlock). The account's count is the sum over slots.
 func TestConcurrentBatchesOfOneAccountDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	pool, _ := dbtest.NewDB(t)

@@ -14,23 +14,25 @@ import (
 	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
-// Rebuilt is what rebuilding message-event rollups corrected: rollup rows
-// written because they were missing or wrong, and rows deleted because no
-// raw row backs them. Both are zero when the rollups were right.
+// Rebuilt is what rebuilding message-event rollups corrected, in keys (a
+// key's count is the sum of its slots' rows): keys written because their
+// sum was missing or wrong, and keys deleted because no raw row backs their
+// nonzero sum. All are zero when the rollups were right, even though the
+// rebuild folded their slots into slot 0.
 type Rebuilt struct {
 	Accounts       int
 	DomainWritten  int64
 	DomainDeleted  int64
 	AccountWritten int64
 	AccountDeleted int64
-	// DailyWritten and DailyDeleted are daily rollup rows (both tables)
+	// DailyWritten and DailyDeleted are daily rollup keys (both tables)
 	// that differed from the sums of their hours: the row triggers on the
 	// hourly tables keep them equal, so these are drifts they could not see.
 	DailyWritten int64
 	DailyDeleted int64
 }
 
-// Corrected reports whether any rollup row was wrong.
+// Corrected reports whether any rollup key was wrong.
 func (r Rebuilt) Corrected() bool {
 	return r.DomainWritten+r.DomainDeleted+r.AccountWritten+r.AccountDeleted+r.DailyWritten+r.DailyDeleted > 0
 }
@@ -47,9 +49,11 @@ func (r *Rebuilt) add(o Rebuilt) {
 
 // RebuildMessageRollups recounts an account's message-event rollups from its
 // raw rows, a UTC day per transaction (RebuildChunk), every day that has raw
-// rows or rollup rows; only the rows that differ are written. The daily
-// rollups follow the hourly rows written (their row triggers); each day's
-// daily rows are then recounted from its hours too.
+// rows or rollup rows. Each key's recount goes to slot 0 (written only when
+// it differs) and the day's rows of the other slots are deleted, so the
+// slots the writers spread a key over are folded back into one row. The
+// daily rollups follow the hourly rows written (their row triggers); each
+// day's daily rows are then recounted from its hours too.
 //
 // Each transaction first takes the account's rollup lock exclusively (an
 // advisory lock the triggers of message_events take shared for every account

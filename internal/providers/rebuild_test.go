@@ -21,15 +21,19 @@ import (
 // count, a missing row, a row no raw row backs, in both hourly tables, and
 // daily rows that differ from their hours, a day without hours included;
 // the hourly corruption reaches the daily rows through their triggers and
-// is undone the same way), rebuilds
-// one account: its rollups are right again and the other's are left alone;
-// the maintenance job then rebuilds every account, and a rebuild of right
-// rollups writes nothing.
+// is undone the same way), rebuilds one account: its rollups are right
+// again, folded into slot 0, and the other's are left alone; the counts
+// are of keys corrected, whatever the slots folded. The maintenance job
+// then rebuilds every account, and a rebuild of right rollups corrects
+// nothing.
 func TestMessageRollupsRebuild(t *testing.T) {
 	t.Parallel()
 	pool, _ := dbtest.NewDB(t)
 	ctx := context.Background()
 	w := newRollupWorld(t, pool, 7, 2)
+	for _, c := range slotConns(t, pool, 3) {
+		w.writers = append(w.writers, c)
+	}
 	w.stream(t, 30)
 	requireRollupsEqualRecount(t, pool)
 	a, b := w.providers[0].account, w.providers[3].account
@@ -67,6 +71,12 @@ func TestMessageRollupsRebuild(t *testing.T) {
 	var stillWrong int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM message_event_domain_hourly WHERE account_id = $1 AND domain = 'ghost.example'`, b).Scan(&stillWrong))
 	require.Equal(t, 1, stillWrong, "another account's rollups are not touched")
+	var striped int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM message_event_domain_hourly WHERE account_id = $1 AND slot <> 0)
+		+ (SELECT count(*) FROM message_event_account_hourly WHERE account_id = $1 AND slot <> 0)
+		+ (SELECT count(*) FROM message_event_domain_daily WHERE account_id = $1 AND slot <> 0)
+		+ (SELECT count(*) FROM message_event_account_daily WHERE account_id = $1 AND slot <> 0)`, a).Scan(&striped))
+	require.Zero(t, striped, "the rebuild folds the slots into slot 0")
 
 	worker := jobs.NewMessageRollupRebuildWorker(jobs.Deps{Pool: pool})
 	require.NoError(t, worker.Work(ctx, &river.Job[providers.RollupRebuildArgs]{JobRow: &rivertype.JobRow{}}))

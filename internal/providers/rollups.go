@@ -25,7 +25,9 @@ import (
 // its whole hours before the first and after the last midnight, and raw
 // rows only for its partial hours at either end (rollups.SplitDays), so the
 // answers are exact and a window costs its days and a few dozen hours, not
-// its events.
+// its events. The rollups are striped (schema/0038_striped_message_rollups.sql):
+// a key's count is the sum of up to eight slot rows, which the queries add
+// up, leaving out keys whose slots sum to zero.
 
 // Counts are the message events of a period that the rates read: provider-
 // suppressed messages are their own type and never count as bounces.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
@@ -34,7 +36,12 @@ type rollupProvider struct {
 // rollupWorld is a set of accounts, domains and providers fed through the
 // production path: stored payloads normalised by providers.ProcessPayloads.
 type rollupWorld struct {
-	pool      dbutil.Executor
+	pool dbutil.Executor
+	// writers are the connections the stream's transactions run on, one
+	// drawn per transaction (the pool when empty): with connections of
+	// different rollup slots, a key's count is spread over several rows,
+	// and a decrement may leave a slot's row negative.
+	writers   []dbutil.Executor
 	r         *rand.Rand
 	providers []rollupProvider
 	domains   map[uuid.UUID][]dbsqlc.Domain
@@ -153,6 +160,12 @@ func (w *rollupWorld) payload(t *testing.T, p rollupProvider) uuid.UUID {
 	if p.kind == "sendgrid" {
 		body, _ = json.Marshal(evs)
 	}
+	return w.store(t, p, body)
+}
+
+// store stores a payload of p with body and returns its id.
+func (w *rollupWorld) store(t *testing.T, p rollupProvider, body json.RawMessage) uuid.UUID {
+	t.Helper()
 	id := uuid.Must(uuid.NewV7())
 	_, err := w.pool.Exec(context.Background(), `INSERT INTO provider_payloads (id, provider_id, account_id, replay_key, body_sha256, body)
 		VALUES ($1, $2, $3, $4, '\x00', $5)`, id, p.id, p.account, id.String(), []byte(body))
@@ -166,7 +179,7 @@ func (w *rollupWorld) payload(t *testing.T, p rollupProvider) uuid.UUID {
 func (w *rollupWorld) process(t *testing.T, ids []uuid.UUID, fail bool) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := w.pool.Begin(ctx)
+	tx, err := w.writer().Begin(ctx)
 	require.NoError(t, err)
 	res, err := providers.ProcessPayloads(ctx, tx, ids, time.Now())
 	require.NoError(t, err)
@@ -176,6 +189,45 @@ func (w *rollupWorld) process(t *testing.T, ids []uuid.UUID, fail bool) {
 		return
 	}
 	require.NoError(t, tx.Commit(ctx))
+}
+
+// writer draws the connection of a transaction.
+func (w *rollupWorld) writer() dbutil.Executor {
+	if len(w.writers) == 0 {
+		return w.pool
+	}
+	return w.writers[w.r.IntN(len(w.writers))]
+}
+
+// slotConns holds n connections of pool whose rollup slots
+// (mailwatch_rollup_slot(): the backend pid modulo 8) all differ, until the
+// test ends.
+func slotConns(t *testing.T, pool *pgxpool.Pool, n int) []*pgxpool.Conn {
+	t.Helper()
+	ctx := context.Background()
+	var out, others []*pgxpool.Conn
+	seen := map[int16]bool{}
+	for len(out) < n {
+		c, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		var slot int16
+		require.NoError(t, c.QueryRow(ctx, `SELECT (pg_backend_pid() % 8)::smallint`).Scan(&slot))
+		if seen[slot] {
+			others = append(others, c)
+			continue
+		}
+		seen[slot] = true
+		out = append(out, c)
+	}
+	for _, c := range others {
+		c.Release()
+	}
+	t.Cleanup(func() {
+		for _, c := range out {
+			c.Release()
+		}
+	})
+	return out
 }
 
 // stream sends rounds batches of payloads, with failed job runs retried and
@@ -205,9 +257,9 @@ func (w *rollupWorld) stream(t *testing.T, rounds int) {
 	}
 }
 
-// requireRollupsEqualRecount compares the hourly rollup tables with a GROUP
-// BY of the raw rows, ignoring rows at zero, and the daily ones exactly (no
-// row at zero is kept there).
+// requireRollupsEqualRecount compares the sums over slots of each key of the
+// rollup tables with a GROUP BY of the raw rows, ignoring keys whose slots
+// sum to zero, and checks that no daily row at zero is kept.
 func requireRollupsEqualRecount(t *testing.T, db dbutil.Executor) {
 	t.Helper()
 	ctx := context.Background()
@@ -221,8 +273,8 @@ func requireRollupsEqualRecount(t *testing.T, db dbutil.Executor) {
 				       provider_kind, event_type, bounce_class, count(*) AS n
 				FROM message_events GROUP BY 1, 2, 3, 4, 5, 6, 7, 8),
 			rollup AS (
-				SELECT account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, n
-				FROM message_event_domain_hourly WHERE n <> 0)
+				SELECT account_id, domain, hour, domain_id, provider_id, provider_kind, event_type, bounce_class, sum(n)::bigint
+				FROM message_event_domain_hourly GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 HAVING sum(n) <> 0)
 			SELECT count(*), (SELECT count(*) FROM recount) FROM (
 				(SELECT * FROM recount EXCEPT ALL SELECT * FROM rollup)
 				UNION ALL (SELECT * FROM rollup EXCEPT ALL SELECT * FROM recount)) diff`,
@@ -232,8 +284,8 @@ func requireRollupsEqualRecount(t *testing.T, db dbutil.Executor) {
 				       bounce_class, count(*) AS n
 				FROM message_events GROUP BY 1, 2, 3, 4, 5),
 			rollup AS (
-				SELECT account_id, hour, provider_kind, event_type, bounce_class, n
-				FROM message_event_account_hourly WHERE n <> 0)
+				SELECT account_id, hour, provider_kind, event_type, bounce_class, sum(n)::bigint
+				FROM message_event_account_hourly GROUP BY 1, 2, 3, 4, 5 HAVING sum(n) <> 0)
 			SELECT count(*), (SELECT count(*) FROM recount) FROM (
 				(SELECT * FROM recount EXCEPT ALL SELECT * FROM rollup)
 				UNION ALL (SELECT * FROM rollup EXCEPT ALL SELECT * FROM recount)) diff`,
@@ -243,8 +295,8 @@ func requireRollupsEqualRecount(t *testing.T, db dbutil.Executor) {
 				       provider_kind, event_type, bounce_class, count(*) AS n
 				FROM message_events GROUP BY 1, 2, 3, 4, 5, 6, 7, 8),
 			rollup AS (
-				SELECT account_id, domain, day, domain_id, provider_id, provider_kind, event_type, bounce_class, n
-				FROM message_event_domain_daily)
+				SELECT account_id, domain, day, domain_id, provider_id, provider_kind, event_type, bounce_class, sum(n)::bigint
+				FROM message_event_domain_daily GROUP BY 1, 2, 3, 4, 5, 6, 7, 8 HAVING sum(n) <> 0)
 			SELECT count(*), (SELECT count(*) FROM recount) FROM (
 				(SELECT * FROM recount EXCEPT ALL SELECT * FROM rollup)
 				UNION ALL (SELECT * FROM rollup EXCEPT ALL SELECT * FROM recount)) diff`,
@@ -254,8 +306,8 @@ func requireRollupsEqualRecount(t *testing.T, db dbutil.Executor) {
 				       bounce_class, count(*) AS n
 				FROM message_events GROUP BY 1, 2, 3, 4, 5),
 			rollup AS (
-				SELECT account_id, day, provider_kind, event_type, bounce_class, n
-				FROM message_event_account_daily)
+				SELECT account_id, day, provider_kind, event_type, bounce_class, sum(n)::bigint
+				FROM message_event_account_daily GROUP BY 1, 2, 3, 4, 5 HAVING sum(n) <> 0)
 			SELECT count(*), (SELECT count(*) FROM recount) FROM (
 				(SELECT * FROM recount EXCEPT ALL SELECT * FROM rollup)
 				UNION ALL (SELECT * FROM rollup EXCEPT ALL SELECT * FROM recount)) diff`,
@@ -263,8 +315,12 @@ func requireRollupsEqualRecount(t *testing.T, db dbutil.Executor) {
 		var diff, rows int
 		require.NoError(t, db.QueryRow(ctx, sql).Scan(&diff, &rows))
 		require.NotZero(t, rows, name)
-		require.Zero(t, diff, "%s rollup rows that differ from a recount of the raw rows", name)
+		require.Zero(t, diff, "%s rollup keys that differ from a recount of the raw rows", name)
 	}
+	var zeros int
+	require.NoError(t, db.QueryRow(ctx, `SELECT (SELECT count(*) FROM message_event_domain_daily WHERE n = 0)
+		+ (SELECT count(*) FROM message_event_account_daily WHERE n = 0)`).Scan(&zeros))
+	require.Zero(t, zeros, "daily rows at zero are deleted")
 }
 
 // TestMessageRollupsEqualRecount feeds a randomized stream of provider
@@ -274,7 +330,10 @@ func requireRollupsEqualRecount(t *testing.T, db dbutil.Executor) {
 // jobs run again, payloads re-run and events re-sent by providers; then
 // deletes a domain (its events' domain_id set to NULL), a provider, an
 // account, some raw rows, and prunes payloads (payload_id set to NULL).
-// After each stage both rollup tables equal a recount of the raw rows, and
+// The transactions run on connections of three rollup slots, so keys are
+// counted over several rows and decrements land in other slots than the
+// increments. After each stage the rollup tables' sums over slots equal a
+// recount of the raw rows, and
 // every reader answers what raw rows say for windows that do not fall on
 // hours.
 func TestMessageRollupsEqualRecount(t *testing.T) {
@@ -282,7 +341,14 @@ func TestMessageRollupsEqualRecount(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	ctx := context.Background()
 	w := newRollupWorld(t, pool, 26, 4)
+	for _, c := range slotConns(t, pool, 3) {
+		w.writers = append(w.writers, c)
+	}
 	w.stream(t, 150)
+	var striped int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM message_event_account_hourly
+		GROUP BY account_id, hour, provider_kind, event_type, bounce_class HAVING count(*) > 1) k`).Scan(&striped))
+	require.NotZero(t, striped, "keys counted in several slots")
 	requireRollupsEqualRecount(t, pool)
 	var dups int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM provider_payloads WHERE events < (
@@ -299,7 +365,7 @@ func TestMessageRollupsEqualRecount(t *testing.T) {
 	})
 	exec := func(sql string, args ...any) int64 {
 		t.Helper()
-		tag, err := pool.Exec(ctx, sql, args...)
+		tag, err := w.writer().Exec(ctx, sql, args...)
 		require.NoError(t, err)
 		return tag.RowsAffected()
 	}
@@ -428,4 +494,51 @@ func rawCounts(t *testing.T, db dbutil.Executor, cond string, args ...any) provi
 		       count(*) FILTER (WHERE event_type = 'complained')
 		FROM message_events WHERE `+cond, args...).Scan(&c.Sent, &c.Delivered, &c.Bounced, &c.HardBounced, &c.Complained))
 	return c
+}
+
+// TestMessageRollupWritersOfOneHourDoNotWait normalises a payload of one
+// account in a transaction left open, then another payload of the same
+// account, provider, outcome and hour on a connection of another rollup
+// slot: the second transaction adds to its own slot's counters and commits
+// while the first still holds its own (with one row per key it waited for
+// the first's commit, and its lock_timeout ends that wait with an error).
+// Both events are counted once both committed.
+func TestMessageRollupWritersOfOneHourDoNotWait(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDB(t)
+	ctx := context.Background()
+	w := newRollupWorld(t, pool, 3, 1)
+	p := w.providers[0] // SendGrid, linked to one domain
+	hour := time.Now().UTC().Truncate(time.Hour).Unix()
+	payload := func(id string) uuid.UUID {
+		body, _ := json.Marshal([]map[string]any{{"email": "r@rcpt.example", "event": "delivered",
+			"timestamp": hour + 60, "sg_event_id": id, "sg_message_id": "m" + id}})
+		return w.store(t, p, body)
+	}
+	conns := slotConns(t, pool, 2)
+
+	first, err := conns[0].Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = first.Rollback(ctx) }()
+	_, err = providers.ProcessPayloads(ctx, first, []uuid.UUID{payload("first")}, time.Now())
+	require.NoError(t, err)
+
+	_, err = conns[1].Exec(ctx, `SET lock_timeout = '2s'`)
+	require.NoError(t, err)
+	second := payload("second")
+	require.NoError(t, dbutil.WithTx(ctx, conns[1], func(ctx context.Context, tx pgx.Tx) error {
+		res, err := providers.ProcessPayloads(ctx, tx, []uuid.UUID{second}, time.Now())
+		if err == nil && len(res.Failures) > 0 {
+			err = fmt.Errorf("payload failed: %+v", res.Failures)
+		}
+		return err
+	}), "the second writer of the hour commits while the first is open")
+	_, err = conns[1].Exec(ctx, `RESET lock_timeout`)
+	require.NoError(t, err)
+
+	require.NoError(t, first.Commit(ctx))
+	requireRollupsEqualRecount(t, pool)
+	c, err := providers.AccountCounts(ctx, pool, p.account, time.Unix(hour, 0).Add(-24*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, providers.Counts{Delivered: 2}, c)
 }
