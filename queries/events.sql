@@ -55,7 +55,8 @@ WHERE account_id = @account_id::uuid AND severity = 'critical' AND acknowledged_
 -- head_hours_to), [tail_hours_from, tail_hours_to)) from the hourly ones,
 -- its partial hours at either end ([head_from, head_to), [tail_from,
 -- tail_to), each under an hour) from raw rows. internal/events/counts.go
--- reads it.
+-- reads it. The counters' slots (schema/0039) are summed with the rest; a
+-- key whose sum is zero is left out.
 SELECT day, event_type, severity, sum(events)::bigint AS events
 FROM (
     SELECT d.day, d.event_type, d.severity, d.events
@@ -80,13 +81,15 @@ FROM (
       AND e.created_at >= @tail_from::timestamptz AND e.created_at < @tail_to::timestamptz
 ) counted
 GROUP BY day, event_type, severity
+HAVING sum(events) <> 0
 ORDER BY day, event_type, severity;
 
 -- name: EventRollupRebuild :one
 -- Recomputes one account's hourly counters from its raw rows and its daily
--- counters from those (see event_counts_hourly_rebuild in
--- schema/0030_event_rollups.sql and 0036_event_daily_rollups.sql for the
--- locks); returns how many counters it corrected.
+-- counters from those, into slot 0 (see event_counts_hourly_rebuild in
+-- schema/0030_event_rollups.sql, 0036_event_daily_rollups.sql and
+-- 0039_striped_event_counts.sql for the locks); returns how many keys it
+-- corrected.
 SELECT event_counts_hourly_rebuild(@account_id::uuid)::bigint AS corrected;
 
 -- name: EventRollupAccountsAfter :many

@@ -49,11 +49,15 @@ RETURNING *;
 -- Accounts with non-critical events in [from, to), a verified address and
 -- no digest for the day yet. from and to are whole UTC hours (a day), so
 -- the hourly event counters answer exactly, without a day of raw events.
+-- A key's count is the sum of its slots (schema/0039): one whose slots
+-- cancel out counts no event.
 SELECT DISTINCT a.account_id FROM notification_addresses a
 WHERE a.verified_at IS NOT NULL
   AND EXISTS (SELECT 1 FROM event_counts_hourly c
               WHERE c.account_id = a.account_id AND c.hour >= @from_at::timestamptz AND c.hour < @to_at::timestamptz
-                AND c.severity <> 'critical')
+                AND c.severity <> 'critical'
+              GROUP BY c.hour, c.event_type, c.severity
+              HAVING sum(c.events) <> 0)
   AND NOT EXISTS (SELECT 1 FROM notification_digests d WHERE d.account_id = a.account_id AND d.day = @day::date);
 
 -- name: NotificationDigestEvents :many

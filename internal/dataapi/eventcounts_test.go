@@ -47,3 +47,22 @@ func TestEventDailyCounts(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []map[string]any{{"events": float64(1)}}, rowsOf(t, res))
 }
+
+// TestEventDailyCountsSumSlots reads event_daily_counts over striped daily
+// rows (schema/0039_striped_event_counts.sql): a key counted in two slots
+// is one row with their sum, and a key whose slots cancel out is not
+// listed.
+func TestEventDailyCountsSumSlots(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Tx(t)
+	alice := seed(t, db, 0)
+	seed(t, db, 0)
+	_, err := db.Exec(context.Background(), `INSERT INTO event_counts_daily (account_id, day, event_type, severity, slot, events)
+		VALUES ($1, '2026-01-02', 'bounce_spike', 'warning', 1, 2), ($1, '2026-01-02', 'bounce_spike', 'warning', 5, 3),
+		       ($1, '2026-01-03', 'bounce_spike', 'warning', 1, 4), ($1, '2026-01-03', 'bounce_spike', 'warning', 5, -4)`, alice.id)
+	require.NoError(t, err)
+	res, err := run(t, &Runner{DB: db, MaxRows: 10}, alice, "event_daily_counts", "select=day,events&day=lt.2026-01-10&order=day",
+		false, false)
+	require.NoError(t, err)
+	require.Equal(t, []map[string]any{{"day": "2026-01-02", "events": float64(5)}}, rowsOf(t, res))
+}

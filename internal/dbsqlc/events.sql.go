@@ -162,6 +162,7 @@ FROM (
       AND e.created_at >= $10::timestamptz AND e.created_at < $11::timestamptz
 ) counted
 GROUP BY day, event_type, severity
+HAVING sum(events) <> 0
 ORDER BY day, event_type, severity
 `
 
@@ -193,7 +194,8 @@ type EventCountsByDayRow struct {
 // head_hours_to), [tail_hours_from, tail_hours_to)) from the hourly ones,
 // its partial hours at either end ([head_from, head_to), [tail_from,
 // tail_to), each under an hour) from raw rows. internal/events/counts.go
-// reads it.
+// reads it. The counters' slots (schema/0039) are summed with the rest; a
+// key whose sum is zero is left out.
 func (q *Queries) EventCountsByDay(ctx context.Context, db DBTX, arg EventCountsByDayParams) ([]EventCountsByDayRow, error) {
 	rows, err := db.Query(ctx, eventCountsByDay,
 		arg.AccountID,
@@ -424,9 +426,10 @@ SELECT event_counts_hourly_rebuild($1::uuid)::bigint AS corrected
 `
 
 // Recomputes one account's hourly counters from its raw rows and its daily
-// counters from those (see event_counts_hourly_rebuild in
-// schema/0030_event_rollups.sql and 0036_event_daily_rollups.sql for the
-// locks); returns how many counters it corrected.
+// counters from those, into slot 0 (see event_counts_hourly_rebuild in
+// schema/0030_event_rollups.sql, 0036_event_daily_rollups.sql and
+// 0039_striped_event_counts.sql for the locks); returns how many keys it
+// corrected.
 func (q *Queries) EventRollupRebuild(ctx context.Context, db DBTX, accountID uuid.UUID) (int64, error) {
 	row := db.QueryRow(ctx, eventRollupRebuild, accountID)
 	var corrected int64

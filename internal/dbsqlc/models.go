@@ -665,6 +665,7 @@ type EventCountsDaily struct {
 	EventType string
 	Severity  string
 	Events    int64
+	Slot      int16
 }
 
 type EventCountsHourly struct {
@@ -673,6 +674,7 @@ type EventCountsHourly struct {
 	EventType string
 	Severity  string
 	Events    int64
+	Slot      int16
 }
 
 type EventSubscription struct {

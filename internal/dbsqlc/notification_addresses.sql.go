@@ -312,7 +312,9 @@ SELECT DISTINCT a.account_id FROM notification_addresses a
 WHERE a.verified_at IS NOT NULL
   AND EXISTS (SELECT 1 FROM event_counts_hourly c
               WHERE c.account_id = a.account_id AND c.hour >= $1::timestamptz AND c.hour < $2::timestamptz
-                AND c.severity <> 'critical')
+                AND c.severity <> 'critical'
+              GROUP BY c.hour, c.event_type, c.severity
+              HAVING sum(c.events) <> 0)
   AND NOT EXISTS (SELECT 1 FROM notification_digests d WHERE d.account_id = a.account_id AND d.day = $3::date)
 `
 
@@ -325,6 +327,8 @@ type NotificationDigestAccountsParams struct {
 // Accounts with non-critical events in [from, to), a verified address and
 // no digest for the day yet. from and to are whole UTC hours (a day), so
 // the hourly event counters answer exactly, without a day of raw events.
+// A key's count is the sum of its slots (schema/0039): one whose slots
+// cancel out counts no event.
 func (q *Queries) NotificationDigestAccounts(ctx context.Context, db DBTX, arg NotificationDigestAccountsParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, notificationDigestAccounts, arg.FromAt, arg.ToAt, arg.Day)
 	if err != nil {

@@ -28,8 +28,8 @@ import (
 	"github.com/mailwatch/mailwatch/jobs"
 )
 
-// counter is one row of event_counts_hourly, or of the same grouping
-// recounted from raw rows.
+// counter is one key of event_counts_hourly, its events the sum of the
+// key's slots, or of the same grouping recounted from raw rows.
 type counter struct {
 	Account  uuid.UUID
 	Hour     time.Time
@@ -52,9 +52,11 @@ func collectCounters(t *testing.T, db dbutil.Executor, sql string) []counter {
 	return out
 }
 
+// rollupCounters sums event_counts_hourly's slots per key, leaving out the
+// keys whose slots cancel out.
 func rollupCounters(t *testing.T, db dbutil.Executor) []counter {
-	return collectCounters(t, db, `SELECT account_id, hour, event_type, severity, events FROM event_counts_hourly
-		ORDER BY account_id, hour, event_type, severity`)
+	return collectCounters(t, db, `SELECT account_id, hour, event_type, severity, sum(events)::bigint
+		FROM event_counts_hourly GROUP BY 1, 2, 3, 4 HAVING sum(events) <> 0 ORDER BY 1, 2, 3, 4`)
 }
 
 func recountCounters(t *testing.T, db dbutil.Executor) []counter {
@@ -62,10 +64,12 @@ func recountCounters(t *testing.T, db dbutil.Executor) []counter {
 		FROM events GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`)
 }
 
-// dailyCounters reads event_counts_daily, a day as its midnight in Hour.
+// dailyCounters sums event_counts_daily's slots per key, a day as its
+// midnight in Hour.
 func dailyCounters(t *testing.T, db dbutil.Executor) []counter {
-	return collectCounters(t, db, `SELECT account_id, day::timestamp AT TIME ZONE 'UTC', event_type, severity, events
-		FROM event_counts_daily ORDER BY account_id, day, event_type, severity`)
+	return collectCounters(t, db, `SELECT account_id, day::timestamp AT TIME ZONE 'UTC', event_type, severity,
+			sum(events)::bigint
+		FROM event_counts_daily GROUP BY 1, 2, 3, 4 HAVING sum(events) <> 0 ORDER BY 1, 2, 3, 4`)
 }
 
 func recountDaily(t *testing.T, db dbutil.Executor) []counter {
@@ -73,15 +77,19 @@ func recountDaily(t *testing.T, db dbutil.Executor) []counter {
 		FROM events GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4`)
 }
 
-// requireRollupsEqualRecount: every hourly and every daily counter equals
-// a GROUP BY of the raw rows, and no counter exists without rows (none at
-// zero).
+// requireRollupsEqualRecount: every hourly and every daily key's sum over
+// its slots equals a GROUP BY of the raw rows, no key without rows has a
+// nonzero sum, and no slot's row is at zero.
 func requireRollupsEqualRecount(t *testing.T, db dbutil.Executor, msg string) {
 	t.Helper()
 	want := recountCounters(t, db)
 	require.NotEmpty(t, want, msg)
 	require.Equal(t, want, rollupCounters(t, db), msg)
 	require.Equal(t, recountDaily(t, db), dailyCounters(t, db), "daily counters "+msg)
+	var zero int
+	require.NoError(t, db.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM event_counts_hourly WHERE events = 0)
+		+ (SELECT count(*) FROM event_counts_daily WHERE events = 0)`).Scan(&zero))
+	require.Zero(t, zero, "rows at zero "+msg)
 }
 
 // rollupEmit is one event a rollupEmitArgs job emits.
@@ -727,4 +735,95 @@ func TestEventCountsReadWholeDays(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want[1].Events, vol[0].Total())
 	require.Equal(t, want[2].Events, vol[1].Total())
+}
+
+// slotConns returns n connections of the pool whose rollup slots
+// (pg_backend_pid() % 8, schema/0038) differ, released when t ends.
+func slotConns(t *testing.T, pool *pgxpool.Pool, n int) []*pgxpool.Conn {
+	t.Helper()
+	ctx := context.Background()
+	var out, others []*pgxpool.Conn
+	seen := map[int16]bool{}
+	for len(out) < n {
+		c, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		var slot int16
+		require.NoError(t, c.QueryRow(ctx, `SELECT (pg_backend_pid() % 8)::smallint`).Scan(&slot))
+		if seen[slot] {
+			others = append(others, c)
+			continue
+		}
+		seen[slot] = true
+		out = append(out, c)
+	}
+	for _, c := range others {
+		c.Release()
+	}
+	t.Cleanup(func() {
+		for _, c := range out {
+			c.Release()
+		}
+	})
+	return out
+}
+
+// TestEventCountWritersOfOneHourDoNotWait: two transactions on connections
+// of different slots emit an event of one account, type, severity and hour
+// while both are open: the second commits without waiting for the first's
+// counter rows (with one row per key it waited for the first's commit and
+// hit its lock_timeout). Then a writer of a third slot deletes the second
+// event, leaving a negative slot row: the sums stay exact, and a rebuild
+// folds the slots without a key to correct.
+func TestEventCountWritersOfOneHourDoNotWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewDB(t)
+	em := newEmitter(t)
+	account := testfactory.Account(t, pool)
+	at := time.Date(2026, 4, 1, 10, 1, 0, 0, time.UTC)
+	ex, _ := events.Lookup(events.TypeDMARCReportReceived)
+	emit := func(tx pgx.Tx) uuid.UUID {
+		row, err := em.Emit(ctx, tx, events.Event{AccountID: account, Type: ex.Name, Payload: ex.Example, At: at})
+		require.NoError(t, err)
+		return row.ID
+	}
+	conns := slotConns(t, pool, 3)
+
+	first, err := conns[0].Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = first.Rollback(ctx) }()
+	emit(first)
+
+	_, err = conns[1].Exec(ctx, `SET lock_timeout = '2s'`)
+	require.NoError(t, err)
+	var second uuid.UUID
+	require.NoError(t, dbutil.WithTx(ctx, conns[1], func(ctx context.Context, tx pgx.Tx) error {
+		second = emit(tx)
+		return nil
+	}), "the second writer of the hour commits while the first is open")
+	_, err = conns[1].Exec(ctx, `RESET lock_timeout`)
+	require.NoError(t, err)
+	require.NoError(t, first.Commit(ctx))
+	requireRollupsEqualRecount(t, pool, "after both writers")
+
+	_, err = conns[2].Exec(ctx, `DELETE FROM events WHERE id = $1`, second)
+	require.NoError(t, err)
+	requireRollupsEqualRecount(t, pool, "after a delete from another slot")
+	var negative int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM event_counts_hourly WHERE events < 0)
+		+ (SELECT count(*) FROM event_counts_daily WHERE events < 0)`).Scan(&negative))
+	require.Equal(t, 2, negative, "the deleting slot's hourly and daily rows")
+	got, err := events.CountByDay(ctx, pool, account, at.Add(-time.Hour), at.Add(time.Hour))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.EqualValues(t, 1, got[0].Events)
+
+	n, err := events.RebuildRollups(ctx, pool, account)
+	require.NoError(t, err)
+	require.Zero(t, n, "the sums were right")
+	var rows int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM event_counts_hourly WHERE slot <> 0)
+		+ (SELECT count(*) FROM event_counts_daily WHERE slot <> 0)`).Scan(&rows))
+	require.Zero(t, rows, "the rebuild folds the slots into slot 0")
+	requireRollupsEqualRecount(t, pool, "after the rebuild")
 }
