@@ -38,7 +38,7 @@ var restObjects = map[string]struct {
 	"received_reports":     {[]any{api.ReceivedReport{}}, []string{"raw_kept", "job_id"}},
 	"dmarc_reports":        {[]any{api.DMARCReportSummary{}}, nil},
 	"dmarc_records":        {[]any{api.DMARCRecord{}}, nil},
-	"dmarc_sources":        {[]any{reports.Source{}}, []string{"name", "type", "known", "base_domain", "category", "dmarc_pass_rate", "dkim_aligned_rate", "spf_aligned_rate"}},
+	"dmarc_sources":        {[]any{reports.Source{}}, []string{"name", "type", "known", "base_domain", "category", "dmarc_pass_rate", "dkim_aligned_rate", "spf_aligned_rate", "ip_count"}},
 	"tls_reports":          {[]any{api.TLSReportSummary{}}, nil},
 	"dns_connections":      {[]any{api.DNSProvider{}}, []string{"links"}}, // dns_connection_links
 	"dns_connection_links": {[]any{api.DNSProviderLink{}}, nil},
