@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
@@ -55,7 +54,7 @@ func TestMessageEventRetention(t *testing.T) {
 	}
 	// The events are stored on two connections of different rollup slots
 	// (the backend pid modulo 8): the rollups count them in both.
-	writers, stored := slotConns(t, pool), 0
+	writers, stored := dbtest.SlotConns(t, pool, 2), 0
 	event := func(acct uuid.UUID, at time.Time) string {
 		id := uuid.NewString()
 		stored++
@@ -141,29 +140,3 @@ const (
 		 EXCEPT ALL SELECT account_id, (occurred_at AT TIME ZONE 'UTC')::date, provider_kind, event_type, bounce_class,
 		        count(*) FROM message_events GROUP BY 1, 2, 3, 4, 5)) d`
 )
-
-// slotConns holds two connections of pool of different rollup slots
-// (schema/0038_striped_message_rollups.sql) until the test ends.
-func slotConns(t *testing.T, pool *pgxpool.Pool) [2]*pgxpool.Conn {
-	t.Helper()
-	ctx := context.Background()
-	var out [2]*pgxpool.Conn
-	var slots [2]int16
-	var others []*pgxpool.Conn
-	for n := 0; n < 2; {
-		c, err := pool.Acquire(ctx)
-		require.NoError(t, err)
-		require.NoError(t, c.QueryRow(ctx, `SELECT mailwatch_rollup_slot()`).Scan(&slots[n]))
-		if n == 1 && slots[1] == slots[0] {
-			others = append(others, c)
-			continue
-		}
-		out[n] = c
-		n++
-	}
-	for _, c := range others {
-		c.Release()
-	}
-	t.Cleanup(func() { out[0].Release(); out[1].Release() })
-	return out
-}

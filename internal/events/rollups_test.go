@@ -759,36 +759,6 @@ func TestEventCountsReadWholeDays(t *testing.T) {
 	require.Equal(t, want[2].Events, vol[1].Total())
 }
 
-// slotConns returns n connections of the pool whose rollup slots
-// (pg_backend_pid() % 8, schema/0038) differ, released when t ends.
-func slotConns(t *testing.T, pool *pgxpool.Pool, n int) []*pgxpool.Conn {
-	t.Helper()
-	ctx := context.Background()
-	var out, others []*pgxpool.Conn
-	seen := map[int16]bool{}
-	for len(out) < n {
-		c, err := pool.Acquire(ctx)
-		require.NoError(t, err)
-		var slot int16
-		require.NoError(t, c.QueryRow(ctx, `SELECT (pg_backend_pid() % 8)::smallint`).Scan(&slot))
-		if seen[slot] {
-			others = append(others, c)
-			continue
-		}
-		seen[slot] = true
-		out = append(out, c)
-	}
-	for _, c := range others {
-		c.Release()
-	}
-	t.Cleanup(func() {
-		for _, c := range out {
-			c.Release()
-		}
-	})
-	return out
-}
-
 // TestEventCountWritersOfOneHourDoNotWait: two transactions on connections
 // of different slots emit an event of one account, type, severity and hour
 // while both are open: the second commits without waiting for the first's
@@ -809,7 +779,7 @@ func TestEventCountWritersOfOneHourDoNotWait(t *testing.T) {
 		require.NoError(t, err)
 		return row.ID
 	}
-	conns := slotConns(t, pool, 3)
+	conns := dbtest.SlotConns(t, pool, 3)
 
 	first, err := conns[0].Begin(ctx)
 	require.NoError(t, err)

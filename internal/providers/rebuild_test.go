@@ -31,7 +31,7 @@ func TestMessageRollupsRebuild(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	ctx := context.Background()
 	w := newRollupWorld(t, pool, 7, 2)
-	for _, c := range slotConns(t, pool, 3) {
+	for _, c := range dbtest.SlotConns(t, pool, 3) {
 		w.writers = append(w.writers, c)
 	}
 	w.stream(t, 30)

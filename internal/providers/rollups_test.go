@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
@@ -199,37 +198,6 @@ func (w *rollupWorld) writer() dbutil.Executor {
 	return w.writers[w.r.IntN(len(w.writers))]
 }
 
-// slotConns holds n connections of pool whose rollup slots
-// (mailwatch_rollup_slot(): the backend pid modulo 8) all differ, until the
-// test ends.
-func slotConns(t *testing.T, pool *pgxpool.Pool, n int) []*pgxpool.Conn {
-	t.Helper()
-	ctx := context.Background()
-	var out, others []*pgxpool.Conn
-	seen := map[int16]bool{}
-	for len(out) < n {
-		c, err := pool.Acquire(ctx)
-		require.NoError(t, err)
-		var slot int16
-		require.NoError(t, c.QueryRow(ctx, `SELECT (pg_backend_pid() % 8)::smallint`).Scan(&slot))
-		if seen[slot] {
-			others = append(others, c)
-			continue
-		}
-		seen[slot] = true
-		out = append(out, c)
-	}
-	for _, c := range others {
-		c.Release()
-	}
-	t.Cleanup(func() {
-		for _, c := range out {
-			c.Release()
-		}
-	})
-	return out
-}
-
 // stream sends rounds batches of payloads, with failed job runs retried and
 // payloads normalised again.
 func (w *rollupWorld) stream(t *testing.T, rounds int) {
@@ -341,7 +309,7 @@ func TestMessageRollupsEqualRecount(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	ctx := context.Background()
 	w := newRollupWorld(t, pool, 26, 4)
-	for _, c := range slotConns(t, pool, 3) {
+	for _, c := range dbtest.SlotConns(t, pool, 3) {
 		w.writers = append(w.writers, c)
 	}
 	w.stream(t, 150)
@@ -515,7 +483,7 @@ func TestMessageRollupWritersOfOneHourDoNotWait(t *testing.T) {
 			"timestamp": hour + 60, "sg_event_id": id, "sg_message_id": "m" + id}})
 		return w.store(t, p, body)
 	}
-	conns := slotConns(t, pool, 2)
+	conns := dbtest.SlotConns(t, pool, 2)
 
 	first, err := conns[0].Begin(ctx)
 	require.NoError(t, err)
