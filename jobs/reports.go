@@ -188,17 +188,13 @@ func reportService(deps Deps) *reports.Service {
 	svc := reports.NewService(deps.Pool, deps.Keyring, deps.Settings.InboundDomain)
 	svc.Resolver, svc.Logger, svc.Now = deps.Resolver, deps.Logger, deps.Now
 	// A new aggregate report moves the DMARC pass rate that caps the
-	// health score: recompute it; and its sources summary, once the
-	// burst it came with is stored.
+	// health score: recompute it.
 	svc.AfterAggregate = func(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error {
 		client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 		if err != nil {
 			return nil // outside a worker (tests, tools): nothing to queue with
 		}
-		if _, err = client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil); err != nil {
-			return err
-		}
-		_, err = client.InsertTx(ctx, tx, reports.SummaryArgs{DomainID: domainID}, reports.SummarySoon(deps.Now()))
+		_, err = client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil)
 		return err
 	}
 	return svc

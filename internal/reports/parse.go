@@ -282,6 +282,9 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 		return Outcome{}, err
 	}
 
+	if err := s.queueSummary(ctx, tx, msg.DomainID); err != nil {
+		return Outcome{}, err
+	}
 	if s.AfterAggregate != nil {
 		if err := s.AfterAggregate(ctx, tx, msg.DomainID); err != nil {
 			return Outcome{}, err

@@ -2,9 +2,11 @@ package reports
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -35,12 +37,30 @@ func (SummaryArgs) InsertOpts() river.InsertOpts {
 	}}}
 }
 
-// SummarySoon is how a writer of a domain's reports queues its summary:
+// summarySoon is how a writer of a domain's reports queues its summary:
 // SummaryDelay after now, unless one is already waiting.
-func SummarySoon(now time.Time) *river.InsertOpts {
+func summarySoon(now time.Time) *river.InsertOpts {
 	opts := SummaryArgs{}.InsertOpts()
 	opts.ScheduledAt = now.Add(SummaryDelay)
 	return &opts
+}
+
+// queueSummary queues the domain's summary in the transaction that
+// changed its daily rows, with the River client of the service or of the
+// worker running the parse; without either (tests, tools) there is nothing
+// to queue with and the first read computes it.
+func (s *Service) queueSummary(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error {
+	client := s.River
+	if client == nil {
+		var err error
+		if client, err = river.ClientFromContextSafely[pgx.Tx](ctx); err != nil {
+			return nil
+		}
+	}
+	if _, err := client.InsertTx(ctx, tx, SummaryArgs{DomainID: domainID}, summarySoon(s.now())); err != nil {
+		return fmt.Errorf("error queueing the sources summary: %w", err)
+	}
+	return nil
 }
 
 // Warm computes the domain's sources summary of the readiness window
