@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
@@ -287,8 +288,10 @@ func requireRollupsEqualRecount(t *testing.T, db dbutil.Executor) {
 	}
 	var zeros int
 	require.NoError(t, db.QueryRow(ctx, `SELECT (SELECT count(*) FROM message_event_domain_daily WHERE n = 0)
-		+ (SELECT count(*) FROM message_event_account_daily WHERE n = 0)`).Scan(&zeros))
-	require.Zero(t, zeros, "daily rows at zero are deleted")
+		+ (SELECT count(*) FROM message_event_account_daily WHERE n = 0)
+		+ (SELECT count(*) FROM message_event_domain_hourly WHERE n = 0)
+		+ (SELECT count(*) FROM message_event_account_hourly WHERE n = 0)`).Scan(&zeros))
+	require.Zero(t, zeros, "rollup rows at zero are deleted")
 }
 
 // TestMessageRollupsEqualRecount feeds a randomized stream of provider
@@ -509,4 +512,46 @@ func TestMessageRollupWritersOfOneHourDoNotWait(t *testing.T) {
 	c, err := providers.AccountCounts(ctx, pool, p.account, time.Unix(hour, 0).Add(-24*time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, providers.Counts{Delivered: 2}, c)
+}
+
+// TestMessageRollupRowBackAtZeroIsDeleted: an event counted in one slot
+// and deleted by a writer of another leaves that other slot's hourly rows
+// at -1; the same writer's next event of the key brings them to zero, and
+// the insert trigger deletes them (schema 0040) instead of keeping rows no
+// raw event explains.
+func TestMessageRollupRowBackAtZeroIsDeleted(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDB(t)
+	ctx := context.Background()
+	w := newRollupWorld(t, pool, 3, 1)
+	p := w.providers[0]
+	hour := time.Now().UTC().Truncate(time.Hour).Unix()
+	process := func(conn *pgxpool.Conn, id string) {
+		t.Helper()
+		body, _ := json.Marshal([]map[string]any{{"email": "r@rcpt.example", "event": "delivered",
+			"timestamp": hour + 60, "sg_event_id": id, "sg_message_id": "m" + id}})
+		payload := w.store(t, p, body)
+		require.NoError(t, dbutil.WithTx(ctx, conn, func(ctx context.Context, tx pgx.Tx) error {
+			res, err := providers.ProcessPayloads(ctx, tx, []uuid.UUID{payload}, time.Now())
+			if err == nil && len(res.Failures) > 0 {
+				err = fmt.Errorf("payload failed: %+v", res.Failures)
+			}
+			return err
+		}))
+	}
+	conns := dbtest.SlotConns(t, pool, 2)
+	process(conns[0], "first")
+	_, err := conns[1].Exec(ctx, `DELETE FROM message_events WHERE account_id = $1`, p.account)
+	require.NoError(t, err)
+	var negative int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM message_event_account_hourly WHERE account_id = $1 AND n < 0`,
+		p.account).Scan(&negative))
+	require.Equal(t, 1, negative, "the deleting writer's slot holds -1")
+
+	process(conns[1], "second")
+	requireRollupsEqualRecount(t, pool)
+	var rows int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM message_event_account_hourly WHERE account_id = $1)
+		+ (SELECT count(*) FROM message_event_domain_hourly WHERE account_id = $1)`, p.account).Scan(&rows))
+	require.Equal(t, 2, rows, "one hourly row per table: the first writer's +1; the second writer's row went at zero")
 }
