@@ -54,6 +54,17 @@ WHERE id = @id::uuid;
 -- The scheduler pages through every domain.
 SELECT id FROM domains WHERE id > @after::uuid ORDER BY id LIMIT @max_rows::int;
 
+-- name: DomainLowestScored :many
+-- The account's domains by health for the dashboard's overview: the lowest
+-- score first, domains never scored after every scored one, then by name.
+-- An account's domains are bounded by its plan, so the top-N sort reads the
+-- account's rows of (account_id, name) and keeps @max_rows of them.
+SELECT name, score, checked_at
+FROM domains
+WHERE account_id = @account_id::uuid
+ORDER BY score ASC NULLS LAST, name
+LIMIT @max_rows::int;
+
 -- name: DomainDashboard :one
 SELECT count(*) AS total,
        count(score) AS scored,

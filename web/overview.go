@@ -2,16 +2,20 @@ package web
 
 import (
 	"net/http"
-	"sort"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/domains"
 )
+
+// overviewDomains is how many domains the overview ranks by health; the
+// domains page lists them all.
+const overviewDomains = 10
 
 type overviewData struct {
 	Summary *api.DashboardSummary
-	Domains []api.Domain
+	Domains []domains.Ranked
 	Alerts  []api.Alert
 	Failing []api.Delivery
 }
@@ -22,17 +26,7 @@ func (h *Dashboard) webOverview(c *fiber.Ctx) error {
 		return h.pageError(c, err)
 	}
 	d := overviewData{Summary: sum}
-	if doms, err := h.ops.ListDomains.Call(c.UserContext(), callerOf(c), &api.ListDomainsRequest{}); err == nil {
-		// By health: the lowest score first, domains not scored yet last.
-		d.Domains = *doms
-		sort.SliceStable(d.Domains, func(i, j int) bool {
-			a, b := d.Domains[i].Score, d.Domains[j].Score
-			if a == nil || b == nil {
-				return b == nil && a != nil
-			}
-			return *a < *b
-		})
-	} else {
+	if d.Domains, err = domains.Lowest(c.UserContext(), h.deps.DB, callerOf(c).AccountID, overviewDomains); err != nil {
 		return h.pageError(c, err)
 	}
 	no, limit := false, 10

@@ -403,6 +403,49 @@ func (q *Queries) DomainList(ctx context.Context, db DBTX, arg DomainListParams)
 	return items, nil
 }
 
+const domainLowestScored = `-- name: DomainLowestScored :many
+SELECT name, score, checked_at
+FROM domains
+WHERE account_id = $1::uuid
+ORDER BY score ASC NULLS LAST, name
+LIMIT $2::int
+`
+
+type DomainLowestScoredParams struct {
+	AccountID uuid.UUID
+	MaxRows   int32
+}
+
+type DomainLowestScoredRow struct {
+	Name      string
+	Score     *int32
+	CheckedAt *time.Time
+}
+
+// The account's domains by health for the dashboard's overview: the lowest
+// score first, domains never scored after every scored one, then by name.
+// An account's domains are bounded by its plan, so the top-N sort reads the
+// account's rows of (account_id, name) and keeps @max_rows of them.
+func (q *Queries) DomainLowestScored(ctx context.Context, db DBTX, arg DomainLowestScoredParams) ([]DomainLowestScoredRow, error) {
+	rows, err := db.Query(ctx, domainLowestScored, arg.AccountID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DomainLowestScoredRow
+	for rows.Next() {
+		var i DomainLowestScoredRow
+		if err := rows.Scan(&i.Name, &i.Score, &i.CheckedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const domainStoreCheck = `-- name: DomainStoreCheck :exec
 UPDATE domains
 SET checked_at = $1::timestamptz,

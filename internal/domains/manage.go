@@ -234,6 +234,35 @@ func History(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, limit int)
 	return out, nil
 }
 
+// Ranked is a domain's place in the account's health ranking.
+type Ranked struct {
+	Name      string
+	Score     *int
+	CheckedAt *time.Time
+}
+
+// Lowest lists up to n of the account's domains by health: the lowest
+// score first, domains never scored after the scored ones, then by name.
+func Lowest(ctx context.Context, db dbsqlc.DBTX, accountID uuid.UUID, n int) ([]Ranked, error) {
+	rows, err := dbsqlc.New().DomainLowestScored(ctx, db, dbsqlc.DomainLowestScoredParams{AccountID: accountID, MaxRows: int32(n)})
+	if err != nil {
+		return nil, fmt.Errorf("ranking domains: %w", err)
+	}
+	out := make([]Ranked, len(rows))
+	for i, r := range rows {
+		out[i].Name = r.Name
+		if r.Score != nil {
+			score := int(*r.Score)
+			out[i].Score = &score
+		}
+		if r.CheckedAt != nil {
+			at := r.CheckedAt.UTC()
+			out[i].CheckedAt = &at
+		}
+	}
+	return out, nil
+}
+
 // Summary counts the account's domains for the dashboard: all, those at
 // risk (score below AtRiskBelow) and the scored ones with their average.
 func Summary(ctx context.Context, db dbsqlc.DBTX, accountID uuid.UUID) (dbsqlc.DomainDashboardRow, error) {
