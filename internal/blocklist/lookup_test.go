@@ -56,6 +56,10 @@ refused.example.dbl.spamhaus.org.  300 A   127.0.1.255
 ; Unhealthy lists.
 *.everything.test.             300 A   127.0.0.2
 *.refusing.test.               300 A   127.255.255.254
+2.0.0.127.halfrefusing.test.   300 A   127.255.255.254
+
+; An informational list.
+10.2.0.192.dnsbl-1.uceprotect.net. 300 A 127.0.0.2
 1.0.0.127.nowhere.test.        300 TXT "keeps the zone's name existing"
 test.dom.test.                 300 A   127.0.0.2
 `
@@ -217,7 +221,18 @@ func TestLookupIP(t *testing.T) {
 		require.Equal(t, Listed, res.Status, "any 127.0.0.x is a listing")
 		require.Equal(t, netip.MustParseAddr("127.0.0.3"), res.Codes[0].Addr)
 		require.Equal(t, ListError, lookupIP(t, client, bl, "192.0.2.11").Status, "127.0.1.x is not a listing code of a generic list")
-		require.Equal(t, ListError, lookupIP(t, client, bl, "192.0.2.12").Status, "127.255.255.x is an error on every list")
+		res = lookupIP(t, client, bl, "192.0.2.12")
+		require.Equal(t, ListError, res.Status, "127.255.255.x is an error on every list")
+		require.ErrorContains(t, res.Err, "error code")
+	})
+
+	t.Run("a listing on an informational list is informational", func(t *testing.T) {
+		uce := catalogList(t, "dnsbl-1.uceprotect.net")
+		res := lookupIP(t, client, uce, "192.0.2.10")
+		require.Equal(t, Listed, res.Status)
+		require.False(t, res.Codes[0].Informational)
+		require.True(t, res.Informational(uce))
+		require.False(t, Result{Status: ListError}.Informational(uce), "only listings are informational")
 	})
 
 	t.Run("caller mistakes are errors, not results", func(t *testing.T) {
@@ -302,6 +317,11 @@ func TestHealth(t *testing.T) {
 
 	h = Health(ctx, client, parse("refusing.test"))
 	require.Equal(t, Unhealthy, h.Status, "answers with an error code")
+	require.Contains(t, h.Reason, "127.255.255.254")
+
+	h = Health(ctx, client, parse("halfrefusing.test"))
+	require.Equal(t, Unhealthy, h.Status, "answers its test entry with an error code")
+	require.Equal(t, NotListed, h.Negative.Status)
 	require.Contains(t, h.Reason, "127.255.255.254")
 
 	srv.ServFail("failing.test")
