@@ -103,7 +103,12 @@ const spamhausPolicy = "Free only for low-volume, non-commercial use (see spamha
 // and URIBL (their answers are bit masks and they grade links in message
 // bodies, not senders).
 func Catalog() []List {
-	lists := []List{
+	return append(spamhausLists(), otherLists()...)
+}
+
+// spamhausLists are Spamhaus's combined IP list and its domain list.
+func spamhausLists() []List {
+	return []List{
 		{
 			Name: "Spamhaus ZEN",
 			Zone: "zen.spamhaus.org",
@@ -150,6 +155,12 @@ func Catalog() []List {
 			TestName:    "dbltest.com",
 			keyedSuffix: ".dbl.dq.spamhaus.net",
 		},
+	}
+}
+
+// otherLists are the catalog's IP lists besides Spamhaus ZEN.
+func otherLists() []List {
+	return []List{
 		{
 			Name: "SpamCop",
 			Zone: "bl.spamcop.net",
@@ -199,7 +210,6 @@ func Catalog() []List {
 			UsagePolicy:   "Free for modest query volumes; listings expire automatically, express delisting is paid.",
 		},
 	}
-	return lists
 }
 
 // catalogEntry returns the catalog's entry for zone, matched exactly or as a
