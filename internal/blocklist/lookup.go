@@ -86,6 +86,21 @@ func (r Result) Informational(l List) bool {
 	return len(r.Codes) > 0
 }
 
+// Lookup looks target up on l: an IP address (IPv4 or IPv6, in text) on an
+// IP list, a domain name on a domain list. It is LookupIP or LookupDomain
+// for callers that store targets as text. The error is for a caller mistake
+// only; every DNS outcome is in Result.
+func Lookup(ctx context.Context, r Resolver, l List, target string) (Result, error) {
+	if l.Kind == KindIP {
+		addr, err := netip.ParseAddr(target)
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %s is an IP list and %q is not an IP address", ErrInvalid, l.Zone, target)
+		}
+		return LookupIP(ctx, r, l, addr)
+	}
+	return LookupDomain(ctx, r, l, target)
+}
+
 // LookupIP looks addr up on an IP list. The error is for a caller mistake
 // only (a domain list, an invalid address); every DNS outcome is in Result.
 func LookupIP(ctx context.Context, r Resolver, l List, addr netip.Addr) (Result, error) {

@@ -235,6 +235,18 @@ func TestLookupIP(t *testing.T) {
 		require.False(t, Result{Status: ListError}.Informational(uce), "only listings are informational")
 	})
 
+	t.Run("Lookup dispatches on the list's kind", func(t *testing.T) {
+		res, err := Lookup(context.Background(), client, zen, "2001:db8::1")
+		require.NoError(t, err)
+		require.Equal(t, Listed, res.Status)
+		require.Equal(t, "XBL", res.Codes[0].Name)
+		res, err = Lookup(context.Background(), client, catalogList(t, "dbl.spamhaus.org"), "bad.example")
+		require.NoError(t, err)
+		require.Equal(t, "DBL phish", res.Codes[0].Name)
+		_, err = Lookup(context.Background(), client, zen, "bad.example")
+		require.ErrorIs(t, err, ErrInvalid)
+	})
+
 	t.Run("caller mistakes are errors, not results", func(t *testing.T) {
 		_, err := LookupIP(context.Background(), client, zen, netip.Addr{})
 		require.ErrorIs(t, err, ErrInvalid)
