@@ -10,7 +10,7 @@
 //     catalog; a zone the catalog knows keeps its metadata.
 //   - IPQueryName and DomainQueryName: the names RFC 5782 defines (reversed
 //     IPv4 octets, reversed IPv6 nibbles, domain names under the zone).
-//   - LookupIP and LookupDomain: one lookup, with a typed Result.
+//   - Lookup, LookupIP and LookupDomain: one lookup, with a typed Result.
 //   - Health: the RFC 5782 section 5 test of a list before trusting it.
 //   - IsPublicResolver: the start-up warning about resolvers lists refuse.
 //   - Limiter: a per-list query rate for the callers that fan lookups out.

@@ -16,8 +16,10 @@ import (
 const DefaultQueriesPerSecond = 3
 
 // Limiter paces lookups per list zone. Callers call Wait before each
-// LookupIP or LookupDomain (one lookup sends an A query, plus a TXT query
-// when listed). Its methods are safe for concurrent use.
+// Lookup, LookupIP or LookupDomain (one lookup sends an A query, plus a TXT
+// query when listed). It keeps one rate.Limiter per zone it is asked about,
+// so it is meant for the configured lists, not for zones from user input.
+// Its methods are safe for concurrent use.
 type Limiter struct {
 	limit rate.Limit
 	burst int
