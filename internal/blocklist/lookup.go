@@ -147,13 +147,17 @@ func lookupName(ctx context.Context, r Resolver, l List, name string) Result {
 		if i == maxAnswers {
 			break
 		}
-		ttl := time.Duration(rr.Header().Ttl) * time.Second
-		if i == 0 || ttl < res.TTL {
-			res.TTL = ttl
-		}
-		ip, ok := netip.AddrFromSlice(rr.(*dns.A).A)
+		rec, ok := rr.(*dns.A)
 		if !ok {
 			continue
+		}
+		ip, ok := netip.AddrFromSlice(rec.A)
+		if !ok {
+			continue
+		}
+		ttl := time.Duration(rec.Hdr.Ttl) * time.Second
+		if len(res.Answers) == 0 || ttl < res.TTL {
+			res.TTL = ttl
 		}
 		ip = ip.Unmap()
 		res.Answers = append(res.Answers, ip)
