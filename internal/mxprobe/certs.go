@@ -104,8 +104,11 @@ func verifyPKIX(chain []*x509.Certificate, extraRoots *x509.CertPool, now time.T
 	return err
 }
 
+// isSelfSigned reports whether c is signed by its own key. It checks the
+// signature directly: CheckSignatureFrom would also demand that c be a CA,
+// which a self-signed server certificate usually is not.
 func isSelfSigned(c *x509.Certificate) bool {
-	return bytes.Equal(c.RawIssuer, c.RawSubject) && c.CheckSignatureFrom(c) == nil
+	return bytes.Equal(c.RawIssuer, c.RawSubject) && c.CheckSignature(c.SignatureAlgorithm, c.RawTBSCertificate, c.Signature) == nil
 }
 
 // daysLeft is the number of whole days from now until notAfter, rounded

@@ -45,8 +45,8 @@ const (
 // TLSALookup is the TLSA lookup for an MX host.
 type TLSALookup struct {
 	// Name is the queried name, "_<port>._tcp.<host>".
-	Name   string      `json:"name"`
-	Status TLSAStatus  `json:"status"`
+	Name   string     `json:"name"`
+	Status TLSAStatus `json:"status"`
 	// Records are the TLSA records found (also when unsigned).
 	Records []TLSARecord `json:"records,omitempty"`
 	// Error is the lookup failure when Status is temporary.
