@@ -209,9 +209,12 @@ func TestProbeCancelledContext(t *testing.T) {
 		<-accepted
 		cancel()
 	}()
+	// With hour-long timeouts, only the cancellation can end the probe.
+	// It may land during the connect or the greeting.
 	res := p.Probe(ctx, "mx.silent.test", nil)
 	require.Equal(t, VerdictTemporary, res.Verdict)
-	require.Equal(t, []Code{CodeTimeout}, codes(res.Addresses[0].Problems))
+	require.Len(t, res.Addresses[0].Problems, 1)
+	require.Contains(t, []Code{CodeTimeout, CodeConnectFailed}, res.Addresses[0].Problems[0].Code)
 }
 
 func TestProbeHostileServersAreBounded(t *testing.T) {
