@@ -18,18 +18,22 @@ func MatchMX(pattern, host string) bool {
 	if pattern == "" || host == "" || len(pattern) > maxNameLength || len(host) > maxNameLength {
 		return false
 	}
-	if strings.ContainsAny(host, "*") || strings.Contains(host, "..") || strings.HasPrefix(host, ".") {
+	if !plainName(host) {
 		return false
 	}
 	rest, wild := strings.CutPrefix(pattern, "*.")
 	if !wild {
-		return !strings.Contains(pattern, "*") && pattern == host
+		return pattern == host
 	}
-	if rest == "" || strings.Contains(rest, "*") || strings.HasPrefix(rest, ".") {
-		return false
-	}
-	label, parent, ok := strings.Cut(host, ".")
-	return ok && label != "" && parent == rest
+	_, parent, _ := strings.Cut(host, ".")
+	return plainName(rest) && parent == rest
+}
+
+// plainName reports whether s is a name without wildcard and without empty
+// labels.
+func plainName(s string) bool {
+	return s != "" && !strings.Contains(s, "*") && !strings.Contains(s, "..") &&
+		!strings.HasPrefix(s, ".") && !strings.HasSuffix(s, ".")
 }
 
 // MatchesAny reports whether host matches one of the patterns.
