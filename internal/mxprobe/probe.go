@@ -273,6 +273,14 @@ func (p *Prober) ehlo(s *session, add func(Code, Kind, string), afterTLS bool) b
 		add(CodeEHLODeferred, KindTemporary, rep.text())
 		return false
 	default:
+		// A server without ESMTP (RFC 5321 section 3.2) still takes mail
+		// after HELO, only never over TLS.
+		if !afterTLS && rep.Code >= 500 && rep.Code <= 504 {
+			if hrep, err := s.cmd("HELO " + p.cfg.HeloName); err == nil && hrep.Code/100 == 2 {
+				s.startTLSOffered = false
+				return true
+			}
+		}
 		add(CodeEHLORejected, KindSMTP, rep.text())
 		return false
 	}

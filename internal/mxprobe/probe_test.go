@@ -309,3 +309,38 @@ func TestNewProberValidates(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultPort, p.Port())
 }
+
+func TestProbeWithoutESMTP(t *testing.T) {
+	t.Parallel()
+	_, r := startDNS(t)
+	serve := func(heloReply string) func(net.Conn) {
+		return func(c net.Conn) {
+			_, _ = io.WriteString(c, "220 mx.plain.test old SMTP\r\n")
+			for {
+				line, err := readLine(c)
+				if err != nil {
+					return
+				}
+				switch verb, _, _ := strings.Cut(strings.ToUpper(line), " "); verb {
+				case "EHLO":
+					_, _ = io.WriteString(c, "502 5.5.1 command not implemented\r\n")
+				case "HELO":
+					_, _ = io.WriteString(c, heloReply+"\r\n")
+				case "QUIT":
+					_, _ = io.WriteString(c, "221 bye\r\n")
+					return
+				default:
+					_, _ = io.WriteString(c, "500 what\r\n")
+				}
+			}
+		}
+	}
+	// HELO works: mail flows, never encrypted.
+	res := newTestProber(t, r, startRaw(t, serve("250 mx.plain.test")), nil).Probe(context.Background(), "mx.plain.test", nil)
+	require.Equal(t, VerdictTLSFailing, res.Verdict)
+	require.Equal(t, []Code{CodeStartTLSNotOffered}, codes(res.Problems))
+	// HELO refused too: no SMTP at all.
+	res = newTestProber(t, r, startRaw(t, serve("550 go away")), nil).Probe(context.Background(), "mx.plain.test", nil)
+	require.Equal(t, VerdictSMTPFailing, res.Verdict)
+	require.Equal(t, []Code{CodeEHLORejected}, codes(res.Problems))
+}
