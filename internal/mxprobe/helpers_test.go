@@ -43,7 +43,7 @@ func nextSerial() *big.Int {
 	return big.NewInt(serial.Add(1))
 }
 
-func newTestPKI(t *testing.T) *testPKI {
+func newTestPKI(t testing.TB) *testPKI {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -67,7 +67,7 @@ func newTestPKI(t *testing.T) *testPKI {
 
 // leaf issues a server certificate for names, valid from notBefore to
 // notAfter; withCA appends the CA to the presented chain.
-func (p *testPKI) leaf(t *testing.T, names []string, notBefore, notAfter time.Time, withCA bool) tls.Certificate {
+func (p *testPKI) leaf(t testing.TB, names []string, notBefore, notAfter time.Time, withCA bool) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func (p *testPKI) leaf(t *testing.T, names []string, notBefore, notAfter time.Ti
 }
 
 // selfSigned makes a self-signed server certificate for names.
-func selfSigned(t *testing.T, names []string, notBefore, notAfter time.Time) tls.Certificate {
+func selfSigned(t testing.TB, names []string, notBefore, notAfter time.Time) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
@@ -161,7 +161,7 @@ func (s *refusingSession) Logout() error        { return nil }
 
 // startSMTP runs a go-smtp server on 127.0.0.1 offering STARTTLS with cert
 // (nil: no STARTTLS) and returns its port and recorder.
-func startSMTP(t *testing.T, cert *tls.Certificate) (int, *recorder) {
+func startSMTP(t testing.TB, cert *tls.Certificate) (int, *recorder) {
 	t.Helper()
 	rec := &recorder{}
 	srv := smtp.NewServer(rec)
@@ -178,7 +178,7 @@ func startSMTP(t *testing.T, cert *tls.Certificate) (int, *recorder) {
 
 // startRaw runs a TCP listener on 127.0.0.1 that hands each accepted
 // connection to serve, and returns its port.
-func startRaw(t *testing.T, serve func(net.Conn)) int {
+func startRaw(t testing.TB, serve func(net.Conn)) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -205,7 +205,7 @@ func startRaw(t *testing.T, serve func(net.Conn)) int {
 }
 
 // closedPort returns a loopback port nothing listens on.
-func closedPort(t *testing.T) int {
+func closedPort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -241,7 +241,7 @@ mx.pkix.test.        A 127.0.0.1
 1.0.0.127.in-addr.arpa. PTR mx.valid.test.
 `
 
-func startDNS(t *testing.T) (*dnstest.Server, dnscheck.Resolver) {
+func startDNS(t testing.TB) (*dnstest.Server, dnscheck.Resolver) {
 	t.Helper()
 	srv := dnstest.Start(t, zone)
 	return srv, dnscheck.NewClient(srv.Addr(), 2*time.Second)
@@ -249,7 +249,7 @@ func startDNS(t *testing.T) (*dnstest.Server, dnscheck.Resolver) {
 
 // newTestProber returns a Prober for port with the test's clock, CA and a
 // short step timeout.
-func newTestProber(t *testing.T, r dnscheck.Resolver, port int, roots *x509.CertPool) *Prober {
+func newTestProber(t testing.TB, r dnscheck.Resolver, port int, roots *x509.CertPool) *Prober {
 	t.Helper()
 	p, err := NewProber(Config{
 		Resolver:    r,
@@ -272,7 +272,7 @@ func codes(ps []Problem) []Code {
 }
 
 // assertNoMail checks that no server saw MAIL FROM or RCPT TO.
-func assertNoMail(t *testing.T, recs ...*recorder) {
+func assertNoMail(t testing.TB, recs ...*recorder) {
 	t.Helper()
 	for _, r := range recs {
 		_, _, mails, rcpts := r.snapshot()

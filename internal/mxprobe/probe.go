@@ -60,7 +60,7 @@ func (p *Prober) Probe(ctx context.Context, host string, mxPatterns []string) Ho
 				Detail: fmt.Sprintf("%s matches none of the MTA-STS policy's mx patterns (%s)", host, cleanText(strings.Join(mxPatterns, ", ")))})
 		}
 	}
-	if host == "" || len(host) > maxNameLength || !validHeloName(host) {
+	if !validHostName(host) {
 		res.Problems = addProblem(res.Problems, Problem{Code: CodeNoAddress, Kind: KindSMTP, Detail: fmt.Sprintf("%q is not a host name", cleanText(host))})
 		res.Verdict = verdictOf(res.Problems)
 		return res
@@ -111,6 +111,23 @@ func (p *Prober) Probe(ctx context.Context, host string, mxPatterns []string) Ho
 	}
 	res.Verdict = verdictOf(all)
 	return res
+}
+
+// validHostName accepts a name to put in a TLSA query and SNI: letters,
+// digits, '-', '_' (seen in the wild) and dots, within a domain name's
+// length.
+func validHostName(s string) bool {
+	if s == "" || len(s) > maxNameLength {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // pkixCodes are the certificate findings DANE senders do not act on once a
