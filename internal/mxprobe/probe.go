@@ -102,14 +102,14 @@ func (p *Prober) Probe(ctx context.Context, host string, mxPatterns []string) Ho
 	}
 	wg.Wait()
 
-	all := res.Problems
 	for _, a := range res.Addresses {
 		for _, pr := range a.Problems {
 			res.Problems = addProblem(res.Problems, pr)
 		}
-		all = append(all, a.Problems...)
 	}
-	res.Verdict = verdictOf(all)
+	// Each code has one kind, so the union of codes gives the same verdict
+	// as every problem of every address.
+	res.Verdict = verdictOf(res.Problems)
 	return res
 }
 
