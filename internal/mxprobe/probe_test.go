@@ -344,3 +344,62 @@ func TestProbeWithoutESMTP(t *testing.T) {
 	require.Equal(t, VerdictSMTPFailing, res.Verdict)
 	require.Equal(t, []Code{CodeEHLORejected}, codes(res.Problems))
 }
+
+func TestProbeStartTLSFailures(t *testing.T) {
+	t.Parallel()
+	_, r := startDNS(t)
+	// serve answers EHLO with STARTTLS and STARTTLS with afterStartTLS.
+	serve := func(afterStartTLS string) func(net.Conn) {
+		return func(c net.Conn) {
+			_, _ = io.WriteString(c, "220 mx.plain.test ESMTP\r\n")
+			for {
+				line, err := readLine(c)
+				if err != nil {
+					return
+				}
+				switch verb, _, _ := strings.Cut(strings.ToUpper(line), " "); verb {
+				case "EHLO":
+					_, _ = io.WriteString(c, "250-mx.plain.test\r\n250 STARTTLS\r\n")
+				case "STARTTLS":
+					// "|" splits what is sent at once from what is
+					// sent once the client hello arrived.
+					now, later, _ := strings.Cut(afterStartTLS, "|")
+					_, _ = io.WriteString(c, now)
+					if strings.HasPrefix(afterStartTLS, "220") {
+						buf := make([]byte, 512)
+						_, _ = c.Read(buf)
+						_, _ = io.WriteString(c, later)
+						_, _ = io.Copy(io.Discard, c)
+						return
+					}
+				case "QUIT":
+					_, _ = io.WriteString(c, "221 bye\r\n")
+					return
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name          string
+		afterStartTLS string
+		code          Code
+		detail        string
+	}{
+		{"refused", "454 4.7.0 TLS not available\r\n", CodeStartTLSRefused, "TLS not available"},
+		// Bytes after the 220, before the handshake: the shape of a
+		// STARTTLS injection.
+		{"injected", "220 go ahead\r\n250 injected\r\n", CodeHandshakeFailed, "data after the STARTTLS reply"},
+		// Not TLS at all after the 220.
+		{"garbage", "220 go ahead\r\n|this is not a TLS record, only text that goes on\r\n", CodeHandshakeFailed, "tls: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			res := newTestProber(t, r, startRaw(t, serve(tc.afterStartTLS)), nil).Probe(context.Background(), "mx.plain.test", nil)
+			require.Equal(t, VerdictTLSFailing, res.Verdict, "%+v", res.Problems)
+			require.Equal(t, []Code{tc.code}, codes(res.Problems), "%+v", res.Problems)
+			require.Contains(t, res.Problems[0].Detail, tc.detail)
+			require.True(t, res.Addresses[0].StartTLS)
+			require.Nil(t, res.Addresses[0].TLS)
+		})
+	}
+}
