@@ -11,11 +11,11 @@ import (
 type DashboardSummary struct {
 	APIKeys    int64              `json:"api_keys" validate:"required" description:"Active API keys."`
 	Alerts     DashboardAlerts    `json:"alerts" validate:"required"`
-	Events24h  DashboardSeverity  `json:"events_last_24h" validate:"required" description:"Events of the last 24 hours by severity."`
+	Events24h  DashboardSeverity  `json:"events_last_24h" validate:"required" description:"Events of the last 24 hours by severity: the current UTC hour so far and the 24 whole hours before it."`
 	Receivers  DashboardReceivers `json:"receivers" validate:"required"`
 	Domains    DashboardDomains   `json:"domains" validate:"required"`
 	Deliveries DashboardWebhooks  `json:"deliveries" validate:"required"`
-	Messages   DashboardMessages  `json:"messages_last_24h" validate:"required" description:"Sending-provider message events of the last 24 hours."`
+	Messages   DashboardMessages  `json:"messages_last_24h" validate:"required" description:"Sending-provider message events of the last 24 hours: the current UTC hour so far and the 24 whole hours before it."`
 	Reports    DashboardReports   `json:"reports" validate:"required"`
 }
 

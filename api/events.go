@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/rollups"
 )
 
 // Payload is an event's per-type JSON object, passed through as stored.
@@ -278,7 +279,7 @@ func (s *Server) fillDashboardEvents(ctx context.Context, account uuid.UUID, out
 		return err
 	}
 	out.Alerts.Unacknowledged = n
-	c, err := events.CountBySeverity(ctx, s.reads, account, s.now().Add(-24*time.Hour))
+	c, err := events.CountBySeverity(ctx, s.reads, account, rollups.LastDay(s.now()))
 	if err != nil {
 		return err
 	}

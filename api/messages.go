@@ -11,6 +11,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/domainname"
 	"github.com/mailwatch/mailwatch/internal/esp"
 	"github.com/mailwatch/mailwatch/internal/providers"
+	"github.com/mailwatch/mailwatch/internal/rollups"
 )
 
 // MessageDailyVolumeRequest is GET /api/accounts/me/messages/daily-volume.
@@ -165,7 +166,7 @@ type DashboardMessages struct {
 }
 
 func (s *Server) fillDashboardMessages(ctx context.Context, account uuid.UUID, out *DashboardSummary) error {
-	c, err := providers.AccountCounts(ctx, s.reads, account, s.now().Add(-24*time.Hour))
+	c, err := providers.AccountCounts(ctx, s.reads, account, rollups.LastDay(s.now()))
 	if err != nil {
 		return err
 	}

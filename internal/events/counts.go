@@ -138,11 +138,11 @@ func TypeBreakdown(ctx context.Context, db dbutil.Executor, account uuid.UUID, s
 	return out, nil
 }
 
-// CountBySeverity counts the account's events created strictly after
-// since per severity.
-func CountBySeverity(ctx context.Context, db dbutil.Executor, account uuid.UUID, since time.Time) (SeverityCounts, error) {
+// CountBySeverity counts the account's events created from from on per
+// severity.
+func CountBySeverity(ctx context.Context, db dbutil.Executor, account uuid.UUID, from time.Time) (SeverityCounts, error) {
 	var out SeverityCounts
-	counts, err := CountByDay(ctx, db, account, rollups.After(since), time.Time{})
+	counts, err := CountByDay(ctx, db, account, from, time.Time{})
 	if err != nil {
 		return out, err
 	}

@@ -465,7 +465,7 @@ func checkReaders(t *testing.T, pool *pgxpool.Pool, s *rollupStream, account uui
 		got, err := events.CountBySeverity(ctx, pool, account, since)
 		require.NoError(t, err)
 		var want events.SeverityCounts
-		want.Info, want.Warning, want.Critical = rawSeverities(t, pool, account, `created_at > $2`, since)
+		want.Info, want.Warning, want.Critical = rawSeverities(t, pool, account, `created_at >= $2`, since)
 		require.Equal(t, want, got)
 	})
 }

@@ -50,6 +50,15 @@ func Split(from, until time.Time) Window {
 	return Window{Head: Span{from, first}, Hours: Span{first, last}, Tail: Span{last, until}}
 }
 
+// LastDay is where the dashboards' "last 24 hours" start: the current UTC
+// hour so far and the 24 whole hours before it (24 to 25 hours back from
+// now). Starting on an hour, the window is read from hourly and daily
+// counters alone, with no raw rows, so its cost does not follow how many
+// rows an hour holds.
+func LastDay(now time.Time) time.Time {
+	return now.UTC().Truncate(time.Hour).Add(-24 * time.Hour)
+}
+
 // After is the first instant strictly after t that a Postgres timestamp can
 // hold: a window "after t" is the half-open window from After(t).
 func After(t time.Time) time.Time {

@@ -168,3 +168,18 @@ func TestSplitDaysCoversEachInstantOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestLastDay(t *testing.T) {
+	cet := time.FixedZone("CET", 3600)
+	for _, c := range []struct{ now, want time.Time }{
+		{time.Date(2026, 3, 15, 9, 30, 0, 0, time.UTC), time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 3, 15, 9, 0, 0, 0, time.UTC), time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 3, 1, 0, 0, 0, 1, time.UTC), time.Date(2026, 2, 28, 0, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 3, 15, 10, 45, 0, 0, cet), time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)},
+	} {
+		got := LastDay(c.now)
+		if !got.Equal(c.want) || got.Location() != time.UTC {
+			t.Errorf("LastDay(%s) = %s, want %s", c.now, got, c.want)
+		}
+	}
+}
