@@ -12,11 +12,12 @@ import (
 
 // The history bench: one account of 200 domains seeded with 90 days of
 // history at size S, then M = 10x S (and L = 30x S on request), each size
-// in a fresh database seeded in arrival order; at every size the p50 and
-// p99 of every aggregate endpoint and dashboard page next to the events
-// page as the flat baseline, and the bytes per row of the firehose tables;
-// at M, the time the production retention path takes to remove the oldest
-// month.
+// in a fresh database seeded in arrival order; once every size is seeded,
+// the p50 and p99 of every aggregate endpoint and dashboard page at each
+// size, the sizes measured side by side in alternating turns, next to the
+// events page as the flat baseline; the bytes per row of the firehose
+// tables; at M, the time the production retention path takes to remove
+// the oldest month.
 
 // historySize is one size of the history bench.
 type historySize struct {
@@ -54,72 +55,97 @@ type historySizeResult struct {
 	Retention  []retentionResult // at M only
 }
 
-func benchHistory(ctx context.Context, _ *benchEnv) error {
+func benchHistory(ctx context.Context, _ *benchEnv) (err error) {
 	fraction := historyFraction()
 	sizes := []historySize{{"S", 1}, {"M", 10}}
-	var results []historySizeResult
+	// Every size stays up until all are measured: the sizes are measured
+	// side by side, alternating, so that each ratio compares them under the
+	// same load of the machine.
+	var runs []*historyRun
+	defer func() {
+		for _, r := range runs {
+			r.close()
+		}
+	}()
 	for _, size := range sizes {
 		size.Factor *= fraction
-		res, err := runHistorySize(ctx, size, size.Name == "M")
+		r, err := seedHistorySize(ctx, size, size.Name == "M")
 		if err != nil {
 			return fmt.Errorf("size %s: %w", size.Name, err)
 		}
-		results = append(results, res)
+		runs = append(runs, r)
 	}
 	if os.Getenv("BENCH_HISTORY_L") == "1" {
 		l := historySize{"L", 30 * fraction}
-		if ok, why := historyDiskAllows(ctx, results[len(results)-1], 3); !ok {
+		if ok, why := historyDiskAllows(ctx, runs[len(runs)-1].res, 3); !ok {
 			fmt.Printf("size L skipped: %s\n", why)
 		} else {
-			res, err := runHistorySize(ctx, l, false)
+			r, err := seedHistorySize(ctx, l, false)
 			if err != nil {
 				return fmt.Errorf("size L: %w", err)
 			}
-			results = append(results, res)
+			runs = append(runs, r)
 		}
 	} else {
 		fmt.Println("size L (30x S) not run: set BENCH_HISTORY_L=1 to run it where the disk allows")
+	}
+	if err := measureHistorySizes(ctx, runs); err != nil {
+		return err
+	}
+	results := make([]historySizeResult, len(runs))
+	for i, r := range runs {
+		printHistorySize(r.res)
+		if r.retention {
+			if r.res.Retention, err = measureRetention(ctx, r.env, r.seed); err != nil {
+				return fmt.Errorf("size %s: %w", r.res.Size.Name, err)
+			}
+		}
+		results[i] = r.res
 	}
 	printHistoryTable(results)
 	printHistoryStorage(results)
 	return nil
 }
 
-// runHistorySize seeds a fresh database at size, measures it, and drops it.
-func runHistorySize(ctx context.Context, size historySize, retention bool) (historySizeResult, error) {
-	res := historySizeResult{Size: size}
+// historyRun is one size seeded and served, until close.
+type historyRun struct {
+	res       historySizeResult
+	env       *benchEnv
+	srv       *historyServer
+	seed      *historySeed
+	retention bool // measure retention once the endpoints are measured
+}
+
+func (r *historyRun) close() {
+	r.srv.close()
+	r.env.close()
+}
+
+// seedHistorySize seeds a fresh database at size, serves it, and measures
+// its storage; the database is dropped at close.
+func seedHistorySize(ctx context.Context, size historySize, retention bool) (*historyRun, error) {
 	env, err := newBenchEnv(ctx)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer env.close()
 	srv, err := startHistoryServer(ctx, env)
 	if err != nil {
-		return res, err
+		env.close()
+		return nil, err
 	}
-	defer srv.close()
+	r := &historyRun{res: historySizeResult{Size: size}, env: env, srv: srv, retention: retention}
 	t0 := time.Now()
-	seed, err := seedHistory(ctx, env, srv, size)
-	if err != nil {
-		return res, err
+	if r.seed, err = seedHistory(ctx, env, srv, size); err != nil {
+		r.close()
+		return nil, err
 	}
-	res.Seeded, res.Rows = time.Since(t0), seed.Rows
-	fmt.Printf("== history %s (%gx S): seeded in %s: %s\n", size.Name, size.Factor, res.Seeded.Round(time.Second), seed.Rows)
-	res.LoadBefore = loadAverage()
-	if res.Endpoints, err = measureHistoryEndpoints(ctx, srv, seed); err != nil {
-		return res, err
+	r.res.Seeded, r.res.Rows = time.Since(t0), r.seed.Rows
+	fmt.Printf("== history %s (%gx S): seeded in %s: %s\n", size.Name, size.Factor, r.res.Seeded.Round(time.Second), r.seed.Rows)
+	if r.res.Storage, r.res.DBBytes, err = measureStorage(ctx, env); err != nil {
+		r.close()
+		return nil, err
 	}
-	res.LoadAfter = loadAverage()
-	if res.Storage, res.DBBytes, err = measureStorage(ctx, env); err != nil {
-		return res, err
-	}
-	printHistorySize(res)
-	if retention {
-		if res.Retention, err = measureRetention(ctx, env, seed); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
+	return r, nil
 }
 
 // historyFraction scales every size (BENCH_HISTORY_FRACTION, default 1):

@@ -136,6 +136,25 @@ type historyLoad struct {
 	Non200   map[int]int // answers by status, 200 excluded
 	Errors   int         // requests without an answer
 	P50, P99 time.Duration
+	lat      []time.Duration
+}
+
+// add merges another turn's answers into l; finish computes the
+// percentiles over every turn.
+func (l *historyLoad) add(o historyLoad) {
+	if l.Non200 == nil {
+		l.Non200 = map[int]int{}
+	}
+	for code, n := range o.Non200 {
+		l.Non200[code] += n
+	}
+	l.Errors += o.Errors
+	l.lat = append(l.lat, o.lat...)
+}
+
+func (l *historyLoad) finish() {
+	sort.Slice(l.lat, func(i, j int) bool { return l.lat[i] < l.lat[j] })
+	l.Requests, l.P50, l.P99 = len(l.lat), percentile(l.lat, 50), percentile(l.lat, 99)
 }
 
 func (l historyLoad) non200() int {
@@ -175,36 +194,71 @@ func historyClients() int {
 	return 4
 }
 
-// measureHistoryEndpoints loads each endpoint in turn from historyClients
-// clients for BENCH_SECONDS (each client sends at least one request),
-// after one warm-up request.
-func measureHistoryEndpoints(ctx context.Context, srv *historyServer, seed *historySeed) ([]historyLoad, error) {
+// historyRounds is how many turns each size gets per endpoint: the sizes
+// alternate (S, M, then M, S, ...) so that a change of the machine's load
+// during an endpoint's measurement weighs on every size alike.
+const historyRounds = 4
+
+// measureHistorySizes loads each endpoint from historyClients clients for
+// BENCH_SECONDS per size, in historyRounds turns alternating the sizes
+// (each client sends at least one request per turn), after one warm-up
+// request per size.
+func measureHistorySizes(ctx context.Context, runs []*historyRun) error {
 	conns, d := historyClients(), benchDuration()
-	fmt.Printf("load      %d clients, %s per endpoint, load average %s\n", conns, d, loadAverage())
-	out := make([]historyLoad, 0, len(historyEndpoints))
-	for _, e := range historyEndpoints {
-		u := srv.Base + strings.ReplaceAll(e.Path, "{busy}", url.PathEscape(seed.Busy))
-		newReq := func(ctx context.Context) (*http.Request, error) {
-			req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
-			if err != nil {
-				return nil, err
-			}
-			if e.Web {
-				req.Header.Set("Cookie", seed.Cookie)
-			} else {
-				req.Header.Set("Authorization", "Bearer "+seed.Key)
-			}
-			return req, nil
-		}
-		warm := runHistoryLoad(ctx, 1, 0, newReq)
-		if warm.Non200[http.StatusUnauthorized]+warm.Non200[http.StatusNotFound]+warm.Non200[http.StatusSeeOther] > 0 {
-			return nil, fmt.Errorf("%s answered %s: the bench's account or session is wrong", e.Name, warm.non200Text())
-		}
-		res := runHistoryLoad(ctx, conns, d, newReq)
-		fmt.Printf("measured  %-58s p50 %9.2f ms  p99 %9.2f ms  %5d requests  %s\n", e.Name, ms(res.P50), ms(res.P99), res.Requests, res.non200Text())
-		out = append(out, res)
+	fmt.Printf("load      %d clients, %s per endpoint and size in %d turns alternating the sizes, load average %s\n",
+		conns, d, historyRounds, loadAverage())
+	for _, r := range runs {
+		r.res.LoadBefore = loadAverage()
+		r.res.Endpoints = make([]historyLoad, len(historyEndpoints))
 	}
-	return out, ctx.Err()
+	for ei, e := range historyEndpoints {
+		reqs := make([]func(context.Context) (*http.Request, error), len(runs))
+		for i, r := range runs {
+			reqs[i] = historyRequest(r.srv, r.seed, e)
+			warm := runHistoryLoad(ctx, 1, 0, reqs[i])
+			if warm.Non200[http.StatusUnauthorized]+warm.Non200[http.StatusNotFound]+warm.Non200[http.StatusSeeOther] > 0 {
+				return fmt.Errorf("%s at %s answered %s: the bench's account or session is wrong", e.Name, r.res.Size.Name, warm.non200Text())
+			}
+		}
+		for turn := 0; turn < historyRounds; turn++ {
+			for k := range runs {
+				i := k
+				if turn%2 == 1 {
+					i = len(runs) - 1 - k
+				}
+				runs[i].res.Endpoints[ei].add(runHistoryLoad(ctx, conns, d/historyRounds, reqs[i]))
+			}
+		}
+		for _, r := range runs {
+			res := &r.res.Endpoints[ei]
+			res.finish()
+			fmt.Printf("measured  %s %-56s p50 %9.2f ms  p99 %9.2f ms  %5d requests  %s\n", r.res.Size.Name, e.Name, ms(res.P50), ms(res.P99), res.Requests, res.non200Text())
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	for _, r := range runs {
+		r.res.LoadAfter = loadAverage()
+	}
+	return nil
+}
+
+// historyRequest builds the requests of endpoint e against one size.
+func historyRequest(srv *historyServer, seed *historySeed, e historyEndpoint) func(context.Context) (*http.Request, error) {
+	u := srv.Base + strings.ReplaceAll(e.Path, "{busy}", url.PathEscape(seed.Busy))
+	return func(ctx context.Context) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+		if err != nil {
+			return nil, err
+		}
+		if e.Web {
+			req.Header.Set("Cookie", seed.Cookie)
+		} else {
+			req.Header.Set("Authorization", "Bearer "+seed.Key)
+		}
+		return req, nil
+	}
 }
 
 // runHistoryLoad sends requests from conns clients, one after the other
@@ -243,8 +297,8 @@ func runHistoryLoad(ctx context.Context, conns int, d time.Duration, newReq func
 		}()
 	}
 	wg.Wait()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	res.Requests, res.P50, res.P99 = len(lat), percentile(lat, 50), percentile(lat, 99)
+	res.lat = lat
+	res.finish()
 	return res
 }
 
