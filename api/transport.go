@@ -76,7 +76,7 @@ type TransportCheck struct {
 func (s *Server) transportRoutes() {
 	const base = "/api/accounts/me/domains/{domain}/transport"
 	const tag = "domains"
-	Handle(s.router, Endpoint[DomainPath, Transport]{
+	s.ops.GetDomainTransport = Handle(s.router, Endpoint[DomainPath, Transport]{
 		Method: "GET", Path: base, OperationID: "getDomainTransport", Tag: tag, Errors: []int{404},
 		Summary: "The stored probes of the domain's MX hosts",
 		Description: "Per MX host and address: STARTTLS, TLS version and cipher, certificate trust, name and expiry, DANE, " +

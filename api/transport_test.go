@@ -173,6 +173,15 @@ mx.trn-e2e.test. A 127.0.0.1
 	require.Len(t, expiring, 1, "an expired certificate is at the 7-day threshold")
 	require.Equal(t, "critical", expiring[0].Severity)
 
+	// The dashboard's domain page shows the host in its Mail servers section.
+	w := newWebClient(t, b)
+	w.signIn(acct.Email, "correct horse battery")
+	webResp, page := w.req("GET", "/domains/"+name, nil)
+	require.Equal(t, http.StatusOK, webResp.StatusCode)
+	require.Contains(t, page, "Mail servers (MX transport)")
+	require.Contains(t, page, "<td>mx."+name+"</td>")
+	require.Contains(t, page, `<span class="problem">certificate_expired</span>`)
+
 	// Another account's domain does not exist for it.
 	other := b.createAccount(t)
 	require.Equal(t, http.StatusNotFound, b.do(t, "GET", "/api/accounts/me/domains/"+name+"/transport", other.Key, nil).Status)
