@@ -131,8 +131,8 @@ func TestWrongNameIsAWarning(t *testing.T) {
 }
 
 // A testing-mode policy whose every MX passes a verified, matching
-// handshake is safe to enforce.
-func TestSafeToEnforce(t *testing.T) {
+// handshake is safe to enforce; TLS-RPT failures are counted per MX host.
+func TestSafeToEnforceAndTLSRPTFailures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, r := startDNS(t)
@@ -148,6 +148,32 @@ func TestSafeToEnforce(t *testing.T) {
 	require.True(t, v.SafeToEnforce, "%v", v.Reasons)
 	require.Len(t, v.Hosts, 1)
 	require.Equal(t, "ok", v.Hosts[0].Verdict)
+	require.Zero(t, v.Hosts[0].TLSRPTFailures)
+
+	// TLS reports' failures naming the host (any case, trailing dot) are
+	// joined to it; another host's and a report older than the window are not.
+	for i, rep := range []struct {
+		begin    time.Time
+		policies string
+	}{
+		{testNow.AddDate(0, 0, -3), `[{"policy":{"policy-type":"sts","policy-domain":"good.test"},"summary":{"total-successful-session-count":10,"total-failure-session-count":9},
+			"failure-details":[{"result-type":"certificate-expired","receiving-mx-hostname":"MX.good.test.","failed-session-count":7},
+			{"result-type":"starttls-not-supported","receiving-mx-hostname":"mx.other.test","failed-session-count":2}]}]`},
+		{testNow.AddDate(0, 0, -1), `[{"policy":{"policy-type":"sts","policy-domain":"good.test"},"summary":{"total-successful-session-count":1,"total-failure-session-count":3},
+			"failure-details":[{"result-type":"validation-failure","receiving-mx-hostname":"mx.good.test","failed-session-count":3}]}]`},
+		{testNow.AddDate(0, 0, -45), `[{"policy":{"policy-type":"sts","policy-domain":"good.test"},"summary":{"total-successful-session-count":0,"total-failure-session-count":100},
+			"failure-details":[{"result-type":"validation-failure","receiving-mx-hostname":"mx.good.test","failed-session-count":100}]}]`},
+	} {
+		_, err := db.Exec(ctx, `WITH m AS (INSERT INTO report_messages (id, account_id, domain_id, kind, source, raw_size)
+			VALUES (gen_random_uuid(), $1, $2, 'tlsrpt', 'upload', 1) RETURNING id)
+			INSERT INTO tls_reports (id, domain_id, message_id, org_name, report_id, contact_info, begin_at, end_at, successful_count, failure_count, policies)
+			SELECT gen_random_uuid(), $2, m.id, 'Example', $3, '', $4, $4::timestamptz + interval '1 day', 0, 0, $5 FROM m`,
+			d.AccountID, d.ID, itoa(i), rep.begin, rep.policies)
+		require.NoError(t, err)
+	}
+	v, err = transport.Load(ctx, db, d, testNow)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), v.Hosts[0].TLSRPTFailures)
 }
 
 // certificate_expiring fires once per threshold per certificate on a
