@@ -42,11 +42,26 @@ const (
 // certificate checks, EHLO, QUIT; DANE and reverse DNS), 50 at a time, with
 // the SSRF guard admitting loopback only. It prints probes per second and
 // the p50/p99 of one host's probe, and fails when a probe is not ok (the
-// figures would then measure errors).
+// figures would then measure errors). The reputation benchmark's entry in
+// main.go calls it.
+//
+//lint:ignore U1000 registered by the reputation benchmark beside its blocklist half
 func benchTransportProbes(ctx context.Context) error {
+	_, err := runTransportProbes(ctx, transportBenchProbes)
+	return err
+}
+
+// transportResult is what runTransportProbes measured.
+type transportResult struct {
+	rate     float64
+	p50, p99 time.Duration
+}
+
+// runTransportProbes probes n loopback MX hosts and prints the figures.
+func runTransportProbes(ctx context.Context, n int) (transportResult, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return err
+		return transportResult{}, err
 	}
 	now := time.Now()
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mwbench transport CA"},
@@ -54,26 +69,26 @@ func benchTransportProbes(ctx context.Context) error {
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		return err
+		return transportResult{}, err
 	}
 	ca, err := x509.ParseCertificate(caDER)
 	if err != nil {
-		return err
+		return transportResult{}, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return err
+		return transportResult{}, err
 	}
 	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2),
 		Subject: pkix.Name{CommonName: "*.probe.bench"}, DNSNames: []string{"*.probe.bench"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(0, 0, 60),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return err
+		return transportResult{}, err
 	}
 	leaf, err := x509.ParseCertificate(leafDER)
 	if err != nil {
-		return err
+		return transportResult{}, err
 	}
 
 	srv := smtp.NewServer(benchNoMail{})
@@ -82,7 +97,7 @@ func benchTransportProbes(ctx context.Context) error {
 	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER, caDER}, PrivateKey: key}}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return transportResult{}, err
 	}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
@@ -91,7 +106,7 @@ func benchTransportProbes(ctx context.Context) error {
 	spki := mxprobeSPKI(leaf)
 	var zone strings.Builder
 	zone.WriteString("$TTL 300\n1.0.0.127.in-addr.arpa. PTR mx0.probe.bench.\n")
-	hosts := make([]string, transportBenchProbes)
+	hosts := make([]string, n)
 	for i := range hosts {
 		hosts[i] = fmt.Sprintf("mx%d.probe.bench", i)
 		fmt.Fprintf(&zone, "%s. A 127.0.0.1\n", hosts[i])
@@ -101,7 +116,7 @@ func benchTransportProbes(ctx context.Context) error {
 	}
 	dns, err := dnstest.NewServer(zone.String())
 	if err != nil {
-		return err
+		return transportResult{}, err
 	}
 	defer dns.Close()
 	dns.Authenticate("probe.bench")
@@ -114,7 +129,7 @@ func benchTransportProbes(ctx context.Context) error {
 		ExtraRoots: roots, AllowAddr: guard.CheckIP,
 	})
 	if err != nil {
-		return err
+		return transportResult{}, err
 	}
 
 	durations := make([]time.Duration, len(hosts))
@@ -141,7 +156,7 @@ func benchTransportProbes(ctx context.Context) error {
 	wg.Wait()
 	elapsed := time.Since(t0)
 	if err := ctx.Err(); err != nil {
-		return err
+		return transportResult{}, err
 	}
 	var bad []string
 	for i, v := range verdicts {
@@ -150,12 +165,13 @@ func benchTransportProbes(ctx context.Context) error {
 		}
 	}
 	slices.Sort(durations)
+	res := transportResult{rate: float64(len(hosts)) / elapsed.Seconds(), p50: percentile(durations, 50), p99: percentile(durations, 99)}
 	fmt.Printf("MX probes (STARTTLS, certificate, DANE on 1 in 10, FCrDNS), %d hosts, %d at a time: %7.1f probes/s  p50 %6.2f ms  p99 %6.2f ms\n",
-		len(hosts), transportBenchConcurrency, float64(len(hosts))/elapsed.Seconds(), ms(percentile(durations, 50)), ms(percentile(durations, 99)))
+		len(hosts), transportBenchConcurrency, res.rate, ms(res.p50), ms(res.p99))
 	if len(bad) > 0 {
-		return fmt.Errorf("%d probes were not ok, e.g. %s", len(bad), bad[0])
+		return res, fmt.Errorf("%d probes were not ok, e.g. %s", len(bad), bad[0])
 	}
-	return nil
+	return res, nil
 }
 
 // mxprobeSPKI is the SHA-256 of the certificate's public key, hex: the data
