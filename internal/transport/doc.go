@@ -17,9 +17,12 @@
 // failure) changes nothing: its stored rows, and so the transitions the
 // events are computed from, stay as they were. A conclusive host replaces
 // its rows in one transaction with the events it causes, so an event exists
-// exactly when the change that caused it committed, and the previous state
-// is read under a row lock, so two probes of one domain cannot both see
-// the same transition.
+// exactly when the change that caused it committed, and the transaction
+// holds the domain's row lock while it reads the previous state, so two
+// probes of one domain cannot both see the same transition.
+//
+// The health cap (HealthCap) reads the stored rows when the domain's score
+// is computed, i.e. at its next DNS check, not when a probe stores them.
 //
 //   - mx_tls_failing: a host's verdict goes from ok (or never probed) to
 //     tls_failing or smtp_failing. Critical when the domain's MTA-STS mode is

@@ -132,6 +132,13 @@ func (s *Service) ProbeDomain(ctx context.Context, db dbutil.Executor, domainID 
 	}
 	err = dbutil.WithTx(ctx, db, func(ctx context.Context, tx pgx.Tx) error {
 		out.Stored, out.Events = 0, nil
+		// The domain's row lock serialises the probes of one domain, also
+		// for a host that has no stored row yet to lock.
+		if _, err := q.DomainGetByIDForUpdate(ctx, tx, d.ID); dbutil.IsNotFound(err) {
+			return ErrNotFound
+		} else if err != nil {
+			return fmt.Errorf("error locking domain: %w", err)
+		}
 		if targets.Conclusive {
 			if err := q.TransportDeleteOtherHosts(ctx, tx, dbsqlc.TransportDeleteOtherHostsParams{
 				AccountID: d.AccountID, DomainID: d.ID, Hosts: append([]string{}, targets.Hosts...),

@@ -279,3 +279,28 @@ func TestTemporaryChangesNothing(t *testing.T) {
 	}
 	require.Empty(t, eventsOf(t, db, d.AccountID, events.TypeMXTLSFailing))
 }
+
+// Two probes of one never-probed domain at once store one set of rows and
+// raise one mx_tls_failing: the domain's row lock serialises them.
+func TestConcurrentProbesRaiseOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, r := startDNS(t)
+	pki := newTestPKI(t)
+	pool, _ := dbtest.NewDB(t)
+	d := testfactory.AccountDomain(t, pool, "wrong.test")
+	d = storeResults(t, pool, d.ID, "", "mx.wrong.test")
+	port, _ := startSMTP(t, pki.leaf(t, []string{"mail.elsewhere.test"}, testNow.AddDate(0, 3, 0)))
+	svc := newService(t, r, port, pki, &clock{now: testNow}, loopbackGuard)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := svc.ProbeDomain(ctx, pool, d.ID)
+			errs <- err
+		}()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	require.Len(t, eventsOf(t, pool, d.AccountID, events.TypeMXTLSFailing), 1)
+	require.Len(t, storedRows(t, pool, d.AccountID, d.ID), 1)
+}
