@@ -328,12 +328,27 @@ func Rows(accountID, domainID uuid.UUID, r mxprobe.HostResult, at time.Time) []d
 		p.Problems = mustJSON(nonNil(r.Problems))
 		return []dbsqlc.TransportInsertParams{p}
 	}
+	// Host-level problems (the MTA-STS pattern, the TLSA lookup) are in
+	// no address's list: each address row carries them too, so a stored
+	// row says why its host fails.
+	seen := map[mxprobe.Code]bool{}
+	for _, a := range r.Addresses {
+		for _, p := range a.Problems {
+			seen[p.Code] = true
+		}
+	}
+	var hostOnly []mxprobe.Problem
+	for _, p := range r.Problems {
+		if !seen[p.Code] {
+			hostOnly = append(hostOnly, p)
+		}
+	}
 	out := make([]dbsqlc.TransportInsertParams, 0, len(r.Addresses))
 	for _, a := range r.Addresses {
 		p := base
 		p.Address = a.Addr.String()
 		p.Verdict = string(a.Verdict)
-		p.Problems = mustJSON(nonNil(a.Problems))
+		p.Problems = mustJSON(append(append([]mxprobe.Problem{}, a.Problems...), hostOnly...))
 		p.Starttls = a.StartTLS
 		if t := a.TLS; t != nil {
 			na, days := t.NotAfter.UTC(), int32(t.DaysLeft)

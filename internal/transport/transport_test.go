@@ -304,3 +304,28 @@ func TestConcurrentProbesRaiseOnce(t *testing.T) {
 	require.Len(t, eventsOf(t, pool, d.AccountID, events.TypeMXTLSFailing), 1)
 	require.Len(t, storedRows(t, pool, d.AccountID, d.ID), 1)
 }
+
+// A host outside the MTA-STS policy's mx patterns fails on a host-level
+// problem, which its stored address rows carry.
+func TestHostLevelProblemIsStored(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, r := startDNS(t)
+	pki := newTestPKI(t)
+	db := dbtest.Tx(t)
+	d := testfactory.AccountDomain(t, db, "good.test")
+	d = storeResults(t, db, d.ID, "", "mx.good.test")
+	// The stored policy names another host only.
+	_, err := db.Exec(ctx, `UPDATE domains SET results = jsonb_set(results, '{mta_sts}',
+		'{"status":"pass","records":[],"errors":[],"warnings":[],"instructions":[],"policy":{"mode":"enforce","max_age":604800,"mx":["mx.other.test"]}}')
+		WHERE id = $1`, d.ID)
+	require.NoError(t, err)
+	port, _ := startSMTP(t, pki.leaf(t, []string{"mx.good.test"}, testNow.AddDate(0, 3, 0)))
+	out, err := newService(t, r, port, pki, &clock{now: testNow}, loopbackGuard).ProbeDomain(ctx, db, d.ID)
+	require.NoError(t, err)
+	require.Equal(t, mxprobe.VerdictTLSFailing, out.Results[0].Verdict, "%+v", out.Results[0].Problems)
+	rows := storedRows(t, db, d.AccountID, d.ID)
+	require.Len(t, rows, 1)
+	require.Contains(t, string(rows[0].Problems), `"policy_mismatch"`)
+	require.False(t, *rows[0].MatchesPolicy)
+}
