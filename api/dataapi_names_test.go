@@ -44,6 +44,7 @@ var restObjects = map[string]struct {
 	"dns_connection_links": {[]any{api.DNSProviderLink{}}, nil},
 	"dns_recommendations":  {[]any{api.DNSRecommendation{}}, []string{"job_id"}},
 	"mx_setups":            {[]any{api.MXSetup{}}, []string{"records"}},
+	"mx_transport":         {[]any{api.TransportAddress{}}, nil},
 	"preference_groups":    {[]any{notify.GroupPrefs{}}, []string{"description", "required", "set", "types"}},
 	"preference_overrides": {[]any{notify.TypePrefs{}}, nil},
 	"event_daily_counts":   {[]any{api.DayVolume{}, api.TypeCount{}}, []string{"info", "warning", "critical", "total", "count"}},

@@ -155,6 +155,7 @@ _dmarc.example.com. IN TXT "v=DMARC1; p=none"
 		o.now = func() time.Time { return time.Now().Add(time.Duration(e.offset.Load())) }
 		o.deps = func(d *api.Deps) {
 			d.Resolver = dnscheck.NewClient(e.dns.Addr(), 500*time.Millisecond)
+			d.SMTPProbe = true
 			d.StripeWebhookSecret = testStripeSecret
 			d.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			d.DNSFix = &domains.FixDeps{
@@ -820,7 +821,7 @@ var agreementFixtures = map[string]agreementFixture{
 	"listDNSRecommendations": domainFixture, "getDMARCGuidance": domainFixture, "listDMARCSources": domainFixture,
 	"listDMARCReports": domainFixture, "listDMARCFailureReports": domainFixture, "listTLSReports": domainFixture,
 	"getReportingAddress": domainFixture, "signReportingAddress": domainFixture, "uploadReport": domainFixture,
-	"setupMX": domainFixture,
+	"setupMX": domainFixture, "getDomainTransport": domainFixture, "checkDomainTransport": domainFixture,
 	"getMXSetup": func(t *testing.T, e *agreementEnv, st *agreementState) {
 		e.domain(t, st)
 		e.call(t, st, "POST", "/api/accounts/me/domains/example.com/mx-setup", map[string]any{"subdomain": "reports"})

@@ -67,6 +67,7 @@ type Ops struct {
 	DismissDNSRecommendation Operation[DismissRecommendationRequest, DNSRecommendation]
 	ListDMARCSources         Operation[SourcesRequest, Sources]
 	GetDMARCGuidance         Operation[DomainPath, reports.Guidance]
+	GetDomainTransport       Operation[DomainPath, Transport]
 
 	ListAlerts         Operation[ListAlertsRequest, Page[Alert]]
 	AcknowledgeAlert   Operation[AcknowledgeRequest, Alert]

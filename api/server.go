@@ -150,6 +150,9 @@ type DNSDeps struct {
 	// DNSFix holds DNS connections' environment and the MX setup's
 	// configuration; nil answers their routes with 503.
 	DNSFix *domains.FixDeps
+	// SMTPProbe is SMTP_PROBE: when false, POST .../transport/check
+	// answers 409 (the workers probe nothing).
+	SMTPProbe bool
 }
 
 // PlanDeps are the plan settings the API shows and enforces.
@@ -371,6 +374,7 @@ func (s *Server) routes() {
 	s.dnsProviderRoutes()
 	s.recommendationRoutes()
 	s.mxRoutes()
+	s.transportRoutes()
 	s.providerRoutes()     // providers.go
 	s.suppressionRoutes()  // suppressions.go
 	s.messageRoutes()      // messages.go

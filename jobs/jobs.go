@@ -28,6 +28,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
+	"github.com/mailwatch/mailwatch/internal/transport"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
@@ -84,6 +85,9 @@ type Deps struct {
 	// Mail sends notification mail (notify.go); nil or without a relay,
 	// the mail jobs log that they skipped and complete.
 	Mail *notify.Mailer
+	// Transport probes MX hosts (transport.go); nil when SMTP_PROBE is
+	// off: no probe is scheduled and queued ones complete without probing.
+	Transport *transport.Service
 }
 
 // Settings are the configuration the workers read (SettingsFrom takes them
@@ -162,6 +166,7 @@ func Workers(deps Deps) *river.Workers {
 	addReceiverWorkers(w, deps)   // receivers.go
 	addDomainWorkers(w, deps)     // domains.go
 	addDNSFixWorkers(w, deps)     // dnsfix.go
+	addTransportWorkers(w, deps)  // transport.go
 	addProviderWorkers(w, deps)   // providers.go
 	addSigningKeyWorkers(w, deps) // signingkeys.go
 	addReportWorkers(w, deps)     // reports.go
@@ -191,6 +196,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, billingPeriodicJobs(deps)...)
 	out = append(out, reportPeriodicJobs(deps)...)
 	out = append(out, partitionPeriodicJobs(deps)...)
+	out = append(out, transportPeriodicJobs(deps)...)
 	return out
 }
 

@@ -121,6 +121,10 @@ mailwatch_river_jobs{kind="",queue="maintenance",state="available"} 0
 mailwatch_river_jobs{kind="",queue="maintenance",state="retryable"} 0
 mailwatch_river_jobs{kind="",queue="maintenance",state="running"} 0
 mailwatch_river_jobs{kind="",queue="maintenance",state="scheduled"} 0
+mailwatch_river_jobs{kind="",queue="transport",state="available"} 0
+mailwatch_river_jobs{kind="",queue="transport",state="retryable"} 0
+mailwatch_river_jobs{kind="",queue="transport",state="running"} 0
+mailwatch_river_jobs{kind="",queue="transport",state="scheduled"} 0
 mailwatch_river_jobs{kind="",queue="webhooks",state="available"} 0
 mailwatch_river_jobs{kind="",queue="webhooks",state="retryable"} 0
 mailwatch_river_jobs{kind="",queue="webhooks",state="running"} 0

@@ -52,6 +52,8 @@ type domainData struct {
 	Recs    []api.DNSRecommendation
 	Sources *api.Sources
 	Guide   *reports.Guidance
+	// Transport is the stored MX probes (Mail servers section).
+	Transport *api.Transport
 }
 
 func checksOf(rs *dnscheck.Results) []namedCheck {
@@ -122,6 +124,9 @@ func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 	}
 	if g, err := h.ops.GetDMARCGuidance.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
 		data.Guide = g
+	}
+	if tr, err := h.ops.GetDomainTransport.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
+		data.Transport = tr
 	}
 	return h.render(c, http.StatusOK, "domain", d.Domain.Domain, data, "")
 }

@@ -73,15 +73,20 @@ func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg
 	if err != nil {
 		return jobs.Deps{}, err
 	}
+	tr, err := buildTransport(cfg, sh)
+	if err != nil {
+		return jobs.Deps{}, err
+	}
 	return jobs.Deps{
-		Mail:     &notify.Mailer{Relay: relay, From: cfg.NotifyFrom, BaseURL: notify.BaseURL(cfg.PublicBaseURL, cfg.ListenAddr)},
-		Pool:     pool,
-		Logger:   logger,
-		Settings: jobs.SettingsFrom(cfg),
-		Keyring:  sh.keyring,
-		Resolver: sh.resolver,
-		Registry: reg,
-		DNSFix:   sh.dnsFix,
+		Transport: tr,
+		Mail:      &notify.Mailer{Relay: relay, From: cfg.NotifyFrom, BaseURL: notify.BaseURL(cfg.PublicBaseURL, cfg.ListenAddr)},
+		Pool:      pool,
+		Logger:    logger,
+		Settings:  jobs.SettingsFrom(cfg),
+		Keyring:   sh.keyring,
+		Resolver:  sh.resolver,
+		Registry:  reg,
+		DNSFix:    sh.dnsFix,
 		WebhookClient: webhook.NewClient(sh.guard, webhook.ClientOptions{
 			MaxIdleConnsPerHost: cfg.WebhookConcurrency,
 		}),

@@ -167,7 +167,7 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 			StripeWebhookSecret:   cfg.StripeWebhookSecret,
 		},
 		WebhookDeps: api.WebhookDeps{WebhookGuard: sh.guard, WebhookClient: webhook.NewClient(sh.guard, webhook.ClientOptions{})},
-		DNSDeps:     api.DNSDeps{Resolver: sh.resolver, DNSFix: sh.dnsFix},
+		DNSDeps:     api.DNSDeps{Resolver: sh.resolver, DNSFix: sh.dnsFix, SMTPProbe: cfg.SMTPProbe},
 		PlanDeps:    api.PlanDeps{EventRetentionDays: cfg.EventRetentionDays, DefaultPlan: cfg.DefaultPlan},
 		AuthDeps: api.AuthDeps{Identity: issuer, DataAPIOnly: dataAPIOnly,
 			DataAPI: api.DataAPIOptions{MaxRows: cfg.DataAPIMaxRows, StatementTimeout: cfg.DataAPIStatementTimeout,

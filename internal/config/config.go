@@ -55,6 +55,9 @@ var Vars = []Var{
 	{Name: "REDIS_URL", Default: "", Secret: true, Meaning: "When set, rate-limit counters live in Redis and are shared by every API replica; otherwise each replica counts alone, in memory."},
 	{Name: "DNS_RESOLVER", Default: "", Meaning: "DNS server (host:port) used for domain checks; empty means the first nameserver of /etc/resolv.conf."},
 	{Name: "DNS_CHECK_INTERVAL", Default: "15m", Meaning: "How often every domain's DNS is re-checked for changes (one check per domain per interval, spread over it); at least 1m."},
+	{Name: "SMTP_PROBE", Default: "on", Meaning: "on or off: probe every MX host of every domain on port SMTP_PROBE_PORT (STARTTLS, certificate, DANE; never MAIL or RCPT) every 6 hours and on request. Many clouds block outbound port 25: turn it off there, or every probe is inconclusive. See docs/features/transport.md."},
+	{Name: "SMTP_PROBE_PORT", Default: "25", Meaning: "TCP port the MX probes connect to (tests and port-forwarding setups change it); the DANE TLSA name follows it."},
+	{Name: "SMTP_PROBE_CA_FILE", Default: "", Meaning: "PEM file of extra CA certificates trusted, beside the system roots, when verifying MX hosts' certificates. The probes' EHLO name is INBOUND_MX_HOST, else INBOUND_DOMAIN."},
 	{Name: "HEALTH_HISTORY_DAYS", Default: "90", Meaning: "Health-score history older than this is deleted by a periodic job."},
 	{Name: "WEBHOOK_ALLOWED_CIDRS", Default: "", Meaning: "Comma-separated CIDRs that webhook destinations may resolve to even though they are private, loopback or otherwise reserved."},
 	{Name: "INBOUND_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Standard Webhooks secret (whsec_...) that signs requests to the email ingress webhook."},
@@ -119,6 +122,11 @@ type Config struct {
 	RedisURL                string
 	DNSResolver             string
 	DNSCheckInterval        time.Duration
+	// SMTPProbe, SMTPProbePort and SMTPProbeCAFile configure the MX
+	// transport probes (internal/transport).
+	SMTPProbe               bool
+	SMTPProbePort           int
+	SMTPProbeCAFile         string
 	HealthHistoryDays       int
 	WebhookAllowedCIDRs     string
 	InboundWebhookSecret    string
@@ -292,6 +300,15 @@ func Parse(lookup Lookup) (*Config, error) {
 	} else {
 		cfg.ProviderWebhookMaxAge = d
 	}
+	switch strings.ToLower(get("SMTP_PROBE")) {
+	case "on", "true", "1":
+		cfg.SMTPProbe = true
+	case "off", "false", "0":
+	default:
+		errs = append(errs, errors.New("SMTP_PROBE must be on or off"))
+	}
+	cfg.SMTPProbePort = atoi("SMTP_PROBE_PORT", 1, 65535)
+	cfg.SMTPProbeCAFile = get("SMTP_PROBE_CA_FILE")
 	if cfg.DBStatementTimeout > 0 && cfg.RequestTimeout > 0 && cfg.DBStatementTimeout+time.Second >= cfg.RequestTimeout {
 		errs = append(errs, errors.New("DB_STATEMENT_TIMEOUT must be more than a second below REQUEST_TIMEOUT"))
 	}

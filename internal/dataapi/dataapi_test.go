@@ -59,7 +59,9 @@ var newTables = []string{"providers", "provider_links", "message_events", "suppr
 	// schema/0013_preferences.sql
 	"preference_groups", "preference_overrides",
 	// schema/0029_message_event_rollups.sql: the message event's day
-	"message_event_days"}
+	"message_event_days",
+	// schema/0042_transport.sql
+	"mx_transport"}
 
 // seedTenantTables gives the account one row in each table of 0012, with
 // secrets in the columns that must never be readable.
@@ -106,6 +108,8 @@ func seedTenantTables(t testing.TB, db dbutil.Executor, account, domain uuid.UUI
 			[]any{domain, name}},
 		{`INSERT INTO mx_setups (id, domain_id, name, token) VALUES (gen_random_uuid(), $1, $2, 'tok')`,
 			[]any{domain, "reports." + name}},
+		{`INSERT INTO mx_probe_results (account_id, domain_id, mx_host, address, port, verdict, host_verdict, probed_at)
+			VALUES ($1, $2, 'mx.' || $3, '192.0.2.25', 25, 'ok', 'ok', now())`, []any{account, domain, name}},
 		{`INSERT INTO preference_groups (account_id, group_name, email, webhook) VALUES ($1, 'health', false, true)`,
 			[]any{account}},
 		{`INSERT INTO preference_overrides (account_id, event_type, email) VALUES ($1, 'bounce_spike', true)`,

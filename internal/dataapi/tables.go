@@ -145,6 +145,14 @@ var Tables = func() map[string]*Table {
 		{Name: "preference_overrides", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "event_type", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz")},
 
+		// schema/0042_transport.sql
+		{Name: "mx_transport", Owner: byAccount, Columns: cols(
+			"account_id", "uuid", "domain_id", "uuid", "mx_host", "text", "address", "text", "port", "integer",
+			"verdict", "text", "host_verdict", "text", "problems", "jsonb", "starttls", "boolean", "tls_version", "text",
+			"cipher_suite", "text", "verified", "boolean", "name_matches", "boolean", "matches_policy", "boolean",
+			"not_after", "timestamptz", "days_left", "integer", "fingerprint", "text", "dane_status", "text",
+			"dane_rollover", "boolean", "fcrdns", "boolean", "ptr", "text", "probed_at", "timestamptz")},
+
 		// schema/0030_event_rollups.sql, reading event_counts_daily since 0036
 		{Name: "event_daily_counts", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "day", "date", "event_type", "text", "severity", "text", "events", "bigint")},

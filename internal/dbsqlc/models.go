@@ -360,6 +360,31 @@ type DataApiMxSetup struct {
 	UpdatedAt     time.Time
 }
 
+type DataApiMxTransport struct {
+	AccountID     uuid.UUID
+	DomainID      uuid.UUID
+	MxHost        string
+	Address       string
+	Port          int32
+	Verdict       string
+	HostVerdict   string
+	Problems      json.RawMessage
+	Starttls      bool
+	TlsVersion    *string
+	CipherSuite   *string
+	Verified      *bool
+	NameMatches   *bool
+	MatchesPolicy *bool
+	NotAfter      *time.Time
+	DaysLeft      *int32
+	Fingerprint   *string
+	DaneStatus    string
+	DaneRollover  bool
+	Fcrdns        bool
+	Ptr           string
+	ProbedAt      time.Time
+}
+
 type DataApiPreferenceGroup struct {
 	AccountID uuid.UUID
 	GroupName string
@@ -852,6 +877,41 @@ type MessageSpike struct {
 	EventID    *uuid.UUID
 	Rate       float64
 	CheckedAt  time.Time
+}
+
+type MxCertificateNotice struct {
+	AccountID   uuid.UUID
+	DomainID    uuid.UUID
+	Fingerprint string
+	Threshold   int32
+	MxHost      string
+	NotAfter    time.Time
+	SentAt      time.Time
+}
+
+type MxProbeResult struct {
+	AccountID     uuid.UUID
+	DomainID      uuid.UUID
+	MxHost        string
+	Address       string
+	Port          int32
+	Verdict       string
+	HostVerdict   string
+	Problems      json.RawMessage
+	Starttls      bool
+	TlsVersion    *string
+	CipherSuite   *string
+	Verified      *bool
+	NameMatches   *bool
+	MatchesPolicy *bool
+	NotAfter      *time.Time
+	DaysLeft      *int32
+	Fingerprint   *string
+	DaneStatus    string
+	DaneRollover  bool
+	Fcrdns        bool
+	Ptr           string
+	ProbedAt      time.Time
 }
 
 type MxSetup struct {

@@ -126,7 +126,7 @@ func (r Rec) Selects(v string) bool {
 		return dmarc.IsDMARC(v)
 	case r.Key == "tls_rpt":
 		return dnscheck.IsTLSRPT(v)
-	case r.Key == "mta_sts":
+	case r.Key == "mta_sts" || r.Key == "mta_sts_enforce":
 		return dnscheck.IsSTSRecord(v)
 	case strings.HasPrefix(r.Key, "dkim:"):
 		return true
@@ -163,6 +163,9 @@ type Inputs struct {
 	// needs no flattening or could not be flattened.
 	FlatSPF     string
 	FlatSPFFrom string
+	// MTASTSSafeToEnforce is set when the MX transport probes say a
+	// testing MTA-STS policy can move to enforce (transport.View).
+	MTASTSSafeToEnforce bool
 }
 
 // Compute returns the recommendations for a domain's known check results,
@@ -183,6 +186,7 @@ func Compute(domain string, known *dnscheck.Results, in Inputs) []Rec {
 	add(nullMXRec(domain, known, nonMail))
 	add(tlsRPTRec(domain, known, in))
 	add(mtaSTSRec(domain, known))
+	add(mtaSTSEnforceRec(domain, known, in))
 	out = append(out, dkimRecs(domain, known)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
@@ -323,6 +327,26 @@ func mtaSTSRec(domain string, k *dnscheck.Results) *Rec {
 		Key: "mta_sts", Check: dnscheck.NameMTASTS, Severity: SeverityInfo, Name: "_mta-sts." + domain, Type: "TXT",
 		Current: []string{}, Proposed: []string{"v=STSv1; id=<policy version, e.g. 20260101000000>"}, Manual: true,
 		Why: fmt.Sprintf("MTA-STS (RFC 8461) makes senders require TLS to your MX hosts. First serve a policy (\"version: STSv1\", \"mode: testing\", one \"mx:\" line per MX host, \"max_age: 604800\") at https://mta-sts.%s/.well-known/mta-sts.txt, then publish this record; mailwatch cannot host the policy for you.", domain),
+	}
+}
+
+// mtaSTSEnforceRec advises moving a testing MTA-STS policy to enforce once
+// the MX transport probes found it safe: the policy file changes (which
+// mailwatch cannot do) and the TXT record's id with it.
+func mtaSTSEnforceRec(domain string, k *dnscheck.Results, in Inputs) *Rec {
+	if !in.MTASTSSafeToEnforce || k.MTASTS == nil || k.MTASTS.Policy == nil || k.MTASTS.Policy.Mode != "testing" {
+		return nil
+	}
+	current := []string{}
+	for _, r := range k.MTASTS.Records {
+		if dnscheck.IsSTSRecord(r) {
+			current = append(current, r)
+		}
+	}
+	return &Rec{
+		Key: "mta_sts_enforce", Check: dnscheck.NameMTASTS, Severity: SeverityInfo, Name: "_mta-sts." + domain, Type: "TXT",
+		Current: current, Proposed: []string{"v=STSv1; id=<new policy version, e.g. 20260101000000>"}, Manual: true,
+		Why: fmt.Sprintf("Safe to enforce: every MX host passed a verified TLS handshake with a certificate valid for its name and matching the policy's mx lines. Change \"mode: testing\" to \"mode: enforce\" in https://mta-sts.%s/.well-known/mta-sts.txt, then publish a new id in this record.", domain),
 	}
 }
 

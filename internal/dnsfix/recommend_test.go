@@ -56,6 +56,25 @@ func TestCompute(t *testing.T) {
 		}
 	})
 
+	t.Run("MTASTSSafeToEnforce", func(t *testing.T) {
+		sts := func(mode string) *dnscheck.MTASTSResult {
+			return &dnscheck.MTASTSResult{Result: dnscheck.Result{Status: "warn", Records: []string{"v=STSv1; id=1", "policy: mode: " + mode}},
+				Policy: &dnscheck.STSPolicy{Mode: mode, MaxAge: 604800, MX: []string{"mx.example.com"}}}
+		}
+		k := &dnscheck.Results{MX: mail, MTASTS: sts("testing")}
+		recs := dnsfix.Compute("example.com", k, dnsfix.Inputs{MTASTSSafeToEnforce: true})
+		require.Len(t, recs, 1)
+		require.Equal(t, "mta_sts_enforce", recs[0].Key)
+		require.Equal(t, []string{"v=STSv1; id=1"}, recs[0].Current)
+		require.True(t, recs[0].Manual)
+		require.Contains(t, recs[0].Why, "Safe to enforce")
+		require.True(t, recs[0].Selects("v=STSv1; id=2"))
+		require.False(t, recs[0].Selects("google-site-verification=x"))
+		require.Empty(t, dnsfix.Compute("example.com", k, dnsfix.Inputs{}), "not without the probes' say-so")
+		k.MTASTS = sts("enforce")
+		require.Empty(t, dnsfix.Compute("example.com", k, dnsfix.Inputs{MTASTSSafeToEnforce: true}), "already enforced")
+	})
+
 	t.Run("PlusAll", func(t *testing.T) {
 		k := &dnscheck.Results{SPF: spfResult("pass", 1, "pass", "v=spf1 mx +all"), MX: mail}
 		recs := dnsfix.Compute("example.com", k, dnsfix.Inputs{})

@@ -19,6 +19,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/reports"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/spf"
+	"github.com/mailwatch/mailwatch/internal/transport"
 )
 
 // FixDeps is what DNS fixes need from the world.
@@ -50,6 +51,13 @@ func RecomputeFixes(ctx context.Context, db dbutil.Executor, resolver dnscheck.R
 	var in dnsfix.Inputs
 	if fx != nil && fx.Inputs != nil {
 		in = fx.Inputs(ctx, db, row, known, now)
+	}
+	if known.MTASTS != nil && known.MTASTS.Policy != nil && known.MTASTS.Policy.Mode == "testing" {
+		// The MX transport probes say whether enforce would lose mail; a
+		// failure to read them leaves the advice out.
+		if v, err := transport.Load(ctx, db, row, now); err == nil {
+			in.MTASTSSafeToEnforce = v.SafeToEnforce
+		}
 	}
 	if known.SPF != nil && known.SPF.Lookups > spf.MaxLookups && len(known.SPF.Records) == 1 && resolver != nil {
 		fctx, cancel := context.WithTimeout(ctx, CheckBudget)

@@ -325,3 +325,14 @@ func ComplaintRateCap(rate float64, sent int) (Cap, bool) {
 func sprintfPct(format string, rate float64) string {
 	return fmt.Sprintf(format, rate*100)
 }
+
+// TransportCap caps the score at 40 while failingHosts MX hosts fail their
+// transport probe although senders verify them (MTA-STS mode enforce, or
+// DANE published): those senders queue the mail instead of delivering it.
+func TransportCap(failingHosts int) (Cap, bool) {
+	if failingHosts <= 0 {
+		return Cap{}, false
+	}
+	return Cap{Name: "mx_transport", Max: 40, Reason: fmt.Sprintf(
+		"%d MX host(s) fail TLS while MTA-STS enforce or DANE makes senders verify it: their mail is queued, not delivered", failingHosts)}, true
+}

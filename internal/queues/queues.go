@@ -23,10 +23,13 @@ const (
 	Maintenance = "maintenance"
 	Webhooks    = "webhooks"
 	DNS         = "dns"
+	// Transport holds the MX transport probes (internal/transport): slow,
+	// network-bound jobs kept apart from the DNS checks.
+	Transport = "transport"
 )
 
 // All lists every queue a worker works by default.
-var All = []string{Default, Maintenance, Webhooks, DNS}
+var All = []string{Default, Maintenance, Webhooks, DNS, Transport}
 
 // ActiveStates are the states in which a job counts as "already queued"
 // for a run-now request: River's required unique states plus retryable.
