@@ -26,6 +26,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/logthrottle"
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/plans"
+	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
@@ -106,6 +107,10 @@ type Settings struct {
 	JobRescueAfter time.Duration
 	// WebhookLimits bound the pushes in flight per account and per host.
 	WebhookLimits webhook.Limits
+	// ProviderAccountConcurrency bounds the provider_payload jobs of one
+	// account running at once (PROVIDER_ACCOUNT_CONCURRENCY); zero means
+	// providers.AccountConcurrency of the default queue's MaxWorkers.
+	ProviderAccountConcurrency int
 	// JWTKeyRotation and JWTTTL drive the signing-key rotation.
 	JWTKeyRotation time.Duration
 	JWTTTL         time.Duration
@@ -118,7 +123,8 @@ func SettingsFrom(cfg *config.Config) Settings {
 		StripePricePlans: cfg.StripePricePlans, BillingGracePeriod: cfg.BillingGracePeriod,
 		DNSCheckInterval: cfg.DNSCheckInterval, HealthHistoryDays: cfg.HealthHistoryDays,
 		JobRescueAfter: cfg.JobRescueAfter, WebhookLimits: cfg.WebhookLimits,
-		JWTKeyRotation: cfg.JWTKeyRotation, JWTTTL: cfg.JWTTTL,
+		ProviderAccountConcurrency: cfg.ProviderAccountConcurrency,
+		JWTKeyRotation:             cfg.JWTKeyRotation, JWTTTL: cfg.JWTTTL,
 	}
 }
 
@@ -199,6 +205,11 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 	if opts.FetchCooldown == 0 {
 		opts.FetchCooldown = 10 * time.Millisecond
+	}
+	if deps.Settings.ProviderAccountConcurrency <= 0 {
+		// The default queue's MaxWorkers (below); an insert-only client
+		// runs no job.
+		deps.Settings.ProviderAccountConcurrency = providers.AccountConcurrency(opts.Concurrency)
 	}
 	cfg := &river.Config{
 		// River retries every loop against a lost database (each queue's

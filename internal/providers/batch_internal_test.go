@@ -47,6 +47,7 @@ func newIsolationFixture(t *testing.T, table, condition string) isolationFixture
 }
 
 type testBatchArgs struct {
+	AccountID  uuid.UUID   `json:"account_id"`
 	PayloadIDs []uuid.UUID `json:"payload_ids"`
 }
 
@@ -61,7 +62,9 @@ func TestIngesterWriteIsolatesPayloads(t *testing.T) {
 	ctx := context.Background()
 	client, err := river.NewClient(riverpgxv5.New(nil), &river.Config{})
 	require.NoError(t, err)
-	g := &Ingester{DB: f.pool, River: client, BatchJob: func(ids []uuid.UUID) river.JobArgs { return testBatchArgs{PayloadIDs: ids} }}
+	g := &Ingester{DB: f.pool, River: client, BatchJob: func(account uuid.UUID, ids []uuid.UUID) river.JobArgs {
+		return testBatchArgs{AccountID: account, PayloadIDs: ids}
+	}}
 	call := func(p *dbsqlc.SendingProvider, key, body string) *ingestCall {
 		return &ingestCall{in: Ingest{Provider: p, Verified: Verified{ReplayKey: key}, Body: []byte(body), Now: time.Now()}, done: make(chan struct{})}
 	}
