@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,6 +86,10 @@ type Deps struct {
 	// Mail sends notification mail (notify.go); nil or without a relay,
 	// the mail jobs log that they skipped and complete.
 	Mail *notify.Mailer
+
+	// observeProviderGate, when set, sees each admission of a
+	// provider_payload job by its account's bound (tests).
+	observeProviderGate func(account uuid.UUID, running int)
 }
 
 // Settings are the configuration the workers read (SettingsFrom takes them

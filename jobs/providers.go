@@ -49,7 +49,9 @@ func (ProviderPayloadPruneArgs) InsertOpts() river.InsertOpts {
 }
 
 func addProviderWorkers(w *river.Workers, deps Deps) {
-	river.AddWorker(w, &ProviderPayloadWorker{deps: deps, gate: providers.NewGate(deps.Settings.ProviderAccountConcurrency)})
+	gate := providers.NewGate(deps.Settings.ProviderAccountConcurrency)
+	gate.Observe(deps.observeProviderGate)
+	river.AddWorker(w, &ProviderPayloadWorker{deps: deps, gate: gate})
 	river.AddWorker(w, &SNSConfirmWorker{deps: deps})
 	river.AddWorker(w, &MessageSpikeCheckWorker{deps: deps})
 	river.AddWorker(w, &MessageSpikeScheduleWorker{deps: deps})
