@@ -80,7 +80,8 @@ type ProviderPayloadWorker struct {
 }
 
 // Work normalises the payloads in one transaction with the job's
-// completion. The payloads may belong to several accounts, so each one's
+// completion. The payloads are one account's (jobs queued before the
+// ingress split them by account may hold several accounts'); each one's
 // failure is isolated (providers.ProcessPayloads): the others are
 // normalised and committed, and the failed ones are queued again in a job
 // of their own, later, until they are given up. Only a failure of the
