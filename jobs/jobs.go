@@ -127,9 +127,8 @@ func SettingsFrom(cfg *config.Config) Settings {
 		InboundDomain: cfg.InboundDomain, EventRetentionDays: cfg.EventRetentionDays, DefaultPlan: cfg.DefaultPlan,
 		StripePricePlans: cfg.StripePricePlans, BillingGracePeriod: cfg.BillingGracePeriod,
 		DNSCheckInterval: cfg.DNSCheckInterval, HealthHistoryDays: cfg.HealthHistoryDays,
-		JobRescueAfter: cfg.JobRescueAfter, WebhookLimits: cfg.WebhookLimits,
-		ProviderAccountConcurrency: cfg.ProviderAccountConcurrency,
-		JWTKeyRotation:             cfg.JWTKeyRotation, JWTTTL: cfg.JWTTTL,
+		JobRescueAfter: cfg.JobRescueAfter, WebhookLimits: cfg.WebhookLimits, ProviderAccountConcurrency: cfg.ProviderAccountConcurrency,
+		JWTKeyRotation: cfg.JWTKeyRotation, JWTTTL: cfg.JWTTTL,
 	}
 }
 

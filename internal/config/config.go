@@ -138,27 +138,28 @@ type Config struct {
 	WorkerConcurrency       int
 	WebhookConcurrency      int
 	WebhookLimits           webhook.Limits
+	JobRescueAfter          time.Duration
+	UIAddr                  string
+	UIBasicAuthUser         string
+	UIBasicAuthPassword     string
+	ProviderWebhookMaxAge   time.Duration
+	JWTIssuer               string
+	JWTAudience             string
+	JWTTTL                  time.Duration
+	JWTKeyRotation          time.Duration
+	DataAPIMaxRows          int
+	DataAPIStatementTimeout time.Duration
+	StripeWebhookSecret     string
+	StripePricePlans        plans.PriceMap
+	DefaultPlan             string
+	BillingGracePeriod      time.Duration
+	LogLevel                slog.Level
+	LogFormat               string
+	GeneratedSecretKeyNote  bool
+
 	// ProviderAccountConcurrency is PROVIDER_ACCOUNT_CONCURRENCY; zero
 	// (unset) means half of the default queue's workers, rounded up.
 	ProviderAccountConcurrency int
-	JobRescueAfter             time.Duration
-	UIAddr                     string
-	UIBasicAuthUser            string
-	UIBasicAuthPassword        string
-	ProviderWebhookMaxAge      time.Duration
-	JWTIssuer                  string
-	JWTAudience                string
-	JWTTTL                     time.Duration
-	JWTKeyRotation             time.Duration
-	DataAPIMaxRows             int
-	DataAPIStatementTimeout    time.Duration
-	StripeWebhookSecret        string
-	StripePricePlans           plans.PriceMap
-	DefaultPlan                string
-	BillingGracePeriod         time.Duration
-	LogLevel                   slog.Level
-	LogFormat                  string
-	GeneratedSecretKeyNote     bool
 }
 
 // Lookup returns the value of an environment variable.

@@ -151,10 +151,11 @@ func (g *Ingester) flush() {
 
 // write stores a batch in one transaction: one multi-row insert, a
 // lookup only for the requests that were replays, one touch per provider,
-// one InsertMany (of one job per account). The batch holds several accounts' requests, so a request
-// whose insert fails fails alone (insert); per-request outcomes (stored,
-// duplicate, replay mismatch, failure) are set on the calls. An error
-// returned (the transaction, the job insert) fails the whole batch.
+// one InsertMany (of one job per account). The batch holds several
+// accounts' requests, so a request whose insert fails fails alone
+// (insert); per-request outcomes (stored, duplicate, replay mismatch,
+// failure) are set on the calls. An error returned (the transaction, the
+// job insert) fails the whole batch.
 func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 	q := dbsqlc.New()
 	n := len(batch)

@@ -45,6 +45,10 @@ const (
 	MetadataFairWaits = "provider_fair_waits"
 )
 
+// DefaultAccountConcurrency is the bound of a gate made without one:
+// AccountConcurrency of WORKER_CONCURRENCY's default (100).
+const DefaultAccountConcurrency = 50
+
 // AccountConcurrency returns PROVIDER_ACCOUNT_CONCURRENCY's default for a
 // queue of workers MaxWorkers: half of them, rounded up, at least one. One
 // account may then take half a worker process's default queue, and the
@@ -79,10 +83,10 @@ type Gate struct {
 }
 
 // NewGate returns a gate admitting at most perAccount jobs of one account
-// at once; zero or less means AccountConcurrency(1): one.
+// at once; zero or less means DefaultAccountConcurrency.
 func NewGate(perAccount int) *Gate {
 	if perAccount <= 0 {
-		perAccount = AccountConcurrency(1)
+		perAccount = DefaultAccountConcurrency
 	}
 	return &Gate{limit: perAccount, running: map[uuid.UUID]int{}}
 }

@@ -45,11 +45,11 @@ func TestGateBoundsEachAccount(t *testing.T) {
 
 func TestGateDefaults(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, 1, providers.NewGate(0).Limit())
+	require.Equal(t, providers.DefaultAccountConcurrency, providers.NewGate(0).Limit())
 	require.Equal(t, 1, providers.AccountConcurrency(0))
 	require.Equal(t, 1, providers.AccountConcurrency(1))
 	require.Equal(t, 2, providers.AccountConcurrency(3))
-	require.Equal(t, 50, providers.AccountConcurrency(100), "WORKER_CONCURRENCY's default")
+	require.Equal(t, providers.DefaultAccountConcurrency, providers.AccountConcurrency(100), "WORKER_CONCURRENCY's default")
 }
 
 type fixedRand float64
