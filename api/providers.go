@@ -115,8 +115,10 @@ func (s *Server) providerRoutes() {
 	}
 	s.ingester = &providers.Ingester{
 		DB: s.db, River: s.deps.River,
-		JobFor:   providerIngestJob,
-		BatchJob: func(ids []uuid.UUID) river.JobArgs { return providers.PayloadArgs{PayloadIDs: ids} },
+		JobFor: providerIngestJob,
+		BatchJob: func(account uuid.UUID, ids []uuid.UUID) river.JobArgs {
+			return providers.PayloadArgs{AccountID: account, PayloadIDs: ids}
+		},
 	}
 	if _, ok := s.db.(pgx.Tx); ok {
 		s.ingester.Flushers = 1 // tests: one transaction, one user at a time

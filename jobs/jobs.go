@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/logthrottle"
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/plans"
+	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/transport"
@@ -88,6 +90,10 @@ type Deps struct {
 	// Transport probes MX hosts (transport.go); nil when SMTP_PROBE is
 	// off: no probe is scheduled and queued ones complete without probing.
 	Transport *transport.Service
+
+	// observeProviderGate, when set, sees each admission of a
+	// provider_payload job by its account's bound (tests).
+	observeProviderGate func(account uuid.UUID, running int)
 }
 
 // Settings are the configuration the workers read (SettingsFrom takes them
@@ -110,6 +116,10 @@ type Settings struct {
 	JobRescueAfter time.Duration
 	// WebhookLimits bound the pushes in flight per account and per host.
 	WebhookLimits webhook.Limits
+	// ProviderAccountConcurrency bounds the provider_payload jobs of one
+	// account running at once (PROVIDER_ACCOUNT_CONCURRENCY); zero means
+	// providers.AccountConcurrency of the default queue's MaxWorkers.
+	ProviderAccountConcurrency int
 	// JWTKeyRotation and JWTTTL drive the signing-key rotation.
 	JWTKeyRotation time.Duration
 	JWTTTL         time.Duration
@@ -121,7 +131,7 @@ func SettingsFrom(cfg *config.Config) Settings {
 		InboundDomain: cfg.InboundDomain, EventRetentionDays: cfg.EventRetentionDays, DefaultPlan: cfg.DefaultPlan,
 		StripePricePlans: cfg.StripePricePlans, BillingGracePeriod: cfg.BillingGracePeriod,
 		DNSCheckInterval: cfg.DNSCheckInterval, HealthHistoryDays: cfg.HealthHistoryDays,
-		JobRescueAfter: cfg.JobRescueAfter, WebhookLimits: cfg.WebhookLimits,
+		JobRescueAfter: cfg.JobRescueAfter, WebhookLimits: cfg.WebhookLimits, ProviderAccountConcurrency: cfg.ProviderAccountConcurrency,
 		JWTKeyRotation: cfg.JWTKeyRotation, JWTTTL: cfg.JWTTTL,
 	}
 }
@@ -205,6 +215,11 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 	if opts.FetchCooldown == 0 {
 		opts.FetchCooldown = 10 * time.Millisecond
+	}
+	if deps.Settings.ProviderAccountConcurrency <= 0 {
+		// The default queue's MaxWorkers (below); an insert-only client
+		// runs no job.
+		deps.Settings.ProviderAccountConcurrency = providers.AccountConcurrency(opts.Concurrency)
 	}
 	cfg := &river.Config{
 		// River retries every loop against a lost database (each queue's

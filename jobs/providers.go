@@ -49,7 +49,9 @@ func (ProviderPayloadPruneArgs) InsertOpts() river.InsertOpts {
 }
 
 func addProviderWorkers(w *river.Workers, deps Deps) {
-	river.AddWorker(w, &ProviderPayloadWorker{deps: deps})
+	gate := providers.NewGate(deps.Settings.ProviderAccountConcurrency)
+	gate.Observe(deps.observeProviderGate)
+	river.AddWorker(w, &ProviderPayloadWorker{deps: deps, gate: gate})
 	river.AddWorker(w, &SNSConfirmWorker{deps: deps})
 	river.AddWorker(w, &MessageSpikeCheckWorker{deps: deps})
 	river.AddWorker(w, &MessageSpikeScheduleWorker{deps: deps})
@@ -72,19 +74,35 @@ func providerPeriodicJobs(Deps) []*river.PeriodicJob {
 type ProviderPayloadWorker struct {
 	river.WorkerDefaults[providers.PayloadArgs]
 	deps Deps
+	// gate bounds the jobs of one account running at once in this process
+	// (PROVIDER_ACCOUNT_CONCURRENCY): a job over it waits, snoozed.
+	gate *providers.Gate
 }
 
 // Work normalises the payloads in one transaction with the job's
-// completion. The payloads may belong to several accounts, so each one's
+// completion. The payloads are one account's (jobs queued before the
+// ingress split them by account may hold several accounts'); each one's
 // failure is isolated (providers.ProcessPayloads): the others are
 // normalised and committed, and the failed ones are queued again in a job
 // of their own, later, until they are given up. Only a failure of the
 // transaction itself fails the job, and a retry of the whole job changes
 // nothing twice (normalising is idempotent).
+//
+// A job of an account (AccountID) is admitted only while fewer than the
+// account's bound of its jobs run in this process (providers.Gate); one
+// over it waits for its turn (wait) before doing any work. A job without
+// an account (queued before jobs were split by account) is not bounded.
 func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[providers.PayloadArgs]) error {
 	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 	if err != nil {
 		return err
+	}
+	if account := job.Args.AccountID; account != uuid.Nil && w.gate != nil {
+		release, busy := w.gate.Admit(account)
+		if busy != nil {
+			return w.wait(ctx, job, busy)
+		}
+		defer release()
 	}
 	return completeInTx(ctx, w.deps.Pool, job, func(ctx context.Context, tx pgx.Tx) error {
 		res, err := providers.ProcessPayloads(ctx, tx, job.Args.IDs(), w.deps.Now())
@@ -98,12 +116,27 @@ func (w *ProviderPayloadWorker) Work(ctx context.Context, job *river.Job[provide
 		if retry := res.Retry(); len(retry) > 0 {
 			// ScheduledAt is compared with the database's clock, not Deps.Now.
 			opts := &river.InsertOpts{ScheduledAt: time.Now().Add(res.RetryDelay())}
-			if _, err := client.InsertTx(ctx, tx, providers.PayloadArgs{PayloadIDs: retry}, opts); err != nil {
+			again := providers.PayloadArgs{AccountID: job.Args.AccountID, PayloadIDs: retry}
+			if _, err := client.InsertTx(ctx, tx, again, opts); err != nil {
 				return fmt.Errorf("error queueing failed payloads again: %w", err)
 			}
 		}
 		return nil
 	})
+}
+
+// wait puts back a job over its account's bound: it is snoozed (River
+// runs it again after providers.FairWait, without using an attempt) and
+// the worker is free at once for another job, often another account's.
+func (w *ProviderPayloadWorker) wait(ctx context.Context, job *river.Job[providers.PayloadArgs], busy error) error {
+	waits := providers.FairWaits(job.Metadata)
+	d := providers.FairWait(waits, nil)
+	if err := river.MetadataSet(ctx, providers.MetadataFairWaits, waits+1); err != nil {
+		return fmt.Errorf("error counting a wait: %w", err)
+	}
+	w.deps.Logger.DebugContext(ctx, "provider payload job waits for its account's turn", slog.String("account_id", job.Args.AccountID.String()),
+		slog.Duration("wait", d), slog.Any("reason", busy))
+	return river.JobSnooze(d)
 }
 
 // MessageSpikeScheduleWorker works MessageSpikeScheduleArgs.

@@ -260,4 +260,20 @@ func TestProviderPayloadJobIsolatesPayloads(t *testing.T) {
 	require.Equal(t, 1, count(`SELECT count(*) FROM river_job WHERE kind = 'provider_payload' AND state = 'scheduled'
 		AND scheduled_at > now() AND args->'payload_ids' = to_jsonb(ARRAY[$1::text])`, ids[2].String()),
 		"the failed payload is queued again alone, later")
+
+	// A job of one account (as the ingress queues them) queues its failed
+	// payloads again under that account, so the retry stays within the
+	// account's bound.
+	poisoned := payload(other, otherProvider, "token:o2", withRecipient("poison@other.example"))
+	job, err = client.Insert(ctx, providers.PayloadArgs{AccountID: other, PayloadIDs: []uuid.UUID{poisoned}}, nil)
+	require.NoError(t, err)
+	for ev := range done {
+		if ev.Job.ID == job.Job.ID {
+			require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "errors: %v", ev.Job.Errors)
+			break
+		}
+	}
+	require.Equal(t, 1, count(`SELECT count(*) FROM river_job WHERE kind = 'provider_payload' AND state = 'scheduled'
+		AND args->'payload_ids' = to_jsonb(ARRAY[$1::text]) AND args->>'account_id' = $2`, poisoned.String(), other.String()),
+		"the retry keeps the job's account")
 }

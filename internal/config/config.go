@@ -77,6 +77,7 @@ var Vars = []Var{
 	{Name: "WEBHOOK_CONCURRENCY", Default: "200", Meaning: "Concurrent webhook pushes per worker process (the `webhooks` queue's MaxWorkers); pushes are I/O-bound."},
 	{Name: "WEBHOOK_ACCOUNT_CONCURRENCY", Default: strconv.Itoa(webhook.DefaultAccountConcurrency), Meaning: "Webhook pushes of one account in flight at once, per worker process. A push over it waits (its job is snoozed for a short, growing, jittered delay, without using an attempt or holding a worker), so one account's slow endpoints cost only that account. Set it below WEBHOOK_CONCURRENCY."},
 	{Name: "WEBHOOK_HOST_CONCURRENCY", Default: strconv.Itoa(webhook.DefaultHostConcurrency), Meaning: "Webhook pushes to one destination host name (any port, any account) in flight at once, per worker process; a push over it waits as over WEBHOOK_ACCOUNT_CONCURRENCY. Bounds what several accounts pointing at one slow host can take."},
+	{Name: "PROVIDER_ACCOUNT_CONCURRENCY", Default: "", Meaning: "Sending-provider payload jobs (normalising bounces, deliveries, complaints) of one account running at once, per worker process. A job over it waits (it is snoozed for a short, growing, jittered delay, without using an attempt or holding a worker), so one account's flood of provider webhooks takes at most this many of the default queue's workers and the other accounts' payloads are normalised beside it. Empty: half of WORKER_CONCURRENCY, rounded up (50)."},
 	{Name: "JOB_RESCUE_AFTER", Default: "90s", Meaning: "How long a River job may stay running before the rescuer (on the leader worker) treats its process as dead and retries it; a dead worker's jobs wait this plus up to 30 s. Every job kind ends within 1m (its timeout), so 90s never rescues a healthy job; shorter values also cut jobs off at this duration and may run a job that is still finishing twice."},
 	{Name: "WORKER_CONCURRENCY", Default: "100", Meaning: "River workers per queue in a `worker` process."},
 	{Name: "UI_ADDR", Default: "127.0.0.1:8081", Meaning: "Address where `mailwatch ui` (and `dev`) serve River UI, behind authentication: an admin API key (Bearer, or as the basic-auth password) or UI_BASIC_AUTH_USER/UI_BASIC_AUTH_PASSWORD."},
@@ -163,6 +164,10 @@ type Config struct {
 	LogLevel                slog.Level
 	LogFormat               string
 	GeneratedSecretKeyNote  bool
+
+	// ProviderAccountConcurrency is PROVIDER_ACCOUNT_CONCURRENCY; zero
+	// (unset) means half of the default queue's workers, rounded up.
+	ProviderAccountConcurrency int
 }
 
 // Lookup returns the value of an environment variable.
@@ -254,6 +259,9 @@ func Parse(lookup Lookup) (*Config, error) {
 	cfg.WebhookLimits = webhook.Limits{
 		PerAccount: atoi("WEBHOOK_ACCOUNT_CONCURRENCY", 1, 10_000),
 		PerHost:    atoi("WEBHOOK_HOST_CONCURRENCY", 1, 10_000),
+	}
+	if get("PROVIDER_ACCOUNT_CONCURRENCY") != "" {
+		cfg.ProviderAccountConcurrency = atoi("PROVIDER_ACCOUNT_CONCURRENCY", 1, 10_000)
 	}
 	if m, err := plans.ParsePriceMap(get("STRIPE_PRICE_PLANS")); err != nil {
 		errs = append(errs, fmt.Errorf("STRIPE_PRICE_PLANS: %w", err))

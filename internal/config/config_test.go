@@ -180,3 +180,17 @@ func TestDefaultPlan(t *testing.T) {
 	_, err := Parse(env(map[string]string{"DEFAULT_PLAN": "gold"}))
 	require.ErrorContains(t, err, `DEFAULT_PLAN: "gold" is not a plan`)
 }
+
+// PROVIDER_ACCOUNT_CONCURRENCY unset leaves the bound to the worker
+// (half of its default queue's workers); set, it is read and checked.
+func TestProviderAccountConcurrency(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(env(nil))
+	require.NoError(t, err)
+	require.Zero(t, cfg.ProviderAccountConcurrency)
+	cfg, err = Parse(env(map[string]string{"PROVIDER_ACCOUNT_CONCURRENCY": "7"}))
+	require.NoError(t, err)
+	require.Equal(t, 7, cfg.ProviderAccountConcurrency)
+	_, err = Parse(env(map[string]string{"PROVIDER_ACCOUNT_CONCURRENCY": "0"}))
+	require.ErrorContains(t, err, "PROVIDER_ACCOUNT_CONCURRENCY")
+}

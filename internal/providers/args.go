@@ -9,11 +9,16 @@ import (
 
 // PayloadArgs normalises stored provider webhook payloads: the
 // ingress stores a batch of concurrent requests in one transaction and
-// queues one job for the batch (PayloadIDs); PayloadID names a single one
-// (jobs queued before batching, and tests).
+// queues one job per account of the batch (PayloadIDs, AccountID);
+// PayloadID names a single one (jobs queued before batching, and tests).
 type PayloadArgs struct {
 	PayloadID  uuid.UUID   `json:"payload_id,omitzero"`
 	PayloadIDs []uuid.UUID `json:"payload_ids,omitempty"`
+	// AccountID is the account every payload of the job belongs to; the
+	// worker bounds the jobs of one account running at once by it (Gate).
+	// Jobs queued before batches were split by account have none: they
+	// are worked as before, outside any account's bound.
+	AccountID uuid.UUID `json:"account_id,omitzero"`
 }
 
 // IDs lists every payload the job normalises.

@@ -53,11 +53,14 @@ type Ingester struct {
 	DB     dbutil.Executor
 	River  *river.Client[pgx.Tx]
 	JobFor JobFor
-	// BatchJob, when set, returns one job for every newly stored payload of
-	// a batch for which JobFor returned nil: River's per-job cost is the
-	// largest share of the ingress transaction, so a batch of payloads is
-	// normalised by one job.
-	BatchJob func(payloads []uuid.UUID) river.JobArgs
+	// BatchJob, when set, returns one job for the newly stored payloads of
+	// one account in a batch, those for which JobFor returned nil: River's
+	// per-job cost is the largest share of the ingress transaction, so an
+	// account's payloads of a batch are normalised by one job. A batch of
+	// several accounts queues one job per account, so that each job is
+	// counted against its own account's bound (Gate) and one tenant's
+	// flood never carries another's payloads behind it.
+	BatchJob func(account uuid.UUID, payloads []uuid.UUID) river.JobArgs
 	// Flushers bounds the batches written at once (each holds a
 	// connection); zero means maxIngressFlushers. A DB that is one
 	// transaction needs 1.
@@ -148,10 +151,11 @@ func (g *Ingester) flush() {
 
 // write stores a batch in one transaction: one multi-row insert, a
 // lookup only for the requests that were replays, one touch per provider,
-// one InsertMany. The batch holds several accounts' requests, so a request
-// whose insert fails fails alone (insert); per-request outcomes (stored,
-// duplicate, replay mismatch, failure) are set on the calls. An error
-// returned (the transaction, the job insert) fails the whole batch.
+// one InsertMany (of one job per account). The batch holds several
+// accounts' requests, so a request whose insert fails fails alone
+// (insert); per-request outcomes (stored, duplicate, replay mismatch,
+// failure) are set on the calls. An error returned (the transaction, the
+// job insert) fails the whole batch.
 func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 	q := dbsqlc.New()
 	n := len(batch)
@@ -178,7 +182,10 @@ func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 		}
 		jobs := make([]river.InsertManyParams, 0, len(isNew))
 		touched := map[uuid.UUID]bool{}
-		var batched []uuid.UUID
+		var (
+			accounts []uuid.UUID // in order of first request
+			batched  = map[uuid.UUID][]uuid.UUID{}
+		)
 		for i, c := range batch {
 			if c.err != nil {
 				continue // its insert failed
@@ -215,11 +222,15 @@ func (g *Ingester) write(ctx context.Context, batch []*ingestCall) error {
 			case args != nil:
 				jobs = append(jobs, river.InsertManyParams{Args: args})
 			case g.BatchJob != nil:
-				batched = append(batched, c.out.PayloadID)
+				account := p.AccountIds[i]
+				if _, ok := batched[account]; !ok {
+					accounts = append(accounts, account)
+				}
+				batched[account] = append(batched[account], c.out.PayloadID)
 			}
 		}
-		if len(batched) > 0 {
-			jobs = append(jobs, river.InsertManyParams{Args: g.BatchJob(batched)})
+		for _, account := range accounts {
+			jobs = append(jobs, river.InsertManyParams{Args: g.BatchJob(account, batched[account])})
 		}
 		if len(jobs) > 0 {
 			if _, err := g.River.InsertManyTx(ctx, tx, jobs); err != nil {

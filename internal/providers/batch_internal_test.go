@@ -1,11 +1,14 @@
 package providers
 
 import (
+	"encoding/json"
+
 	"context"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
@@ -47,6 +50,7 @@ func newIsolationFixture(t *testing.T, table, condition string) isolationFixture
 }
 
 type testBatchArgs struct {
+	AccountID  uuid.UUID   `json:"account_id"`
 	PayloadIDs []uuid.UUID `json:"payload_ids"`
 }
 
@@ -61,7 +65,9 @@ func TestIngesterWriteIsolatesPayloads(t *testing.T) {
 	ctx := context.Background()
 	client, err := river.NewClient(riverpgxv5.New(nil), &river.Config{})
 	require.NoError(t, err)
-	g := &Ingester{DB: f.pool, River: client, BatchJob: func(ids []uuid.UUID) river.JobArgs { return testBatchArgs{PayloadIDs: ids} }}
+	g := &Ingester{DB: f.pool, River: client, BatchJob: func(account uuid.UUID, ids []uuid.UUID) river.JobArgs {
+		return testBatchArgs{AccountID: account, PayloadIDs: ids}
+	}}
 	call := func(p *dbsqlc.SendingProvider, key, body string) *ingestCall {
 		return &ingestCall{in: Ingest{Provider: p, Verified: Verified{ReplayKey: key}, Body: []byte(body), Now: time.Now()}, done: make(chan struct{})}
 	}
@@ -86,4 +92,47 @@ func TestIngesterWriteIsolatesPayloads(t *testing.T) {
 	for _, id := range stored {
 		require.Contains(t, string(args), id.String())
 	}
+}
+
+// TestIngesterWriteQueuesOneJobPerAccount writes one ingress batch
+// holding two accounts' requests, interleaved: one transaction stores them
+// all, and one job per account is queued, naming that account and only
+// its own payloads, so that each is bounded by its own account (Gate).
+func TestIngesterWriteQueuesOneJobPerAccount(t *testing.T) {
+	t.Parallel()
+	f := newIsolationFixture(t, "provider_payloads", `false`)
+	ctx := context.Background()
+	client, err := river.NewClient(riverpgxv5.New(nil), &river.Config{})
+	require.NoError(t, err)
+	g := &Ingester{DB: f.pool, River: client, BatchJob: func(account uuid.UUID, ids []uuid.UUID) river.JobArgs {
+		return testBatchArgs{AccountID: account, PayloadIDs: ids}
+	}}
+	call := func(p *dbsqlc.SendingProvider, key string) *ingestCall {
+		return &ingestCall{in: Ingest{Provider: p, Verified: Verified{ReplayKey: key}, Body: []byte(`{"k":"` + key + `"}`), Now: time.Now()}, done: make(chan struct{})}
+	}
+	batch := []*ingestCall{
+		call(f.providers[0], "token:a1"),
+		call(f.providers[1], "token:b1"),
+		call(f.providers[0], "token:a2"),
+		call(f.providers[1], "token:b2"),
+	}
+	require.NoError(t, g.write(ctx, batch))
+	want := map[uuid.UUID][]uuid.UUID{}
+	for _, c := range batch {
+		require.NoError(t, c.err)
+		want[c.in.Provider.AccountID] = append(want[c.in.Provider.AccountID], c.out.PayloadID)
+	}
+	rows, err := f.pool.Query(ctx, `SELECT args FROM river_job WHERE kind = 'test_provider_batch' ORDER BY id`)
+	require.NoError(t, err)
+	all, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	require.NoError(t, err)
+	require.Len(t, all, 2, "one job per account of the batch")
+	got := map[uuid.UUID][]uuid.UUID{}
+	for _, raw := range all {
+		var a testBatchArgs
+		require.NoError(t, json.Unmarshal(raw, &a))
+		require.NotEqual(t, uuid.Nil, a.AccountID)
+		got[a.AccountID] = a.PayloadIDs
+	}
+	require.Equal(t, want, got, "each job names its account and only that account's payloads")
 }

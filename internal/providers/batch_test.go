@@ -35,7 +35,9 @@ func TestIngesterBatches(t *testing.T) {
 	require.NoError(t, err)
 	g := &providers.Ingester{
 		DB: pool, River: client,
-		BatchJob: func(ids []uuid.UUID) river.JobArgs { return providers.PayloadArgs{PayloadIDs: ids} },
+		BatchJob: func(account uuid.UUID, ids []uuid.UUID) river.JobArgs {
+			return providers.PayloadArgs{AccountID: account, PayloadIDs: ids}
+		},
 	}
 	account := uuid.New()
 	_, err = pool.Exec(ctx, `INSERT INTO accounts (id, email, password_hash) VALUES ($1, 'ingester@example.com', 'x')`, account)

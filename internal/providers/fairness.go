@@ -1,0 +1,172 @@
+package providers
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Fairness between tenants. The ingress queues one provider_payload job
+// per account and flush (PayloadArgs.AccountID), and every job of the
+// default queue shares one pool of workers (WORKER_CONCURRENCY). Without a
+// further bound, one account's flood of webhooks would fill that pool and
+// every other account's bounces would wait behind it, and with them its
+// bounce counts, spike alerts and health caps. So a worker process runs at
+// most AccountConcurrency jobs of one account at once; a job over that
+// bound does no work: it is snoozed (a River snooze uses no attempt) and
+// the worker takes the next job, often another account's.
+//
+// The bound is a count of jobs in this process, like the queue's own
+// MaxWorkers, not a shared count: each worker process gives one account at
+// most its bound. Normalising is short database work, so unlike webhook
+// pushes (internal/webhook's gate) a job over the bound does not wait in
+// line for a slot: it is put back at once, and comes back after a short,
+// growing, jittered delay (FairWait).
+const (
+	// FairWaitBase is how long a job over its account's bound first waits
+	// before it is looked at again; each further wait of the same job
+	// doubles it, up to FairWaitMax. A batch is normalised in tens of
+	// milliseconds, so a flood's held-back jobs come back a few times a
+	// second, without a busy loop on the queue.
+	FairWaitBase = 250 * time.Millisecond
+	// FairWaitMax caps one wait: a job of a long backlog is looked at
+	// again at least this often.
+	FairWaitMax = 5 * time.Second
+	// fairWaitJitter is the relative spread of a wait (±25%), so that the
+	// jobs held back together do not all come back together.
+	fairWaitJitter = 0.25
+
+	// MetadataFairWaits is the job metadata key counting how many times a
+	// job waited for its account's turn.
+	MetadataFairWaits = "provider_fair_waits"
+)
+
+// DefaultAccountConcurrency is the bound of a gate made without one:
+// AccountConcurrency of WORKER_CONCURRENCY's default (100).
+const DefaultAccountConcurrency = 50
+
+// AccountConcurrency returns PROVIDER_ACCOUNT_CONCURRENCY's default for a
+// queue of workers MaxWorkers: half of them, rounded up, at least one. One
+// account may then take half a worker process's default queue, and the
+// other half stays free for every other account (and the queue's other
+// job kinds).
+func AccountConcurrency(workers int) int {
+	return max(1, (workers+1)/2)
+}
+
+// BusyError says a job must wait: its account's jobs running in this
+// process already reach the bound.
+type BusyError struct {
+	// Limit is the bound that was reached.
+	Limit int
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("%d payload jobs of this account are already running (PROVIDER_ACCOUNT_CONCURRENCY)", e.Limit)
+}
+
+// Gate counts the provider_payload jobs running in this process per
+// account, and admits one only while its account's count is under the
+// bound. Its memory is bounded by the jobs running: an account with none
+// is dropped. It is safe for concurrent use.
+type Gate struct {
+	limit   int
+	mu      sync.Mutex
+	running map[uuid.UUID]int
+	// observe, when set, is called under the lock with an account's count
+	// after each admission (tests record the largest).
+	observe func(account uuid.UUID, running int)
+}
+
+// NewGate returns a gate admitting at most perAccount jobs of one account
+// at once; zero or less means DefaultAccountConcurrency.
+func NewGate(perAccount int) *Gate {
+	if perAccount <= 0 {
+		perAccount = DefaultAccountConcurrency
+	}
+	return &Gate{limit: perAccount, running: map[uuid.UUID]int{}}
+}
+
+// Limit returns the gate's bound.
+func (g *Gate) Limit() int { return g.limit }
+
+// Observe sets a function called, under the gate's lock, with an
+// account's running count after each admission; for tests, nil for none.
+func (g *Gate) Observe(f func(account uuid.UUID, running int)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.observe = f
+}
+
+// Admit counts a job of account running and returns its release, or a
+// *BusyError, having counted nothing, when the account's running jobs
+// reach the bound. Calling release more than once is harmless.
+func (g *Gate) Admit(account uuid.UUID) (release func(), err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.running[account]
+	if n >= g.limit {
+		return nil, &BusyError{Limit: g.limit}
+	}
+	g.running[account] = n + 1
+	if g.observe != nil {
+		g.observe(account, n+1)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { g.release(account) }) }, nil
+}
+
+func (g *Gate) release(account uuid.UUID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := g.running[account] - 1; n > 0 {
+		g.running[account] = n
+	} else {
+		delete(g.running, account)
+	}
+}
+
+// Running returns how many jobs of account the gate counts.
+func (g *Gate) Running(account uuid.UUID) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.running[account]
+}
+
+// FairWait returns how long a job held back by the gate waits before it is
+// looked at again, given how many times it already waited: FairWaitBase
+// doubled per earlier wait, at most FairWaitMax, with ±25% uniform jitter.
+// rnd may be nil for the shared math/rand/v2 source.
+func FairWait(waits int, rnd interface{ Float64() float64 }) time.Duration {
+	d := FairWaitBase
+	for i := 0; i < waits && d < FairWaitMax; i++ {
+		d *= 2
+	}
+	d = min(d, FairWaitMax)
+	var r float64
+	if rnd != nil {
+		r = rnd.Float64()
+	} else {
+		r = rand.Float64()
+	}
+	factor := 1 - fairWaitJitter + 2*fairWaitJitter*r
+	return time.Duration(float64(d) * factor).Round(time.Millisecond)
+}
+
+// FairWaits returns how many times a job waited for its account's turn,
+// from its metadata (zero when it never did or the metadata is unreadable).
+func FairWaits(metadata []byte) int {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(metadata, &m) != nil {
+		return 0
+	}
+	var n int
+	if json.Unmarshal(m[MetadataFairWaits], &n) != nil {
+		return 0
+	}
+	return n
+}
