@@ -133,6 +133,12 @@ mx.trn-e2e.test. A 127.0.0.1
 	require.Empty(t, before.Hosts, "nothing probed yet")
 	require.Nil(t, before.ProbedAt)
 
+	healthJobs := func() (n int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'domain_health'
+			AND args->>'domain_id' = (SELECT id::text FROM domains WHERE name = $1)`, name).Scan(&n))
+		return n
+	}
+	healthBefore := healthJobs()
 	resp = b.do(t, "POST", "/api/accounts/me/domains/"+name+"/transport/check", acct.Key, nil)
 	require.Equal(t, http.StatusAccepted, resp.Status, "%s", resp.Body)
 	var queued api.TransportCheck
@@ -164,6 +170,11 @@ mx.trn-e2e.test. A 127.0.0.1
 	}
 	require.Contains(t, codes, "certificate_expired")
 	require.NotNil(t, got.ProbedAt)
+	// The stored results move the health cap: the probe queues the
+	// domain's health recompute.
+	eventually(t, 30*time.Second, "the health recompute the probe queues", func() bool {
+		return healthJobs() > healthBefore
+	})
 
 	failing := domainEvents(t, pool, acct.ID, "mx_tls_failing")
 	require.Len(t, failing, 1)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/transport"
 )
 
@@ -42,10 +43,20 @@ func (w *TransportProbeWorker) Work(ctx context.Context, job *river.Job[transpor
 		w.deps.Logger.Info("transport probe skipped: SMTP_PROBE is off", slog.String("domain_id", job.Args.DomainID.String()))
 		return nil
 	}
-	_, err := w.deps.Transport.ProbeDomain(ctx, w.deps.Pool, job.Args.DomainID)
+	out, err := w.deps.Transport.ProbeDomain(ctx, w.deps.Pool, job.Args.DomainID)
 	if errors.Is(err, transport.ErrNotFound) {
 		return nil // deleted since
 	}
+	if err != nil || out.Stored == 0 {
+		return err
+	}
+	// Stored results move the transport cap of the health score: recompute
+	// it now rather than at the domain's next DNS check.
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return err
+	}
+	_, err = client.Insert(ctx, domains.HealthArgs{DomainID: job.Args.DomainID}, nil)
 	return err
 }
 

@@ -22,7 +22,8 @@
 // probes of one domain cannot both see the same transition.
 //
 // The health cap (HealthCap) reads the stored rows when the domain's score
-// is computed, i.e. at its next DNS check, not when a probe stores them.
+// is computed: the probe job queues that recomputation once it stored
+// conclusive results.
 //
 //   - mx_tls_failing: a host's verdict goes from ok (or never probed) to
 //     tls_failing or smtp_failing. Critical when the domain's MTA-STS mode is
