@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
@@ -51,7 +52,14 @@ func (ProviderPayloadPruneArgs) InsertOpts() river.InsertOpts {
 func addProviderWorkers(w *river.Workers, deps Deps) {
 	gate := providers.NewGate(deps.Settings.ProviderAccountConcurrency)
 	gate.Observe(deps.observeProviderGate)
-	river.AddWorker(w, &ProviderPayloadWorker{deps: deps, gate: gate})
+	waits := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "mailwatch_provider_payload_waits_total",
+		Help: "provider_payload jobs put back (snoozed, no attempt used) because their account had PROVIDER_ACCOUNT_CONCURRENCY jobs running in the process.",
+	})
+	if deps.Registry != nil {
+		waits = register(deps.Registry, waits)
+	}
+	river.AddWorker(w, &ProviderPayloadWorker{deps: deps, gate: gate, waits: waits})
 	river.AddWorker(w, &SNSConfirmWorker{deps: deps})
 	river.AddWorker(w, &MessageSpikeCheckWorker{deps: deps})
 	river.AddWorker(w, &MessageSpikeScheduleWorker{deps: deps})
@@ -75,8 +83,10 @@ type ProviderPayloadWorker struct {
 	river.WorkerDefaults[providers.PayloadArgs]
 	deps Deps
 	// gate bounds the jobs of one account running at once in this process
-	// (PROVIDER_ACCOUNT_CONCURRENCY): a job over it waits, snoozed.
-	gate *providers.Gate
+	// (PROVIDER_ACCOUNT_CONCURRENCY): a job over it waits, snoozed, and
+	// counts in waits.
+	gate  *providers.Gate
+	waits prometheus.Counter
 }
 
 // Work normalises the payloads in one transaction with the job's
@@ -133,6 +143,9 @@ func (w *ProviderPayloadWorker) wait(ctx context.Context, job *river.Job[provide
 	d := providers.FairWait(waits, nil)
 	if err := river.MetadataSet(ctx, providers.MetadataFairWaits, waits+1); err != nil {
 		return fmt.Errorf("error counting a wait: %w", err)
+	}
+	if w.waits != nil {
+		w.waits.Inc()
 	}
 	w.deps.Logger.DebugContext(ctx, "provider payload job waits for its account's turn", slog.String("account_id", job.Args.AccountID.String()),
 		slog.Duration("wait", d), slog.Any("reason", busy))

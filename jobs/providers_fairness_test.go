@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
@@ -52,8 +54,9 @@ func TestProviderPayloadFairnessPerAccount(t *testing.T) {
 	pool, _ := dbtest.NewDB(t)
 	ctx := context.Background()
 	seen := &gateMax{max: map[uuid.UUID]int{}}
+	reg := prometheus.NewRegistry()
 	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), observeProviderGate: seen.observe,
-		Settings: Settings{ProviderAccountConcurrency: bound}}
+		Settings: Settings{ProviderAccountConcurrency: bound}, Registry: reg}
 	client, err := NewClient(deps, Options{Concurrency: workers, Queues: []string{queues.Default}})
 	require.NoError(t, err)
 	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
@@ -166,4 +169,14 @@ func TestProviderPayloadFairnessPerAccount(t *testing.T) {
 		"waiting for a turn uses no attempt")
 	require.Positive(t, count(`SELECT count(*) FROM river_job WHERE kind = 'provider_payload' AND args->>'account_id' = $1 AND (metadata->>$2)::int > 0`,
 		loud, providers.MetadataFairWaits), "the jobs over the bound waited for their turn")
+	waits, err := testutil.GatherAndCount(reg, "mailwatch_provider_payload_waits_total")
+	require.NoError(t, err)
+	require.Equal(t, 1, waits, "the waits are exported")
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == "mailwatch_provider_payload_waits_total" {
+			require.Positive(t, f.GetMetric()[0].GetCounter().GetValue(), "the waits are counted")
+		}
+	}
 }
