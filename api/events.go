@@ -141,7 +141,7 @@ type DayVolume struct {
 
 // TypeBreakdownRequest is GET /api/accounts/me/events/type-breakdown.
 type TypeBreakdownRequest struct {
-	Since *time.Time `query:"since" description:"Count events created strictly after this RFC 3339 time (default: 30 days ago)."`
+	Since *time.Time `query:"since" description:"Count events created strictly after this RFC 3339 time (default: the last instant before the UTC hour 30 days ago, so that the default window is whole hours)."`
 }
 
 // TypeBreakdown counts the account's events per type.
@@ -160,7 +160,8 @@ type TypeCount struct {
 	Critical  int64  `json:"critical" validate:"required"`
 }
 
-// typeBreakdownDefault is the window of type-breakdown without since.
+// typeBreakdownDefault is about the window of type-breakdown without
+// since (rollups.HoursBack rounds it to whole hours).
 const typeBreakdownDefault = 30 * 24 * time.Hour
 
 func (s *Server) eventRoutes() {
@@ -254,7 +255,7 @@ func (s *Server) dailyVolume(ctx context.Context, req *DailyVolumeRequest) (*Dai
 }
 
 func (s *Server) typeBreakdown(ctx context.Context, req *TypeBreakdownRequest) (*TypeBreakdown, error) {
-	since := s.now().UTC().Add(-typeBreakdownDefault)
+	since := rollups.HoursBack(s.now(), typeBreakdownDefault)
 	if req.Since != nil {
 		since = req.Since.UTC()
 	}

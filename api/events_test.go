@@ -316,7 +316,7 @@ func TestDailyVolumeAndTypeBreakdown(t *testing.T) {
 	resp = b.do(t, "GET", "/api/accounts/me/events/type-breakdown", a.Key, nil)
 	require.Equal(t, http.StatusOK, resp.Status)
 	resp.JSON(t, &bd)
-	require.Equal(t, now.Add(-30*24*time.Hour), bd.Since)
+	require.Equal(t, time.Date(2026, 2, 13, 8, 59, 59, 999999000, time.UTC), bd.Since, "whole hours: strictly after the instant before 09:00 30 days ago")
 	require.Equal(t, int64(5), bd.Total)
 	require.Len(t, bd.Types, 2)
 	require.Equal(t, events.TypeDMARCReportReceived, bd.Types[0].EventType)

@@ -64,7 +64,7 @@ func (v *MessageDayVolume) add(typ string, n int64) {
 
 // MessageTypeBreakdownRequest is GET .../messages/type-breakdown.
 type MessageTypeBreakdownRequest struct {
-	Since *time.Time `query:"since" description:"Count events that happened strictly after this RFC 3339 time (default: 30 days ago)."`
+	Since *time.Time `query:"since" description:"Count events that happened strictly after this RFC 3339 time (default: the last instant before the UTC hour 30 days ago, so that the default window is whole hours)."`
 }
 
 // MessageTypeBreakdown counts message events per outcome and provider.
@@ -129,7 +129,7 @@ func (s *Server) messageDailyVolume(ctx context.Context, req *MessageDailyVolume
 }
 
 func (s *Server) messageTypeBreakdown(ctx context.Context, req *MessageTypeBreakdownRequest) (*MessageTypeBreakdown, error) {
-	since := s.now().UTC().Add(-typeBreakdownDefault)
+	since := rollups.HoursBack(s.now(), typeBreakdownDefault)
 	if req.Since != nil {
 		since = req.Since.UTC()
 	}

@@ -59,6 +59,16 @@ func LastDay(now time.Time) time.Time {
 	return now.UTC().Truncate(time.Hour).Add(-24 * time.Hour)
 }
 
+// HoursBack is the default "since" of a window of about d before now
+// whose bound is exclusive (the type breakdowns'): the last instant before
+// the UTC hour d back from now, so that the window counted, strictly after
+// it, starts on that hour and is read from counters alone. A since inside
+// an hour makes its first partial hour a count of raw rows, which grows
+// with how many rows an hour holds.
+func HoursBack(now time.Time, d time.Duration) time.Time {
+	return now.UTC().Add(-d).Truncate(time.Hour).Add(-time.Microsecond)
+}
+
 // After is the first instant strictly after t that a Postgres timestamp can
 // hold: a window "after t" is the half-open window from After(t).
 func After(t time.Time) time.Time {

@@ -183,3 +183,12 @@ func TestLastDay(t *testing.T) {
 		}
 	}
 }
+
+func TestHoursBack(t *testing.T) {
+	now := time.Date(2026, 3, 15, 9, 30, 0, 0, time.UTC)
+	got := HoursBack(now, 30*24*time.Hour)
+	require.Equal(t, time.Date(2026, 2, 13, 8, 59, 59, 999999000, time.UTC), got)
+	w := Split(After(got), time.Time{})
+	require.True(t, w.Head.Empty() || w.Head.From.Equal(w.Head.To), "no partial first hour: %v", w.Head)
+	require.Equal(t, time.Date(2026, 2, 13, 9, 0, 0, 0, time.UTC), w.Hours.From)
+}
