@@ -86,6 +86,16 @@ type AuthProviderWebhookEvent struct {
 	ReceivedAt time.Time
 }
 
+type BlocklistLookup struct {
+	Zone      string
+	Target    string
+	Status    string
+	Codes     json.RawMessage
+	Reason    string
+	CheckedAt time.Time
+	ExpiresAt time.Time
+}
+
 type DataApiAuthProvider struct {
 	ID           uuid.UUID
 	AccountID    uuid.UUID
@@ -1016,6 +1026,29 @@ type ReportingAddress struct {
 	KeyID     string
 	CreatedAt time.Time
 	SignedAt  *time.Time
+}
+
+type ReputationListing struct {
+	AccountID  uuid.UUID
+	DomainID   uuid.UUID
+	Zone       string
+	Target     string
+	Codes      json.RawMessage
+	Reason     string
+	ListedAt   time.Time
+	DelistedAt *time.Time
+}
+
+type ReputationTarget struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	Target    string
+	Kind      string
+	Origin    string
+	Messages  int64
+	Share     float64
+	CheckedAt *time.Time
+	UpdatedAt time.Time
 }
 
 type SendingProvider struct {
