@@ -27,6 +27,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/queues"
+	"github.com/mailwatch/mailwatch/internal/reputation"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
@@ -84,6 +85,9 @@ type Deps struct {
 	// Mail sends notification mail (notify.go); nil or without a relay,
 	// the mail jobs log that they skipped and complete.
 	Mail *notify.Mailer
+	// Reputation checks domains on DNS blocklists (reputation.go); nil
+	// leaves it unconfigured (its jobs fail and say so).
+	Reputation *reputation.Checker
 }
 
 // Settings are the configuration the workers read (SettingsFrom takes them
@@ -169,6 +173,7 @@ func Workers(deps Deps) *river.Workers {
 	addBillingWorkers(w, deps)    // billing.go
 	addAdminWorkers(w, deps)      // admin.go
 	addPartitionWorkers(w, deps)  // partitions.go
+	addReputationWorkers(w, deps) // reputation.go
 	return w
 }
 
@@ -191,6 +196,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, billingPeriodicJobs(deps)...)
 	out = append(out, reportPeriodicJobs(deps)...)
 	out = append(out, partitionPeriodicJobs(deps)...)
+	out = append(out, reputationPeriodicJobs(deps)...)
 	return out
 }
 

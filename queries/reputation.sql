@@ -75,8 +75,10 @@ WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid
 ORDER BY zone, target;
 
 -- name: ReputationDomainsToCheck :many
--- Domains with mail in their reports or watched targets, for the periodic
--- check.
-SELECT DISTINCT d.id FROM domains d
-WHERE EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= @since::date)
-ORDER BY d.id;
+-- Domains with DMARC data since @since, after @after in id order, for the
+-- periodic check.
+SELECT d.id FROM domains d
+WHERE d.id > @after::uuid
+  AND EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= @since::date)
+ORDER BY d.id
+LIMIT @max_rows::int;

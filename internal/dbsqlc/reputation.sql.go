@@ -167,15 +167,23 @@ func (q *Queries) ReputationDomainMessages(ctx context.Context, db DBTX, arg Rep
 }
 
 const reputationDomainsToCheck = `-- name: ReputationDomainsToCheck :many
-SELECT DISTINCT d.id FROM domains d
-WHERE EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= $1::date)
+SELECT d.id FROM domains d
+WHERE d.id > $1::uuid
+  AND EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= $2::date)
 ORDER BY d.id
+LIMIT $3::int
 `
 
-// Domains with mail in their reports or watched targets, for the periodic
-// check.
-func (q *Queries) ReputationDomainsToCheck(ctx context.Context, db DBTX, since time.Time) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, reputationDomainsToCheck, since)
+type ReputationDomainsToCheckParams struct {
+	After   uuid.UUID
+	Since   time.Time
+	MaxRows int32
+}
+
+// Domains with DMARC data since @since, after @after in id order, for the
+// periodic check.
+func (q *Queries) ReputationDomainsToCheck(ctx context.Context, db DBTX, arg ReputationDomainsToCheckParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, reputationDomainsToCheck, arg.After, arg.Since, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

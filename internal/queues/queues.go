@@ -23,10 +23,13 @@ const (
 	Maintenance = "maintenance"
 	Webhooks    = "webhooks"
 	DNS         = "dns"
+	// Reputation runs the DNS blocklist checks (internal/reputation), apart
+	// from the DNS checks so that a slow list never delays them.
+	Reputation = "reputation"
 )
 
 // All lists every queue a worker works by default.
-var All = []string{Default, Maintenance, Webhooks, DNS}
+var All = []string{Default, Maintenance, Webhooks, DNS, Reputation}
 
 // ActiveStates are the states in which a job counts as "already queued"
 // for a run-now request: River's required unique states plus retryable.
