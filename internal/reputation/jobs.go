@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
@@ -72,11 +73,19 @@ func Schedule(ctx context.Context, db dbutil.Executor, client *river.Client[pgx.
 	}
 }
 
-// QueueCheck queues a check of the domain in tx (the API's "check now").
-func QueueCheck(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], domainID uuid.UUID) (int64, error) {
-	res, err := client.InsertTx(ctx, tx, CheckArgs{DomainID: domainID}, nil)
-	if err != nil {
-		return 0, fmt.Errorf("queueing blocklist check: %w", err)
-	}
-	return res.Job.ID, nil
+// Queue inserts jobs in a transaction (*river.Client[pgx.Tx] is one).
+type Queue interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// QueueCheck queues a check of the domain now (the API's "check now"), in
+// a transaction of db; a check already queued for it is reused.
+func QueueCheck(ctx context.Context, db dbutil.Executor, q Queue, domainID uuid.UUID) (int64, error) {
+	return dbutil.WithTxV(ctx, db, func(ctx context.Context, tx pgx.Tx) (int64, error) {
+		res, err := q.InsertTx(ctx, tx, CheckArgs{DomainID: domainID}, nil)
+		if err != nil {
+			return 0, fmt.Errorf("queueing blocklist check: %w", err)
+		}
+		return res.Job.ID, nil
+	})
 }
