@@ -50,3 +50,28 @@ CREATE TABLE reputation_listings (
     delisted_at timestamptz,
     PRIMARY KEY (account_id, domain_id, zone, target)
 );
+
+-- The data API (same pattern as 0012_data_api_tables.sql): reads of one's
+-- own watched targets and listings under RLS, column grants, and
+-- security_invoker views. The shared lookup cache is not exposed.
+ALTER TABLE reputation_targets ENABLE ROW LEVEL SECURITY;
+CREATE POLICY reputation_targets_tenant_read ON reputation_targets FOR SELECT TO authenticated
+    USING (account_id = mailwatch_jwt_account_id());
+GRANT SELECT (account_id, domain_id, target, kind, origin, messages, share, checked_at, updated_at)
+    ON reputation_targets TO authenticated;
+
+ALTER TABLE reputation_listings ENABLE ROW LEVEL SECURITY;
+CREATE POLICY reputation_listings_tenant_read ON reputation_listings FOR SELECT TO authenticated
+    USING (account_id = mailwatch_jwt_account_id());
+GRANT SELECT (account_id, domain_id, zone, target, codes, reason, listed_at, delisted_at)
+    ON reputation_listings TO authenticated;
+
+CREATE VIEW data_api.reputation_targets WITH (security_invoker = true) AS
+    SELECT account_id, domain_id, target, kind, origin, messages, share, checked_at, updated_at
+    FROM public.reputation_targets;
+GRANT SELECT ON data_api.reputation_targets TO authenticated;
+
+CREATE VIEW data_api.reputation_listings WITH (security_invoker = true) AS
+    SELECT account_id, domain_id, zone, target, codes, reason, listed_at, delisted_at
+    FROM public.reputation_listings;
+GRANT SELECT ON data_api.reputation_listings TO authenticated;

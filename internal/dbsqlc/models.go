@@ -432,6 +432,29 @@ type DataApiReceiver struct {
 	ExpiredAt  *time.Time
 }
 
+type DataApiReputationListing struct {
+	AccountID  uuid.UUID
+	DomainID   uuid.UUID
+	Zone       string
+	Target     string
+	Codes      json.RawMessage
+	Reason     string
+	ListedAt   time.Time
+	DelistedAt *time.Time
+}
+
+type DataApiReputationTarget struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	Target    string
+	Kind      string
+	Origin    string
+	Messages  int64
+	Share     float64
+	CheckedAt *time.Time
+	UpdatedAt time.Time
+}
+
 type DataApiSuppression struct {
 	ID            uuid.UUID
 	AccountID     uuid.UUID
