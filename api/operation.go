@@ -67,6 +67,7 @@ type Ops struct {
 	DismissDNSRecommendation Operation[DismissRecommendationRequest, DNSRecommendation]
 	ListDMARCSources         Operation[SourcesRequest, Sources]
 	GetDMARCGuidance         Operation[DomainPath, reports.Guidance]
+	GetDomainReputation      Operation[DomainPath, Reputation]
 
 	ListAlerts         Operation[ListAlertsRequest, Page[Alert]]
 	AcknowledgeAlert   Operation[AcknowledgeRequest, Alert]

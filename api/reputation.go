@@ -54,7 +54,7 @@ type ReputationCheck struct {
 func (s *Server) reputationRoutes() {
 	const base = "/api/accounts/me/domains/{domain}/reputation"
 	const tag = "reputation"
-	Handle(s.router, Endpoint[DomainPath, Reputation]{
+	s.ops.GetDomainReputation = Handle(s.router, Endpoint[DomainPath, Reputation]{
 		Method: "GET", Path: base, OperationID: "getDomainReputation", Tag: tag, Errors: []int{404},
 		Summary: "The domain's IPs and name on DNS blocklists",
 		Description: "Every watched IP (the sources of the domain's compliant or forwarded mail in the last 14 days of DMARC " +

@@ -52,6 +52,8 @@ type domainData struct {
 	Recs    []api.DNSRecommendation
 	Sources *api.Sources
 	Guide   *reports.Guidance
+	// Reputation is the domain's blocklist state (nil when unreadable).
+	Reputation *api.Reputation
 }
 
 func checksOf(rs *dnscheck.Results) []namedCheck {
@@ -122,6 +124,9 @@ func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 	}
 	if g, err := h.ops.GetDMARCGuidance.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
 		data.Guide = g
+	}
+	if rep, err := h.ops.GetDomainReputation.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
+		data.Reputation = rep
 	}
 	return h.render(c, http.StatusOK, "domain", d.Domain.Domain, data, "")
 }
