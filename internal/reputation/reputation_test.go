@@ -179,3 +179,38 @@ func TestListedSeverity(t *testing.T) {
 	require.Equal(t, events.SeverityWarning, listedSeverity(false, CriticalShare-0.01))
 	require.Equal(t, events.SeverityInfo, listedSeverity(true, 0.9))
 }
+
+// TestConcurrentChecksShareOneLookup: domains of several accounts checked
+// at the same time by separate workers send one lookup per (list, IP):
+// the per-pair lock makes the others wait and read the cached answer.
+func TestConcurrentChecksShareOneLookup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewDB(t)
+	c, srv := newChecker(t)
+	now := time.Now().UTC()
+	const n = 4
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		d := testfactory.AccountDomain(t, pool, "shared"+string(rune('a'+i))+".example")
+		seedReports(t, pool, d.ID, now)
+		ids[i] = d.ID
+	}
+	// A slow answer makes the checks overlap on the pair.
+	srv.Delay(listedName, 300*time.Millisecond)
+	errs := make(chan error, n)
+	for _, id := range ids {
+		go func() {
+			_, err := c.Check(ctx, pool, id, now)
+			errs <- err
+		}()
+	}
+	for range ids {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, int64(2), srv.QueriesFor(listedName), "one lookup (A, then TXT for the reason) for every account")
+	require.Equal(t, int64(1), srv.QueriesFor(ipv6Name))
+	var listings int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reputation_listings WHERE delisted_at IS NULL`).Scan(&listings))
+	require.Equal(t, n, listings, "each domain has its own listing")
+}
