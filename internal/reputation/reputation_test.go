@@ -214,3 +214,39 @@ func TestConcurrentChecksShareOneLookup(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reputation_listings WHERE delisted_at IS NULL`).Scan(&listings))
 	require.Equal(t, n, listings, "each domain has its own listing")
 }
+
+// TestTimeoutChangesNothing: a list that does not answer for an IP (the
+// query is dropped) decides nothing: no listing, no delisting of a listing
+// it made before, nothing cached.
+func TestTimeoutChangesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.Tx(t)
+	srv := dnstest.Start(t, TestZone)
+	lists, err := blocklist.ParseZones("bl.test")
+	require.NoError(t, err)
+	c := &Checker{Resolver: dnscheck.NewClient(srv.Addr(), 200*time.Millisecond), Lists: lists}
+	d := testfactory.AccountDomain(t, tx, "timeout.example")
+	seedReports(t, tx, d.ID, time.Now())
+	srv.ServFail(failName)
+	now := time.Now().UTC()
+	out, err := c.Check(ctx, tx, d.ID, now)
+	require.NoError(t, err)
+	require.Equal(t, 1, out.Listed)
+
+	// The listing's answer expires and the list stops answering for it.
+	srv.Drop(listedName)
+	later := now.Add(DefaultInterval + time.Hour)
+	out, err = c.Check(ctx, tx, d.ID, later)
+	require.NoError(t, err)
+	require.Zero(t, out.Delisted, "a timeout is no delisting")
+	require.Equal(t, 3, out.Undecided, "the dropped pair, the error code and the SERVFAIL")
+	require.InDelta(t, 0.4, out.ListedShare, 1e-9, "the listing stands")
+	require.Empty(t, eventsOf(t, tx, d.AccountID, events.TypeBlocklistDelisted))
+	var status string
+	var expires time.Time
+	require.NoError(t, tx.QueryRow(ctx, `SELECT status, expires_at FROM blocklist_lookups WHERE zone = 'bl.test' AND target = '192.0.2.10'`).
+		Scan(&status, &expires))
+	require.Equal(t, "listed", status)
+	require.True(t, expires.Before(later), "the timeout cached nothing")
+}
