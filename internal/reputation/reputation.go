@@ -143,14 +143,42 @@ func (c *Checker) Check(ctx context.Context, db dbutil.Executor, domainID uuid.U
 		return Outcome{}, fmt.Errorf("reading targets of %s: %w", dom.Name, err)
 	}
 	out := Outcome{Targets: len(targets)}
-
-	type decided struct {
-		list   blocklist.List
-		target dbsqlc.ReputationTarget
-		entry  dbsqlc.BlocklistLookup
+	results, err := c.lookupAll(ctx, db, targets, now, &out)
+	if err != nil {
+		return out, err
 	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return out, fmt.Errorf("beginning reputation transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := c.record(ctx, tx, dom, results, now, &out); err != nil {
+		return out, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return out, fmt.Errorf("committing reputation of %s: %w", dom.Name, err)
+	}
+	return out, nil
+}
+
+// decided is a (list, target) pair with a deciding answer.
+type decided struct {
+	list   blocklist.List
+	target dbsqlc.ReputationTarget
+	entry  dbsqlc.BlocklistLookup
+}
+
+// transition is a listing that began (listed) or ended.
+type transition struct {
+	decided
+	listed   bool
+	listedAt time.Time
+}
+
+// lookupAll answers every (healthy list, target of its kind) pair; the
+// pairs without a deciding answer are counted and left out.
+func (c *Checker) lookupAll(ctx context.Context, db dbutil.Executor, targets []dbsqlc.ReputationTarget, now time.Time, out *Outcome) ([]decided, error) {
 	var results []decided
-	checked := map[string]bool{}
 	for _, l := range c.Lists {
 		if !c.healthy(ctx, l, now) {
 			out.Skipped = append(out.Skipped, l.Zone)
@@ -162,7 +190,7 @@ func (c *Checker) Check(ctx context.Context, db dbutil.Executor, domainID uuid.U
 			}
 			entry, looked, ok, err := c.lookup(ctx, db, l, t.Target, now)
 			if err != nil {
-				return out, err
+				return nil, err
 			}
 			if looked {
 				out.Lookups++
@@ -173,28 +201,25 @@ func (c *Checker) Check(ctx context.Context, db dbutil.Executor, domainID uuid.U
 				out.Undecided++
 				continue
 			}
-			checked[t.Target] = true
 			results = append(results, decided{list: l, target: t, entry: entry})
 		}
 	}
+	return results, nil
+}
 
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return out, fmt.Errorf("beginning reputation transaction: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	type transition struct {
-		decided
-		listed   bool
-		listedAt time.Time
-	}
+// record writes the listing state of the decided pairs in tx, emits one
+// event per transition and marks the targets checked.
+func (c *Checker) record(ctx context.Context, tx pgx.Tx, dom dbsqlc.ReputationDomainRow, results []decided, now time.Time, out *Outcome) error {
+	q := dbsqlc.New()
 	var changes []transition
+	checked := map[string]bool{}
 	for _, r := range results {
+		checked[r.target.Target] = true
 		if r.entry.Status == string(blocklist.Listed) {
 			isNew, err := q.ReputationListed(ctx, tx, dbsqlc.ReputationListedParams{AccountID: dom.AccountID, DomainID: dom.ID,
 				Zone: r.list.Zone, Target: r.target.Target, Codes: r.entry.Codes, Reason: r.entry.Reason, At: now})
 			if err != nil {
-				return out, fmt.Errorf("recording listing of %s on %s: %w", r.target.Target, r.list.Zone, err)
+				return fmt.Errorf("recording listing of %s on %s: %w", r.target.Target, r.list.Zone, err)
 			}
 			if isNew {
 				changes = append(changes, transition{decided: r, listed: true})
@@ -204,7 +229,7 @@ func (c *Checker) Check(ctx context.Context, db dbutil.Executor, domainID uuid.U
 		ended, err := q.ReputationDelisted(ctx, tx, dbsqlc.ReputationDelistedParams{At: now, AccountID: dom.AccountID, DomainID: dom.ID,
 			Zone: r.list.Zone, Target: r.target.Target})
 		if err != nil {
-			return out, fmt.Errorf("recording delisting of %s on %s: %w", r.target.Target, r.list.Zone, err)
+			return fmt.Errorf("recording delisting of %s on %s: %w", r.target.Target, r.list.Zone, err)
 		}
 		if len(ended) > 0 {
 			changes = append(changes, transition{decided: r, listedAt: ended[0]})
@@ -212,29 +237,18 @@ func (c *Checker) Check(ctx context.Context, db dbutil.Executor, domainID uuid.U
 	}
 	share, err := c.listedShare(ctx, tx, dom.AccountID, dom.ID)
 	if err != nil {
-		return out, err
+		return err
 	}
 	out.ListedShare = share
 	for _, ch := range changes {
-		ev := events.Event{AccountID: dom.AccountID, Domain: dom.Name, At: now}
+		ev := transitionEvent(dom, ch, share, now)
 		if ch.listed {
-			var codes []Code
-			_ = json.Unmarshal(ch.entry.Codes, &codes)
-			informational := isInformational(ch.list, codes)
-			ev.Type = events.TypeBlocklistListed
-			ev.Severity = listedSeverity(informational, share)
-			ev.Payload = listedPayload{Domain: dom.Name, List: ch.list.Name, Zone: ch.list.Zone, Kind: ch.target.Kind,
-				Target: ch.target.Target, Codes: nonNil(codes), Reason: ch.entry.Reason, Share: ch.target.Share,
-				ListedShare: share, CriticalShare: CriticalShare, Informational: informational, DelistURL: ch.list.DelistURL}
 			out.Listed++
 		} else {
-			ev.Type = events.TypeBlocklistDelisted
-			ev.Payload = delistedPayload{Domain: dom.Name, List: ch.list.Name, Zone: ch.list.Zone, Kind: ch.target.Kind,
-				Target: ch.target.Target, Share: ch.target.Share, ListedAt: ch.listedAt.UTC(), ListedShare: share}
 			out.Delisted++
 		}
 		if _, err := c.emitter().Emit(ctx, tx, ev); err != nil {
-			return out, fmt.Errorf("emitting %s: %w", ev.Type, err)
+			return fmt.Errorf("emitting %s: %w", ev.Type, err)
 		}
 	}
 	names := make([]string, 0, len(checked))
@@ -243,12 +257,30 @@ func (c *Checker) Check(ctx context.Context, db dbutil.Executor, domainID uuid.U
 	}
 	if err := q.ReputationTargetsChecked(ctx, tx, dbsqlc.ReputationTargetsCheckedParams{CheckedAt: now, AccountID: dom.AccountID,
 		DomainID: dom.ID, Targets: names}); err != nil {
-		return out, fmt.Errorf("marking targets checked: %w", err)
+		return fmt.Errorf("marking targets checked: %w", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return out, fmt.Errorf("committing reputation of %s: %w", dom.Name, err)
+	return nil
+}
+
+// transitionEvent is the event of a transition; share is the domain's
+// listed share after it.
+func transitionEvent(dom dbsqlc.ReputationDomainRow, ch transition, share float64, now time.Time) events.Event {
+	ev := events.Event{AccountID: dom.AccountID, Domain: dom.Name, At: now}
+	if !ch.listed {
+		ev.Type = events.TypeBlocklistDelisted
+		ev.Payload = delistedPayload{Domain: dom.Name, List: ch.list.Name, Zone: ch.list.Zone, Kind: ch.target.Kind,
+			Target: ch.target.Target, Share: ch.target.Share, ListedAt: ch.listedAt.UTC(), ListedShare: share}
+		return ev
 	}
-	return out, nil
+	var codes []Code
+	_ = json.Unmarshal(ch.entry.Codes, &codes)
+	informational := isInformational(ch.list, codes)
+	ev.Type = events.TypeBlocklistListed
+	ev.Severity = listedSeverity(informational, share)
+	ev.Payload = listedPayload{Domain: dom.Name, List: ch.list.Name, Zone: ch.list.Zone, Kind: ch.target.Kind,
+		Target: ch.target.Target, Codes: nonNil(codes), Reason: ch.entry.Reason, Share: ch.target.Share,
+		ListedShare: share, CriticalShare: CriticalShare, Informational: informational, DelistURL: ch.list.DelistURL}
+	return ev
 }
 
 func nonNil(c []Code) []Code {
