@@ -48,6 +48,8 @@ var restObjects = map[string]struct {
 	"preference_groups":    {[]any{notify.GroupPrefs{}}, []string{"description", "required", "set", "types"}},
 	"preference_overrides": {[]any{notify.TypePrefs{}}, nil},
 	"event_daily_counts":   {[]any{api.DayVolume{}, api.TypeCount{}}, []string{"info", "warning", "critical", "total", "count"}},
+	"reputation_targets":   {[]any{api.WatchedTarget{}}, []string{"listings"}},                               // reputation_listings
+	"reputation_listings":  {[]any{api.BlocklistListing{}}, []string{"list", "informational", "delist_url"}}, // from the catalog
 }
 
 // TestRESTNamesMatchRESTTypes holds dataapi.RESTNames to the REST API's

@@ -822,6 +822,8 @@ var agreementFixtures = map[string]agreementFixture{
 	"listDMARCReports": domainFixture, "listDMARCFailureReports": domainFixture, "listTLSReports": domainFixture,
 	"getReportingAddress": domainFixture, "signReportingAddress": domainFixture, "uploadReport": domainFixture,
 	"setupMX": domainFixture, "getDomainTransport": domainFixture, "checkDomainTransport": domainFixture,
+	// Blocklists (reputation.go).
+	"getDomainReputation": domainFixture, "checkDomainReputation": domainFixture,
 	"getMXSetup": func(t *testing.T, e *agreementEnv, st *agreementState) {
 		e.domain(t, st)
 		e.call(t, st, "POST", "/api/accounts/me/domains/example.com/mx-setup", map[string]any{"subdomain": "reports"})

@@ -68,6 +68,7 @@ type Ops struct {
 	ListDMARCSources         Operation[SourcesRequest, Sources]
 	GetDMARCGuidance         Operation[DomainPath, reports.Guidance]
 	GetDomainTransport       Operation[DomainPath, Transport]
+	GetDomainReputation      Operation[DomainPath, Reputation]
 
 	ListAlerts         Operation[ListAlertsRequest, Page[Alert]]
 	AcknowledgeAlert   Operation[AcknowledgeRequest, Alert]

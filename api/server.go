@@ -382,6 +382,7 @@ func (s *Server) routes() {
 	s.dataAPIRoutes()      // dataapi.go
 	s.authProviderRoutes() // authproviders.go
 	s.reportRoutes()       // reports.go
+	s.reputationRoutes()   // reputation.go
 	s.preferenceRoutes()   // preferences.go
 	s.billingRoutes()      // billing.go
 	s.adminRoutes()        // admin.go

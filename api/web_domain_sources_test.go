@@ -35,3 +35,32 @@ func TestDashboardDomainSources(t *testing.T) {
 	require.Contains(t, page, "The 15 busiest of 40 sources over the last 30 days.")
 	require.Equal(t, 15, strings.Count(page, "<td>threat_unknown</td>"))
 }
+
+// TestDashboardDomainBlocklists: the domain page's Blocklists section shows
+// each watched IP with its share of mail and its listings, with the
+// delisting link of a catalog list.
+func TestDashboardDomainBlocklists(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	b.addDomain(t, acct.Key, "listed.example")
+	ctx := context.Background()
+	_, err := b.db.Exec(ctx, `INSERT INTO reputation_targets (account_id, domain_id, target, kind, origin, messages, share, checked_at)
+		SELECT account_id, id, '192.0.2.10', 'ip', 'report', 40, 0.4, now() FROM domains WHERE account_id = $1`, acct.ID)
+	require.NoError(t, err)
+	_, err = b.db.Exec(ctx, `INSERT INTO reputation_listings (account_id, domain_id, zone, target, codes, listed_at)
+		SELECT account_id, id, 'zen.spamhaus.org', '192.0.2.10',
+			'[{"code":"127.0.0.2","name":"SBL","meaning":"spam source","informational":false}]', now()
+		FROM domains WHERE account_id = $1`, acct.ID)
+	require.NoError(t, err)
+
+	w := newWebClient(t, b)
+	w.signIn(acct.Email, "correct horse battery")
+	resp, page := w.req("GET", "/domains/listed.example", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "<h2>Blocklists</h2>")
+	require.Contains(t, page, "<td>192.0.2.10</td><td>40.0%</td>")
+	require.Contains(t, page, "<strong>Spamhaus ZEN</strong> SBL")
+	require.Contains(t, page, "Listed IPs carry <strong>40.0%</strong>")
+	require.Contains(t, page, ">delist</a>")
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/queues"
+	"github.com/mailwatch/mailwatch/internal/reputation"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/transport"
 	"github.com/mailwatch/mailwatch/internal/webhook"
@@ -90,6 +91,10 @@ type Deps struct {
 	// Transport probes MX hosts (transport.go); nil when SMTP_PROBE is
 	// off: no probe is scheduled and queued ones complete without probing.
 	Transport *transport.Service
+
+	// Reputation checks domains on DNS blocklists (reputation.go); nil
+	// leaves it unconfigured (its jobs fail and say so).
+	Reputation *reputation.Checker
 
 	// observeProviderGate, when set, sees each admission of a
 	// provider_payload job by its account's bound (tests).
@@ -184,6 +189,7 @@ func Workers(deps Deps) *river.Workers {
 	addBillingWorkers(w, deps)    // billing.go
 	addAdminWorkers(w, deps)      // admin.go
 	addPartitionWorkers(w, deps)  // partitions.go
+	addReputationWorkers(w, deps) // reputation.go
 	return w
 }
 
@@ -207,6 +213,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, reportPeriodicJobs(deps)...)
 	out = append(out, partitionPeriodicJobs(deps)...)
 	out = append(out, transportPeriodicJobs(deps)...)
+	out = append(out, reputationPeriodicJobs(deps)...)
 	return out
 }
 

@@ -125,6 +125,10 @@ mailwatch_river_jobs{kind="",queue="transport",state="available"} 0
 mailwatch_river_jobs{kind="",queue="transport",state="retryable"} 0
 mailwatch_river_jobs{kind="",queue="transport",state="running"} 0
 mailwatch_river_jobs{kind="",queue="transport",state="scheduled"} 0
+mailwatch_river_jobs{kind="",queue="reputation",state="available"} 0
+mailwatch_river_jobs{kind="",queue="reputation",state="retryable"} 0
+mailwatch_river_jobs{kind="",queue="reputation",state="running"} 0
+mailwatch_river_jobs{kind="",queue="reputation",state="scheduled"} 0
 mailwatch_river_jobs{kind="",queue="webhooks",state="available"} 0
 mailwatch_river_jobs{kind="",queue="webhooks",state="retryable"} 0
 mailwatch_river_jobs{kind="",queue="webhooks",state="running"} 0

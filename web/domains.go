@@ -54,6 +54,8 @@ type domainData struct {
 	Guide   *reports.Guidance
 	// Transport is the stored MX probes (Mail servers section).
 	Transport *api.Transport
+	// Reputation is the domain's blocklist state (nil when unreadable).
+	Reputation *api.Reputation
 }
 
 func checksOf(rs *dnscheck.Results) []namedCheck {
@@ -127,6 +129,9 @@ func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 	}
 	if tr, err := h.ops.GetDomainTransport.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
 		data.Transport = tr
+	}
+	if rep, err := h.ops.GetDomainReputation.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
+		data.Reputation = rep
 	}
 	return h.render(c, http.StatusOK, "domain", d.Domain.Domain, data, "")
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mailwatch/mailwatch/internal/blocklist"
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
@@ -16,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/esp/ses"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/notify"
+	"github.com/mailwatch/mailwatch/internal/reputation"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 	"github.com/mailwatch/mailwatch/jobs"
@@ -77,6 +79,10 @@ func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg
 	if err != nil {
 		return jobs.Deps{}, err
 	}
+	checker, err := blocklistChecker(cfg, logger)
+	if err != nil {
+		return jobs.Deps{}, err
+	}
 	return jobs.Deps{
 		Transport: tr,
 		Mail:      &notify.Mailer{Relay: relay, From: cfg.NotifyFrom, BaseURL: notify.BaseURL(cfg.PublicBaseURL, cfg.ListenAddr)},
@@ -90,6 +96,33 @@ func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg
 		WebhookClient: webhook.NewClient(sh.guard, webhook.ClientOptions{
 			MaxIdleConnsPerHost: cfg.WebhookConcurrency,
 		}),
-		SNSClient: sh.aws,
+		SNSClient:  sh.aws,
+		Reputation: checker,
 	}, nil
+}
+
+// blocklistChecker builds the blocklist checker of the workers: the lists of
+// BLOCKLIST_ZONES (or the catalog), queried through BLOCKLIST_RESOLVER (or
+// DNS_RESOLVER) at blocklist.DefaultQueriesPerSecond per list. It warns
+// when the resolver is a public one, which most lists refuse.
+func blocklistChecker(cfg *config.Config, logger *slog.Logger) (*reputation.Checker, error) {
+	lists, err := blocklist.Lists(cfg.BlocklistZones)
+	if err != nil {
+		return nil, fmt.Errorf("BLOCKLIST_ZONES: %w", err)
+	}
+	setting, name := cfg.BlocklistResolver, "BLOCKLIST_RESOLVER"
+	if setting == "" {
+		setting, name = cfg.DNSResolver, "DNS_RESOLVER"
+	}
+	addr, err := dnscheck.ResolverAddress(setting)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if blocklist.IsPublicResolver(addr) && logger != nil {
+		logger.Warn("blocklist lookups go through a public DNS resolver, which most blocklists refuse (Spamhaus answers "+
+			"127.255.255.254): set BLOCKLIST_RESOLVER to your own recursive resolver", slog.String("resolver", addr),
+			slog.String("setting", name))
+	}
+	return &reputation.Checker{Resolver: dnscheck.NewClient(addr, 3*time.Second), Lists: lists,
+		Limiter: blocklist.NewLimiter(blocklist.DefaultQueriesPerSecond, 1)}, nil
 }

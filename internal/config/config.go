@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mailwatch/mailwatch/internal/blocklist"
 	"github.com/mailwatch/mailwatch/internal/esp"
 	"github.com/mailwatch/mailwatch/internal/plans"
 	"github.com/mailwatch/mailwatch/internal/webhook"
@@ -54,6 +55,8 @@ var Vars = []Var{
 	{Name: "MAILWATCH_SECRET_KEY_PREVIOUS", Default: "", Secret: true, Meaning: "Comma-separated older keys (base64), still accepted for decryption during a key rotation."},
 	{Name: "REDIS_URL", Default: "", Secret: true, Meaning: "When set, rate-limit counters live in Redis and are shared by every API replica; otherwise each replica counts alone, in memory."},
 	{Name: "DNS_RESOLVER", Default: "", Meaning: "DNS server (host:port) used for domain checks; empty means the first nameserver of /etc/resolv.conf."},
+	{Name: "BLOCKLIST_ZONES", Default: "", Meaning: "Comma-separated DNS blocklists checked for the IPs that carry each domain's mail, each `zone` (an IP list) or `zone=domain` (a domain list); replaces the built-in catalog (docs/features/reputation.md). Empty means the catalog."},
+	{Name: "BLOCKLIST_RESOLVER", Default: "", Meaning: "DNS server (host:port) the blocklist lookups go through; empty means DNS_RESOLVER. Most lists refuse queries from public resolvers (8.8.8.8, 1.1.1.1, ...): use your own recursive resolver, a warning is logged at start-up otherwise."},
 	{Name: "DNS_CHECK_INTERVAL", Default: "15m", Meaning: "How often every domain's DNS is re-checked for changes (one check per domain per interval, spread over it); at least 1m."},
 	{Name: "SMTP_PROBE", Default: "on", Meaning: "on or off: probe every MX host of every domain on port SMTP_PROBE_PORT (STARTTLS, certificate, DANE; never MAIL or RCPT) every 6 hours and on request. Many clouds block outbound port 25: turn it off there, or every probe is inconclusive. See docs/features/transport.md."},
 	{Name: "SMTP_PROBE_PORT", Default: "25", Meaning: "TCP port the MX probes connect to (tests and port-forwarding setups change it); the DANE TLSA name follows it."},
@@ -122,6 +125,8 @@ type Config struct {
 	PreviousSecretKeys      [][]byte
 	RedisURL                string
 	DNSResolver             string
+	BlocklistZones          string
+	BlocklistResolver       string
 	DNSCheckInterval        time.Duration
 	// SMTPProbe, SMTPProbePort and SMTPProbeCAFile configure the MX
 	// transport probes (internal/transport).
@@ -226,6 +231,8 @@ func Parse(lookup Lookup) (*Config, error) {
 		NotifyFrom:              get("NOTIFY_FROM"),
 		RedisURL:                get("REDIS_URL"),
 		DNSResolver:             get("DNS_RESOLVER"),
+		BlocklistZones:          get("BLOCKLIST_ZONES"),
+		BlocklistResolver:       get("BLOCKLIST_RESOLVER"),
 		DNSCheckInterval:        duration("DNS_CHECK_INTERVAL"),
 		HealthHistoryDays:       atoi("HEALTH_HISTORY_DAYS", 1, 3650),
 		WebhookAllowedCIDRs:     get("WEBHOOK_ALLOWED_CIDRS"),
@@ -319,6 +326,9 @@ func Parse(lookup Lookup) (*Config, error) {
 	cfg.SMTPProbeCAFile = get("SMTP_PROBE_CA_FILE")
 	if cfg.DBStatementTimeout > 0 && cfg.RequestTimeout > 0 && cfg.DBStatementTimeout+time.Second >= cfg.RequestTimeout {
 		errs = append(errs, errors.New("DB_STATEMENT_TIMEOUT must be more than a second below REQUEST_TIMEOUT"))
+	}
+	if _, err := blocklist.Lists(cfg.BlocklistZones); err != nil {
+		errs = append(errs, fmt.Errorf("BLOCKLIST_ZONES: %w", err))
 	}
 	if cfg.DNSCheckInterval > 0 && cfg.DNSCheckInterval < time.Minute {
 		errs = append(errs, errors.New("DNS_CHECK_INTERVAL must be at least 1m"))

@@ -60,6 +60,8 @@ var newTables = []string{"providers", "provider_links", "message_events", "suppr
 	"preference_groups", "preference_overrides",
 	// schema/0029_message_event_rollups.sql: the message event's day
 	"message_event_days",
+	// schema/0041_reputation.sql
+	"reputation_targets", "reputation_listings",
 	// schema/0042_transport.sql
 	"mx_transport"}
 
@@ -112,6 +114,10 @@ func seedTenantTables(t testing.TB, db dbutil.Executor, account, domain uuid.UUI
 			VALUES ($1, $2, 'mx.' || $3, '192.0.2.25', 25, 'ok', 'ok', now())`, []any{account, domain, name}},
 		{`INSERT INTO preference_groups (account_id, group_name, email, webhook) VALUES ($1, 'health', false, true)`,
 			[]any{account}},
+		{`INSERT INTO reputation_targets (account_id, domain_id, target, kind, origin, messages, share)
+			VALUES ($1, $2, '192.0.2.10', 'ip', 'report', 40, 0.4)`, []any{account, domain}},
+		{`INSERT INTO reputation_listings (account_id, domain_id, zone, target, listed_at)
+			VALUES ($1, $2, 'bl.test', '192.0.2.10', now())`, []any{account, domain}},
 		{`INSERT INTO preference_overrides (account_id, event_type, email) VALUES ($1, 'bounce_spike', true)`,
 			[]any{account}},
 		{`INSERT INTO notification_addresses (id, account_id, email, token_hash, token_expires_at)

@@ -37,7 +37,7 @@ const byDomain = `domain_id IN (SELECT d.id FROM data_api.domains d WHERE d.acco
 
 // Tables is the allow-list; it matches the views of schema/0010_data_api.sql,
 // schema/0012_data_api_tables.sql, schema/0013_preferences.sql and
-// schema/0029_message_event_rollups.sql, as
+// schema/0029_message_event_rollups.sql and schema/0041_reputation.sql, as
 // schema/0024_data_api_rest_names.sql extends them with the REST API's
 // names (RESTNames), and schema/0030_event_rollups.sql's; a test compares
 // them with the database.
@@ -137,6 +137,14 @@ var Tables = func() map[string]*Table {
 		{Name: "message_event_days", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "day", "date", "provider_kind", "text", "event_type", "text", "bounce_class", "text",
 			"count", "bigint")},
+
+		// schema/0041_reputation.sql
+		{Name: "reputation_targets", Owner: byAccount, Columns: cols(
+			"account_id", "uuid", "domain_id", "uuid", "target", "text", "kind", "text", "origin", "text", "messages", "bigint",
+			"share", "double precision", "checked_at", "timestamptz", "updated_at", "timestamptz")},
+		{Name: "reputation_listings", Owner: byAccount, Columns: cols(
+			"account_id", "uuid", "domain_id", "uuid", "zone", "text", "target", "text", "codes", "jsonb", "reason", "text",
+			"listed_at", "timestamptz", "delisted_at", "timestamptz")},
 
 		// schema/0013_preferences.sql
 		{Name: "preference_groups", Owner: byAccount, Columns: cols(

@@ -86,6 +86,16 @@ type AuthProviderWebhookEvent struct {
 	ReceivedAt time.Time
 }
 
+type BlocklistLookup struct {
+	Zone      string
+	Target    string
+	Status    string
+	Codes     json.RawMessage
+	Reason    string
+	CheckedAt time.Time
+	ExpiresAt time.Time
+}
+
 type DataApiAuthProvider struct {
 	ID           uuid.UUID
 	AccountID    uuid.UUID
@@ -445,6 +455,29 @@ type DataApiReceiver struct {
 	ExpiresAt  time.Time
 	CreatedAt  time.Time
 	ExpiredAt  *time.Time
+}
+
+type DataApiReputationListing struct {
+	AccountID  uuid.UUID
+	DomainID   uuid.UUID
+	Zone       string
+	Target     string
+	Codes      json.RawMessage
+	Reason     string
+	ListedAt   time.Time
+	DelistedAt *time.Time
+}
+
+type DataApiReputationTarget struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	Target    string
+	Kind      string
+	Origin    string
+	Messages  int64
+	Share     float64
+	CheckedAt *time.Time
+	UpdatedAt time.Time
 }
 
 type DataApiSuppression struct {
@@ -1076,6 +1109,29 @@ type ReportingAddress struct {
 	KeyID     string
 	CreatedAt time.Time
 	SignedAt  *time.Time
+}
+
+type ReputationListing struct {
+	AccountID  uuid.UUID
+	DomainID   uuid.UUID
+	Zone       string
+	Target     string
+	Codes      json.RawMessage
+	Reason     string
+	ListedAt   time.Time
+	DelistedAt *time.Time
+}
+
+type ReputationTarget struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	Target    string
+	Kind      string
+	Origin    string
+	Messages  int64
+	Share     float64
+	CheckedAt *time.Time
+	UpdatedAt time.Time
 }
 
 type SendingProvider struct {

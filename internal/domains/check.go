@@ -19,6 +19,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/health"
 	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/reputation"
 	"github.com/mailwatch/mailwatch/internal/transport"
 )
 
@@ -331,7 +332,8 @@ func emitHealthChange(ctx context.Context, tx pgx.Tx, em *events.Emitter, row *d
 // rate of its aggregate reports over the last 30 days (health.DMARCPassRateCap,
 // from 100 messages), and the bounce and complaint rates of its sending
 // providers' last 24 hours of events (providers.HealthCaps documents the rule),
-// and failing MX hosts that senders verify (transport.HealthCap).
+// failing MX hosts that senders verify (transport.HealthCap), and the share
+// of its mail carried by blocklisted IPs (health.BlocklistCap).
 func healthCaps(ctx context.Context, tx pgx.Tx, row *dbsqlc.Domain, now time.Time) ([]health.Cap, error) {
 	caps, err := providers.HealthCaps(ctx, tx, row.AccountID, row.ID, now)
 	if err != nil {
@@ -347,6 +349,13 @@ func healthCaps(ctx context.Context, tx pgx.Tx, row *dbsqlc.Domain, now time.Tim
 	if c, ok, err := transport.HealthCap(ctx, tx, row); err != nil {
 		return nil, err
 	} else if ok {
+		caps = append(caps, c)
+	}
+	listed, err := reputation.ListedShare(ctx, tx, row.AccountID, row.ID)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := health.BlocklistCap(listed); ok {
 		caps = append(caps, c)
 	}
 	return caps, nil

@@ -25,7 +25,7 @@ type GroupInfo struct {
 
 // groups lists the groups in the order the API and the dashboard show them.
 var groups = []GroupInfo{
-	{Name: GroupHealth, Description: "Domain health: score changes, DNS record changes, lost MX verification."},
+	{Name: GroupHealth, Description: "Domain health: score changes, DNS record changes, lost MX verification, blocklist listings."},
 	{Name: GroupSending, Description: "Sending providers: bounce and complaint spikes."},
 	{Name: GroupReports, Description: "DMARC and TLS-RPT reports and new DMARC sources."},
 	{Name: GroupDeliveries, Description: "Webhook deliveries that failed and subscriptions that were disabled."},

@@ -45,6 +45,9 @@ const (
 	TypeDMARCNewSource          = "dmarc_new_source"
 	TypeTLSReportReceived       = "tls_report_received"
 	TypeTLSReportFailures       = "tls_report_failures"
+	// Blocklists (internal/reputation).
+	TypeBlocklistListed   = "blocklist_listed"
+	TypeBlocklistDelisted = "blocklist_delisted"
 	// Plans and billing (internal/billing).
 	TypePlanChanged        = "plan_changed"
 	TypePaymentFailed      = "payment_failed"
@@ -266,6 +269,29 @@ var types = map[string]Type{
 		Description:     "An SMTP TLS report (RFC 8460) counted failed TLS sessions to the domain's MX hosts.",
 		DefaultSeverity: SeverityWarning,
 		PayloadSchema:   tlsReportSchema,
+	},
+	TypeBlocklistListed: {
+		Name:            TypeBlocklistListed,
+		Group:           GroupHealth,
+		Description:     "An IP that carries the domain's mail, or the domain itself, was listed on a DNS blocklist. share is the part of the domain's last 7 days of mail the IP carried, listed_share that of every IP of the domain listed now.",
+		DefaultSeverity: SeverityWarning,
+		Escalation:      "critical when listed_share reaches critical_share (10%); info for an informational listing (e.g. Spamhaus PBL)",
+		PayloadSchema: schema(`{"type":"object","required":["domain","list","zone","kind","target","codes","share","listed_share"],"properties":{
+			"domain":{"type":"string"},"list":{"type":"string"},"zone":{"type":"string"},"kind":{"type":"string","enum":["ip","domain"]},
+			"target":{"type":"string"},"codes":{"type":"array","items":{"type":"object","properties":{"code":{"type":"string"},
+			"name":{"type":"string"},"meaning":{"type":"string"},"informational":{"type":"boolean"}}}},"reason":{"type":"string"},
+			"share":{"type":"number","minimum":0,"maximum":1},"listed_share":{"type":"number","minimum":0,"maximum":1},
+			"critical_share":{"type":"number"},"informational":{"type":"boolean"},"delist_url":{"type":"string"}}}`),
+	},
+	TypeBlocklistDelisted: {
+		Name:            TypeBlocklistDelisted,
+		Group:           GroupHealth,
+		Description:     "A listing reported by blocklist_listed ended: the list answers that the IP or domain is no longer listed.",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["domain","list","zone","kind","target","listed_at"],"properties":{
+			"domain":{"type":"string"},"list":{"type":"string"},"zone":{"type":"string"},"kind":{"type":"string","enum":["ip","domain"]},
+			"target":{"type":"string"},"share":{"type":"number","minimum":0,"maximum":1},"listed_at":{"type":"string","format":"date-time"},
+			"listed_share":{"type":"number","minimum":0,"maximum":1}}}`),
 	},
 	TypePlanChanged: {
 		Name:            TypePlanChanged,

@@ -322,6 +322,24 @@ func ComplaintRateCap(rate float64, sent int) (Cap, bool) {
 	return Cap{}, false
 }
 
+// BlocklistCap caps the score when IPs that carry the domain's mail are on
+// DNS blocklists (informational listings such as Spamhaus PBL excluded):
+// share is the part of the last 7 days of mail they carried. At least 50%
+// caps at 40, at least 10% at 60, any listed share at 80: receivers that
+// consult the lists refuse or junk what those IPs send.
+func BlocklistCap(share float64) (Cap, bool) {
+	const reason = "IPs carrying %.0f%% of the mail are on DNS blocklists"
+	switch {
+	case share >= 0.5:
+		return Cap{Name: "blocklist", Max: 40, Reason: sprintfPct(reason, share)}, true
+	case share >= 0.1:
+		return Cap{Name: "blocklist", Max: 60, Reason: sprintfPct(reason, share)}, true
+	case share > 0:
+		return Cap{Name: "blocklist", Max: 80, Reason: sprintfPct(reason, share)}, true
+	}
+	return Cap{}, false
+}
+
 func sprintfPct(format string, rate float64) string {
 	return fmt.Sprintf(format, rate*100)
 }

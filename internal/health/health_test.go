@@ -179,3 +179,17 @@ func TestScoreNXDOMAIN(t *testing.T) {
 	require.False(t, rep.NXDomain)
 	require.Equal(t, 10, rep.Score, "%+v", rep.Components)
 }
+
+func TestBlocklistCap(t *testing.T) {
+	_, ok := BlocklistCap(0)
+	require.False(t, ok, "nothing listed, no cap")
+	for _, tc := range []struct {
+		share float64
+		max   int
+	}{{0.01, 80}, {0.1, 60}, {0.4, 60}, {0.5, 40}, {1, 40}} {
+		c, ok := BlocklistCap(tc.share)
+		require.True(t, ok)
+		require.Equal(t, tc.max, c.Max, "share %v", tc.share)
+		require.Equal(t, "blocklist", c.Name)
+	}
+}

@@ -26,10 +26,13 @@ const (
 	// Transport holds the MX transport probes (internal/transport): slow,
 	// network-bound jobs kept apart from the DNS checks.
 	Transport = "transport"
+	// Reputation runs the DNS blocklist checks (internal/reputation), apart
+	// from the DNS checks so that a slow list never delays them.
+	Reputation = "reputation"
 )
 
 // All lists every queue a worker works by default.
-var All = []string{Default, Maintenance, Webhooks, DNS, Transport}
+var All = []string{Default, Maintenance, Webhooks, DNS, Transport, Reputation}
 
 // ActiveStates are the states in which a job counts as "already queued"
 // for a run-now request: River's required unique states plus retryable.
