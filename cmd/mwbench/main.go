@@ -15,7 +15,8 @@
 //	mwbench bomb       peak RSS of `mailwatch api` under request decompression bombs
 //	mwbench capacity   provider webhooks, pushes and domain checks together at shares of their solo rates summing to 0.7, then 1.0
 //	mwbench history    aggregate endpoints, dashboard pages, storage and retention at 1x, 10x (and 30x) of history
-//	mwbench reputation 10,000 watched IPs checked on 5 blocklists served by a local DNS server
+//	mwbench reputation 10,000 watched IPs checked on 5 blocklists served by a local DNS server,
+//	                   then 1,000 MX probes of loopback SMTP servers
 //
 // Each benchmark creates its own database from DATABASE_URL's server and
 // drops it afterwards.

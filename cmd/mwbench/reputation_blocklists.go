@@ -26,9 +26,13 @@ const (
 	repBenchConcurrency = 16
 )
 
-// benchRepCheck is `mwbench reputation`; its blocklist half is below.
+// benchRepCheck is `mwbench reputation`: its blocklist half is below, its
+// MX transport half in reputation_transport.go.
 func benchRepCheck(ctx context.Context, env *benchEnv) error {
-	return benchReputationBlocklists(ctx, env)
+	if err := benchReputationBlocklists(ctx, env); err != nil {
+		return err
+	}
+	return benchTransportProbes(ctx)
 }
 
 // benchReputationBlocklists checks 10,000 watched IPs (200 domains of 20

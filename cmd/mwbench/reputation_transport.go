@@ -42,10 +42,8 @@ const (
 // certificate checks, EHLO, QUIT; DANE and reverse DNS), 50 at a time, with
 // the SSRF guard admitting loopback only. It prints probes per second and
 // the p50/p99 of one host's probe, and fails when a probe is not ok (the
-// figures would then measure errors). The reputation benchmark's entry in
-// main.go calls it.
-//
-//lint:ignore U1000 registered by the reputation benchmark beside its blocklist half
+// figures would then measure errors). The reputation benchmark runs it
+// after its blocklist half.
 func benchTransportProbes(ctx context.Context) error {
 	_, err := runTransportProbes(ctx, transportBenchProbes)
 	return err
