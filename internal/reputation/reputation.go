@@ -457,8 +457,7 @@ func (c *Checker) lookup(ctx context.Context, db dbutil.Executor, l blocklist.Li
 	if err := tx.Commit(ctx); err != nil {
 		return entry, true, false, fmt.Errorf("committing lookup of %s on %s: %w", target, l.Zone, err)
 	}
-	return dbsqlc.BlocklistLookup{Zone: store.Zone, Target: store.Target, Status: store.Status, Codes: store.Codes,
-		Reason: store.Reason, CheckedAt: store.CheckedAt, ExpiresAt: store.ExpiresAt}, true, true, nil
+	return dbsqlc.BlocklistLookup(store), true, true, nil
 }
 
 // listedShare sums the shares of the domain's IP targets with a current,
