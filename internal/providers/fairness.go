@@ -3,11 +3,12 @@ package providers
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/internal/fairwait"
 )
 
 // Fairness between tenants. The ingress queues one provider_payload job
@@ -142,19 +143,7 @@ func (g *Gate) Running(account uuid.UUID) int {
 // doubled per earlier wait, at most FairWaitMax, with ±25% uniform jitter.
 // rnd may be nil for the shared math/rand/v2 source.
 func FairWait(waits int, rnd interface{ Float64() float64 }) time.Duration {
-	d := FairWaitBase
-	for i := 0; i < waits && d < FairWaitMax; i++ {
-		d *= 2
-	}
-	d = min(d, FairWaitMax)
-	var r float64
-	if rnd != nil {
-		r = rnd.Float64()
-	} else {
-		r = rand.Float64()
-	}
-	factor := 1 - fairWaitJitter + 2*fairWaitJitter*r
-	return time.Duration(float64(d) * factor).Round(time.Millisecond)
+	return fairwait.Delay(waits, FairWaitBase, FairWaitMax, fairWaitJitter, rnd)
 }
 
 // FairWaits returns how many times a job waited for its account's turn,

@@ -4,13 +4,14 @@ import (
 	"container/list"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/internal/fairwait"
 )
 
 // Fairness between tenants. One pool of workers (WEBHOOK_CONCURRENCY)
@@ -310,17 +311,5 @@ func Host(rawURL string) string {
 // FairWaitBase doubled per earlier wait, at most FairWaitMax, with ±25%
 // uniform jitter. rnd may be nil for the shared math/rand/v2 source.
 func FairWait(waits int, rnd Float64Source) time.Duration {
-	d := FairWaitBase
-	for i := 0; i < waits && d < FairWaitMax; i++ {
-		d *= 2
-	}
-	d = min(d, FairWaitMax)
-	var r float64
-	if rnd != nil {
-		r = rnd.Float64()
-	} else {
-		r = rand.Float64()
-	}
-	factor := 1 - fairWaitJitter + 2*fairWaitJitter*r
-	return time.Duration(float64(d) * factor).Round(time.Millisecond)
+	return fairwait.Delay(waits, FairWaitBase, FairWaitMax, fairWaitJitter, rnd)
 }
