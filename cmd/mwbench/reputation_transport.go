@@ -55,36 +55,47 @@ type transportResult struct {
 	p50, p99 time.Duration
 }
 
-// runTransportProbes probes n loopback MX hosts and prints the figures.
-func runTransportProbes(ctx context.Context, n int) (transportResult, error) {
+// transportBenchCert is the bench's test CA and the leaf it signed for
+// every *.probe.bench host.
+type transportBenchCert struct {
+	ca, leaf       *x509.Certificate
+	caDER, leafDER []byte
+	key            *ecdsa.PrivateKey
+}
+
+// newTransportBenchCert makes a CA and a leaf valid for 60 days from now.
+func newTransportBenchCert(now time.Time) (transportBenchCert, error) {
+	var c transportBenchCert
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return transportResult{}, err
+		return c, err
 	}
-	now := time.Now()
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mwbench transport CA"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(0, 0, 90), IsCA: true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return transportResult{}, err
+	if c.caDER, err = x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey); err != nil {
+		return c, err
 	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return transportResult{}, err
+	if c.ca, err = x509.ParseCertificate(c.caDER); err != nil {
+		return c, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return transportResult{}, err
+	if c.key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+		return c, err
 	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2),
+	c.leafDER, err = x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2),
 		Subject: pkix.Name{CommonName: "*.probe.bench"}, DNSNames: []string{"*.probe.bench"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(0, 0, 60),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca, &key.PublicKey, caKey)
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, c.ca, &c.key.PublicKey, caKey)
 	if err != nil {
-		return transportResult{}, err
+		return c, err
 	}
-	leaf, err := x509.ParseCertificate(leafDER)
+	c.leaf, err = x509.ParseCertificate(c.leafDER)
+	return c, err
+}
+
+// runTransportProbes probes n loopback MX hosts and prints the figures.
+func runTransportProbes(ctx context.Context, n int) (transportResult, error) {
+	cert, err := newTransportBenchCert(time.Now())
 	if err != nil {
 		return transportResult{}, err
 	}
@@ -92,7 +103,7 @@ func runTransportProbes(ctx context.Context, n int) (transportResult, error) {
 	srv := smtp.NewServer(benchNoMail{})
 	srv.Domain = "mx.probe.bench"
 	srv.MaxRecipients = 1
-	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER, caDER}, PrivateKey: key}}}
+	srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{cert.leafDER, cert.caDER}, PrivateKey: cert.key}}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return transportResult{}, err
@@ -101,7 +112,7 @@ func runTransportProbes(ctx context.Context, n int) (transportResult, error) {
 	defer srv.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
 
-	spki := mxprobeSPKI(leaf)
+	spki := mxprobeSPKI(cert.leaf)
 	var zone strings.Builder
 	zone.WriteString("$TTL 300\n1.0.0.127.in-addr.arpa. PTR mx0.probe.bench.\n")
 	hosts := make([]string, n)
@@ -120,7 +131,7 @@ func runTransportProbes(ctx context.Context, n int) (transportResult, error) {
 	dns.Authenticate("probe.bench")
 
 	roots := x509.NewCertPool()
-	roots.AddCert(ca)
+	roots.AddCert(cert.ca)
 	guard := netguard.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})
 	prober, err := mxprobe.NewProber(mxprobe.Config{
 		Resolver: dnscheck.NewClient(dns.Addr(), 5*time.Second), HeloName: "probe.mailwatch.bench", Port: port,
