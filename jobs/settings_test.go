@@ -19,7 +19,7 @@ func TestSettingsFromCopiesEverySetting(t *testing.T) {
 		InboundDomain: "inbound.example", EventRetentionDays: 30, DefaultPlan: "pro",
 		StripePricePlans: plans.PriceMap{"price_x": "pro"}, BillingGracePeriod: time.Hour,
 		DNSCheckInterval: time.Minute, HealthHistoryDays: 7, JobRescueAfter: 2 * time.Minute,
-		WebhookLimits: webhook.Limits{PerAccount: 3}, JWTKeyRotation: time.Hour, JWTTTL: time.Minute,
+		WebhookLimits: webhook.Limits{PerAccount: 3}, ProviderAccountConcurrency: 4, JWTKeyRotation: time.Hour, JWTTTL: time.Minute,
 	}
 	s := reflect.ValueOf(SettingsFrom(cfg))
 	for i := range s.NumField() {
