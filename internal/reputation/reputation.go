@@ -404,6 +404,14 @@ func (c *Checker) lookup(ctx context.Context, db dbutil.Executor, l blocklist.Li
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return entry, false, false, fmt.Errorf("reading cached %s on %s: %w", target, l.Zone, err)
 	}
+	// Paced before the transaction: a lookup waiting its list's turn holds
+	// no connection and no lock (a token is spent for nothing when another
+	// check fills the cache meanwhile).
+	if c.Limiter != nil {
+		if err := c.Limiter.Wait(ctx, l.Zone); err != nil {
+			return entry, false, false, err
+		}
+	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return entry, false, false, fmt.Errorf("beginning lookup of %s on %s: %w", target, l.Zone, err)
@@ -418,11 +426,6 @@ func (c *Checker) lookup(ctx context.Context, db dbutil.Executor, l blocklist.Li
 	}
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return entry, false, false, fmt.Errorf("reading cached %s on %s: %w", target, l.Zone, err)
-	}
-	if c.Limiter != nil {
-		if err := c.Limiter.Wait(ctx, l.Zone); err != nil {
-			return entry, false, false, err
-		}
 	}
 	res, err := blocklist.Lookup(ctx, c.Resolver, l, target)
 	if err != nil {
