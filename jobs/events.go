@@ -120,17 +120,23 @@ type EventRollupRebuildWorker struct {
 }
 
 // Work rebuilds the account's hourly event counters (events.RebuildRollups)
-// and records how many it corrected. An account gone meanwhile has none.
+// and then, in a transaction of its own, its open counts
+// (events.RebuildOpenCounts), and records how many of each it corrected.
+// An account gone meanwhile has none.
 func (w *EventRollupRebuildWorker) Work(ctx context.Context, job *river.Job[events.RollupRebuildArgs]) error {
 	n, err := events.RebuildRollups(ctx, w.deps.Pool, job.Args.AccountID)
 	if err != nil {
 		return err
 	}
-	if n > 0 {
-		w.deps.Logger.WarnContext(ctx, "event counters corrected", slog.String("account_id", job.Args.AccountID.String()),
-			slog.Int64("counters", n))
+	open, err := events.RebuildOpenCounts(ctx, w.deps.Pool, job.Args.AccountID)
+	if err != nil {
+		return err
 	}
-	return river.RecordOutput(ctx, map[string]int64{"corrected": n})
+	if n > 0 || open > 0 {
+		w.deps.Logger.WarnContext(ctx, "event counters corrected", slog.String("account_id", job.Args.AccountID.String()),
+			slog.Int64("counters", n), slog.Int64("open_counts", open))
+	}
+	return river.RecordOutput(ctx, map[string]int64{"corrected": n, "open_corrected": open})
 }
 
 // EventRollupRebuildAllWorker works events.RollupRebuildAllArgs.

@@ -30,11 +30,13 @@ ORDER BY id DESC
 LIMIT @max::int;
 
 -- name: DeliveryCountOpen :one
--- Each status counted from its own range of (account_id, status, id), so
--- the account's delivered pushes (nearly all of them) are never read.
-SELECT (SELECT count(*) FROM webhook_deliveries WHERE account_id = @account_id::uuid AND status = 'pending')  AS pending,
-       (SELECT count(*) FROM webhook_deliveries WHERE account_id = @account_id::uuid AND status = 'retrying') AS retrying,
-       (SELECT count(*) FROM webhook_deliveries WHERE account_id = @account_id::uuid AND status = 'failed')   AS failed;
+-- From the counters of schema/0043_open_counts.sql: one row per hour,
+-- status and slot with an open delivery, however many deliveries there are.
+SELECT coalesce(sum(deliveries) FILTER (WHERE status = 'pending'), 0)::bigint  AS pending,
+       coalesce(sum(deliveries) FILTER (WHERE status = 'retrying'), 0)::bigint AS retrying,
+       coalesce(sum(deliveries) FILTER (WHERE status = 'failed'), 0)::bigint   AS failed
+FROM delivery_open_counts
+WHERE account_id = @account_id::uuid;
 
 -- name: DeliveryStartAttempt :one
 -- A run of job_id starts an attempt: it owns the delivery from now on.

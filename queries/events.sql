@@ -44,8 +44,9 @@ RETURNING e.id, e.account_id, e.event_type, e.severity, e.domain, e.tags, e.payl
           prev.acknowledged_by AS previous_by, prev.acknowledged_note AS previous_note;
 
 -- name: EventCountUnacknowledgedAlerts :one
-SELECT count(*) FROM events
-WHERE account_id = @account_id::uuid AND severity = 'critical' AND acknowledged_at IS NULL;
+-- From the counters of schema/0043_open_counts.sql: one row per hour and
+-- slot with an open alert, however many alerts there are.
+SELECT coalesce(sum(alerts), 0)::bigint FROM alert_open_counts WHERE account_id = @account_id::uuid;
 
 -- name: EventCountsByDay :many
 -- The account's events per UTC day, type and severity in a window that
@@ -91,6 +92,12 @@ ORDER BY day, event_type, severity;
 -- 0039_striped_event_counts.sql for the locks); returns how many keys it
 -- corrected.
 SELECT event_counts_hourly_rebuild(@account_id::uuid)::bigint AS corrected;
+
+-- name: OpenCountsRebuild :one
+-- Recounts one account's open alerts and deliveries from the raw rows (see
+-- open_counts_rebuild in schema/0043_open_counts.sql for the lock); returns
+-- how many keys it corrected.
+SELECT open_counts_rebuild(@account_id::uuid)::bigint AS corrected;
 
 -- name: EventRollupAccountsAfter :many
 -- The accounts a rebuild of every account visits, in id order, a page at a time.

@@ -107,9 +107,11 @@ func (q *Queries) DeliveryAttemptListByDelivery(ctx context.Context, db DBTX, de
 }
 
 const deliveryCountOpen = `-- name: DeliveryCountOpen :one
-SELECT (SELECT count(*) FROM webhook_deliveries WHERE account_id = $1::uuid AND status = 'pending')  AS pending,
-       (SELECT count(*) FROM webhook_deliveries WHERE account_id = $1::uuid AND status = 'retrying') AS retrying,
-       (SELECT count(*) FROM webhook_deliveries WHERE account_id = $1::uuid AND status = 'failed')   AS failed
+SELECT coalesce(sum(deliveries) FILTER (WHERE status = 'pending'), 0)::bigint  AS pending,
+       coalesce(sum(deliveries) FILTER (WHERE status = 'retrying'), 0)::bigint AS retrying,
+       coalesce(sum(deliveries) FILTER (WHERE status = 'failed'), 0)::bigint   AS failed
+FROM delivery_open_counts
+WHERE account_id = $1::uuid
 `
 
 type DeliveryCountOpenRow struct {
@@ -118,8 +120,8 @@ type DeliveryCountOpenRow struct {
 	Failed   int64
 }
 
-// Each status counted from its own range of (account_id, status, id), so
-// the account's delivered pushes (nearly all of them) are never read.
+// From the counters of schema/0043_open_counts.sql: one row per hour,
+// status and slot with an open delivery, however many deliveries there are.
 func (q *Queries) DeliveryCountOpen(ctx context.Context, db DBTX, accountID uuid.UUID) (DeliveryCountOpenRow, error) {
 	row := db.QueryRow(ctx, deliveryCountOpen, accountID)
 	var i DeliveryCountOpenRow

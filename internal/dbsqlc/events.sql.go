@@ -126,15 +126,16 @@ func (q *Queries) AlertUnacknowledge(ctx context.Context, db DBTX, arg AlertUnac
 }
 
 const eventCountUnacknowledgedAlerts = `-- name: EventCountUnacknowledgedAlerts :one
-SELECT count(*) FROM events
-WHERE account_id = $1::uuid AND severity = 'critical' AND acknowledged_at IS NULL
+SELECT coalesce(sum(alerts), 0)::bigint FROM alert_open_counts WHERE account_id = $1::uuid
 `
 
+// From the counters of schema/0043_open_counts.sql: one row per hour and
+// slot with an open alert, however many alerts there are.
 func (q *Queries) EventCountUnacknowledgedAlerts(ctx context.Context, db DBTX, accountID uuid.UUID) (int64, error) {
 	row := db.QueryRow(ctx, eventCountUnacknowledgedAlerts, accountID)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const eventCountsByDay = `-- name: EventCountsByDay :many
@@ -432,6 +433,20 @@ SELECT event_counts_hourly_rebuild($1::uuid)::bigint AS corrected
 // corrected.
 func (q *Queries) EventRollupRebuild(ctx context.Context, db DBTX, accountID uuid.UUID) (int64, error) {
 	row := db.QueryRow(ctx, eventRollupRebuild, accountID)
+	var corrected int64
+	err := row.Scan(&corrected)
+	return corrected, err
+}
+
+const openCountsRebuild = `-- name: OpenCountsRebuild :one
+SELECT open_counts_rebuild($1::uuid)::bigint AS corrected
+`
+
+// Recounts one account's open alerts and deliveries from the raw rows (see
+// open_counts_rebuild in schema/0043_open_counts.sql for the lock); returns
+// how many keys it corrected.
+func (q *Queries) OpenCountsRebuild(ctx context.Context, db DBTX, accountID uuid.UUID) (int64, error) {
+	row := db.QueryRow(ctx, openCountsRebuild, accountID)
 	var corrected int64
 	err := row.Scan(&corrected)
 	return corrected, err

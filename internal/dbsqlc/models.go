@@ -45,6 +45,13 @@ type AccountPlan struct {
 	UpdatedAt        time.Time
 }
 
+type AlertOpenCount struct {
+	AccountID uuid.UUID
+	Hour      time.Time
+	Slot      int16
+	Alerts    int64
+}
+
 type ApiUsageDaily struct {
 	AccountID uuid.UUID
 	APIKeyID  uuid.UUID
@@ -509,6 +516,14 @@ type DataApiTlsReport struct {
 	End                time.Time
 	SuccessfulSessions int64
 	FailedSessions     int64
+}
+
+type DeliveryOpenCount struct {
+	AccountID  uuid.UUID
+	Hour       time.Time
+	Status     string
+	Slot       int16
+	Deliveries int64
 }
 
 type DmarcRecord struct {

@@ -30,8 +30,24 @@ func RebuildRollups(ctx context.Context, db dbutil.Executor, account uuid.UUID) 
 	return n, nil
 }
 
+// RebuildOpenCounts recounts the account's open alerts and open webhook
+// deliveries (the counters the dashboard summary reads, schema
+// 0043_open_counts.sql) from the raw rows and returns how many keys it
+// corrected. It is one statement of its own: it waits for the account's
+// writers of those counters in flight and holds back new ones until it
+// commits, and takes no other lock, so it is never run in the transaction
+// of RebuildRollups (whose account lock the writers take in the other
+// order).
+func RebuildOpenCounts(ctx context.Context, db dbutil.Executor, account uuid.UUID) (int64, error) {
+	n, err := dbsqlc.New().OpenCountsRebuild(ctx, db, account)
+	if err != nil {
+		return 0, fmt.Errorf("error rebuilding the open counts of account %s: %w", account, err)
+	}
+	return n, nil
+}
+
 // RollupRebuildArgs rebuilds one account's hourly event counters
-// (RebuildRollups). The worker is jobs.EventRollupRebuildWorker.
+// (RebuildRollups) and its open counts (RebuildOpenCounts). The worker is jobs.EventRollupRebuildWorker.
 type RollupRebuildArgs struct {
 	AccountID uuid.UUID `json:"account_id"`
 }

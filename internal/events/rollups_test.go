@@ -90,6 +90,21 @@ func requireRollupsEqualRecount(t *testing.T, db dbutil.Executor, msg string) {
 	require.NoError(t, db.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM event_counts_hourly WHERE events = 0)
 		+ (SELECT count(*) FROM event_counts_daily WHERE events = 0)`).Scan(&zero))
 	require.Zero(t, zero, "rows at zero "+msg)
+	require.Equal(t, recountOpenAlerts(t, db), openAlerts(t, db), "open alert counters "+msg)
+	require.NoError(t, db.QueryRow(context.Background(), `SELECT count(*) FROM alert_open_counts WHERE alerts = 0`).Scan(&zero))
+	require.Zero(t, zero, "open alert rows at zero "+msg)
+}
+
+// openAlerts sums alert_open_counts' slots per (account, hour), in the
+// shape of counter (Type and Severity empty).
+func openAlerts(t *testing.T, db dbutil.Executor) []counter {
+	return collectCounters(t, db, `SELECT account_id, hour, '', '', sum(alerts)::bigint
+		FROM alert_open_counts GROUP BY 1, 2 HAVING sum(alerts) <> 0 ORDER BY 1, 2`)
+}
+
+func recountOpenAlerts(t *testing.T, db dbutil.Executor) []counter {
+	return collectCounters(t, db, `SELECT account_id, date_trunc('hour', created_at, 'UTC'), '', '', count(*)
+		FROM events WHERE severity = 'critical' AND acknowledged_at IS NULL GROUP BY 1, 2 ORDER BY 1, 2`)
 }
 
 // rollupEmit is one event a rollupEmitArgs job emits.

@@ -324,6 +324,13 @@ func TestRetentionKeepsUnacknowledgedAlerts(t *testing.T) {
 	weekRows := f.count(`SELECT (SELECT count(*) FROM event_counts_hourly WHERE hour < '2026-01-12')
 		+ (SELECT count(*) FROM event_counts_daily WHERE day < '2026-01-12')`)
 	require.GreaterOrEqual(t, weekRows, 3+2)
+	// The open counters: the week's unacknowledged alert and its three
+	// pending deliveries (one per hour).
+	openRows := f.count(`SELECT (SELECT count(*) FROM alert_open_counts WHERE hour < '2026-01-12')
+		+ (SELECT count(*) FROM delivery_open_counts WHERE hour < '2026-01-12')`)
+	require.Equal(t, 1+3, openRows)
+	require.Equal(t, 2, f.count(`SELECT sum(alerts)::int FROM alert_open_counts`), "the week's open alert and the later one")
+	require.Equal(t, 4, f.count(`SELECT sum(deliveries)::int FROM delivery_open_counts WHERE status = 'pending'`))
 	f.exec(`CREATE TABLE daily_updates (op text)`)
 	f.exec(`CREATE FUNCTION record_daily_update() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN INSERT INTO daily_updates VALUES (TG_OP); RETURN NULL; END $$`)
@@ -351,7 +358,11 @@ func TestRetentionKeepsUnacknowledgedAlerts(t *testing.T) {
 	require.Zero(t, f.count(eventDailyCountsDiffer), "the daily event counters equal a recount")
 	require.Equal(t, 2, f.count(dailyKeys), "the kept alert's day and the later week's")
 	require.Zero(t, f.count(`SELECT count(*) FROM daily_updates WHERE op = 'UPDATE'`), "no daily counter was updated row by row")
-	require.EqualValues(t, weekRows, rep.RollupRows, "the rows of the week's 3 hourly counters and 2 daily ones")
+	require.EqualValues(t, weekRows+openRows, rep.RollupRows,
+		"the rows of the week's 3 hourly counters, 2 daily ones and 4 open counters")
+	require.Zero(t, f.count(openCountsDiffer), "the open counters equal a recount: the dropped deliveries are gone and the kept alert is counted once")
+	require.Equal(t, 2, f.count(`SELECT sum(alerts)::int FROM alert_open_counts`), "both open alerts are still counted")
+	require.Equal(t, 1, f.count(`SELECT sum(deliveries)::int FROM delivery_open_counts`), "the later week's delivery")
 
 	// It is still acknowledged the way the API does it.
 	var n int
@@ -359,7 +370,32 @@ func TestRetentionKeepsUnacknowledgedAlerts(t *testing.T) {
 		acknowledged_key = 'k' WHERE id = $1 AND account_id = $2 AND severity = 'critical' AND acknowledged_at IS NULL RETURNING 1)
 		SELECT count(*) FROM a`, unacked, f.account).Scan(&n))
 	require.Equal(t, 1, n)
+	require.Equal(t, 1, f.count(`SELECT sum(alerts)::int FROM alert_open_counts`), "the acknowledged alert left the count")
+	require.Zero(t, f.count(openCountsDiffer))
 }
+
+// openCountsDiffer counts the keys of the open alert and delivery counters
+// (the sums of their slots) that differ from a recount of the raw rows.
+const openCountsDiffer = `SELECT count(*) FROM (
+	(SELECT account_id, hour, 'alert', sum(alerts) FROM alert_open_counts GROUP BY 1, 2 HAVING sum(alerts) <> 0
+	 UNION ALL
+	 SELECT account_id, hour, status, sum(deliveries) FROM delivery_open_counts GROUP BY 1, 2, 3 HAVING sum(deliveries) <> 0)
+	EXCEPT ALL
+	(SELECT account_id, date_trunc('hour', created_at, 'UTC'), 'alert', count(*) FROM events
+	 WHERE severity = 'critical' AND acknowledged_at IS NULL GROUP BY 1, 2
+	 UNION ALL
+	 SELECT account_id, date_trunc('hour', mailwatch_uuidv7_time(id), 'UTC'), status, count(*) FROM webhook_deliveries
+	 WHERE status <> 'delivered' GROUP BY 1, 2, 3)
+	UNION ALL
+	((SELECT account_id, date_trunc('hour', created_at, 'UTC'), 'alert', count(*) FROM events
+	  WHERE severity = 'critical' AND acknowledged_at IS NULL GROUP BY 1, 2
+	  UNION ALL
+	  SELECT account_id, date_trunc('hour', mailwatch_uuidv7_time(id), 'UTC'), status, count(*) FROM webhook_deliveries
+	  WHERE status <> 'delivered' GROUP BY 1, 2, 3)
+	 EXCEPT ALL
+	 (SELECT account_id, hour, 'alert', sum(alerts) FROM alert_open_counts GROUP BY 1, 2 HAVING sum(alerts) <> 0
+	  UNION ALL
+	  SELECT account_id, hour, status, sum(deliveries) FROM delivery_open_counts GROUP BY 1, 2, 3 HAVING sum(deliveries) <> 0))) d`
 
 // eventCountsDiffer counts the (account, hour, type, severity) keys whose
 // hourly counter (the sum of the key's slots) differs from a recount of the

@@ -188,7 +188,7 @@ var Tables = []Spec{
 		// An alert nobody acknowledged still needs a person: it outlives the
 		// retention, as the row-by-row prune kept it.
 		Keep:    "severity = 'critical' AND acknowledged_at IS NULL",
-		Rollups: []string{"event_counts_hourly"},
+		Rollups: []string{"event_counts_hourly", "alert_open_counts"},
 		Daily:   []string{"event_counts_daily"},
 	},
 	{
@@ -198,6 +198,7 @@ var Tables = []Spec{
 	{
 		Table: "webhook_deliveries", Column: "id", Key: UUIDv7Key, Interval: Week, Ahead: 2,
 		Retention: EventRetention,
+		Rollups:   []string{"delivery_open_counts"},
 		Children:  []Child{{Table: "webhook_delivery_attempts", Column: "delivery_id"}},
 	},
 	{
