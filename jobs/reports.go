@@ -6,12 +6,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbutil"
-	"github.com/mailwatch/mailwatch/internal/domains"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
@@ -189,13 +187,6 @@ func reportService(deps Deps) *reports.Service {
 	svc.Resolver, svc.Logger, svc.Now = deps.Resolver, deps.Logger, deps.Now
 	// A new aggregate report moves the DMARC pass rate that caps the
 	// health score: recompute it.
-	svc.AfterAggregate = func(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error {
-		client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-		if err != nil {
-			return nil // outside a worker (tests, tools): nothing to queue with
-		}
-		_, err = client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil)
-		return err
-	}
+	svc.AfterAggregate = queueHealth
 	return svc
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
@@ -13,8 +14,26 @@ import (
 )
 
 func addTransportWorkers(w *river.Workers, deps Deps) {
+	if deps.Transport != nil {
+		svc := *deps.Transport
+		svc.AfterStore = queueHealth
+		deps.Transport = &svc
+	}
 	river.AddWorker(w, &TransportProbeWorker{deps: deps})
 	river.AddWorker(w, &TransportScheduleWorker{deps: deps})
+}
+
+// queueHealth queues a recompute of the domain's health score in tx, for
+// the capabilities whose stored results move it (reports.Service's
+// AfterAggregate, transport.Service's AfterStore). Outside a worker (tests,
+// tools) there is no client to queue with, and nothing is queued.
+func queueHealth(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error {
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return nil
+	}
+	_, err = client.InsertTx(ctx, tx, domains.HealthArgs{DomainID: domainID}, nil)
+	return err
 }
 
 // transportPeriodicJobs schedules the MX probes every ProbeInterval; none
@@ -36,27 +55,18 @@ type TransportProbeWorker struct {
 	deps Deps
 }
 
-// Work probes the domain's MX hosts and stores the conclusive results. A
-// probe queued before SMTP_PROBE was turned off completes without probing.
+// Work probes the domain's MX hosts and stores the conclusive results
+// (queueing the domain's health recompute with them, queueHealth). A probe
+// queued before SMTP_PROBE was turned off completes without probing.
 func (w *TransportProbeWorker) Work(ctx context.Context, job *river.Job[transport.ProbeArgs]) error {
 	if w.deps.Transport == nil {
 		w.deps.Logger.Info("transport probe skipped: SMTP_PROBE is off", slog.String("domain_id", job.Args.DomainID.String()))
 		return nil
 	}
-	out, err := w.deps.Transport.ProbeDomain(ctx, w.deps.Pool, job.Args.DomainID)
+	_, err := w.deps.Transport.ProbeDomain(ctx, w.deps.Pool, job.Args.DomainID)
 	if errors.Is(err, transport.ErrNotFound) {
 		return nil // deleted since
 	}
-	if err != nil || out.Stored == 0 {
-		return err
-	}
-	// Stored results move the transport cap of the health score: recompute
-	// it now rather than at the domain's next DNS check.
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return err
-	}
-	_, err = client.Insert(ctx, domains.HealthArgs{DomainID: job.Args.DomainID}, nil)
 	return err
 }
 

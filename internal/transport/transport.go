@@ -37,6 +37,11 @@ type Service struct {
 	// Now is the clock of probed_at and notices; time.Now when nil. The
 	// prober has its own clock for certificate validity.
 	Now func() time.Time
+	// AfterStore, when set, runs in the transaction that stored a domain's
+	// conclusive results: they move the transport cap of its health score,
+	// which the caller recomputes (the workers queue the domain's health
+	// job) rather than waiting for the domain's next DNS check.
+	AfterStore func(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error
 }
 
 // Policy is what the domain's stored MTA-STS check says.
@@ -156,6 +161,9 @@ func (s *Service) ProbeDomain(ctx context.Context, db dbutil.Executor, domainID 
 			}
 			out.Stored++
 			out.Events = append(out.Events, evs...)
+		}
+		if out.Stored > 0 && s.AfterStore != nil {
+			return s.AfterStore(ctx, tx, d.ID)
 		}
 		return nil
 	})

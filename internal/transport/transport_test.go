@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/miekg/dns"
 	"github.com/stretchr/testify/require"
 
@@ -261,8 +263,19 @@ func TestTemporaryChangesNothing(t *testing.T) {
 	d = storeResults(t, db, d.ID, "enforce", "mx.temp.test")
 	port, _ := startSMTP(t, pki.leaf(t, []string{"mx.temp.test"}, testNow.AddDate(0, 3, 0)))
 	clk := &clock{now: testNow}
-	_, err := newService(t, r, port, pki, clk, loopbackGuard).ProbeDomain(ctx, db, d.ID)
+	// AfterStore (the workers queue the health recompute there) runs in
+	// the transaction that stored results, and only then.
+	var hooked []uuid.UUID
+	hook := func(ctx context.Context, tx pgx.Tx, domainID uuid.UUID) error {
+		require.Len(t, storedRows(t, tx, d.AccountID, domainID), 1, "the hook sees the stored rows")
+		hooked = append(hooked, domainID)
+		return nil
+	}
+	svc := newService(t, r, port, pki, clk, loopbackGuard)
+	svc.AfterStore = hook
+	_, err := svc.ProbeDomain(ctx, db, d.ID)
 	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{d.ID}, hooked)
 	before := storedRows(t, db, d.AccountID, d.ID)
 	require.Len(t, before, 1)
 
@@ -271,6 +284,7 @@ func TestTemporaryChangesNothing(t *testing.T) {
 		newService(t, r, closedPort(t), pki, clk, loopbackGuard),
 		newService(t, r, port, pki, clk, netguard.NewGuard(nil)),
 	} {
+		svc.AfterStore = hook
 		out, err := svc.ProbeDomain(ctx, db, d.ID)
 		require.NoError(t, err)
 		require.Equal(t, mxprobe.VerdictTemporary, out.Results[0].Verdict)
@@ -278,6 +292,7 @@ func TestTemporaryChangesNothing(t *testing.T) {
 		require.Equal(t, before, storedRows(t, db, d.AccountID, d.ID))
 	}
 	require.Empty(t, eventsOf(t, db, d.AccountID, events.TypeMXTLSFailing))
+	require.Len(t, hooked, 1, "nothing stored, nothing to recompute")
 }
 
 // Two probes of one never-probed domain at once store one set of rows and
