@@ -578,3 +578,33 @@ func TestAnalyzeCancelled(t *testing.T) {
 	require.False(t, has(rep, "spf_none"))
 	require.False(t, has(rep, "dmarc_none"))
 }
+
+func TestAnalyzeDKIMSignatureCap(t *testing.T) {
+	t.Parallel()
+	_, r := setup(t)
+	raw := goodMail().bytes()
+	for range 7 {
+		raw = sign(t, raw, "sender.test", signedHeaders)
+	}
+	rep := deliverability.Analyze(context.Background(), r, raw, session("bounce@sender.test"), deliverability.Options{Limits: deliverability.Limits{MaxDKIMSignatures: 5}})
+	require.Len(t, rep.Auth.DKIM, 7)
+	results := map[string]int{}
+	for _, s := range rep.Auth.DKIM {
+		results[s.Result]++
+	}
+	require.Equal(t, map[string]int{"pass": 5, "policy": 2}, results)
+	require.False(t, has(rep, "dkim_fail"))
+}
+
+func TestAnalyzeEmptySession(t *testing.T) {
+	t.Parallel()
+	_, r := setup(t)
+	raw := sign(t, goodMail().bytes(), "sender.test", signedHeaders)
+	rep := deliverability.Analyze(context.Background(), r, raw, deliverability.Session{}, deliverability.Options{})
+	require.Equal(t, "none", string(rep.Auth.SPF.Status))
+	require.Equal(t, "fail", rep.Auth.ReverseDNS.Result)
+	require.Equal(t, "pass", rep.Auth.DKIM[0].Result)
+	require.Equal(t, "pass", rep.Auth.DMARC.Result)
+	require.True(t, has(rep, "spf_none"))
+	require.True(t, has(rep, "tls_none"))
+}

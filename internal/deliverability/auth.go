@@ -255,6 +255,9 @@ func dmarcFindings(v dmarc.Verdict) []Finding {
 
 // reverseDNS checks that a PTR name of ip resolves back to ip.
 func reverseDNS(ctx context.Context, r *budgetResolver, ip netip.Addr, lim Limits) ReverseDNS {
+	if !ip.IsValid() {
+		return ReverseDNS{Result: ResultFail}
+	}
 	names, err := r.LookupAddr(ctx, ip)
 	switch {
 	case err != nil && !dnscheck.IsNotFound(err):
@@ -291,6 +294,9 @@ func reverseDNS(ctx context.Context, r *budgetResolver, ip netip.Addr, lim Limit
 }
 
 func fcrdnsMessage(ip netip.Addr, rd ReverseDNS) string {
+	if !ip.IsValid() {
+		return "the session has no client IP address"
+	}
 	if len(rd.Names) == 0 {
 		return ip.String() + " has no PTR record"
 	}
