@@ -608,3 +608,20 @@ func TestAnalyzeEmptySession(t *testing.T) {
 	require.True(t, has(rep, "spf_none"))
 	require.True(t, has(rep, "tls_none"))
 }
+
+func TestAnalyzeBareLineFeeds(t *testing.T) {
+	t.Parallel()
+	_, r := setup(t)
+	// A signed message whose CRs were lost on the way (saved to a file,
+	// posted to the ingress webhook) still verifies.
+	raw := sign(t, goodMail().bytes(), "sender.test", signedHeaders)
+	lf := bytes.ReplaceAll(raw, []byte("\r\n"), []byte("\n"))
+	rep := analyze(t, r, lf, session("bounce@sender.test"))
+	require.Equal(t, "pass", rep.Auth.DKIM[0].Result, rep.Auth.DKIM[0].Error)
+	require.Equal(t, 100, rep.Score)
+
+	// Changed after signing, it still fails.
+	changed := bytes.Replace(lf, []byte("Thanks, the Sender team."), []byte("Thanks!"), 1)
+	rep = analyze(t, r, changed, session("bounce@sender.test"))
+	require.Equal(t, "fail", rep.Auth.DKIM[0].BodyHash)
+}

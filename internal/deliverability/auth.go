@@ -109,7 +109,7 @@ func verifyDKIM(ctx context.Context, r *budgetResolver, raw []byte, msg *message
 	}
 	// ignoreTestMode: a receiver's own verdict, so a key in testing mode
 	// (t=y) fails like any other.
-	results, err := dkim.Verify(ctx, quiet, moxResolver{r}, true, policy, bytes.NewReader(raw), true)
+	results, err := dkim.Verify(ctx, quiet, moxResolver{r}, true, policy, bytes.NewReader(crlf(raw)), true)
 	if err != nil {
 		return []Signature{{Result: ResultPermerror, Error: err.Error()}}
 	}
@@ -118,6 +118,17 @@ func verifyDKIM(ctx context.Context, r *budgetResolver, raw []byte, msg *message
 		sigs = append(sigs, signature(res))
 	}
 	return sigs
+}
+
+// crlf returns raw with CRLF line endings when it has only bare LFs: SMTP
+// carries CRLF and signatures are computed over it (RFC 6376 section 3.4),
+// but a message saved to a file or posted to the ingress webhook often lost
+// its CRs. A message with any CRLF is left as it is.
+func crlf(raw []byte) []byte {
+	if bytes.Contains(raw, []byte("\r\n")) || !bytes.Contains(raw, []byte("\n")) {
+		return raw
+	}
+	return bytes.ReplaceAll(raw, []byte("\n"), []byte("\r\n"))
 }
 
 // signature describes one verifier result.
