@@ -60,3 +60,10 @@ WHERE id = @id::uuid AND receiver_id = @receiver_id::uuid AND account_id = @acco
 
 -- name: MessageCountSince :one
 SELECT count(*) FROM receiver_messages WHERE account_id = @account_id::uuid AND received_at > @since::timestamptz;
+
+-- name: MessageAnalysisSet :execrows
+UPDATE receiver_messages SET analysis = @analysis::jsonb, analyzed_at = @analyzed_at::timestamptz
+WHERE id = @id::uuid;
+
+-- name: MessageAnalysisGet :one
+SELECT analysis, analyzed_at FROM receiver_messages WHERE id = @id::uuid;

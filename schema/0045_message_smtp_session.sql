@@ -12,3 +12,10 @@ ALTER TABLE receiver_messages
     ADD COLUMN smtp_mail_from   text,
     ADD COLUMN smtp_tls_version text,
     ADD COLUMN smtp_tls_cipher  text;
+
+-- The deliverability analysis of a message received over SMTP
+-- (deliverability.Report as JSON), written by its River job after the
+-- message is stored; NULL until then, and for messages without a session.
+ALTER TABLE receiver_messages
+    ADD COLUMN analysis    jsonb,
+    ADD COLUMN analyzed_at timestamptz;

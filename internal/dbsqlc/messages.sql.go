@@ -14,6 +14,41 @@ import (
 	"github.com/google/uuid"
 )
 
+const messageAnalysisGet = `-- name: MessageAnalysisGet :one
+SELECT analysis, analyzed_at FROM receiver_messages WHERE id = $1::uuid
+`
+
+type MessageAnalysisGetRow struct {
+	Analysis   json.RawMessage
+	AnalyzedAt *time.Time
+}
+
+func (q *Queries) MessageAnalysisGet(ctx context.Context, db DBTX, id uuid.UUID) (MessageAnalysisGetRow, error) {
+	row := db.QueryRow(ctx, messageAnalysisGet, id)
+	var i MessageAnalysisGetRow
+	err := row.Scan(&i.Analysis, &i.AnalyzedAt)
+	return i, err
+}
+
+const messageAnalysisSet = `-- name: MessageAnalysisSet :execrows
+UPDATE receiver_messages SET analysis = $1::jsonb, analyzed_at = $2::timestamptz
+WHERE id = $3::uuid
+`
+
+type MessageAnalysisSetParams struct {
+	Analysis   json.RawMessage
+	AnalyzedAt time.Time
+	ID         uuid.UUID
+}
+
+func (q *Queries) MessageAnalysisSet(ctx context.Context, db DBTX, arg MessageAnalysisSetParams) (int64, error) {
+	result, err := db.Exec(ctx, messageAnalysisSet, arg.Analysis, arg.AnalyzedAt, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const messageCountSince = `-- name: MessageCountSince :one
 SELECT count(*) FROM receiver_messages WHERE account_id = $1::uuid AND received_at > $2::timestamptz
 `

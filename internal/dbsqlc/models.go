@@ -1089,6 +1089,8 @@ type ReceiverMessage struct {
 	SmtpMailFrom   *string
 	SmtpTlsVersion *string
 	SmtpTlsCipher  *string
+	Analysis       json.RawMessage
+	AnalyzedAt     *time.Time
 }
 
 type ReportMessage struct {

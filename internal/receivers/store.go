@@ -397,6 +397,11 @@ func (s *Store) storeCopy(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, id 
 	if err != nil {
 		return Delivered{}, false, fmt.Errorf("error inserting message: %w", err)
 	}
+	if m.session != nil {
+		if err := s.queueAnalysis(ctx, tx, msgID); err != nil {
+			return Delivered{}, false, err
+		}
+	}
 	from := m.details.From.Address
 	if from == "" {
 		from = m.sender
@@ -413,6 +418,19 @@ func (s *Store) storeCopy(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, id 
 		return Delivered{}, false, err
 	}
 	return Delivered{AccountID: r.AccountID, ReceiverID: id, MessageID: msgID}, true, nil
+}
+
+// queueAnalysis queues the deliverability analysis of a message received
+// over SMTP, in the delivery's transaction.
+func (s *Store) queueAnalysis(ctx context.Context, tx pgx.Tx, msgID uuid.UUID) error {
+	client, err := s.Emitter.Client(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := client.InsertTx(ctx, tx, AnalyzeArgs{MessageID: msgID}, nil); err != nil {
+		return fmt.Errorf("error queueing the message analysis: %w", err)
+	}
+	return nil
 }
 
 // setSession fills the SMTP session columns of a message (all NULL

@@ -536,12 +536,18 @@ func TestDeliverSMTPEnvelope(t *testing.T) {
 	require.NoError(t, tx.QueryRow(ctx, `SELECT smtp_tls_version FROM receiver_messages WHERE id = $1`, msgs[1].ID).Scan(&tlsVersion))
 	require.Nil(t, tlsVersion)
 
-	// A message that did not come over SMTP has no session.
+	// Each message received over SMTP has its analysis queued.
+	require.Equal(t, 1, analysisJobs(t, tx, msgs[0].ID))
+	require.Equal(t, 1, analysisJobs(t, tx, msgs[1].ID))
+
+	// A message that did not come over SMTP has no session, and no
+	// analysis.
 	out, err := store.DeliverEmail(ctx, receivers.EmailDelivery{Raw: signupEmail(r.Address), Recipients: []string{r.Address}})
 	require.NoError(t, err)
 	_, sess, err = store.MessageSession(ctx, out[0].MessageID)
 	require.NoError(t, err)
 	require.Nil(t, sess)
+	require.Zero(t, analysisJobs(t, tx, out[0].MessageID))
 	_, _, err = store.MessageSession(ctx, uuid.Must(uuid.NewV7()))
 	require.True(t, dbutil.IsNotFound(err))
 	require.Len(t, eventsOf(t, tx, acct), 3)
@@ -727,4 +733,14 @@ func TestDeliverEmailSeveralRecipientsWithWebhookID(t *testing.T) {
 	}
 	require.Len(t, messagesOf(t, tx, r1.ID), 1)
 	require.Len(t, messagesOf(t, tx, r2.ID), 1)
+}
+
+// analysisJobs counts the analysis jobs queued for a message.
+func analysisJobs(t *testing.T, db dbutil.Executor, messageID uuid.UUID) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.QueryRow(context.Background(),
+		`SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'message_id' = $2`,
+		receivers.AnalyzeArgs{}.Kind(), messageID.String()).Scan(&n))
+	return n
 }
