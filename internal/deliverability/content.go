@@ -1,7 +1,9 @@
 package deliverability
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"regexp"
 	"strings"
@@ -27,6 +29,8 @@ const (
 	maxLinkText = 512
 	// maxQuoted bounds the examples quoted in a finding.
 	maxQuoted = 3
+	// maxHTMLToken bounds the bytes of one HTML token.
+	maxHTMLToken = 1 << 20
 )
 
 // Shorteners are the public URL shortener hosts content_shortener reports.
@@ -108,7 +112,7 @@ func scanHTML(doc string, lim Limits) *htmlScan {
 		return s
 	}
 	z := html.NewTokenizer(strings.NewReader(doc))
-	z.SetMaxBuf(1 << 20)
+	z.SetMaxBuf(maxHTMLToken)
 	var cur *link
 	hidden := 0 // depth inside script and style, whose text is not shown
 	for n := 0; ; n++ {
@@ -118,6 +122,9 @@ func scanHTML(doc string, lim Limits) *htmlScan {
 		}
 		tt := z.Next()
 		if tt == html.ErrorToken {
+			// io.EOF is the end; anything else is a token over the buffer
+			// bound, and the rest goes unexamined.
+			s.truncated = s.truncated || !errors.Is(z.Err(), io.EOF)
 			break
 		}
 		tok := z.Token()

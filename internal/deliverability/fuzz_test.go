@@ -75,3 +75,15 @@ func TestScanHTMLLinkBound(t *testing.T) {
 		t.Fatalf("kept %d links, truncated %v", len(s.links), s.truncated)
 	}
 }
+
+// TestScanHTMLTokenBound checks that a token over the buffer bound stops
+// the scan and says so.
+func TestScanHTMLTokenBound(t *testing.T) {
+	s := scanHTML(`<p>ok</p><a href="https://x.example/`+strings.Repeat("a", maxHTMLToken+10)+`">x</a><script>1</script>`, DefaultLimits())
+	if !s.truncated || s.tags["script"] != 0 {
+		t.Fatalf("truncated %v, scripts %d", s.truncated, s.tags["script"])
+	}
+	if s := scanHTML(`<p>ok</p>`, DefaultLimits()); s.truncated {
+		t.Fatal("a short document is not truncated")
+	}
+}
