@@ -409,9 +409,6 @@ func validDomain(domain string) bool {
 // being checked. A result over 253 octets loses labels on the left (section
 // 7.3).
 func (ch *checker) expand(ctx context.Context, spec, domain string) (string, error) {
-	if !strings.Contains(spec, "%") {
-		return strings.ToLower(strings.TrimSuffix(spec, ".")), nil
-	}
 	var b strings.Builder
 	for i := 0; i < len(spec); i++ {
 		c := spec[i]
