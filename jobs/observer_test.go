@@ -109,6 +109,10 @@ func TestObserverCountsJobOutcomesAndReportsQueues(t *testing.T) {
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP mailwatch_river_jobs River jobs per queue, kind and state (available, running, scheduled, retryable), across the fleet.
 # TYPE mailwatch_river_jobs gauge
+mailwatch_river_jobs{kind="",queue="analysis",state="available"} 0
+mailwatch_river_jobs{kind="",queue="analysis",state="retryable"} 0
+mailwatch_river_jobs{kind="",queue="analysis",state="running"} 0
+mailwatch_river_jobs{kind="",queue="analysis",state="scheduled"} 0
 mailwatch_river_jobs{kind="",queue="default",state="available"} 0
 mailwatch_river_jobs{kind="",queue="default",state="retryable"} 0
 mailwatch_river_jobs{kind="",queue="default",state="running"} 0

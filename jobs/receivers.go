@@ -2,11 +2,14 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/riverqueue/river"
 
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/deliverability"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 )
@@ -14,6 +17,7 @@ import (
 // addReceiverWorkers registers this feature's workers.
 func addReceiverWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &ReceiverExpireWorker{deps: deps})
+	river.AddWorker(w, &ReceiverAnalyzeWorker{deps: deps})
 }
 
 // receiverPeriodicJobs returns this feature's schedules.
@@ -62,4 +66,29 @@ func (w *ReceiverExpireWorker) Work(ctx context.Context, job *river.Job[Receiver
 			slog.Int64("numbers_released", res.Released), slog.Int64("marked", res.Marked), slog.Int64("purged", res.Purged))
 	}
 	return nil
+}
+
+// ReceiverAnalyzeWorker works receivers.AnalyzeArgs: the deliverability
+// analysis of a message received over SMTP.
+type ReceiverAnalyzeWorker struct {
+	river.WorkerDefaults[receivers.AnalyzeArgs]
+	deps Deps
+}
+
+// Timeout bounds one analysis (its DNS lookups are bounded inside it).
+func (w *ReceiverAnalyzeWorker) Timeout(*river.Job[receivers.AnalyzeArgs]) time.Duration {
+	return receivers.AnalysisTimeout + 30*time.Second
+}
+
+// Work analyses the message and stores the report. A message deleted since
+// (its receiver purged) completes the job.
+func (w *ReceiverAnalyzeWorker) Work(ctx context.Context, job *river.Job[receivers.AnalyzeArgs]) error {
+	if w.deps.Resolver == nil {
+		return errors.New("no DNS resolver configured for the message analysis")
+	}
+	_, err := receivers.AnalyzeMessage(ctx, w.deps.Pool, w.deps.Resolver, deliverability.Options{}, job.Args.MessageID, w.deps.Now())
+	if dbutil.IsNotFound(err) {
+		return nil
+	}
+	return err
 }

@@ -1,10 +1,18 @@
 -- name: MessageInsert :one
 INSERT INTO receiver_messages (id, receiver_id, account_id, seq, channel, sender, subject, text_body, html_body,
-                               parsed, raw, size_bytes, webhook_id, received_at)
+                               parsed, raw, size_bytes, webhook_id, received_at,
+                               smtp_client_ip, smtp_helo, smtp_mail_from, smtp_tls_version, smtp_tls_cipher)
 VALUES (@id::uuid, @receiver_id::uuid, @account_id::uuid, @seq::bigint, @channel::text, @sender::text,
         @subject::text, @text_body::text, @html_body::text, @parsed::jsonb, sqlc.narg('raw')::bytea,
-        @size_bytes::integer, sqlc.narg('webhook_id')::text, @received_at::timestamptz)
+        @size_bytes::integer, sqlc.narg('webhook_id')::text, @received_at::timestamptz,
+        sqlc.narg('smtp_client_ip')::inet, sqlc.narg('smtp_helo')::text, sqlc.narg('smtp_mail_from')::text,
+        sqlc.narg('smtp_tls_version')::text, sqlc.narg('smtp_tls_cipher')::text)
 RETURNING id;
+
+-- name: MessageSMTPSession :one
+-- The raw message and the SMTP session it arrived in, for its analysis.
+SELECT raw, smtp_client_ip, smtp_helo, smtp_mail_from, smtp_tls_version, smtp_tls_cipher
+FROM receiver_messages WHERE id = @id::uuid;
 
 -- name: MessageGetByWebhookID :one
 SELECT id, receiver_id, account_id FROM receiver_messages WHERE webhook_id = @webhook_id::text;
@@ -52,3 +60,10 @@ WHERE id = @id::uuid AND receiver_id = @receiver_id::uuid AND account_id = @acco
 
 -- name: MessageCountSince :one
 SELECT count(*) FROM receiver_messages WHERE account_id = @account_id::uuid AND received_at > @since::timestamptz;
+
+-- name: MessageAnalysisSet :execrows
+UPDATE receiver_messages SET analysis = @analysis::jsonb, analyzed_at = @analyzed_at::timestamptz
+WHERE id = @id::uuid;
+
+-- name: MessageAnalysisGet :one
+SELECT analysis, analyzed_at FROM receiver_messages WHERE id = @id::uuid;

@@ -8,10 +8,46 @@ package dbsqlc
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
 )
+
+const messageAnalysisGet = `-- name: MessageAnalysisGet :one
+SELECT analysis, analyzed_at FROM receiver_messages WHERE id = $1::uuid
+`
+
+type MessageAnalysisGetRow struct {
+	Analysis   json.RawMessage
+	AnalyzedAt *time.Time
+}
+
+func (q *Queries) MessageAnalysisGet(ctx context.Context, db DBTX, id uuid.UUID) (MessageAnalysisGetRow, error) {
+	row := db.QueryRow(ctx, messageAnalysisGet, id)
+	var i MessageAnalysisGetRow
+	err := row.Scan(&i.Analysis, &i.AnalyzedAt)
+	return i, err
+}
+
+const messageAnalysisSet = `-- name: MessageAnalysisSet :execrows
+UPDATE receiver_messages SET analysis = $1::jsonb, analyzed_at = $2::timestamptz
+WHERE id = $3::uuid
+`
+
+type MessageAnalysisSetParams struct {
+	Analysis   json.RawMessage
+	AnalyzedAt time.Time
+	ID         uuid.UUID
+}
+
+func (q *Queries) MessageAnalysisSet(ctx context.Context, db DBTX, arg MessageAnalysisSetParams) (int64, error) {
+	result, err := db.Exec(ctx, messageAnalysisSet, arg.Analysis, arg.AnalyzedAt, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
 
 const messageCountSince = `-- name: MessageCountSince :one
 SELECT count(*) FROM receiver_messages WHERE account_id = $1::uuid AND received_at > $2::timestamptz
@@ -148,28 +184,36 @@ func (q *Queries) MessageGetSeq(ctx context.Context, db DBTX, arg MessageGetSeqP
 
 const messageInsert = `-- name: MessageInsert :one
 INSERT INTO receiver_messages (id, receiver_id, account_id, seq, channel, sender, subject, text_body, html_body,
-                               parsed, raw, size_bytes, webhook_id, received_at)
+                               parsed, raw, size_bytes, webhook_id, received_at,
+                               smtp_client_ip, smtp_helo, smtp_mail_from, smtp_tls_version, smtp_tls_cipher)
 VALUES ($1::uuid, $2::uuid, $3::uuid, $4::bigint, $5::text, $6::text,
         $7::text, $8::text, $9::text, $10::jsonb, $11::bytea,
-        $12::integer, $13::text, $14::timestamptz)
+        $12::integer, $13::text, $14::timestamptz,
+        $15::inet, $16::text, $17::text,
+        $18::text, $19::text)
 RETURNING id
 `
 
 type MessageInsertParams struct {
-	ID         uuid.UUID
-	ReceiverID uuid.UUID
-	AccountID  uuid.UUID
-	Seq        int64
-	Channel    string
-	Sender     string
-	Subject    string
-	TextBody   string
-	HtmlBody   string
-	Parsed     json.RawMessage
-	Raw        []byte
-	SizeBytes  int32
-	WebhookID  *string
-	ReceivedAt time.Time
+	ID             uuid.UUID
+	ReceiverID     uuid.UUID
+	AccountID      uuid.UUID
+	Seq            int64
+	Channel        string
+	Sender         string
+	Subject        string
+	TextBody       string
+	HtmlBody       string
+	Parsed         json.RawMessage
+	Raw            []byte
+	SizeBytes      int32
+	WebhookID      *string
+	ReceivedAt     time.Time
+	SmtpClientIp   *netip.Addr
+	SmtpHelo       *string
+	SmtpMailFrom   *string
+	SmtpTlsVersion *string
+	SmtpTlsCipher  *string
 }
 
 func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertParams) (uuid.UUID, error) {
@@ -188,6 +232,11 @@ func (q *Queries) MessageInsert(ctx context.Context, db DBTX, arg MessageInsertP
 		arg.SizeBytes,
 		arg.WebhookID,
 		arg.ReceivedAt,
+		arg.SmtpClientIp,
+		arg.SmtpHelo,
+		arg.SmtpMailFrom,
+		arg.SmtpTlsVersion,
+		arg.SmtpTlsCipher,
 	)
 	var id uuid.UUID
 	err := row.Scan(&id)
@@ -357,6 +406,35 @@ func (q *Queries) MessageNextForWait(ctx context.Context, db DBTX, arg MessageNe
 		&i.Parsed,
 		&i.SizeBytes,
 		&i.ReceivedAt,
+	)
+	return i, err
+}
+
+const messageSMTPSession = `-- name: MessageSMTPSession :one
+SELECT raw, smtp_client_ip, smtp_helo, smtp_mail_from, smtp_tls_version, smtp_tls_cipher
+FROM receiver_messages WHERE id = $1::uuid
+`
+
+type MessageSMTPSessionRow struct {
+	Raw            []byte
+	SmtpClientIp   *netip.Addr
+	SmtpHelo       *string
+	SmtpMailFrom   *string
+	SmtpTlsVersion *string
+	SmtpTlsCipher  *string
+}
+
+// The raw message and the SMTP session it arrived in, for its analysis.
+func (q *Queries) MessageSMTPSession(ctx context.Context, db DBTX, id uuid.UUID) (MessageSMTPSessionRow, error) {
+	row := db.QueryRow(ctx, messageSMTPSession, id)
+	var i MessageSMTPSessionRow
+	err := row.Scan(
+		&i.Raw,
+		&i.SmtpClientIp,
+		&i.SmtpHelo,
+		&i.SmtpMailFrom,
+		&i.SmtpTlsVersion,
+		&i.SmtpTlsCipher,
 	)
 	return i, err
 }

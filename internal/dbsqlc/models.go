@@ -6,6 +6,7 @@ package dbsqlc
 
 import (
 	"encoding/json"
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -1084,20 +1085,27 @@ type Receiver struct {
 }
 
 type ReceiverMessage struct {
-	ID         uuid.UUID
-	ReceiverID uuid.UUID
-	AccountID  uuid.UUID
-	Seq        int64
-	Channel    string
-	Sender     string
-	Subject    string
-	TextBody   string
-	HtmlBody   string
-	Parsed     json.RawMessage
-	Raw        []byte
-	SizeBytes  int32
-	WebhookID  *string
-	ReceivedAt time.Time
+	ID             uuid.UUID
+	ReceiverID     uuid.UUID
+	AccountID      uuid.UUID
+	Seq            int64
+	Channel        string
+	Sender         string
+	Subject        string
+	TextBody       string
+	HtmlBody       string
+	Parsed         json.RawMessage
+	Raw            []byte
+	SizeBytes      int32
+	WebhookID      *string
+	ReceivedAt     time.Time
+	SmtpClientIp   *netip.Addr
+	SmtpHelo       *string
+	SmtpMailFrom   *string
+	SmtpTlsVersion *string
+	SmtpTlsCipher  *string
+	Analysis       json.RawMessage
+	AnalyzedAt     *time.Time
 }
 
 type ReportMessage struct {

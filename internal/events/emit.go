@@ -41,6 +41,12 @@ type Emitter struct {
 	River *river.Client[pgx.Tx]
 }
 
+// Client returns the River client the emitter inserts with, for callers
+// that queue their own jobs in the same transaction as their events.
+func (e *Emitter) Client(ctx context.Context) (*river.Client[pgx.Tx], error) {
+	return e.client(ctx)
+}
+
 func (e *Emitter) client(ctx context.Context) (*river.Client[pgx.Tx], error) {
 	if e != nil && e.River != nil {
 		return e.River, nil

@@ -303,7 +303,15 @@ func boundaryOf(ctype []byte, root bool) (string, bool) {
 // looseBoundary picks a boundary parameter out of a Content-Type value that
 // does not parse.
 func looseBoundary(ctype []byte) string {
-	lower := bytes.ToLower(ctype)
+	// ASCII-only lowering keeps the offsets of ctype: bytes.ToLower turns
+	// an invalid UTF-8 byte into the 3-byte U+FFFD, shifting every index.
+	lower := make([]byte, len(ctype))
+	for j, c := range ctype {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[j] = c
+	}
 	i := bytes.Index(lower, []byte("boundary"))
 	if i < 0 {
 		return ""

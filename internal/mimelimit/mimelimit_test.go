@@ -155,6 +155,9 @@ func FuzzCheck(f *testing.F) {
 	f.Add(mimetest.Nested(3))
 	f.Add(mimetest.Nested(DefaultMaxDepth + 5))
 	f.Add([]byte("Content-Type: multipart/mixed; boundary=a\r\n\r\n--a\r\nContent-Type: multipart/mixed; boundary=a\r\n\r\n--a\r\n\r\n--a--\r\n"))
+	// An invalid UTF-8 byte before "boundary" in a Content-Type that does
+	// not parse once made the loose boundary search slice out of range.
+	f.Add([]byte("Content-TYpe:0\x80BoundArY\n\n"))
 	f.Add([]byte("Content-Type: multipart/mixed; boundary=a\r\n\r\nx --a y\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		lim := Limits{MaxDepth: 8, MaxParts: 200}
@@ -190,4 +193,16 @@ func BenchmarkCheckDeepNesting(b *testing.B) {
 			b.Fatal("accepted")
 		}
 	}
+}
+
+// TestCheckInvalidUTF8ContentType checks that a Content-Type with invalid
+// UTF-8 before its boundary parameter is measured, not a panic.
+func TestCheckInvalidUTF8ContentType(t *testing.T) {
+	shape, err := Check([]byte("Content-TYpe:0\x80BoundArY\n\n"), Default())
+	require.NoError(t, err)
+	require.Equal(t, 0, shape.Depth)
+	// The boundary after the invalid bytes is still found.
+	shape, err = Check([]byte("Content-Type: multipart/mixed; \xff\xfe\xfd; Boundary=q;;\n\n--q\n\nhi\n--q--\n"), Default())
+	require.NoError(t, err)
+	require.Equal(t, 1, shape.Parts)
 }

@@ -29,10 +29,14 @@ const (
 	// Reputation runs the DNS blocklist checks (internal/reputation), apart
 	// from the DNS checks so that a slow list never delays them.
 	Reputation = "reputation"
+	// Analysis runs the deliverability analysis of received messages
+	// (internal/deliverability): DNS-bound, kept apart from the event
+	// fan-out of the default queue.
+	Analysis = "analysis"
 )
 
 // All lists every queue a worker works by default.
-var All = []string{Default, Maintenance, Webhooks, DNS, Transport, Reputation}
+var All = []string{Default, Maintenance, Webhooks, DNS, Transport, Reputation, Analysis}
 
 // ActiveStates are the states in which a job counts as "already queued"
 // for a run-now request: River's required unique states plus retryable.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -15,9 +16,11 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/deliverability"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/inbound"
 	"github.com/mailwatch/mailwatch/internal/mimelimit"
+	"github.com/mailwatch/mailwatch/internal/pgtext"
 	"github.com/mailwatch/mailwatch/internal/smtpd"
 	"github.com/mailwatch/mailwatch/internal/twilio"
 )
@@ -118,7 +121,7 @@ func (s *Store) AcceptRecipient(ctx context.Context, address string) error {
 // accepted for the others.
 func (s *Store) Deliver(ctx context.Context, env smtpd.Envelope) error {
 	_, err := s.DeliverEmail(ctx, EmailDelivery{
-		Raw: env.Raw, Sender: env.From, Recipients: env.To, ReceivedAt: env.ReceivedAt,
+		Raw: env.Raw, Sender: env.From, Recipients: env.To, ReceivedAt: env.ReceivedAt, Session: sessionOf(env),
 	})
 	switch {
 	case errors.Is(err, ErrUnknownRecipient) || errors.Is(err, ErrExpired):
@@ -131,6 +134,17 @@ func (s *Store) Deliver(ctx context.Context, env smtpd.Envelope) error {
 		}
 	}
 	return err
+}
+
+// sessionOf returns the SMTP session facts of an envelope.
+func sessionOf(env smtpd.Envelope) *deliverability.Session {
+	var ip netip.Addr
+	if ap, err := netip.ParseAddrPort(env.RemoteAddr); err == nil {
+		ip = ap.Addr().Unmap()
+	}
+	return &deliverability.Session{
+		ClientIP: ip, Helo: env.Helo, MailFrom: env.From, TLSVersion: env.TLSVersion, TLSCipher: env.TLSCipher,
+	}
 }
 
 // RefusalReason says why a message was refused for its content (one line,
@@ -160,6 +174,9 @@ type EmailDelivery struct {
 	// WebhookID is the Standard Webhooks id of an ingress request; a second
 	// delivery with the same id fails with ErrDuplicate.
 	WebhookID string
+	// Session is the SMTP session the message arrived in, stored with it
+	// for its deliverability analysis; nil when it did not come over SMTP.
+	Session *deliverability.Session
 }
 
 // DeliverEmail parses d.Raw once and stores one message per live receiver
@@ -218,6 +235,7 @@ func (s *Store) DeliverEmail(ctx context.Context, d EmailDelivery) ([]Delivered,
 	return s.store(ctx, ids, stored{
 		channel: ChannelEmail, sender: sender, subject: msg.Subject, text: msg.Text, html: msg.HTML,
 		details: details, recipients: addresses, raw: d.Raw, size: len(d.Raw), webhookID: webhookID, receivedAt: d.ReceivedAt,
+		session: d.Session,
 	})
 }
 
@@ -277,6 +295,7 @@ type stored struct {
 	size       int
 	webhookID  *string
 	receivedAt time.Time
+	session    *deliverability.Session
 }
 
 func (s *Store) store(ctx context.Context, ids []uuid.UUID, m stored) ([]Delivered, error) {
@@ -365,16 +384,23 @@ func (s *Store) storeCopy(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, id 
 	if err != nil {
 		return Delivered{}, false, err
 	}
-	msgID, err := q.MessageInsert(ctx, tx, dbsqlc.MessageInsertParams{
+	params := dbsqlc.MessageInsertParams{
 		ID: uuid.Must(uuid.NewV7()), ReceiverID: id, AccountID: r.AccountID, Seq: r.LastSeq, Channel: m.channel,
 		Sender: m.sender, Subject: m.subject, TextBody: m.text, HtmlBody: m.html, Parsed: parsed, Raw: m.raw,
 		SizeBytes: int32(m.size), WebhookID: webhookID, ReceivedAt: m.receivedAt.UTC(),
-	})
+	}
+	setSession(&params, m.session)
+	msgID, err := q.MessageInsert(ctx, tx, params)
 	if dbutil.IsUniqueViolation(err, "receiver_messages_webhook_id_key") {
 		return Delivered{}, false, ErrDuplicate
 	}
 	if err != nil {
 		return Delivered{}, false, fmt.Errorf("error inserting message: %w", err)
+	}
+	if m.session != nil {
+		if err := s.queueAnalysis(ctx, tx, msgID); err != nil {
+			return Delivered{}, false, err
+		}
 	}
 	from := m.details.From.Address
 	if from == "" {
@@ -392,6 +418,36 @@ func (s *Store) storeCopy(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, id 
 		return Delivered{}, false, err
 	}
 	return Delivered{AccountID: r.AccountID, ReceiverID: id, MessageID: msgID}, true, nil
+}
+
+// queueAnalysis queues the deliverability analysis of a message received
+// over SMTP, in the delivery's transaction.
+func (s *Store) queueAnalysis(ctx context.Context, tx pgx.Tx, msgID uuid.UUID) error {
+	client, err := s.Emitter.Client(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := client.InsertTx(ctx, tx, AnalyzeArgs{MessageID: msgID}, nil); err != nil {
+		return fmt.Errorf("error queueing the message analysis: %w", err)
+	}
+	return nil
+}
+
+// setSession fills the SMTP session columns of a message (all NULL
+// without a session; the TLS columns NULL without TLS).
+func setSession(p *dbsqlc.MessageInsertParams, s *deliverability.Session) {
+	if s == nil {
+		return
+	}
+	if s.ClientIP.IsValid() {
+		ip := s.ClientIP
+		p.SmtpClientIp = &ip
+	}
+	helo, mailFrom := pgtext.Clean(s.Helo), pgtext.Clean(s.MailFrom)
+	p.SmtpHelo, p.SmtpMailFrom = &helo, &mailFrom
+	if s.TLSVersion != "" {
+		p.SmtpTlsVersion, p.SmtpTlsCipher = &s.TLSVersion, &s.TLSCipher
+	}
 }
 
 // encode returns the message details stored for receiver id's copy, as
@@ -414,4 +470,32 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// MessageSession returns a stored message as received and the SMTP session
+// it arrived in; the session is nil for a message that did not come over
+// SMTP. An unknown message is dbutil's not-found error.
+func (s *Store) MessageSession(ctx context.Context, messageID uuid.UUID) ([]byte, *deliverability.Session, error) {
+	row, err := dbsqlc.New().MessageSMTPSession(ctx, s.DB, messageID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("error reading message session: %w", err)
+	}
+	if row.SmtpHelo == nil && row.SmtpMailFrom == nil && row.SmtpClientIp == nil {
+		return row.Raw, nil, nil
+	}
+	sess := &deliverability.Session{
+		Helo: deref(row.SmtpHelo), MailFrom: deref(row.SmtpMailFrom),
+		TLSVersion: deref(row.SmtpTlsVersion), TLSCipher: deref(row.SmtpTlsCipher),
+	}
+	if row.SmtpClientIp != nil {
+		sess.ClientIP = *row.SmtpClientIp
+	}
+	return row.Raw, sess, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

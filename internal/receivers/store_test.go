@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/deliverability"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/inbound"
 	"github.com/mailwatch/mailwatch/internal/receivers"
@@ -498,6 +500,8 @@ func TestDeliverSMTPEnvelope(t *testing.T) {
 
 	require.NoError(t, store.Deliver(ctx, smtpd.Envelope{
 		From: "bounce@mailer.example.com", To: []string{strings.ToUpper(r.Address)}, Raw: raw, ReceivedAt: now,
+		RemoteAddr: "192.0.2.7:52000", Helo: "mta.mailer.example.com", TLS: true,
+		TLSVersion: "TLS 1.3", TLSCipher: "TLS_AES_128_GCM_SHA256",
 	}))
 	msgs := messagesOf(t, tx, r.ID)
 	require.Len(t, msgs, 1)
@@ -506,17 +510,59 @@ func TestDeliverSMTPEnvelope(t *testing.T) {
 	require.Equal(t, []string{strings.ToUpper(r.Address)}, msgs[0].Parsed.Recipients, "recipients as given at RCPT")
 	require.Len(t, eventsOf(t, tx, acct), 1)
 
+	// The session's facts are stored with the message, for its analysis.
+	body, sess, err := store.MessageSession(ctx, msgs[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, raw, body)
+	require.Equal(t, &deliverability.Session{
+		ClientIP: netip.MustParseAddr("192.0.2.7"), Helo: "mta.mailer.example.com", MailFrom: "bounce@mailer.example.com",
+		TLSVersion: "TLS 1.3", TLSCipher: "TLS_AES_128_GCM_SHA256",
+	}, sess)
+
+	// A bounce without TLS from an IPv4-mapped client: MAIL FROM stays
+	// empty (the sender column falls back to the From header), the TLS
+	// columns NULL.
+	require.NoError(t, store.Deliver(ctx, smtpd.Envelope{
+		From: "", To: []string{r.Address}, Raw: raw, ReceivedAt: now,
+		RemoteAddr: "[::ffff:198.51.100.9]:40000", Helo: "[198.51.100.9]",
+	}))
+	msgs = messagesOf(t, tx, r.ID)
+	require.Len(t, msgs, 2)
+	require.NotEmpty(t, msgs[1].Sender)
+	_, sess, err = store.MessageSession(ctx, msgs[1].ID)
+	require.NoError(t, err)
+	require.Equal(t, &deliverability.Session{ClientIP: netip.MustParseAddr("198.51.100.9"), Helo: "[198.51.100.9]"}, sess)
+	var tlsVersion *string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT smtp_tls_version FROM receiver_messages WHERE id = $1`, msgs[1].ID).Scan(&tlsVersion))
+	require.Nil(t, tlsVersion)
+
+	// Each message received over SMTP has its analysis queued.
+	require.Equal(t, 1, analysisJobs(t, tx, msgs[0].ID))
+	require.Equal(t, 1, analysisJobs(t, tx, msgs[1].ID))
+
+	// A message that did not come over SMTP has no session, and no
+	// analysis.
+	out, err := store.DeliverEmail(ctx, receivers.EmailDelivery{Raw: signupEmail(r.Address), Recipients: []string{r.Address}})
+	require.NoError(t, err)
+	_, sess, err = store.MessageSession(ctx, out[0].MessageID)
+	require.NoError(t, err)
+	require.Nil(t, sess)
+	require.Zero(t, analysisJobs(t, tx, out[0].MessageID))
+	_, _, err = store.MessageSession(ctx, uuid.Must(uuid.NewV7()))
+	require.True(t, dbutil.IsNotFound(err))
+	require.Len(t, eventsOf(t, tx, acct), 3)
+
 	// A recipient that expired during the session: the message is accepted
 	// (250) and dropped rather than bounced.
 	require.NoError(t, store.Deliver(ctx, smtpd.Envelope{
 		From: "bounce@mailer.example.com", To: []string{expired.Address}, Raw: raw, ReceivedAt: now,
 	}))
 	require.Empty(t, messagesOf(t, tx, expired.ID))
-	require.Len(t, eventsOf(t, tx, acct), 1)
+	require.Len(t, eventsOf(t, tx, acct), 3)
 
 	// An unreadable message is an error the listener reports.
 	require.ErrorIs(t, store.Deliver(ctx, smtpd.Envelope{To: []string{r.Address}}), inbound.ErrEmptyMessage)
-	require.Len(t, messagesOf(t, tx, r.ID), 1)
+	require.Len(t, messagesOf(t, tx, r.ID), 3)
 }
 
 func TestDeliverSMS(t *testing.T) {
@@ -687,4 +733,14 @@ func TestDeliverEmailSeveralRecipientsWithWebhookID(t *testing.T) {
 	}
 	require.Len(t, messagesOf(t, tx, r1.ID), 1)
 	require.Len(t, messagesOf(t, tx, r2.ID), 1)
+}
+
+// analysisJobs counts the analysis jobs queued for a message.
+func analysisJobs(t *testing.T, db dbutil.Executor, messageID uuid.UUID) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.QueryRow(context.Background(),
+		`SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'message_id' = $2`,
+		receivers.AnalyzeArgs{}.Kind(), messageID.String()).Scan(&n))
+	return n
 }

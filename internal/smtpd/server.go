@@ -109,6 +109,10 @@ type Envelope struct {
 	Helo string
 	// TLS reports whether the message came over STARTTLS.
 	TLS bool
+	// TLSVersion and TLSCipher name the negotiated protocol version (e.g.
+	// "TLS 1.3") and cipher suite; empty without TLS.
+	TLSVersion string
+	TLSCipher  string
 }
 
 // Config configures the listener. Domain is required; zero values of the

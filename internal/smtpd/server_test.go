@@ -276,6 +276,8 @@ Content-Transfer-Encoding: base64
 		require.Equal(t, []string{"live@" + testDomain}, env.To)
 		require.Equal(t, "client.example.org", env.Helo)
 		require.False(t, env.TLS)
+		require.Empty(t, env.TLSVersion)
+		require.Empty(t, env.TLSCipher)
 		require.True(t, strings.HasPrefix(env.RemoteAddr, "127.0.0.1:"), env.RemoteAddr)
 		require.False(t, env.ReceivedAt.Before(before))
 		require.False(t, env.ReceivedAt.After(after))
@@ -511,6 +513,9 @@ Content-Transfer-Encoding: 8bit
 		envs := bundle.store.deliveries()
 		require.Len(t, envs, 1)
 		require.True(t, envs[0].TLS)
+		require.Equal(t, tls.VersionName(state.Version), envs[0].TLSVersion)
+		require.Equal(t, tls.CipherSuiteName(state.CipherSuite), envs[0].TLSCipher)
+		require.Contains(t, envs[0].TLSVersion, "TLS 1.")
 		require.Contains(t, string(envs[0].Raw), "with ESMTPS;")
 	})
 

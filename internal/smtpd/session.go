@@ -3,6 +3,7 @@ package smtpd
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -182,6 +183,10 @@ func (s *session) Data(r io.Reader) error {
 		RemoteAddr: s.conn.Conn().RemoteAddr().String(),
 		Helo:       s.conn.Hostname(),
 		TLS:        isTLS && tlsState.HandshakeComplete,
+	}
+	if env.TLS {
+		env.TLSVersion = tls.VersionName(tlsState.Version)
+		env.TLSCipher = tls.CipherSuiteName(tlsState.CipherSuite)
 	}
 	env.Raw = append(s.srv.traceFields(env), buf.Bytes()...)
 

@@ -180,26 +180,7 @@ func Evaluate(ctx context.Context, r Resolver, domain string) *Evaluation {
 // lookupRecord finds the single SPF record of domain (RFC 7208 section 4.4
 // and 4.5).
 func (e *evaluator) lookupRecord(ctx context.Context, domain string) (string, []string, Status, error) {
-	txts, err := e.r.LookupTXT(ctx, domain)
-	if err != nil {
-		if isNotFound(err) {
-			return "", nil, None, nil
-		}
-		return "", nil, Temperror, fmt.Errorf("looking up the SPF record of %s failed: %w", domain, err)
-	}
-	var spfs []string
-	for _, t := range txts {
-		if IsSPF(t) {
-			spfs = append(spfs, t)
-		}
-	}
-	switch len(spfs) {
-	case 0:
-		return "", nil, None, nil
-	case 1:
-		return spfs[0], spfs, Pass, nil
-	}
-	return "", spfs, Permerror, fmt.Errorf("%s publishes %d SPF records; RFC 7208 section 4.5 requires exactly one", domain, len(spfs))
+	return lookupSPF(ctx, e.r, domain)
 }
 
 // evalRecord evaluates one record and returns its default result (the

@@ -1,0 +1,85 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/deliverability"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/dnstest"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/queues"
+	"github.com/mailwatch/mailwatch/internal/receivers"
+	"github.com/mailwatch/mailwatch/internal/smtpd"
+	"github.com/mailwatch/mailwatch/internal/testfactory"
+)
+
+// A message received over SMTP is analysed by its job after it is stored,
+// and the report is stored with it.
+func TestReceiverAnalyzeJob(t *testing.T) {
+	t.Parallel()
+	require.Contains(t, queues.All, receivers.AnalyzeArgs{}.InsertOpts().Queue)
+	srv := dnstest.Start(t, `
+sender.example.   TXT "v=spf1 ip4:127.0.0.1 -all"
+_dmarc.sender.example. TXT "v=DMARC1; p=reject"
+`)
+	pool, _ := dbtest.NewDB(t)
+	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Resolver: dnscheck.NewClient(srv.Addr(), 2*time.Second)}
+	client, err := NewClient(deps, Options{Concurrency: 2, Queues: []string{queues.Analysis}})
+	require.NoError(t, err)
+	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	t.Cleanup(cancel)
+	ctx := context.Background()
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = client.Stop(stopCtx)
+	})
+
+	acct := testfactory.Account(t, pool)
+	now := time.Now()
+	address := uuid.NewString()[:12] + "@" + "inbound.mailwatch.test"
+	r, err := dbsqlc.New().ReceiverInsert(ctx, pool, dbsqlc.ReceiverInsertParams{
+		ID: uuid.Must(uuid.NewV7()), AccountID: acct, Channel: receivers.ChannelEmail, Label: "analysis",
+		Address: address, TtlSeconds: 3600, ExpiresAt: now.Add(time.Hour), CreatedAt: now,
+	})
+	require.NoError(t, err)
+	store := &receivers.Store{DB: pool, Emitter: &events.Emitter{River: client}}
+	raw := []byte("From: News <news@sender.example>\r\nTo: " + address + "\r\nSubject: hi\r\nDate: Sat, 28 Nov 2026 10:00:00 +0000\r\n" +
+		"Message-ID: <1@sender.example>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain\r\n\r\nHello there.\r\n")
+	require.NoError(t, store.Deliver(ctx, smtpd.Envelope{
+		From: "bounce@sender.example", To: []string{address}, Raw: raw, ReceivedAt: now,
+		RemoteAddr: "127.0.0.1:41000", Helo: "mta.sender.example", TLS: true, TLSVersion: "TLS 1.3", TLSCipher: "TLS_AES_128_GCM_SHA256",
+	}))
+	var msgID uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM receiver_messages WHERE receiver_id = $1`, r.ID).Scan(&msgID))
+
+	for ev := range done {
+		if ev.Job.Kind != (receivers.AnalyzeArgs{}).Kind() {
+			continue
+		}
+		require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "%v", ev.Job.Errors)
+		break
+	}
+	row, err := dbsqlc.New().MessageAnalysisGet(ctx, pool, msgID)
+	require.NoError(t, err)
+	require.NotNil(t, row.AnalyzedAt)
+	var rep deliverability.Report
+	require.NoError(t, json.Unmarshal(row.Analysis, &rep))
+	require.Equal(t, "pass", string(rep.Auth.SPF.Status))
+	require.Equal(t, "pass", rep.Auth.DMARC.Result)
+	require.Equal(t, "TLS 1.3", rep.Session.TLSVersion)
+	require.NotEmpty(t, rep.Grade)
+}
