@@ -31,6 +31,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reputation"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
+	"github.com/mailwatch/mailwatch/internal/spamcheck"
 	"github.com/mailwatch/mailwatch/internal/transport"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
@@ -95,6 +96,10 @@ type Deps struct {
 	// Reputation checks domains on DNS blocklists (reputation.go); nil
 	// leaves it unconfigured (its jobs fail and say so).
 	Reputation *reputation.Checker
+
+	// Spam scores received messages in their deliverability analysis
+	// (SPAMD_ADDR or RSPAMD_URL); nil skips the analysis's spam section.
+	Spam spamcheck.Checker
 
 	// observeProviderGate, when set, sees each admission of a
 	// provider_payload job by its account's bound (tests).

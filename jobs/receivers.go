@@ -86,7 +86,7 @@ func (w *ReceiverAnalyzeWorker) Work(ctx context.Context, job *river.Job[receive
 	if w.deps.Resolver == nil {
 		return errors.New("no DNS resolver configured for the message analysis")
 	}
-	_, err := receivers.AnalyzeMessage(ctx, w.deps.Pool, w.deps.Resolver, deliverability.Options{}, job.Args.MessageID, w.deps.Now())
+	_, err := receivers.AnalyzeMessage(ctx, w.deps.Pool, w.deps.Resolver, deliverability.Options{Spam: w.deps.Spam}, job.Args.MessageID, w.deps.Now())
 	if dbutil.IsNotFound(err) {
 		return nil
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/smtpd"
+	"github.com/mailwatch/mailwatch/internal/spamcheck"
 	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
 
@@ -35,7 +36,10 @@ sender.example.   TXT "v=spf1 ip4:127.0.0.1 -all"
 _dmarc.sender.example. TXT "v=DMARC1; p=reject"
 `)
 	pool, _ := dbtest.NewDB(t)
-	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Resolver: dnscheck.NewClient(srv.Addr(), 2*time.Second)}
+	// The spam filter the workers were given (SPAMD_ADDR) scores it.
+	filter := &fixedSpam{res: spamcheck.Result{Engine: "spamassassin", Score: 1.5, Threshold: 5, Rules: []spamcheck.Rule{}}}
+	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Resolver: dnscheck.NewClient(srv.Addr(), 2*time.Second),
+		Spam: filter}
 	client, err := NewClient(deps, Options{Concurrency: 2, Queues: []string{queues.Analysis}})
 	require.NoError(t, err)
 	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
@@ -81,5 +85,18 @@ _dmarc.sender.example. TXT "v=DMARC1; p=reject"
 	require.Equal(t, "pass", string(rep.Auth.SPF.Status))
 	require.Equal(t, "pass", rep.Auth.DMARC.Result)
 	require.Equal(t, "TLS 1.3", rep.Session.TLSVersion)
+	require.Equal(t, &filter.res, rep.Spam)
+	require.Equal(t, "mta.sender.example", filter.helo, "the filter hears the session")
 	require.NotEmpty(t, rep.Grade)
+}
+
+// fixedSpam is a content filter that scores every message res.
+type fixedSpam struct {
+	res  spamcheck.Result
+	helo string
+}
+
+func (f *fixedSpam) Check(_ context.Context, _ []byte, env spamcheck.Envelope) (spamcheck.Result, error) {
+	f.helo = env.Helo
+	return f.res, nil
 }

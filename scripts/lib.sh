@@ -123,6 +123,43 @@ stop_redis() {
 	fi
 }
 
+# ensure_spamd installs Debian's SpamAssassin daemon when it is missing: the
+# deliverability analysis's spam score is tested against a real spamd.
+ensure_spamd() {
+	[ -x /usr/sbin/spamd ] && return 0
+	log "installing spamassassin (spamd) for the spam score tests"
+	apt_install spamassassin spamd >/dev/null || die "could not install spamd (need root or passwordless sudo)"
+}
+
+# start_spamd runs spamd for the tests on a Unix socket of its own (no port
+# to collide with), network tests off (-L), no user configuration, two
+# children; as root it drops to nobody. It waits until spamd has spawned a
+# child, then exports SPAMD_TEST_ADDR. stop_spamd ends it.
+start_spamd() {
+	local dir i
+	# Under /tmp, not the checkout: as root, spamd's children run as nobody,
+	# who may not traverse the checkout's parents (a clone under /root).
+	dir="$(mktemp -d /tmp/mailwatch-spamd.XXXXXX)" && chmod 755 "$dir" || die "could not make spamd's directory"
+	MW_SPAMD_DIR="$dir"
+	local user=()
+	is_root && user=(-u nobody)
+	/usr/sbin/spamd --socketpath="$dir/spamd.sock" -L --nouser-config --syslog=stderr \
+		--pidfile="$dir/spamd.pid" --helper-home-dir="$dir" -m 2 "${user[@]}" >"$dir/spamd.log" 2>&1 &
+	MW_SPAMD_PID=$!
+	for i in $(seq 240); do
+		grep -q "spawned child" "$dir/spamd.log" 2>/dev/null && [ -S "$dir/spamd.sock" ] && break
+		kill -0 "$MW_SPAMD_PID" 2>/dev/null || { tail -5 "$dir/spamd.log" >&2; die "spamd did not start"; }
+		sleep 0.5
+	done
+	[ -S "$dir/spamd.sock" ] || die "spamd did not start within 2 minutes (see $dir/spamd.log)"
+	export SPAMD_TEST_ADDR="unix:$dir/spamd.sock"
+}
+
+stop_spamd() {
+	[ -n "${MW_SPAMD_PID:-}" ] && kill "$MW_SPAMD_PID" 2>/dev/null || true
+	[ -n "${MW_SPAMD_DIR:-}" ] && rm -rf "$MW_SPAMD_DIR" || true
+}
+
 # ensure_go checks the Go toolchain.
 ensure_go() {
 	if ! command -v go >/dev/null 2>&1; then

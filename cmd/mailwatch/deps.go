@@ -98,6 +98,7 @@ func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg
 		}),
 		SNSClient:  sh.aws,
 		Reputation: checker,
+		Spam:       spamChecker(cfg),
 	}, nil
 }
 

@@ -61,6 +61,9 @@ var Vars = []Var{
 	{Name: "SMTP_PROBE", Default: "on", Meaning: "on or off: probe every MX host of every domain on port SMTP_PROBE_PORT (STARTTLS, certificate, DANE; never MAIL or RCPT) every 6 hours and on request. Many clouds block outbound port 25: turn it off there, or every probe is inconclusive. See docs/features/transport.md."},
 	{Name: "SMTP_PROBE_PORT", Default: "25", Meaning: "TCP port the MX probes connect to (tests and port-forwarding setups change it); the DANE TLSA name follows it."},
 	{Name: "SMTP_PROBE_CA_FILE", Default: "", Meaning: "PEM file of extra CA certificates trusted, beside the system roots, when verifying MX hosts' certificates. The probes' EHLO name is INBOUND_MX_HOST, else INBOUND_DOMAIN."},
+	{Name: "SPAMD_ADDR", Default: "", Meaning: "SpamAssassin's spamd (host:port, or its Unix socket as a path or unix:path): when set, every message a receiver gets over SMTP is given a spam score with the rules that fired (docs/features/deliverability.md). Messages over 500 KiB are not scored."},
+	{Name: "RSPAMD_URL", Default: "", Meaning: "Base URL of an rspamd normal worker (e.g. http://127.0.0.1:11333), the alternative to SPAMD_ADDR (set one of them): its /checkv2 scores each message with the session's IP, HELO and MAIL FROM."},
+	{Name: "RSPAMD_PASSWORD", Default: "", Secret: true, Meaning: "Password sent to rspamd in its Password header, when its worker requires one."},
 	{Name: "HEALTH_HISTORY_DAYS", Default: "90", Meaning: "Health-score history older than this is deleted by a periodic job."},
 	{Name: "WEBHOOK_ALLOWED_CIDRS", Default: "", Meaning: "Comma-separated CIDRs that webhook destinations may resolve to even though they are private, loopback or otherwise reserved."},
 	{Name: "INBOUND_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Standard Webhooks secret (whsec_...) that signs requests to the email ingress webhook."},
@@ -130,9 +133,14 @@ type Config struct {
 	DNSCheckInterval        time.Duration
 	// SMTPProbe, SMTPProbePort and SMTPProbeCAFile configure the MX
 	// transport probes (internal/transport).
-	SMTPProbe               bool
-	SMTPProbePort           int
-	SMTPProbeCAFile         string
+	SMTPProbe       bool
+	SMTPProbePort   int
+	SMTPProbeCAFile string
+	// SpamdAddr, RspamdURL and RspamdPassword configure the spam score of
+	// the deliverability analysis (internal/spamcheck).
+	SpamdAddr               string
+	RspamdURL               string
+	RspamdPassword          string
 	HealthHistoryDays       int
 	WebhookAllowedCIDRs     string
 	InboundWebhookSecret    string
@@ -324,6 +332,13 @@ func Parse(lookup Lookup) (*Config, error) {
 	}
 	cfg.SMTPProbePort = atoi("SMTP_PROBE_PORT", 1, 65535)
 	cfg.SMTPProbeCAFile = get("SMTP_PROBE_CA_FILE")
+	cfg.SpamdAddr, cfg.RspamdURL, cfg.RspamdPassword = get("SPAMD_ADDR"), get("RSPAMD_URL"), get("RSPAMD_PASSWORD")
+	if cfg.SpamdAddr != "" && cfg.RspamdURL != "" {
+		errs = append(errs, errors.New("set one of SPAMD_ADDR and RSPAMD_URL, not both"))
+	}
+	if u, err := url.Parse(cfg.RspamdURL); cfg.RspamdURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		errs = append(errs, errors.New("RSPAMD_URL must be an http or https URL, e.g. http://127.0.0.1:11333"))
+	}
 	if cfg.DBStatementTimeout > 0 && cfg.RequestTimeout > 0 && cfg.DBStatementTimeout+time.Second >= cfg.RequestTimeout {
 		errs = append(errs, errors.New("DB_STATEMENT_TIMEOUT must be more than a second below REQUEST_TIMEOUT"))
 	}

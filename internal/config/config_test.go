@@ -194,3 +194,20 @@ func TestProviderAccountConcurrency(t *testing.T) {
 	_, err = Parse(env(map[string]string{"PROVIDER_ACCOUNT_CONCURRENCY": "0"}))
 	require.ErrorContains(t, err, "PROVIDER_ACCOUNT_CONCURRENCY")
 }
+
+func TestSpamFilterSettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse(env(map[string]string{"SPAMD_ADDR": "unix:/run/spamd.sock"}))
+	require.NoError(t, err)
+	require.Equal(t, "unix:/run/spamd.sock", cfg.SpamdAddr)
+	cfg, err = Parse(env(map[string]string{"RSPAMD_URL": "http://127.0.0.1:11333", "RSPAMD_PASSWORD": "pw"}))
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:11333", cfg.RspamdURL)
+	require.Equal(t, "pw", cfg.RspamdPassword)
+	_, err = Parse(env(map[string]string{"SPAMD_ADDR": "127.0.0.1:783", "RSPAMD_URL": "http://127.0.0.1:11333"}))
+	require.ErrorContains(t, err, "set one of SPAMD_ADDR and RSPAMD_URL")
+	for _, bad := range []string{"127.0.0.1:11333", "ftp://x", "http://"} {
+		_, err = Parse(env(map[string]string{"RSPAMD_URL": bad}))
+		require.ErrorContains(t, err, "RSPAMD_URL must be an http or https URL", bad)
+	}
+}

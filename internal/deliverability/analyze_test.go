@@ -231,7 +231,7 @@ func TestAnalyzeAllPass(t *testing.T) {
 	require.False(t, a.ARC.Present)
 
 	// Nothing to fix: the only finding is the skipped reputation section.
-	require.Equal(t, map[string][]string{"reputation": {"reputation_skipped"}}, ids(rep))
+	require.Equal(t, map[string][]string{"reputation": {"reputation_skipped"}, "spam": {"spam_skipped"}}, ids(rep))
 	require.Equal(t, 100, rep.Score)
 	require.Equal(t, "A", rep.Grade)
 	require.True(t, rep.Sections[1].Skipped)
@@ -535,7 +535,8 @@ func TestAnalyzeBounds(t *testing.T) {
 
 	// Over the size limit: headers and session only.
 	rep = deliverability.Analyze(ctx, r, raw, s, deliverability.Options{Limits: deliverability.Limits{MaxMessageBytes: 100}})
-	require.True(t, rep.Sections[3].Skipped)
+	require.True(t, rep.Sections[4].Skipped)
+	require.Equal(t, deliverability.SectionContent, rep.Sections[4].Name)
 	require.Equal(t, []string{"message_too_large"}, ids(rep)["content"])
 	require.Equal(t, "neutral", rep.Auth.DKIM[0].Result)
 

@@ -3,7 +3,7 @@
 // and has the raw message, so its verdicts are the receiver's own rather
 // than guesses read from headers.
 //
-// Analyze produces four sections of findings (authentication, reputation,
+// Analyze produces five sections of findings (authentication, reputation,
 // headers, content), each finding with a one-line fix, and a grade from A to
 // F computed from the published Weights table. It never touches a database
 // or the network beyond DNS through the Resolver it is given, never fetches
@@ -12,10 +12,13 @@ package deliverability
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/mailwatch/mailwatch/internal/dmarc"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/spamcheck"
 	"github.com/mailwatch/mailwatch/internal/spf"
 )
 
@@ -54,6 +57,9 @@ type Options struct {
 	// Reputation checks the sending IP against blocklists. When nil, the
 	// reputation section is skipped with a note saying so.
 	Reputation ReputationFunc
+	// Spam scores the message with a content filter (spamd or rspamd).
+	// When nil, the spam section is skipped with a note saying so.
+	Spam spamcheck.Checker
 	// Limits bound the analysis; zero fields take the defaults.
 	Limits Limits
 }
@@ -86,7 +92,10 @@ type Report struct {
 	Session  Session        `json:"session"`
 	Auth     Authentication `json:"authentication"`
 	Listings []Listing      `json:"listings"`
-	Sections []Section      `json:"sections"`
+	// Spam is the content filter's verdict, nil when none scored the
+	// message (see the spam section's note).
+	Spam     *spamcheck.Result `json:"spam"`
+	Sections []Section         `json:"sections"`
 	// DNSLookups is the number of DNS queries the analysis made.
 	DNSLookups int `json:"dns_lookups"`
 }
@@ -185,6 +194,7 @@ func Analyze(ctx context.Context, r Resolver, raw []byte, s Session, opts Option
 	rep.Sections = []Section{
 		{Name: SectionAuthentication, Findings: authFindings},
 		reputation(ctx, s.ClientIP, opts.Reputation, rep),
+		spamScore(ctx, raw, s, opts.Spam, rep),
 		{Name: SectionHeaders, Findings: checkHeaders(msg, auth.DKIM)},
 		checkContent(msg, lim),
 	}
@@ -223,4 +233,56 @@ func reputation(ctx context.Context, ip netip.Addr, check ReputationFunc, rep *R
 		sec.Findings = append(sec.Findings, newFinding("ip_listed", msg))
 	}
 	return sec
+}
+
+// spamScore runs the spam section: the content filter's score against its
+// threshold, or a note why there is none.
+func spamScore(ctx context.Context, raw []byte, s Session, check spamcheck.Checker, rep *Report) Section {
+	sec := Section{Name: SectionSpam}
+	if check == nil {
+		sec.Skipped = true
+		sec.Note = "no content filter is configured, so the message was not given a spam score"
+		sec.Findings = []Finding{newFinding("spam_skipped", sec.Note)}
+		return sec
+	}
+	res, err := check.Check(ctx, raw, spamcheck.Envelope{ClientIP: s.ClientIP, Helo: s.Helo, MailFrom: s.MailFrom})
+	if err != nil {
+		sec.Skipped = true
+		sec.Note = "the content filter did not score the message: " + err.Error()
+		sec.Findings = []Finding{newFinding("spam_not_scored", sec.Note)}
+		return sec
+	}
+	rep.Spam = &res
+	verdict := fmt.Sprintf("%s scores the message %.1f (its spam threshold is %.1f)", engineName(res.Engine), res.Score, res.Threshold)
+	switch {
+	case res.Spam || (res.Threshold > 0 && res.Score >= res.Threshold):
+		sec.Findings = []Finding{newFinding("spam_score_high", verdict+topRules(res.Rules))}
+	case res.Threshold > 0 && res.Score >= res.Threshold/2:
+		sec.Findings = []Finding{newFinding("spam_score_elevated", verdict+topRules(res.Rules))}
+	}
+	return sec
+}
+
+func engineName(e string) string {
+	switch e {
+	case "spamassassin":
+		return "SpamAssassin"
+	case "rspamd":
+		return "Rspamd"
+	}
+	return "The content filter"
+}
+
+// topRules names the three heaviest rules that added points.
+func topRules(rules []spamcheck.Rule) string {
+	var names []string
+	for _, r := range rules {
+		if r.Points > 0 && len(names) < 3 {
+			names = append(names, fmt.Sprintf("%s %+.1f", r.Name, r.Points))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "; heaviest rules: " + strings.Join(names, ", ")
 }

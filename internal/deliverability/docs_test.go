@@ -48,7 +48,7 @@ func TestWeightsTable(t *testing.T) {
 	for _, w := range deliverability.Weights {
 		require.False(t, seen[w.ID], "duplicate %s", w.ID)
 		seen[w.ID] = true
-		require.Contains(t, []string{deliverability.SectionAuthentication, deliverability.SectionReputation, deliverability.SectionHeaders, deliverability.SectionContent}, w.Section)
+		require.Contains(t, []string{deliverability.SectionAuthentication, deliverability.SectionReputation, deliverability.SectionSpam, deliverability.SectionHeaders, deliverability.SectionContent}, w.Section)
 		require.NotEmpty(t, w.Fix)
 		require.NotContains(t, w.Fix, "|")
 		switch w.Severity {

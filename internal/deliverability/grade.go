@@ -17,6 +17,7 @@ const (
 const (
 	SectionAuthentication = "authentication"
 	SectionReputation     = "reputation"
+	SectionSpam           = "spam"
 	SectionHeaders        = "headers"
 	SectionContent        = "content"
 )
@@ -62,6 +63,10 @@ var Weights = []Weight{
 	{"ip_listed", SectionReputation, Error, 30, "Find and stop what got the IP listed, then request delisting from each list."},
 	{"reputation_skipped", SectionReputation, Info, 0, "Nothing to do: no blocklist catalog was configured for this analysis."},
 	{"reputation_error", SectionReputation, Info, 0, "Nothing to do: the blocklist check failed and is reported as unknown."},
+	{"spam_score_high", SectionSpam, Error, 25, "Read the rules that fired, heaviest first, and change what triggers them: content filters would file this message as spam."},
+	{"spam_score_elevated", SectionSpam, Warning, 5, "Read the rules that fired, heaviest first: the message is over half-way to the filter's spam threshold."},
+	{"spam_skipped", SectionSpam, Info, 0, "Nothing to do: no content filter (SPAMD_ADDR or RSPAMD_URL) is configured for this analysis."},
+	{"spam_not_scored", SectionSpam, Info, 0, "Nothing to do: the content filter could not score this message and it is reported as unknown."},
 	{"from_missing", SectionHeaders, Error, 20, "Add exactly one From header with the sender's address."},
 	{"from_multiple", SectionHeaders, Error, 20, "Send exactly one From header with one address."},
 	{"from_invalid", SectionHeaders, Error, 15, "Write From as an RFC 5322 address, e.g. a display name and user@example.com in angle brackets."},
