@@ -1,8 +1,9 @@
-// Package fairwait holds the one rule for how long work held back by a
-// per-tenant fairness bound waits before it is looked at again (the webhook
-// pushes' gate, the provider payload jobs' gate): exponential in the waits
-// it already made, capped, and jittered so that the jobs put back together
-// do not come back together.
+// Package fairwait holds the rules of per-tenant fairness bounds on jobs:
+// the gate that counts a tenant's jobs running in a worker process (Gate;
+// the provider payload jobs use it), and how long work held back by such
+// a bound waits before it is looked at again (Delay; also the webhook
+// pushes' own gate): exponential in the waits it already made, capped, and
+// jittered so that the jobs put back together do not come back together.
 package fairwait
 
 import (

@@ -1,9 +1,6 @@
 package providers
 
 import (
-	"encoding/json"
-	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -61,27 +58,11 @@ func AccountConcurrency(workers int) int {
 
 // BusyError says a job must wait: its account's jobs running in this
 // process already reach the bound.
-type BusyError struct {
-	// Limit is the bound that was reached.
-	Limit int
-}
-
-func (e *BusyError) Error() string {
-	return fmt.Sprintf("%d payload jobs of this account are already running (PROVIDER_ACCOUNT_CONCURRENCY)", e.Limit)
-}
+type BusyError = fairwait.BusyError
 
 // Gate counts the provider_payload jobs running in this process per
-// account, and admits one only while its account's count is under the
-// bound. Its memory is bounded by the jobs running: an account with none
-// is dropped. It is safe for concurrent use.
-type Gate struct {
-	limit   int
-	mu      sync.Mutex
-	running map[uuid.UUID]int
-	// observe, when set, is called under the lock with an account's count
-	// after each admission (tests record the largest).
-	observe func(account uuid.UUID, running int)
-}
+// account (fairwait.Gate).
+type Gate = fairwait.Gate[uuid.UUID]
 
 // NewGate returns a gate admitting at most perAccount jobs of one account
 // at once; zero or less means DefaultAccountConcurrency.
@@ -89,53 +70,7 @@ func NewGate(perAccount int) *Gate {
 	if perAccount <= 0 {
 		perAccount = DefaultAccountConcurrency
 	}
-	return &Gate{limit: perAccount, running: map[uuid.UUID]int{}}
-}
-
-// Limit returns the gate's bound.
-func (g *Gate) Limit() int { return g.limit }
-
-// Observe sets a function called, under the gate's lock, with an
-// account's running count after each admission; for tests, nil for none.
-func (g *Gate) Observe(f func(account uuid.UUID, running int)) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.observe = f
-}
-
-// Admit counts a job of account running and returns its release, or a
-// *BusyError, having counted nothing, when the account's running jobs
-// reach the bound. Calling release more than once is harmless.
-func (g *Gate) Admit(account uuid.UUID) (release func(), err error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	n := g.running[account]
-	if n >= g.limit {
-		return nil, &BusyError{Limit: g.limit}
-	}
-	g.running[account] = n + 1
-	if g.observe != nil {
-		g.observe(account, n+1)
-	}
-	var once sync.Once
-	return func() { once.Do(func() { g.release(account) }) }, nil
-}
-
-func (g *Gate) release(account uuid.UUID) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if n := g.running[account] - 1; n > 0 {
-		g.running[account] = n
-	} else {
-		delete(g.running, account)
-	}
-}
-
-// Running returns how many jobs of account the gate counts.
-func (g *Gate) Running(account uuid.UUID) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.running[account]
+	return fairwait.NewGate[uuid.UUID](perAccount, "payload jobs", "PROVIDER_ACCOUNT_CONCURRENCY")
 }
 
 // FairWait returns how long a job held back by the gate waits before it is
@@ -148,14 +83,4 @@ func FairWait(waits int, rnd interface{ Float64() float64 }) time.Duration {
 
 // FairWaits returns how many times a job waited for its account's turn,
 // from its metadata (zero when it never did or the metadata is unreadable).
-func FairWaits(metadata []byte) int {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(metadata, &m) != nil {
-		return 0
-	}
-	var n int
-	if json.Unmarshal(m[MetadataFairWaits], &n) != nil {
-		return 0
-	}
-	return n
-}
+func FairWaits(metadata []byte) int { return fairwait.Waits(metadata, MetadataFairWaits) }
