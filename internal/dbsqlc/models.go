@@ -468,6 +468,14 @@ type DataApiReputationListing struct {
 	DelistedAt *time.Time
 }
 
+type DataApiReputationPin struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	Cidr      string
+	Note      string
+	CreatedAt time.Time
+}
+
 type DataApiReputationTarget struct {
 	AccountID uuid.UUID
 	DomainID  uuid.UUID
@@ -509,6 +517,14 @@ type DataApiTlsReport struct {
 	End                time.Time
 	SuccessfulSessions int64
 	FailedSessions     int64
+}
+
+type DmarcAuthDomainDay struct {
+	DomainID   uuid.UUID
+	Day        time.Time
+	Kind       string
+	AuthDomain string
+	Messages   int64
 }
 
 type DmarcRecord struct {
@@ -1120,6 +1136,14 @@ type ReputationListing struct {
 	Reason     string
 	ListedAt   time.Time
 	DelistedAt *time.Time
+}
+
+type ReputationPin struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	Cidr      string
+	Note      string
+	CreatedAt time.Time
 }
 
 type ReputationTarget struct {
