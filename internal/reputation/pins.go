@@ -53,8 +53,19 @@ type Pin struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// PinError is a pin the bounds refuse: which field ("cidr" or "note") and
+// why, for the user. It is ErrPinInvalid to errors.Is.
+type PinError struct {
+	Field, Message string
+}
+
+func (e *PinError) Error() string { return ErrPinInvalid.Error() + ": " + e.Message }
+
+// Is makes a PinError match ErrPinInvalid.
+func (e *PinError) Is(target error) bool { return target == ErrPinInvalid }
+
 func invalidPin(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrPinInvalid, fmt.Sprintf(format, args...))
+	return &PinError{Field: "cidr", Message: fmt.Sprintf(format, args...)}
 }
 
 // ParsePin reads a pinned range: a prefix ("192.0.2.0/30", "2001:db8::/124")
@@ -172,7 +183,7 @@ func AddPin(ctx context.Context, db dbutil.Executor, queue Queue, account, domai
 	}
 	note = strings.TrimSpace(note)
 	if !utf8.ValidString(note) || utf8.RuneCountInString(note) > MaxPinNote {
-		return Pin{}, invalidPin("the note is longer than %d characters or not valid UTF-8 text", MaxPinNote)
+		return Pin{}, &PinError{Field: "note", Message: fmt.Sprintf("the note is longer than %d characters or not valid UTF-8 text", MaxPinNote)}
 	}
 	return dbutil.WithTxV(ctx, db, func(ctx context.Context, tx pgx.Tx) (Pin, error) {
 		q := dbsqlc.New()
