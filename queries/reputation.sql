@@ -149,10 +149,11 @@ WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid
 ORDER BY zone, target;
 
 -- name: ReputationDomainsToCheck :many
--- Domains with DMARC data since @since, after @after in id order, for the
--- periodic check.
+-- Domains with DMARC data since @since or a pinned range, after @after in
+-- id order, for the periodic check.
 SELECT d.id FROM domains d
 WHERE d.id > @after::uuid
-  AND EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= @since::date)
+  AND (EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= @since::date)
+       OR EXISTS (SELECT 1 FROM reputation_pins p WHERE p.account_id = d.account_id AND p.domain_id = d.id))
 ORDER BY d.id
 LIMIT @max_rows::int;

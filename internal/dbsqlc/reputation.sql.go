@@ -224,7 +224,8 @@ func (q *Queries) ReputationDomainMessages(ctx context.Context, db DBTX, arg Rep
 const reputationDomainsToCheck = `-- name: ReputationDomainsToCheck :many
 SELECT d.id FROM domains d
 WHERE d.id > $1::uuid
-  AND EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= $2::date)
+  AND (EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= $2::date)
+       OR EXISTS (SELECT 1 FROM reputation_pins p WHERE p.account_id = d.account_id AND p.domain_id = d.id))
 ORDER BY d.id
 LIMIT $3::int
 `
@@ -235,8 +236,8 @@ type ReputationDomainsToCheckParams struct {
 	MaxRows int32
 }
 
-// Domains with DMARC data since @since, after @after in id order, for the
-// periodic check.
+// Domains with DMARC data since @since or a pinned range, after @after in
+// id order, for the periodic check.
 func (q *Queries) ReputationDomainsToCheck(ctx context.Context, db DBTX, arg ReputationDomainsToCheckParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, reputationDomainsToCheck, arg.After, arg.Since, arg.MaxRows)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/testfactory"
@@ -244,4 +245,26 @@ func TestKnownSenderIPsAreWatched(t *testing.T) {
 	require.NotContains(t, byTarget, "203.0.113.78", "an unknown source failing DMARC is not the domain's sender")
 	require.NotContains(t, byTarget, "198.51.100.7")
 	require.Len(t, eventsOf(t, tx, d.AccountID, events.TypeBlocklistListed), 2)
+}
+
+// TestPinnedDomainsAreScheduled: the hourly round checks a domain with a
+// pin and no DMARC data, as it does one with reports; a domain with
+// neither is left out.
+func TestPinnedDomainsAreScheduled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tx := dbtest.Tx(t)
+	now := time.Now().UTC()
+	pinned := testfactory.AccountDomain(t, tx, "scheduled-pin.example")
+	reported := testfactory.AccountDomain(t, tx, "scheduled-reports.example")
+	idle := testfactory.AccountDomain(t, tx, "scheduled-idle.example")
+	seedReports(t, tx, reported.ID, now)
+	_, err := AddPin(ctx, tx, nil, pinned.AccountID, pinned.ID, pinned.Name, "192.0.2.1", "", now)
+	require.NoError(t, err)
+	ids, err := dbsqlc.New().ReputationDomainsToCheck(ctx, tx, dbsqlc.ReputationDomainsToCheckParams{
+		Since: now.Add(-WatchWindow), MaxRows: 1_000_000})
+	require.NoError(t, err)
+	require.Contains(t, ids, pinned.ID)
+	require.Contains(t, ids, reported.ID)
+	require.NotContains(t, ids, idle.ID)
 }
