@@ -53,3 +53,44 @@ CREATE VIEW data_api.reputation_pins WITH (security_invoker = true) AS
     SELECT account_id, domain_id, cidr, note, created_at
     FROM public.reputation_pins;
 GRANT SELECT ON data_api.reputation_pins TO authenticated;
+
+-- The counters of the reports already stored whose range ended in the last
+-- 15 days (the watch window and a day of reporting delay), so that the
+-- blocklist checks see their return-path and DKIM domains at once: the same
+-- rule as at ingest (internal/reports AuthDomains: each record once per
+-- name and kind, SPF results of scope mfrom or none, at most 100 names a
+-- report, busiest first), written in SQL. Names are checked as host names
+-- here; the reader checks them again with internal/domainname, which also
+-- refuses public suffixes. Each report counts on the UTC day of its
+-- midpoint. The read is bounded by the window, once.
+INSERT INTO dmarc_auth_domain_days (domain_id, day, kind, auth_domain, messages)
+SELECT domain_id, day, kind, name, sum(total)
+FROM (
+    SELECT n.*, row_number() OVER (PARTITION BY n.report_id ORDER BY n.total DESC, n.kind, n.name) AS rank
+    FROM (
+        SELECT x.report_id, x.domain_id, x.day, x.kind, x.name, sum(x.count) AS total
+        FROM (
+            SELECT DISTINCT r.report_id, r.ordinal, r.count, p.domain_id,
+                ((p.begin_at + (p.end_at - p.begin_at) / 2) AT TIME ZONE 'UTC')::date AS day, k.kind, k.name
+            FROM dmarc_reports p
+            JOIN dmarc_records r ON r.report_id = p.id
+            CROSS JOIN LATERAL (
+                SELECT 'return_path' AS kind, lower(rtrim(regexp_replace(trim(r.envelope_from), '^.*@', ''), '.')) AS name
+                UNION ALL
+                SELECT 'return_path', lower(rtrim(trim(s ->> 'domain'), '.'))
+                FROM jsonb_array_elements(CASE jsonb_typeof(r.spf_results) WHEN 'array' THEN r.spf_results ELSE '[]' END) s
+                WHERE coalesce(lower(s ->> 'scope'), '') IN ('', 'mfrom')
+                UNION ALL
+                SELECT 'dkim', lower(rtrim(trim(d ->> 'domain'), '.'))
+                FROM jsonb_array_elements(CASE jsonb_typeof(r.dkim_results) WHEN 'array' THEN r.dkim_results ELSE '[]' END) d
+            ) k
+            WHERE p.end_at >= now() - interval '15 days' AND r.count > 0
+              AND length(k.name) <= 253
+              AND k.name ~ '^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$'
+              AND k.name !~ '\.[0-9]+$'
+        ) x
+        GROUP BY x.report_id, x.domain_id, x.day, x.kind, x.name
+    ) n
+) ranked
+WHERE rank <= 100
+GROUP BY domain_id, day, kind, name;
