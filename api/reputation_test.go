@@ -104,12 +104,14 @@ test.dom.test.       300 A   127.0.0.2
 }
 
 // startReputationWorker runs a River worker of the reputation queue
-// against the loopback lists until the test ends.
+// against the loopback lists until the test ends. The resolver waits 5 s:
+// on a loaded machine a 1 s wait timed out, which decides nothing and left
+// a target unchecked.
 func startReputationWorker(t *testing.T, pool *pgxpool.Pool, srv *dnstest.Server, lists []blocklist.List) {
 	t.Helper()
 	worker, err := jobs.NewClient(jobs.Deps{
 		Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Reputation: &reputation.Checker{Resolver: dnscheck.NewClient(srv.Addr(), time.Second), Lists: lists},
+		Reputation: &reputation.Checker{Resolver: dnscheck.NewClient(srv.Addr(), 5*time.Second), Lists: lists},
 	}, jobs.Options{Concurrency: 2, Queues: []string{queues.Reputation}})
 	require.NoError(t, err)
 	require.NoError(t, worker.Start(context.Background()))
