@@ -5,14 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailwatch/mailwatch/internal/blocklist"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
+	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/dnstest"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/testfactory"
 )
@@ -267,4 +271,37 @@ func TestPinnedDomainsAreScheduled(t *testing.T) {
 	require.Contains(t, ids, pinned.ID)
 	require.Contains(t, ids, reported.ID)
 	require.NotContains(t, ids, idle.ID)
+}
+
+// TestPinRemovedDuringCheck: a pin removed while a check waits for the
+// list's answer on its address leaves no current listing: the check
+// records only what is still watched, under the domain's watch lock (and
+// a check that records first has its listing ended by the removal).
+func TestPinRemovedDuringCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewDB(t)
+	srv := dnstest.Start(t, TestZone)
+	lists, err := blocklist.ParseZones("bl.test")
+	require.NoError(t, err)
+	c := &Checker{Resolver: dnscheck.NewClient(srv.Addr(), 10*time.Second), Lists: lists}
+	now := time.Now().UTC()
+	d := testfactory.AccountDomain(t, pool, "unpinned-midway.example")
+	_, err = AddPin(ctx, pool, nil, d.AccountID, d.ID, d.Name, "192.0.2.10", "", now)
+	require.NoError(t, err)
+	srv.Delay(listedName, 700*time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Check(ctx, pool, d.ID, now)
+		done <- err
+	}()
+	for srv.QueriesFor(listedName) == 0 { // the lookup is in flight
+		runtime.Gosched()
+	}
+	require.NoError(t, DeletePin(ctx, pool, d.AccountID, d.ID, d.Name, "192.0.2.10", now))
+	require.NoError(t, <-done)
+	var listings int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reputation_listings WHERE domain_id = $1 AND delisted_at IS NULL`,
+		d.ID).Scan(&listings))
+	require.Zero(t, listings, "no current listing for an address no longer watched")
 }

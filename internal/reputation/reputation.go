@@ -153,6 +153,9 @@ func (c *Checker) Check(ctx context.Context, db dbutil.Executor, domainID uuid.U
 		return out, fmt.Errorf("beginning reputation transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	if results, err = stillWatched(ctx, tx, dom, results); err != nil {
+		return out, err
+	}
 	if err := c.record(ctx, tx, dom, results, now, &out); err != nil {
 		return out, err
 	}
@@ -261,6 +264,32 @@ func (c *Checker) record(ctx context.Context, tx pgx.Tx, dom dbsqlc.ReputationDo
 		return fmt.Errorf("marking targets checked: %w", err)
 	}
 	return nil
+}
+
+// stillWatched takes the domain's watch lock in tx and keeps the results
+// whose target is still watched: a pin removed while the lists were asked
+// took its addresses, and their listings, away; recording one would bring a
+// listing back for an address nobody watches.
+func stillWatched(ctx context.Context, tx pgx.Tx, dom dbsqlc.ReputationDomainRow, results []decided) ([]decided, error) {
+	q := dbsqlc.New()
+	if err := q.ReputationWatchLock(ctx, tx, dom.ID.String()); err != nil {
+		return nil, fmt.Errorf("locking the watch set of %s: %w", dom.Name, err)
+	}
+	targets, err := q.ReputationTargets(ctx, tx, dbsqlc.ReputationTargetsParams{AccountID: dom.AccountID, DomainID: dom.ID})
+	if err != nil {
+		return nil, fmt.Errorf("reading targets of %s: %w", dom.Name, err)
+	}
+	watched := make(map[string]bool, len(targets))
+	for _, t := range targets {
+		watched[t.Target] = true
+	}
+	kept := results[:0]
+	for _, r := range results {
+		if watched[r.target.Target] {
+			kept = append(kept, r)
+		}
+	}
+	return kept, nil
 }
 
 // transitionEvent is the event of a transition; share is the domain's
