@@ -50,6 +50,7 @@ var restObjects = map[string]struct {
 	"event_daily_counts":   {[]any{api.DayVolume{}, api.TypeCount{}}, []string{"info", "warning", "critical", "total", "count"}},
 	"reputation_targets":   {[]any{api.WatchedTarget{}}, []string{"listings"}},                               // reputation_listings
 	"reputation_listings":  {[]any{api.BlocklistListing{}}, []string{"list", "informational", "delist_url"}}, // from the catalog
+	"reputation_pins":      {[]any{api.ReputationPin{}}, []string{"addresses"}},                              // from cidr
 }
 
 // TestRESTNamesMatchRESTTypes holds dataapi.RESTNames to the REST API's

@@ -823,7 +823,12 @@ var agreementFixtures = map[string]agreementFixture{
 	"getReportingAddress": domainFixture, "signReportingAddress": domainFixture, "uploadReport": domainFixture,
 	"setupMX": domainFixture, "getDomainTransport": domainFixture, "checkDomainTransport": domainFixture,
 	// Blocklists (reputation.go).
-	"getDomainReputation": domainFixture, "checkDomainReputation": domainFixture,
+	"getDomainReputation": domainFixture, "checkDomainReputation": domainFixture, "addReputationPin": domainFixture,
+	"removeReputationPin": func(t *testing.T, e *agreementEnv, st *agreementState) {
+		// The range the document's example names, which the request sends.
+		e.domain(t, st)
+		e.call(t, st, "POST", "/api/accounts/me/domains/example.com/reputation/pins", map[string]any{"cidr": "192.0.2.8/30"})
+	},
 	"getMXSetup": func(t *testing.T, e *agreementEnv, st *agreementState) {
 		e.domain(t, st)
 		e.call(t, st, "POST", "/api/accounts/me/domains/example.com/mx-setup", map[string]any{"subdomain": "reports"})

@@ -69,6 +69,8 @@ type Ops struct {
 	GetDMARCGuidance         Operation[DomainPath, reports.Guidance]
 	GetDomainTransport       Operation[DomainPath, Transport]
 	GetDomainReputation      Operation[DomainPath, Reputation]
+	AddReputationPin         Operation[AddReputationPinRequest, ReputationPin]
+	RemoveReputationPin      Operation[ReputationPinQuery, NoContent]
 
 	ListAlerts         Operation[ListAlertsRequest, Page[Alert]]
 	AcknowledgeAlert   Operation[AcknowledgeRequest, Alert]

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -59,8 +60,39 @@ func TestDashboardDomainBlocklists(t *testing.T) {
 	resp, page := w.req("GET", "/domains/listed.example", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, page, "<h2>Blocklists</h2>")
-	require.Contains(t, page, "<td>192.0.2.10</td><td>40.0%</td>")
+	require.Contains(t, page, `<td>192.0.2.10</td><td><span class="hint">source in reports</span></td><td>40.0%</td>`)
 	require.Contains(t, page, "<strong>Spamhaus ZEN</strong> SBL")
 	require.Contains(t, page, "Listed IPs carry <strong>40.0%</strong>")
 	require.Contains(t, page, ">delist</a>")
+}
+
+// TestDashboardDomainPins: the Blocklists section's form pins a range, whose
+// addresses then show as pinned targets; a range past the bounds is refused
+// with the API's reason, and the pin's button removes it.
+func TestDashboardDomainPins(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	acct := b.createAccount(t)
+	b.addDomain(t, acct.Key, "pins.example")
+	w := newWebClient(t, b)
+	w.signIn(acct.Email, "correct horse battery")
+	tok := w.csrf("/domains/pins.example")
+
+	resp, _ := w.req("POST", "/domains/pins.example/pins", url.Values{"csrf": {tok}, "cidr": {"192.0.2.9/30"}, "note": {"relays"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, page := w.req("GET", "/domains/pins.example", nil)
+	require.Contains(t, page, "pinned 192.0.2.8/30; a check is queued")
+	require.Contains(t, page, `<span class="mono">192.0.2.8/30</span> (4 addresses) <span class="hint">relays</span>`)
+	require.Equal(t, 4, strings.Count(page, `<td><span class="hint">pinned</span></td>`))
+
+	resp, _ = w.req("POST", "/domains/pins.example/pins", url.Values{"csrf": {tok}, "cidr": {"10.0.0.0/8"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, page = w.req("GET", "/domains/pins.example", nil)
+	require.Contains(t, page, "holds more than 256 addresses: pin a /24 or a longer prefix")
+
+	resp, _ = w.req("POST", "/domains/pins.example/pins/remove", url.Values{"csrf": {tok}, "cidr": {"192.0.2.8/30"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, page = w.req("GET", "/domains/pins.example", nil)
+	require.Contains(t, page, "unpinned 192.0.2.8/30")
+	require.NotContains(t, page, `<span class="hint">pinned</span>`)
 }

@@ -125,6 +125,18 @@ SET messages = t.messages + EXCLUDED.messages,
     failing = t.failing + EXCLUDED.failing,
     dkim_selectors = ARRAY(SELECT DISTINCT s FROM unnest(t.dkim_selectors || EXCLUDED.dkim_selectors) AS s ORDER BY s);
 
+-- name: DMARCAuthDomainDayAddMany :exec
+-- Adds one report's return-path and DKIM signing domains to the daily
+-- counters, each key once, in the order given (day, kind, name: every
+-- writer sends them sorted, after its source days).
+INSERT INTO dmarc_auth_domain_days AS t (domain_id, day, kind, auth_domain, messages)
+SELECT @domain_id::uuid, r.day, r.kind, r.auth_domain, r.messages
+FROM (
+    SELECT unnest(@days::date[]) AS day, unnest(@kinds::text[]) AS kind, unnest(@auth_domains::text[]) AS auth_domain,
+        unnest(@messages::bigint[]) AS messages
+) r
+ON CONFLICT (domain_id, day, kind, auth_domain) DO UPDATE SET messages = t.messages + EXCLUDED.messages;
+
 -- name: DMARCSourceDayCutoff :one
 -- When a period holds more than @max_rows daily rows: the day of the row
 -- that follows its first @max_rows, newest day first, and its newest day.

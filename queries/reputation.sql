@@ -25,17 +25,91 @@ SELECT * FROM reputation_targets
 WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid
 ORDER BY share DESC, target;
 
--- name: ReputationTargetUpsert :exec
-INSERT INTO reputation_targets (account_id, domain_id, target, kind, origin, messages, share)
-VALUES (@account_id::uuid, @domain_id::uuid, @target::text, @kind::text, @origin::text, @messages::bigint, @share::float8)
+-- name: ReputationTargetUpsertMany :exec
+-- Stores a watch set: one row per target, in the order given (the caller
+-- holds the domain's watch lock). A row whose values did not change is
+-- left as it is.
+INSERT INTO reputation_targets AS t (account_id, domain_id, target, kind, origin, messages, share)
+SELECT @account_id::uuid, @domain_id::uuid, r.target, r.kind, r.origin, r.messages, r.share
+FROM (
+    SELECT unnest(@targets::text[]) AS target, unnest(@kinds::text[]) AS kind, unnest(@origins::text[]) AS origin,
+        unnest(@messages::bigint[]) AS messages, unnest(@shares::float8[]) AS share
+) r
 ON CONFLICT (account_id, domain_id, target) DO UPDATE SET
-    kind = excluded.kind, origin = excluded.origin, messages = excluded.messages, share = excluded.share, updated_at = now();
+    kind = excluded.kind, origin = excluded.origin, messages = excluded.messages, share = excluded.share, updated_at = now()
+WHERE (t.kind, t.origin, t.messages, t.share) IS DISTINCT FROM (excluded.kind, excluded.origin, excluded.messages, excluded.share);
 
--- name: ReputationTargetsPrune :exec
--- Drops the computed targets no longer in the watch set; pins stay.
+-- name: ReputationTargetsPrune :many
+-- Drops the targets no longer in the watch set (pins included: the watch
+-- set holds the addresses of the current pins) and returns them.
 DELETE FROM reputation_targets
-WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid AND origin <> 'pinned'
-  AND NOT (target = ANY (@keep::text[]));
+WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid
+  AND NOT (target = ANY (@keep::text[]))
+RETURNING target, origin;
+
+-- name: ReputationListingsEnd :exec
+-- Ends the current listings of targets no longer watched, without an
+-- event: the rows stay as history.
+UPDATE reputation_listings SET delisted_at = @at::timestamptz
+WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid AND target = ANY (@targets::text[])
+  AND delisted_at IS NULL;
+
+-- name: ReputationWatchLock :exec
+-- Serialises the writers of a domain's watch set (a check's refresh, a pin
+-- added or removed) until the end of the transaction.
+SELECT pg_advisory_xact_lock(hashtextextended(@lock_key::text, 44));
+
+-- name: ReputationSenderCandidates :many
+-- The source IPs whose mail since @since all failed DMARC and whose reverse
+-- DNS name is cached, with their messages since @share_since, busiest
+-- first: the caller keeps those the name makes known senders.
+SELECT s.source_ip, s.recent_messages, p.ptr
+FROM (
+    SELECT source_ip, coalesce(sum(messages) FILTER (WHERE day >= @share_since::date), 0)::bigint AS recent_messages
+    FROM dmarc_source_days
+    WHERE domain_id = @domain_id::uuid AND day >= @since::date
+    GROUP BY source_ip
+    HAVING sum(compliant + forwarded) = 0
+) s
+JOIN source_ptrs p ON p.ip = s.source_ip AND p.ptr <> ''
+ORDER BY s.recent_messages DESC, s.source_ip
+LIMIT @max_rows::int;
+
+-- name: ReputationIPMessages :many
+-- The messages of each of @ips (a domain's pinned addresses) since @since.
+SELECT source_ip, coalesce(sum(messages), 0)::bigint AS messages
+FROM dmarc_source_days
+WHERE domain_id = @domain_id::uuid AND day >= @since::date AND source_ip = ANY (@ips::text[])
+GROUP BY source_ip;
+
+-- name: ReputationAuthDomains :many
+-- The return-path and DKIM signing domains of the domain's reports since
+-- @since, the domain itself left out, busiest first (the busier kind of a
+-- name counts), with their messages since @share_since.
+SELECT auth_domain, coalesce(max(recent), 0)::bigint AS recent_messages
+FROM (
+    SELECT auth_domain, kind, sum(messages) FILTER (WHERE day >= @share_since::date) AS recent, sum(messages) AS total
+    FROM dmarc_auth_domain_days
+    WHERE domain_id = @domain_id::uuid AND day >= @since::date AND auth_domain <> @name::text
+    GROUP BY auth_domain, kind
+) k
+GROUP BY auth_domain
+ORDER BY max(total) DESC, auth_domain
+LIMIT @max_rows::int;
+
+-- name: ReputationPins :many
+SELECT * FROM reputation_pins
+WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid
+ORDER BY created_at, cidr;
+
+-- name: ReputationPinAdd :one
+INSERT INTO reputation_pins (account_id, domain_id, cidr, note)
+VALUES (@account_id::uuid, @domain_id::uuid, @cidr::text, @note::text)
+RETURNING *;
+
+-- name: ReputationPinDelete :execrows
+DELETE FROM reputation_pins
+WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid AND cidr = @cidr::text;
 
 -- name: ReputationTargetsChecked :exec
 UPDATE reputation_targets SET checked_at = @checked_at::timestamptz
@@ -75,10 +149,11 @@ WHERE account_id = @account_id::uuid AND domain_id = @domain_id::uuid
 ORDER BY zone, target;
 
 -- name: ReputationDomainsToCheck :many
--- Domains with DMARC data since @since, after @after in id order, for the
--- periodic check.
+-- Domains with DMARC data since @since or a pinned range, after @after in
+-- id order, for the periodic check.
 SELECT d.id FROM domains d
 WHERE d.id > @after::uuid
-  AND EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= @since::date)
+  AND (EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= @since::date)
+       OR EXISTS (SELECT 1 FROM reputation_pins p WHERE p.account_id = d.account_id AND p.domain_id = d.id))
 ORDER BY d.id
 LIMIT @max_rows::int;

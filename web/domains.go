@@ -190,3 +190,25 @@ func (h *Dashboard) webDismissRecommendation(c *fiber.Ctx) error {
 	_, err = h.ops.DismissDNSRecommendation.Call(c.UserContext(), callerOf(c), &api.DismissRecommendationRequest{Name: c.Params("domain"), ID: id, Reason: c.FormValue("reason")})
 	return h.done(c, to, err, "recommendation dismissed")
 }
+
+// webAddPin pins the form's IP range on the domain (its blocklist watch).
+func (h *Dashboard) webAddPin(c *fiber.Ctx) error {
+	to := "/domains/" + url.PathEscape(c.Params("domain")) + "#blocklists"
+	req := &api.AddReputationPinRequest{DomainPath: api.DomainPath{Name: c.Params("domain")}, CIDR: c.FormValue("cidr")}
+	if note := c.FormValue("note"); note != "" {
+		req.Note = &note
+	}
+	p, err := h.ops.AddReputationPin.Call(c.UserContext(), callerOf(c), req)
+	if err != nil {
+		return h.done(c, to, err, "")
+	}
+	return h.done(c, to, nil, "pinned "+p.CIDR+"; a check is queued")
+}
+
+// webRemovePin removes the form's pinned range from the domain.
+func (h *Dashboard) webRemovePin(c *fiber.Ctx) error {
+	to := "/domains/" + url.PathEscape(c.Params("domain")) + "#blocklists"
+	req := &api.ReputationPinQuery{DomainPath: api.DomainPath{Name: c.Params("domain")}, CIDR: c.FormValue("cidr")}
+	_, err := h.ops.RemoveReputationPin.Call(c.UserContext(), callerOf(c), req)
+	return h.done(c, to, err, "unpinned "+req.CIDR)
+}

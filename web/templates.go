@@ -85,6 +85,22 @@ var templateFuncs = template.FuncMap{
 	"join":  strings.Join,
 	"deref": func(b *bool) bool { return b != nil && *b },
 	"pct":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
+	// originText says why a blocklist target is watched.
+	"originText": func(origin string) string {
+		switch origin {
+		case "report":
+			return "source in reports"
+		case "sender":
+			return "known sender, failing DMARC"
+		case "pinned":
+			return "pinned"
+		case "domain":
+			return "the domain"
+		case "auth_domain":
+			return "return path or DKIM domain"
+		}
+		return origin
+	},
 	"pretty": func(v any) string {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {

@@ -124,6 +124,8 @@ func (h *Dashboard) addRoutes() {
 	h.webAdd("GET", "/domains/:domain", page(h.webDomain)...)
 	h.webAdd("POST", "/domains/:domain/recommendations/:id/apply", action(h.webApplyRecommendation)...)
 	h.webAdd("POST", "/domains/:domain/recommendations/:id/dismiss", action(h.webDismissRecommendation)...)
+	h.webAdd("POST", "/domains/:domain/pins", action(h.webAddPin)...)
+	h.webAdd("POST", "/domains/:domain/pins/remove", action(h.webRemovePin)...)
 	h.webAdd("GET", "/alerts", page(h.webAlerts)...)
 	h.webAdd("POST", "/alerts/:id/acknowledge", action(h.webAcknowledge)...)
 	h.webAdd("POST", "/alerts/:id/withdraw", action(h.webWithdraw)...)

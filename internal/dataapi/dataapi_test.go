@@ -62,6 +62,8 @@ var newTables = []string{"providers", "provider_links", "message_events", "suppr
 	"message_event_days",
 	// schema/0041_reputation.sql
 	"reputation_targets", "reputation_listings",
+	// schema/0044_reputation_watch.sql
+	"reputation_pins",
 	// schema/0042_transport.sql
 	"mx_transport"}
 
@@ -118,6 +120,7 @@ func seedTenantTables(t testing.TB, db dbutil.Executor, account, domain uuid.UUI
 			VALUES ($1, $2, '192.0.2.10', 'ip', 'report', 40, 0.4)`, []any{account, domain}},
 		{`INSERT INTO reputation_listings (account_id, domain_id, zone, target, listed_at)
 			VALUES ($1, $2, 'bl.test', '192.0.2.10', now())`, []any{account, domain}},
+		{`INSERT INTO reputation_pins (account_id, domain_id, cidr) VALUES ($1, $2, '192.0.2.8/30')`, []any{account, domain}},
 		{`INSERT INTO preference_overrides (account_id, event_type, email) VALUES ($1, 'bounce_spike', true)`,
 			[]any{account}},
 		{`INSERT INTO notification_addresses (id, account_id, email, token_hash, token_expires_at)

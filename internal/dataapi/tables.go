@@ -146,6 +146,10 @@ var Tables = func() map[string]*Table {
 			"account_id", "uuid", "domain_id", "uuid", "zone", "text", "target", "text", "codes", "jsonb", "reason", "text",
 			"listed_at", "timestamptz", "delisted_at", "timestamptz")},
 
+		// schema/0044_reputation_watch.sql
+		{Name: "reputation_pins", Owner: byAccount, Columns: cols(
+			"account_id", "uuid", "domain_id", "uuid", "cidr", "text", "note", "text", "created_at", "timestamptz")},
+
 		// schema/0013_preferences.sql
 		{Name: "preference_groups", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "group_name", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz",

@@ -476,6 +476,14 @@ type DataApiReputationListing struct {
 	DelistedAt *time.Time
 }
 
+type DataApiReputationPin struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	Cidr      string
+	Note      string
+	CreatedAt time.Time
+}
+
 type DataApiReputationTarget struct {
 	AccountID uuid.UUID
 	DomainID  uuid.UUID
@@ -525,6 +533,14 @@ type DeliveryOpenCount struct {
 	Status     string
 	Slot       int16
 	Deliveries int64
+}
+
+type DmarcAuthDomainDay struct {
+	DomainID   uuid.UUID
+	Day        time.Time
+	Kind       string
+	AuthDomain string
+	Messages   int64
 }
 
 type DmarcRecord struct {
@@ -1143,6 +1159,14 @@ type ReputationListing struct {
 	Reason     string
 	ListedAt   time.Time
 	DelistedAt *time.Time
+}
+
+type ReputationPin struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	Cidr      string
+	Note      string
+	CreatedAt time.Time
 }
 
 type ReputationTarget struct {

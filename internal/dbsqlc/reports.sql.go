@@ -13,6 +13,38 @@ import (
 	"github.com/google/uuid"
 )
 
+const dMARCAuthDomainDayAddMany = `-- name: DMARCAuthDomainDayAddMany :exec
+INSERT INTO dmarc_auth_domain_days AS t (domain_id, day, kind, auth_domain, messages)
+SELECT $1::uuid, r.day, r.kind, r.auth_domain, r.messages
+FROM (
+    SELECT unnest($2::date[]) AS day, unnest($3::text[]) AS kind, unnest($4::text[]) AS auth_domain,
+        unnest($5::bigint[]) AS messages
+) r
+ON CONFLICT (domain_id, day, kind, auth_domain) DO UPDATE SET messages = t.messages + EXCLUDED.messages
+`
+
+type DMARCAuthDomainDayAddManyParams struct {
+	DomainID    uuid.UUID
+	Days        []time.Time
+	Kinds       []string
+	AuthDomains []string
+	Messages    []int64
+}
+
+// Adds one report's return-path and DKIM signing domains to the daily
+// counters, each key once, in the order given (day, kind, name: every
+// writer sends them sorted, after its source days).
+func (q *Queries) DMARCAuthDomainDayAddMany(ctx context.Context, db DBTX, arg DMARCAuthDomainDayAddManyParams) error {
+	_, err := db.Exec(ctx, dMARCAuthDomainDayAddMany,
+		arg.DomainID,
+		arg.Days,
+		arg.Kinds,
+		arg.AuthDomains,
+		arg.Messages,
+	)
+	return err
+}
+
 const dMARCRecordList = `-- name: DMARCRecordList :many
 SELECT report_id, ordinal, source_ip, count, disposition, dkim, spf, header_from, envelope_from, envelope_to, reasons, dkim_results, spf_results FROM dmarc_records WHERE report_id = $1::uuid ORDER BY ordinal LIMIT $2::int
 `

@@ -68,6 +68,61 @@ func (q *Queries) BlocklistLookupStore(ctx context.Context, db DBTX, arg Blockli
 	return err
 }
 
+const reputationAuthDomains = `-- name: ReputationAuthDomains :many
+SELECT auth_domain, coalesce(max(recent), 0)::bigint AS recent_messages
+FROM (
+    SELECT auth_domain, kind, sum(messages) FILTER (WHERE day >= $1::date) AS recent, sum(messages) AS total
+    FROM dmarc_auth_domain_days
+    WHERE domain_id = $2::uuid AND day >= $3::date AND auth_domain <> $4::text
+    GROUP BY auth_domain, kind
+) k
+GROUP BY auth_domain
+ORDER BY max(total) DESC, auth_domain
+LIMIT $5::int
+`
+
+type ReputationAuthDomainsParams struct {
+	ShareSince time.Time
+	DomainID   uuid.UUID
+	Since      time.Time
+	Name       string
+	MaxRows    int32
+}
+
+type ReputationAuthDomainsRow struct {
+	AuthDomain     string
+	RecentMessages int64
+}
+
+// The return-path and DKIM signing domains of the domain's reports since
+// @since, the domain itself left out, busiest first (the busier kind of a
+// name counts), with their messages since @share_since.
+func (q *Queries) ReputationAuthDomains(ctx context.Context, db DBTX, arg ReputationAuthDomainsParams) ([]ReputationAuthDomainsRow, error) {
+	rows, err := db.Query(ctx, reputationAuthDomains,
+		arg.ShareSince,
+		arg.DomainID,
+		arg.Since,
+		arg.Name,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReputationAuthDomainsRow
+	for rows.Next() {
+		var i ReputationAuthDomainsRow
+		if err := rows.Scan(&i.AuthDomain, &i.RecentMessages); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reputationDelisted = `-- name: ReputationDelisted :many
 UPDATE reputation_listings SET delisted_at = $1::timestamptz
 WHERE account_id = $2::uuid AND domain_id = $3::uuid AND zone = $4::text AND target = $5::text
@@ -169,7 +224,8 @@ func (q *Queries) ReputationDomainMessages(ctx context.Context, db DBTX, arg Rep
 const reputationDomainsToCheck = `-- name: ReputationDomainsToCheck :many
 SELECT d.id FROM domains d
 WHERE d.id > $1::uuid
-  AND EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= $2::date)
+  AND (EXISTS (SELECT 1 FROM dmarc_source_days s WHERE s.domain_id = d.id AND s.day >= $2::date)
+       OR EXISTS (SELECT 1 FROM reputation_pins p WHERE p.account_id = d.account_id AND p.domain_id = d.id))
 ORDER BY d.id
 LIMIT $3::int
 `
@@ -180,8 +236,8 @@ type ReputationDomainsToCheckParams struct {
 	MaxRows int32
 }
 
-// Domains with DMARC data since @since, after @after in id order, for the
-// periodic check.
+// Domains with DMARC data since @since or a pinned range, after @after in
+// id order, for the periodic check.
 func (q *Queries) ReputationDomainsToCheck(ctx context.Context, db DBTX, arg ReputationDomainsToCheckParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, reputationDomainsToCheck, arg.After, arg.Since, arg.MaxRows)
 	if err != nil {
@@ -195,6 +251,45 @@ func (q *Queries) ReputationDomainsToCheck(ctx context.Context, db DBTX, arg Rep
 			return nil, err
 		}
 		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const reputationIPMessages = `-- name: ReputationIPMessages :many
+SELECT source_ip, coalesce(sum(messages), 0)::bigint AS messages
+FROM dmarc_source_days
+WHERE domain_id = $1::uuid AND day >= $2::date AND source_ip = ANY ($3::text[])
+GROUP BY source_ip
+`
+
+type ReputationIPMessagesParams struct {
+	DomainID uuid.UUID
+	Since    time.Time
+	Ips      []string
+}
+
+type ReputationIPMessagesRow struct {
+	SourceIp string
+	Messages int64
+}
+
+// The messages of each of @ips (a domain's pinned addresses) since @since.
+func (q *Queries) ReputationIPMessages(ctx context.Context, db DBTX, arg ReputationIPMessagesParams) ([]ReputationIPMessagesRow, error) {
+	rows, err := db.Query(ctx, reputationIPMessages, arg.DomainID, arg.Since, arg.Ips)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReputationIPMessagesRow
+	for rows.Next() {
+		var i ReputationIPMessagesRow
+		if err := rows.Scan(&i.SourceIp, &i.Messages); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -279,6 +374,173 @@ func (q *Queries) ReputationListings(ctx context.Context, db DBTX, arg Reputatio
 	return items, nil
 }
 
+const reputationListingsEnd = `-- name: ReputationListingsEnd :exec
+UPDATE reputation_listings SET delisted_at = $1::timestamptz
+WHERE account_id = $2::uuid AND domain_id = $3::uuid AND target = ANY ($4::text[])
+  AND delisted_at IS NULL
+`
+
+type ReputationListingsEndParams struct {
+	At        time.Time
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	Targets   []string
+}
+
+// Ends the current listings of targets no longer watched, without an
+// event: the rows stay as history.
+func (q *Queries) ReputationListingsEnd(ctx context.Context, db DBTX, arg ReputationListingsEndParams) error {
+	_, err := db.Exec(ctx, reputationListingsEnd,
+		arg.At,
+		arg.AccountID,
+		arg.DomainID,
+		arg.Targets,
+	)
+	return err
+}
+
+const reputationPinAdd = `-- name: ReputationPinAdd :one
+INSERT INTO reputation_pins (account_id, domain_id, cidr, note)
+VALUES ($1::uuid, $2::uuid, $3::text, $4::text)
+RETURNING account_id, domain_id, cidr, note, created_at
+`
+
+type ReputationPinAddParams struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	Cidr      string
+	Note      string
+}
+
+func (q *Queries) ReputationPinAdd(ctx context.Context, db DBTX, arg ReputationPinAddParams) (ReputationPin, error) {
+	row := db.QueryRow(ctx, reputationPinAdd,
+		arg.AccountID,
+		arg.DomainID,
+		arg.Cidr,
+		arg.Note,
+	)
+	var i ReputationPin
+	err := row.Scan(
+		&i.AccountID,
+		&i.DomainID,
+		&i.Cidr,
+		&i.Note,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
+const reputationPinDelete = `-- name: ReputationPinDelete :execrows
+DELETE FROM reputation_pins
+WHERE account_id = $1::uuid AND domain_id = $2::uuid AND cidr = $3::text
+`
+
+type ReputationPinDeleteParams struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+	Cidr      string
+}
+
+func (q *Queries) ReputationPinDelete(ctx context.Context, db DBTX, arg ReputationPinDeleteParams) (int64, error) {
+	result, err := db.Exec(ctx, reputationPinDelete, arg.AccountID, arg.DomainID, arg.Cidr)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const reputationPins = `-- name: ReputationPins :many
+SELECT account_id, domain_id, cidr, note, created_at FROM reputation_pins
+WHERE account_id = $1::uuid AND domain_id = $2::uuid
+ORDER BY created_at, cidr
+`
+
+type ReputationPinsParams struct {
+	AccountID uuid.UUID
+	DomainID  uuid.UUID
+}
+
+func (q *Queries) ReputationPins(ctx context.Context, db DBTX, arg ReputationPinsParams) ([]ReputationPin, error) {
+	rows, err := db.Query(ctx, reputationPins, arg.AccountID, arg.DomainID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReputationPin
+	for rows.Next() {
+		var i ReputationPin
+		if err := rows.Scan(
+			&i.AccountID,
+			&i.DomainID,
+			&i.Cidr,
+			&i.Note,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const reputationSenderCandidates = `-- name: ReputationSenderCandidates :many
+SELECT s.source_ip, s.recent_messages, p.ptr
+FROM (
+    SELECT source_ip, coalesce(sum(messages) FILTER (WHERE day >= $1::date), 0)::bigint AS recent_messages
+    FROM dmarc_source_days
+    WHERE domain_id = $2::uuid AND day >= $3::date
+    GROUP BY source_ip
+    HAVING sum(compliant + forwarded) = 0
+) s
+JOIN source_ptrs p ON p.ip = s.source_ip AND p.ptr <> ''
+ORDER BY s.recent_messages DESC, s.source_ip
+LIMIT $4::int
+`
+
+type ReputationSenderCandidatesParams struct {
+	ShareSince time.Time
+	DomainID   uuid.UUID
+	Since      time.Time
+	MaxRows    int32
+}
+
+type ReputationSenderCandidatesRow struct {
+	SourceIp       string
+	RecentMessages int64
+	Ptr            string
+}
+
+// The source IPs whose mail since @since all failed DMARC and whose reverse
+// DNS name is cached, with their messages since @share_since, busiest
+// first: the caller keeps those the name makes known senders.
+func (q *Queries) ReputationSenderCandidates(ctx context.Context, db DBTX, arg ReputationSenderCandidatesParams) ([]ReputationSenderCandidatesRow, error) {
+	rows, err := db.Query(ctx, reputationSenderCandidates,
+		arg.ShareSince,
+		arg.DomainID,
+		arg.Since,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReputationSenderCandidatesRow
+	for rows.Next() {
+		var i ReputationSenderCandidatesRow
+		if err := rows.Scan(&i.SourceIp, &i.RecentMessages, &i.Ptr); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reputationSourceIPs = `-- name: ReputationSourceIPs :many
 SELECT source_ip,
        coalesce(sum(messages) FILTER (WHERE day >= $1::date), 0)::bigint AS recent_messages
@@ -329,32 +591,40 @@ func (q *Queries) ReputationSourceIPs(ctx context.Context, db DBTX, arg Reputati
 	return items, nil
 }
 
-const reputationTargetUpsert = `-- name: ReputationTargetUpsert :exec
-INSERT INTO reputation_targets (account_id, domain_id, target, kind, origin, messages, share)
-VALUES ($1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::bigint, $7::float8)
+const reputationTargetUpsertMany = `-- name: ReputationTargetUpsertMany :exec
+INSERT INTO reputation_targets AS t (account_id, domain_id, target, kind, origin, messages, share)
+SELECT $1::uuid, $2::uuid, r.target, r.kind, r.origin, r.messages, r.share
+FROM (
+    SELECT unnest($3::text[]) AS target, unnest($4::text[]) AS kind, unnest($5::text[]) AS origin,
+        unnest($6::bigint[]) AS messages, unnest($7::float8[]) AS share
+) r
 ON CONFLICT (account_id, domain_id, target) DO UPDATE SET
     kind = excluded.kind, origin = excluded.origin, messages = excluded.messages, share = excluded.share, updated_at = now()
+WHERE (t.kind, t.origin, t.messages, t.share) IS DISTINCT FROM (excluded.kind, excluded.origin, excluded.messages, excluded.share)
 `
 
-type ReputationTargetUpsertParams struct {
+type ReputationTargetUpsertManyParams struct {
 	AccountID uuid.UUID
 	DomainID  uuid.UUID
-	Target    string
-	Kind      string
-	Origin    string
-	Messages  int64
-	Share     float64
+	Targets   []string
+	Kinds     []string
+	Origins   []string
+	Messages  []int64
+	Shares    []float64
 }
 
-func (q *Queries) ReputationTargetUpsert(ctx context.Context, db DBTX, arg ReputationTargetUpsertParams) error {
-	_, err := db.Exec(ctx, reputationTargetUpsert,
+// Stores a watch set: one row per target, in the order given (the caller
+// holds the domain's watch lock). A row whose values did not change is
+// left as it is.
+func (q *Queries) ReputationTargetUpsertMany(ctx context.Context, db DBTX, arg ReputationTargetUpsertManyParams) error {
+	_, err := db.Exec(ctx, reputationTargetUpsertMany,
 		arg.AccountID,
 		arg.DomainID,
-		arg.Target,
-		arg.Kind,
-		arg.Origin,
+		arg.Targets,
+		arg.Kinds,
+		arg.Origins,
 		arg.Messages,
-		arg.Share,
+		arg.Shares,
 	)
 	return err
 }
@@ -422,10 +692,11 @@ func (q *Queries) ReputationTargetsChecked(ctx context.Context, db DBTX, arg Rep
 	return err
 }
 
-const reputationTargetsPrune = `-- name: ReputationTargetsPrune :exec
+const reputationTargetsPrune = `-- name: ReputationTargetsPrune :many
 DELETE FROM reputation_targets
-WHERE account_id = $1::uuid AND domain_id = $2::uuid AND origin <> 'pinned'
+WHERE account_id = $1::uuid AND domain_id = $2::uuid
   AND NOT (target = ANY ($3::text[]))
+RETURNING target, origin
 `
 
 type ReputationTargetsPruneParams struct {
@@ -434,8 +705,40 @@ type ReputationTargetsPruneParams struct {
 	Keep      []string
 }
 
-// Drops the computed targets no longer in the watch set; pins stay.
-func (q *Queries) ReputationTargetsPrune(ctx context.Context, db DBTX, arg ReputationTargetsPruneParams) error {
-	_, err := db.Exec(ctx, reputationTargetsPrune, arg.AccountID, arg.DomainID, arg.Keep)
+type ReputationTargetsPruneRow struct {
+	Target string
+	Origin string
+}
+
+// Drops the targets no longer in the watch set (pins included: the watch
+// set holds the addresses of the current pins) and returns them.
+func (q *Queries) ReputationTargetsPrune(ctx context.Context, db DBTX, arg ReputationTargetsPruneParams) ([]ReputationTargetsPruneRow, error) {
+	rows, err := db.Query(ctx, reputationTargetsPrune, arg.AccountID, arg.DomainID, arg.Keep)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReputationTargetsPruneRow
+	for rows.Next() {
+		var i ReputationTargetsPruneRow
+		if err := rows.Scan(&i.Target, &i.Origin); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const reputationWatchLock = `-- name: ReputationWatchLock :exec
+SELECT pg_advisory_xact_lock(hashtextextended($1::text, 44))
+`
+
+// Serialises the writers of a domain's watch set (a check's refresh, a pin
+// added or removed) until the end of the transaction.
+func (q *Queries) ReputationWatchLock(ctx context.Context, db DBTX, lockKey string) error {
+	_, err := db.Exec(ctx, reputationWatchLock, lockKey)
 	return err
 }

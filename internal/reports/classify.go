@@ -282,6 +282,17 @@ func identify(ip string, ptrs map[string]string) Identity {
 	return id
 }
 
+// KnownSender returns the sending service a source IP's reverse DNS name
+// (PTR) names: the sender map's entry for the name's base domain. A source
+// whose PTR names one is a known sender (category non_compliant when its
+// mail fails DMARC); ok is false for an unknown source or an empty PTR.
+func KnownSender(ptr string) (sender sendermap.Sender, ok bool) {
+	if id := identify("", map[string]string{"": ptr}); id.Sender != nil {
+		return *id.Sender, true
+	}
+	return sendermap.Sender{}, false
+}
+
 // resolvePTRs returns the reverse DNS names of ips: cached ones from
 // source_ptrs (fresher than ptrTTL), the rest looked up through the
 // resolver with bounded concurrency and cached. An IP without a PTR or

@@ -6,15 +6,39 @@
 //
 // # What is watched
 //
-// Per domain (RefreshWatchSet), from its stored DMARC aggregate data: the
-// source IPs of its compliant or forwarded mail over the last 14 days
-// (WatchWindow), busiest first and at most MaxWatchedIPs, each with the
-// share of the domain's last 7 days of mail it carried (ShareWindow; the
-// denominator is all the domain's reported mail, failing mail included);
-// and the domain name itself, for the domain lists. IPs that only sent
-// failing mail are spoofers or misconfigured sources, not the domain's
-// senders, and are not watched. Targets with origin "pinned" are kept
-// across refreshes; no adapter creates them yet.
+// Per domain (RefreshWatchSet, in one transaction holding the domain's
+// watch lock, which AddPin and DeletePin take too), from its stored DMARC
+// aggregate data over the last 14 days (WatchWindow):
+//
+//   - the source IPs of its compliant or forwarded mail (origin "report");
+//   - its known senders' IPs whose mail all failed DMARC (origin "sender"):
+//     a source whose cached reverse DNS name names a service of the sender
+//     map (reports.KnownSender, the reports' rule; category non_compliant).
+//     Other IPs that only sent failing mail are spoofers or misconfigured
+//     sources, not the domain's senders, and are not watched. Report and
+//     sender IPs together are at most MaxWatchedIPs, busiest first;
+//   - the addresses of the ranges pinned on the domain (origin "pinned"),
+//     whether or not the reports name them; a pinned source counts once;
+//   - the domain name itself, for the domain lists (origin "domain");
+//   - the return-path and DKIM signing domains of its reports, for the
+//     domain lists (origin "auth_domain"), read from the daily counters the
+//     report parse keeps (dmarc_auth_domain_days), at most MaxAuthDomains,
+//     busiest first, the domain itself left out.
+//
+// Each target has the share of the domain's last 7 days of mail it carried
+// (ShareWindow; the denominator is all the domain's reported mail, failing
+// mail included).
+//
+// # Pins
+//
+// A pin is at most MaxPinAddresses addresses (IPv4 /24 or longer, IPv6
+// /120 or longer); a domain has at most MaxPins pins and
+// MaxPinnedAddresses pinned addresses, none overlapping. Removing a pin
+// drops its addresses unless the reports make them sources, and ends their
+// current listings quietly: delisted_at is set without blocklist_delisted
+// (the user stopped watching, nothing was delisted), the rows stay as
+// history. Targets the reports stop naming are dropped too, their listing
+// rows left as they are.
 //
 // # Shared lookups
 //

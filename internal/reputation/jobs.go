@@ -37,7 +37,7 @@ func (CheckArgs) InsertOpts() river.InsertOpts {
 		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: queues.ActiveStates}}
 }
 
-// ScheduleArgs queues a CheckArgs per domain with DMARC data.
+// ScheduleArgs queues a CheckArgs per domain with DMARC data or a pin.
 type ScheduleArgs struct{}
 
 // Kind implements river.JobArgs.
@@ -49,7 +49,7 @@ func (ScheduleArgs) InsertOpts() river.InsertOpts {
 }
 
 // Schedule queues a check of every domain with DMARC data in the watch
-// window.
+// window or a pinned range.
 func Schedule(ctx context.Context, db dbutil.Executor, client *river.Client[pgx.Tx], now time.Time) error {
 	q := dbsqlc.New()
 	after := uuid.Nil

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sort"
 	"sync"
 	"time"
@@ -45,9 +44,11 @@ const (
 	KindIP     = "ip"
 	KindDomain = "domain"
 
-	OriginReport = "report"
-	OriginPinned = "pinned"
-	OriginDomain = "domain"
+	OriginReport     = "report"
+	OriginPinned     = "pinned"
+	OriginDomain     = "domain"
+	OriginSender     = "sender"
+	OriginAuthDomain = "auth_domain"
 )
 
 // ErrDomainNotFound is returned for a domain that does not exist (or not in
@@ -152,6 +153,9 @@ func (c *Checker) Check(ctx context.Context, db dbutil.Executor, domainID uuid.U
 		return out, fmt.Errorf("beginning reputation transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	if results, err = stillWatched(ctx, tx, dom, results); err != nil {
+		return out, err
+	}
 	if err := c.record(ctx, tx, dom, results, now, &out); err != nil {
 		return out, err
 	}
@@ -260,6 +264,32 @@ func (c *Checker) record(ctx context.Context, tx pgx.Tx, dom dbsqlc.ReputationDo
 		return fmt.Errorf("marking targets checked: %w", err)
 	}
 	return nil
+}
+
+// stillWatched takes the domain's watch lock in tx and keeps the results
+// whose target is still watched: a pin removed while the lists were asked
+// took its addresses, and their listings, away; recording one would bring a
+// listing back for an address nobody watches.
+func stillWatched(ctx context.Context, tx pgx.Tx, dom dbsqlc.ReputationDomainRow, results []decided) ([]decided, error) {
+	q := dbsqlc.New()
+	if err := q.ReputationWatchLock(ctx, tx, dom.ID.String()); err != nil {
+		return nil, fmt.Errorf("locking the watch set of %s: %w", dom.Name, err)
+	}
+	targets, err := q.ReputationTargets(ctx, tx, dbsqlc.ReputationTargetsParams{AccountID: dom.AccountID, DomainID: dom.ID})
+	if err != nil {
+		return nil, fmt.Errorf("reading targets of %s: %w", dom.Name, err)
+	}
+	watched := make(map[string]bool, len(targets))
+	for _, t := range targets {
+		watched[t.Target] = true
+	}
+	kept := results[:0]
+	for _, r := range results {
+		if watched[r.target.Target] {
+			kept = append(kept, r)
+		}
+	}
+	return kept, nil
 }
 
 // transitionEvent is the event of a transition; share is the domain's
@@ -505,60 +535,6 @@ func sumListedShare(lists []blocklist.List, listings []dbsqlc.ReputationListing,
 	return min(share, 1)
 }
 
-// RefreshWatchSet computes the domain's watch set from its DMARC data and
-// stores it: the source IPs of its compliant or forwarded mail over
-// WatchWindow (at most MaxWatchedIPs, busiest first) with their share of
-// the mail over ShareWindow, and the domain name itself for domain lists.
-// Targets no longer in the set are dropped, except pinned ones.
-func RefreshWatchSet(ctx context.Context, db dbutil.Executor, account, domain uuid.UUID, name string, now time.Time) error {
-	q := dbsqlc.New()
-	day := now.UTC().Truncate(24 * time.Hour)
-	since, shareSince := day.Add(-WatchWindow), day.Add(-ShareWindow)
-	ips, err := q.ReputationSourceIPs(ctx, db, dbsqlc.ReputationSourceIPsParams{ShareSince: shareSince, DomainID: domain,
-		Since: since, MaxIps: MaxWatchedIPs})
-	if err != nil {
-		return fmt.Errorf("reading source IPs of %s: %w", name, err)
-	}
-	total, err := q.ReputationDomainMessages(ctx, db, dbsqlc.ReputationDomainMessagesParams{DomainID: domain, Since: shareSince})
-	if err != nil {
-		return fmt.Errorf("reading the mail volume of %s: %w", name, err)
-	}
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("beginning watch set of %s: %w", name, err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	keep := []string{name}
-	if err := q.ReputationTargetUpsert(ctx, tx, dbsqlc.ReputationTargetUpsertParams{AccountID: account, DomainID: domain,
-		Target: name, Kind: KindDomain, Origin: OriginDomain}); err != nil {
-		return fmt.Errorf("storing watch set of %s: %w", name, err)
-	}
-	for _, ip := range ips {
-		addr, err := netip.ParseAddr(ip.SourceIp)
-		if err != nil {
-			continue // stored reports hold what reporters sent; skip what is not an address
-		}
-		share := 0.0
-		if total > 0 {
-			share = float64(ip.RecentMessages) / float64(total)
-		}
-		target := addr.Unmap().String()
-		keep = append(keep, target)
-		if err := q.ReputationTargetUpsert(ctx, tx, dbsqlc.ReputationTargetUpsertParams{AccountID: account, DomainID: domain,
-			Target: target, Kind: KindIP, Origin: OriginReport, Messages: ip.RecentMessages, Share: share}); err != nil {
-			return fmt.Errorf("storing watch set of %s: %w", name, err)
-		}
-	}
-	if err := q.ReputationTargetsPrune(ctx, tx, dbsqlc.ReputationTargetsPruneParams{AccountID: account, DomainID: domain,
-		Keep: keep}); err != nil {
-		return fmt.Errorf("pruning watch set of %s: %w", name, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("committing watch set of %s: %w", name, err)
-	}
-	return nil
-}
-
 // Listing is a current listing of a watched target.
 type Listing struct {
 	Zone          string    `json:"zone"`
@@ -585,6 +561,8 @@ type Watched struct {
 type Status struct {
 	Targets     []Watched `json:"targets"`
 	ListedShare float64   `json:"listed_share"`
+	// Pins are the IP ranges pinned on the domain, oldest first.
+	Pins []Pin `json:"pins"`
 }
 
 // Read returns the domain's watched targets and their current listings,
@@ -615,7 +593,11 @@ func Read(ctx context.Context, db dbsqlc.DBTX, lists []blocklist.List, account, 
 		byTarget[li.Target] = append(byTarget[li.Target], Listing{Zone: li.Zone, List: l.Name, Codes: nonNil(codes),
 			Reason: li.Reason, ListedAt: li.ListedAt.UTC(), Informational: isInformational(l, codes), DelistURL: l.DelistURL})
 	}
-	st := Status{Targets: make([]Watched, 0, len(targets)), ListedShare: sumListedShare(lists, listings, targets)}
+	pins, err := Pins(ctx, db, account, domain)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Targets: make([]Watched, 0, len(targets)), ListedShare: sumListedShare(lists, listings, targets), Pins: pins}
 	for _, t := range targets {
 		ls := byTarget[t.Target]
 		if ls == nil {

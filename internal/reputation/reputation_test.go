@@ -49,7 +49,13 @@ const (
 
 func newChecker(t *testing.T) (*Checker, *dnstest.Server) {
 	t.Helper()
-	srv := dnstest.Start(t, TestZone)
+	return newCheckerZone(t, TestZone)
+}
+
+// newCheckerZone is newChecker serving zone.
+func newCheckerZone(t *testing.T, zone string) (*Checker, *dnstest.Server) {
+	t.Helper()
+	srv := dnstest.Start(t, zone)
 	srv.ServFail(failName)
 	lists, err := blocklist.ParseZones(TestZones)
 	require.NoError(t, err)
