@@ -52,3 +52,18 @@ WHERE id = @id::uuid AND receiver_id = @receiver_id::uuid AND account_id = @acco
 
 -- name: MessageCountSince :one
 SELECT count(*) FROM receiver_messages WHERE account_id = @account_id::uuid AND received_at > @since::timestamptz;
+
+-- name: MessageListForMatch :many
+-- A matching wait's next messages: those after each receiver's cursor
+-- (@receiver_ids[i] after @after_seqs[i]), in arrival order per receiver.
+-- The bodies are cut to @body_chars characters (0 when no filter reads
+-- them); the answer reads its matches whole with MessageGet.
+SELECT m.id, m.receiver_id, m.account_id, m.seq, m.channel, m.sender, m.subject,
+       left(m.text_body, @body_chars::integer)::text AS text_body,
+       left(m.html_body, @body_chars::integer)::text AS html_body,
+       m.parsed, m.size_bytes, m.received_at
+FROM (SELECT unnest(@receiver_ids::uuid[]) AS receiver_id, unnest(@after_seqs::bigint[]) AS after_seq) c
+JOIN receiver_messages m ON m.receiver_id = c.receiver_id AND m.seq > c.after_seq
+WHERE m.account_id = @account_id::uuid
+ORDER BY m.receiver_id, m.seq
+LIMIT @max::integer;

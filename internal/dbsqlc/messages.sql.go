@@ -306,6 +306,84 @@ func (q *Queries) MessageListDesc(ctx context.Context, db DBTX, arg MessageListD
 	return items, nil
 }
 
+const messageListForMatch = `-- name: MessageListForMatch :many
+SELECT m.id, m.receiver_id, m.account_id, m.seq, m.channel, m.sender, m.subject,
+       left(m.text_body, $1::integer)::text AS text_body,
+       left(m.html_body, $1::integer)::text AS html_body,
+       m.parsed, m.size_bytes, m.received_at
+FROM (SELECT unnest($2::uuid[]) AS receiver_id, unnest($3::bigint[]) AS after_seq) c
+JOIN receiver_messages m ON m.receiver_id = c.receiver_id AND m.seq > c.after_seq
+WHERE m.account_id = $4::uuid
+ORDER BY m.receiver_id, m.seq
+LIMIT $5::integer
+`
+
+type MessageListForMatchParams struct {
+	BodyChars   int32
+	ReceiverIds []uuid.UUID
+	AfterSeqs   []int64
+	AccountID   uuid.UUID
+	Max         int32
+}
+
+type MessageListForMatchRow struct {
+	ID         uuid.UUID
+	ReceiverID uuid.UUID
+	AccountID  uuid.UUID
+	Seq        int64
+	Channel    string
+	Sender     string
+	Subject    string
+	TextBody   string
+	HtmlBody   string
+	Parsed     json.RawMessage
+	SizeBytes  int32
+	ReceivedAt time.Time
+}
+
+// A matching wait's next messages: those after each receiver's cursor
+// (@receiver_ids[i] after @after_seqs[i]), in arrival order per receiver.
+// The bodies are cut to @body_chars characters (0 when no filter reads
+// them); the answer reads its matches whole with MessageGet.
+func (q *Queries) MessageListForMatch(ctx context.Context, db DBTX, arg MessageListForMatchParams) ([]MessageListForMatchRow, error) {
+	rows, err := db.Query(ctx, messageListForMatch,
+		arg.BodyChars,
+		arg.ReceiverIds,
+		arg.AfterSeqs,
+		arg.AccountID,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageListForMatchRow
+	for rows.Next() {
+		var i MessageListForMatchRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ReceiverID,
+			&i.AccountID,
+			&i.Seq,
+			&i.Channel,
+			&i.Sender,
+			&i.Subject,
+			&i.TextBody,
+			&i.HtmlBody,
+			&i.Parsed,
+			&i.SizeBytes,
+			&i.ReceivedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageNextForWait = `-- name: MessageNextForWait :one
 SELECT r.expires_at, m.id, m.receiver_id, m.account_id, m.seq, m.channel, m.sender, m.subject, m.text_body,
        m.html_body, m.parsed, m.size_bytes, m.received_at

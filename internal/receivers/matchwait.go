@@ -1,0 +1,280 @@
+package receivers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mailwatch/mailwatch/internal/dbsqlc"
+	"github.com/mailwatch/mailwatch/internal/dbutil"
+)
+
+// ErrNoLabelledReceiver: a label-wide wait found no live receiver of the
+// account with the label.
+var ErrNoLabelledReceiver = errors.New("no live receiver has this label")
+
+// matchBatch is how many messages one read of a matching wait takes.
+const matchBatch = 100
+
+// MatchRequest is a matching long poll: on one receiver (ReceiverID), or
+// on every live receiver of the account with a label (Label set; the set is
+// taken when the wait starts).
+type MatchRequest struct {
+	AccountID  uuid.UUID
+	ReceiverID uuid.UUID
+	Label      *string
+	// After (one receiver only) is the last message seen, as in
+	// WaitRequest; it replaces Match.Since's default.
+	After   *uuid.UUID
+	Match   Match
+	Timeout time.Duration
+	Now     func() time.Time
+}
+
+// watched is one receiver of a matching wait and how far it was read.
+type watched struct {
+	id        uuid.UUID
+	afterSeq  int64
+	expiresAt time.Time
+}
+
+// WaitMatching returns the first Match.Count messages (oldest first) that
+// pass Match's filters, at once when they are stored already, otherwise as
+// soon as the last of them arrives; nil when they are not all there within
+// req.Timeout. Without Match.Since and req.After, only messages that arrive
+// after the wait started count. Filters are applied in memory each time the
+// hub wakes the wait; every message is read once, and no database
+// connection is held while it waits. It fails with a *FilterError for a
+// filter out of bounds; for one receiver as Wait; for a label with
+// ErrNoLabelledReceiver, or, when every receiver of the label expired or was
+// deleted during the wait, with the error of the last one (as Get).
+func WaitMatching(ctx context.Context, db dbsqlc.DBTX, hub *Hub, req MatchRequest) ([]Message, error) {
+	if err := req.Match.Validate(); err != nil {
+		return nil, err
+	}
+	ids, err := waitReceiverIDs(ctx, db, req)
+	if err != nil {
+		return nil, err
+	}
+	w, err := hub.Register(ids...)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	deadline := time.NewTimer(req.Timeout)
+	defer deadline.Stop()
+	set, err := startWatching(ctx, db, req, ids)
+	if err != nil {
+		return nil, err
+	}
+	expiry := time.NewTimer(time.Hour)
+	defer expiry.Stop()
+	var found []Message
+	for {
+		var done bool
+		if set, found, done, err = scanMatches(ctx, db, req, set, found); err != nil || done {
+			return found, err
+		}
+		expiry.Reset(time.Until(earliestExpiry(set)) + time.Millisecond)
+		select {
+		case <-w.C:
+		case <-expiry.C: // the next scan sees it expired
+		case <-deadline.C:
+			return nil, nil
+		case <-hub.Done():
+			return nil, ErrHubClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// waitReceiverIDs lists the receivers a wait watches.
+func waitReceiverIDs(ctx context.Context, db dbsqlc.DBTX, req MatchRequest) ([]uuid.UUID, error) {
+	if req.Label == nil {
+		return []uuid.UUID{req.ReceiverID}, nil
+	}
+	if req.After != nil {
+		return nil, &FilterError{"after", "names a message of one receiver: it cannot be given with label"}
+	}
+	rows, err := dbsqlc.New().ReceiverListLiveByLabel(ctx, db, dbsqlc.ReceiverListLiveByLabelParams{
+		AccountID: req.AccountID, Label: *req.Label, Now: req.Now(), Max: MaxLabelReceivers + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing receivers by label: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, ErrNoLabelledReceiver
+	}
+	if len(rows) > MaxLabelReceivers {
+		return nil, &FilterError{"label", fmt.Sprintf("is carried by more than %d live receivers; a wait watches at most %d", MaxLabelReceivers, MaxLabelReceivers)}
+	}
+	ids := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	return ids, nil
+}
+
+// startWatching reads where each receiver's wait starts, after the waiter
+// registered: after req.After, at the start when Match.Since is set, and
+// otherwise after the last message stored now.
+func startWatching(ctx context.Context, db dbsqlc.DBTX, req MatchRequest, ids []uuid.UUID) ([]watched, error) {
+	set := make([]watched, 0, len(ids))
+	for _, id := range ids {
+		r, err := Get(ctx, db, req.AccountID, id, req.Now())
+		if err != nil {
+			if req.Label != nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrExpired)) {
+				continue // gone since it was listed
+			}
+			return nil, err
+		}
+		w := watched{id: r.ID, afterSeq: r.LastSeq, expiresAt: r.ExpiresAt}
+		switch {
+		case req.After != nil:
+			if w.afterSeq, err = MessageSeq(ctx, db, r.ID, *req.After); err != nil {
+				return nil, err
+			}
+		case req.Match.Since != nil:
+			w.afterSeq = 0
+		}
+		set = append(set, w)
+	}
+	if len(set) == 0 {
+		return nil, ErrNoLabelledReceiver
+	}
+	return set, nil
+}
+
+// scanMatches re-checks the watched receivers (dropping, for a label, those
+// gone), reads their new messages and adds the matches to found. done is
+// true when found holds the answer (the first Match.Count, read whole).
+func scanMatches(ctx context.Context, db dbsqlc.DBTX, req MatchRequest, set []watched, found []Message) (_ []watched, _ []Message, done bool, _ error) {
+	set, err := recheck(ctx, db, req, set)
+	if err != nil {
+		return set, nil, false, err
+	}
+	q := dbsqlc.New()
+	bodyChars := int32(0)
+	if req.Match.needsBody() {
+		bodyChars = BodyExaminedBytes
+	}
+	for {
+		p := dbsqlc.MessageListForMatchParams{AccountID: req.AccountID, BodyChars: bodyChars, Max: matchBatch}
+		for _, w := range set {
+			p.ReceiverIds, p.AfterSeqs = append(p.ReceiverIds, w.id), append(p.AfterSeqs, w.afterSeq)
+		}
+		rows, err := q.MessageListForMatch(ctx, db, p)
+		if err != nil {
+			return set, nil, false, fmt.Errorf("reading messages to match: %w", err)
+		}
+		for _, row := range rows {
+			m, err := messageFromRow(dbsqlc.MessageGetRow(row))
+			if err != nil {
+				return set, nil, false, err
+			}
+			advance(set, m.ReceiverID, m.Seq)
+			if req.Match.Matches(m) {
+				found = append(found, *m)
+			}
+		}
+		if len(found) >= req.Match.want() || len(rows) < matchBatch {
+			break
+		}
+	}
+	for len(found) >= req.Match.want() {
+		answer, vanished, err := readWhole(ctx, db, found, req.Match.want())
+		if err != nil || vanished == nil {
+			return set, answer, err == nil, err
+		}
+		// Deleted since it was matched: it no longer counts.
+		found = slices.DeleteFunc(found, func(m Message) bool { return m.ID == *vanished })
+	}
+	return set, found, false, nil
+}
+
+// recheck drops the receivers that expired or were deleted; for one
+// receiver, or when none is left, it fails as Get.
+func recheck(ctx context.Context, db dbsqlc.DBTX, req MatchRequest, set []watched) ([]watched, error) {
+	ids := make([]uuid.UUID, len(set))
+	for i, w := range set {
+		ids[i] = w.id
+	}
+	rows, err := dbsqlc.New().ReceiverListForWait(ctx, db, dbsqlc.ReceiverListForWaitParams{AccountID: req.AccountID, Ids: ids})
+	if err != nil {
+		return set, fmt.Errorf("reading receivers: %w", err)
+	}
+	now := req.Now()
+	var last error = ErrNotFound
+	kept := set[:0]
+	for _, w := range set {
+		i := slices.IndexFunc(rows, func(r dbsqlc.ReceiverListForWaitRow) bool { return r.ID == w.id })
+		switch {
+		case i < 0:
+			last = ErrNotFound
+		case !now.Before(rows[i].ExpiresAt):
+			last = &GoneError{ExpiresAt: rows[i].ExpiresAt}
+		default:
+			kept = append(kept, w)
+			continue
+		}
+		if req.Label == nil {
+			return nil, last
+		}
+	}
+	if len(kept) == 0 {
+		return nil, last
+	}
+	return kept, nil
+}
+
+func advance(set []watched, id uuid.UUID, seq int64) {
+	for i := range set {
+		if set[i].id == id && seq > set[i].afterSeq {
+			set[i].afterSeq = seq
+		}
+	}
+}
+
+func earliestExpiry(set []watched) time.Time {
+	t := set[0].expiresAt
+	for _, w := range set[1:] {
+		if w.expiresAt.Before(t) {
+			t = w.expiresAt
+		}
+	}
+	return t
+}
+
+// readWhole returns the first n of found (oldest first), read again whole:
+// matching read the bodies cut short, or not at all. vanished names one
+// that was deleted meanwhile (and out is then nil).
+func readWhole(ctx context.Context, db dbsqlc.DBTX, found []Message, n int) (out []Message, vanished *uuid.UUID, _ error) {
+	slices.SortStableFunc(found, func(a, b Message) int {
+		if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
+			return c
+		}
+		return int(a.Seq - b.Seq)
+	})
+	out = make([]Message, n)
+	q := dbsqlc.New()
+	for i, m := range found[:n] {
+		row, err := q.MessageGet(ctx, db, dbsqlc.MessageGetParams{ID: m.ID, ReceiverID: m.ReceiverID, AccountID: m.AccountID})
+		if dbutil.IsNotFound(err) {
+			return nil, &m.ID, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading a matched message: %w", err)
+		}
+		whole, err := messageFromRow(row)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[i] = *whole
+	}
+	return out, nil, nil
+}
