@@ -56,7 +56,16 @@ func WaitMatching(ctx context.Context, db dbsqlc.DBTX, hub *Hub, req MatchReques
 	if err := req.Match.Validate(); err != nil {
 		return nil, err
 	}
+	deadline := time.NewTimer(req.Timeout)
+	defer deadline.Stop()
 	ids, err := waitReceiverIDs(ctx, db, req)
+	if err != nil {
+		return nil, err
+	}
+	// Where each receiver stands is read before registering: a message
+	// stored after that read has a greater seq (seq order is commit order),
+	// so the first scan, made once registered, finds it if no wake-up does.
+	set, err := startWatching(ctx, db, req, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -65,12 +74,6 @@ func WaitMatching(ctx context.Context, db dbsqlc.DBTX, hub *Hub, req MatchReques
 		return nil, err
 	}
 	defer w.Close()
-	deadline := time.NewTimer(req.Timeout)
-	defer deadline.Stop()
-	set, err := startWatching(ctx, db, req, ids)
-	if err != nil {
-		return nil, err
-	}
 	expiry := time.NewTimer(time.Hour)
 	defer expiry.Stop()
 	var found []Message
@@ -120,8 +123,7 @@ func waitReceiverIDs(ctx context.Context, db dbsqlc.DBTX, req MatchRequest) ([]u
 	return ids, nil
 }
 
-// startWatching reads where each receiver's wait starts, after the waiter
-// registered: after req.After, at the start when Match.Since is set, and
+// startWatching reads where each receiver's wait starts: after req.After, at the start when Match.Since is set, and
 // otherwise after the last message stored now.
 func startWatching(ctx context.Context, db dbsqlc.DBTX, req MatchRequest, ids []uuid.UUID) ([]watched, error) {
 	set := make([]watched, 0, len(ids))
@@ -219,6 +221,7 @@ func recheck(ctx context.Context, db dbsqlc.DBTX, req MatchRequest, set []watche
 		case !now.Before(rows[i].ExpiresAt):
 			last = &GoneError{ExpiresAt: rows[i].ExpiresAt}
 		default:
+			w.expiresAt = rows[i].ExpiresAt // it may have changed
 			kept = append(kept, w)
 			continue
 		}
