@@ -222,3 +222,40 @@ func TestReceiverWaitMatching(t *testing.T) {
 		require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "label is required: %s", resp.Body)
 	})
 }
+
+// TestReceiverWaitFiltersDocumented: both waits declare the filters with
+// internal/receivers' bounds (the validate tags repeat the numbers; this
+// holds them to the package's).
+func TestReceiverWaitFiltersDocumented(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	resp := b.do(t, "GET", "/openapi.json", "", nil)
+	require.Equal(t, http.StatusOK, resp.Status)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Name   string         `json:"name"`
+				In     string         `json:"in"`
+				Schema map[string]any `json:"schema"`
+			} `json:"parameters"`
+		} `json:"paths"`
+	}
+	resp.JSON(t, &doc)
+	for _, path := range []string{"/api/accounts/me/receivers/{id}/wait", "/api/accounts/me/receivers/wait"} {
+		schemas := map[string]map[string]any{}
+		for _, p := range doc.Paths[path]["get"].Parameters {
+			if p.In == "query" {
+				schemas[p.Name] = p.Schema
+			}
+		}
+		for _, name := range []string{"from", "to", "subject_contains", "body_contains"} {
+			require.EqualValues(t, receivers.MaxFilterChars, schemas[name]["maxLength"], "%s %s", path, name)
+		}
+		require.Equal(t, "array", schemas["header"]["type"], path)
+		require.EqualValues(t, receivers.MaxHeaderFilters, schemas["header"]["maxItems"], path)
+		require.EqualValues(t, receivers.MaxHeaderFilterChars, schemas["header"]["items"].(map[string]any)["maxLength"], path)
+		require.EqualValues(t, receivers.MaxCount, schemas["count"]["maximum"], path)
+		require.EqualValues(t, 1, schemas["count"]["minimum"], path)
+		require.Equal(t, "date-time", schemas["since"]["format"], path)
+	}
+}
