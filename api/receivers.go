@@ -262,9 +262,11 @@ func (s *Server) receiverRoutes() {
 			"message (with `count`, all of them in `messages`), 204 when they do not all arrive within `timeout` seconds, " +
 			"404 when no live receiver has the label; a receiver that expires or is deleted during the wait stops being " +
 			"watched, and when none is left the wait answers 410 (expired) or 404 (deleted).",
-		Errors:  []int{404, 410},
-		Timeout: func(req *LabelWaitRequest) time.Duration { return time.Duration(timeoutOr(req.Timeout))*time.Second + waitMargin },
-		Call:    s.waitReceivers,
+		Errors: []int{404, 410},
+		Timeout: func(req *LabelWaitRequest) time.Duration {
+			return time.Duration(timeoutOr(req.Timeout))*time.Second + waitMargin
+		},
+		Call: s.waitReceivers,
 	})
 	s.ops.GetReceiver = Handle(s.router, Endpoint[ReceiverPath, Receiver]{
 		Method: "GET", Path: base + "/{id}", OperationID: "getReceiver", Tag: "receivers",
@@ -317,9 +319,11 @@ func (s *Server) receiverRoutes() {
 			"answer is the oldest message that passes every filter given (with `count`, the first `count` of them, all in " +
 			"`messages`, answered once the last arrives), and without `since` or `after` only messages that arrive after " +
 			"the request count. Filters are checked in memory on each arrival; a value out of bounds is 422.",
-		Errors:  []int{404, 410},
-		Timeout: func(req *WaitRequest) time.Duration { return time.Duration(timeoutOr(req.Timeout))*time.Second + waitMargin },
-		Call:    s.waitReceiver,
+		Errors: []int{404, 410},
+		Timeout: func(req *WaitRequest) time.Duration {
+			return time.Duration(timeoutOr(req.Timeout))*time.Second + waitMargin
+		},
+		Call: s.waitReceiver,
 	})
 }
 
