@@ -310,7 +310,8 @@ const messageListForMatch = `-- name: MessageListForMatch :many
 SELECT m.id, m.receiver_id, m.account_id, m.seq, m.channel, m.sender, m.subject,
        left(m.text_body, $1::integer)::text AS text_body,
        left(m.html_body, $1::integer)::text AS html_body,
-       m.parsed, m.size_bytes, m.received_at
+       m.parsed, m.size_bytes, m.received_at,
+       (char_length(m.text_body) > $1::integer OR char_length(m.html_body) > $1::integer)::boolean AS cut
 FROM (SELECT unnest($2::uuid[]) AS receiver_id, unnest($3::bigint[]) AS after_seq) c
 JOIN receiver_messages m ON m.receiver_id = c.receiver_id AND m.seq > c.after_seq
 WHERE m.account_id = $4::uuid
@@ -339,12 +340,13 @@ type MessageListForMatchRow struct {
 	Parsed     json.RawMessage
 	SizeBytes  int32
 	ReceivedAt time.Time
+	Cut        bool
 }
 
 // A matching wait's next messages: those after each receiver's cursor
 // (@receiver_ids[i] after @after_seqs[i]), in arrival order per receiver.
-// The bodies are cut to @body_chars characters (0 when no filter reads
-// them); the answer reads its matches whole with MessageGet.
+// The bodies are cut to @body_chars characters; the answer reads the
+// matches that were cut whole with MessageGet.
 func (q *Queries) MessageListForMatch(ctx context.Context, db DBTX, arg MessageListForMatchParams) ([]MessageListForMatchRow, error) {
 	rows, err := db.Query(ctx, messageListForMatch,
 		arg.BodyChars,
@@ -373,6 +375,7 @@ func (q *Queries) MessageListForMatch(ctx context.Context, db DBTX, arg MessageL
 			&i.Parsed,
 			&i.SizeBytes,
 			&i.ReceivedAt,
+			&i.Cut,
 		); err != nil {
 			return nil, err
 		}

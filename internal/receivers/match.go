@@ -123,9 +123,6 @@ func (m *Match) Validate() error {
 // want is the number of matching messages the wait collects.
 func (m *Match) want() int { return max(m.Count, 1) }
 
-// needsBody says whether matching reads the message bodies.
-func (m *Match) needsBody() bool { return m.BodyContains != "" }
-
 // Matches says whether msg passes every filter of m.
 func (m *Match) Matches(msg *Message) bool {
 	if m.Since != nil && msg.ReceivedAt.Before(*m.Since) {

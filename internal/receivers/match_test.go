@@ -227,8 +227,24 @@ func TestWaitMatchingCommitted(t *testing.T) {
 	require.Equal(t, "body", strings.TrimSpace(res.msgs[0].TextBody), "the answer is read whole")
 	require.Zero(t, hub.Len())
 
+	// A look-back (since) finds a message stored before the wait; its body,
+	// longer than what matching reads, is answered whole.
+	big := strings.Repeat("a", receivers.BodyExaminedBytes+100) + " tail"
+	before := time.Now().Add(-time.Minute)
+	_, err := store.DeliverEmail(ctx, receivers.EmailDelivery{
+		Raw: []byte("From: a@example.com\r\nSubject: big one\r\n\r\n" + big + "\r\n"), Recipients: []string{r.Address},
+	})
+	require.NoError(t, err)
+	msgs, err := receivers.WaitMatching(ctx, pool, hub, receivers.MatchRequest{
+		AccountID: account, ReceiverID: r.ID, Match: receivers.Match{SubjectContains: "big", Since: &before},
+		Timeout: waitTimeout, Now: time.Now,
+	})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	require.Contains(t, msgs[0].TextBody, "tail", "read whole")
+
 	// A label-wide wait on a label nobody carries.
 	label := "nobody"
-	_, err := receivers.WaitMatching(ctx, pool, hub, receivers.MatchRequest{AccountID: account, Label: &label, Timeout: time.Second, Now: time.Now})
+	_, err = receivers.WaitMatching(ctx, pool, hub, receivers.MatchRequest{AccountID: account, Label: &label, Timeout: time.Second, Now: time.Now})
 	require.ErrorIs(t, err, receivers.ErrNoLabelledReceiver)
 }

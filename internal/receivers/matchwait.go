@@ -1,10 +1,12 @@
 package receivers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,13 +78,12 @@ func WaitMatching(ctx context.Context, db dbsqlc.DBTX, hub *Hub, req MatchReques
 	defer w.Close()
 	expiry := time.NewTimer(time.Hour)
 	defer expiry.Stop()
-	var found []Message
+	st := &matchState{req: req, set: set, fresh: true, cut: map[uuid.UUID]bool{}}
 	for {
-		var done bool
-		if set, found, done, err = scanMatches(ctx, db, req, set, found); err != nil || done {
-			return found, err
+		if done, err := st.scan(ctx, db); err != nil || done {
+			return st.found, err
 		}
-		expiry.Reset(time.Until(earliestExpiry(set)) + time.Millisecond)
+		expiry.Reset(time.Until(earliestExpiry(st.set)) + time.Millisecond)
 		select {
 		case <-w.C:
 		case <-expiry.C: // the next scan sees it expired
@@ -94,6 +95,18 @@ func WaitMatching(ctx context.Context, db dbsqlc.DBTX, hub *Hub, req MatchReques
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// matchState is a matching wait between wake-ups.
+type matchState struct {
+	req MatchRequest
+	set []watched
+	// fresh: the receivers were just read (startWatching); the first scan
+	// need not re-check them.
+	fresh bool
+	found []Message
+	// cut holds the found messages whose bodies were read cut short.
+	cut map[uuid.UUID]bool
 }
 
 // waitReceiverIDs lists the receivers a wait watches.
@@ -152,51 +165,62 @@ func startWatching(ctx context.Context, db dbsqlc.DBTX, req MatchRequest, ids []
 	return set, nil
 }
 
-// scanMatches re-checks the watched receivers (dropping, for a label, those
-// gone), reads their new messages and adds the matches to found. done is
-// true when found holds the answer (the first Match.Count, read whole).
-func scanMatches(ctx context.Context, db dbsqlc.DBTX, req MatchRequest, set []watched, found []Message) (_ []watched, _ []Message, done bool, _ error) {
-	set, err := recheck(ctx, db, req, set)
-	if err != nil {
-		return set, nil, false, err
+// scan re-checks the watched receivers (dropping, for a label, those gone),
+// reads their new messages and adds the matches to found. done is true
+// when found holds the answer (the first Match.Count, read whole).
+func (st *matchState) scan(ctx context.Context, db dbsqlc.DBTX) (done bool, _ error) {
+	if !st.fresh {
+		set, err := recheck(ctx, db, st.req, st.set)
+		if err != nil {
+			return false, err
+		}
+		st.set = set
 	}
+	st.fresh = false
 	q := dbsqlc.New()
-	bodyChars := int32(0)
-	if req.Match.needsBody() {
-		bodyChars = BodyExaminedBytes
-	}
+	want := st.req.Match.want()
 	for {
-		p := dbsqlc.MessageListForMatchParams{AccountID: req.AccountID, BodyChars: bodyChars, Max: matchBatch}
-		for _, w := range set {
+		p := dbsqlc.MessageListForMatchParams{AccountID: st.req.AccountID, BodyChars: BodyExaminedBytes, Max: matchBatch}
+		for _, w := range st.set {
 			p.ReceiverIds, p.AfterSeqs = append(p.ReceiverIds, w.id), append(p.AfterSeqs, w.afterSeq)
 		}
 		rows, err := q.MessageListForMatch(ctx, db, p)
 		if err != nil {
-			return set, nil, false, fmt.Errorf("reading messages to match: %w", err)
+			return false, fmt.Errorf("reading messages to match: %w", err)
 		}
 		for _, row := range rows {
-			m, err := messageFromRow(dbsqlc.MessageGetRow(row))
+			m, err := messageFromRow(dbsqlc.MessageGetRow{
+				ID: row.ID, ReceiverID: row.ReceiverID, AccountID: row.AccountID, Seq: row.Seq, Channel: row.Channel,
+				Sender: row.Sender, Subject: row.Subject, TextBody: row.TextBody, HtmlBody: row.HtmlBody, Parsed: row.Parsed,
+				SizeBytes: row.SizeBytes, ReceivedAt: row.ReceivedAt,
+			})
 			if err != nil {
-				return set, nil, false, err
+				return false, err
 			}
-			advance(set, m.ReceiverID, m.Seq)
-			if req.Match.Matches(m) {
-				found = append(found, *m)
+			advance(st.set, m.ReceiverID, m.Seq)
+			if st.req.Match.Matches(m) {
+				st.found = append(st.found, *m)
+				if row.Cut {
+					st.cut[m.ID] = true
+				}
 			}
 		}
-		if len(found) >= req.Match.want() || len(rows) < matchBatch {
+		if len(st.found) >= want || len(rows) < matchBatch {
 			break
 		}
 	}
-	for len(found) >= req.Match.want() {
-		answer, vanished, err := readWhole(ctx, db, found, req.Match.want())
+	for len(st.found) >= want {
+		answer, vanished, err := readWhole(ctx, db, st.found, want, st.cut)
 		if err != nil || vanished == nil {
-			return set, answer, err == nil, err
+			if err == nil {
+				st.found = answer
+			}
+			return err == nil, err
 		}
 		// Deleted since it was matched: it no longer counts.
-		found = slices.DeleteFunc(found, func(m Message) bool { return m.ID == *vanished })
+		st.found = slices.DeleteFunc(st.found, func(m Message) bool { return m.ID == *vanished })
 	}
-	return set, found, false, nil
+	return false, nil
 }
 
 // recheck drops the receivers that expired or were deleted; for one
@@ -253,19 +277,28 @@ func earliestExpiry(set []watched) time.Time {
 	return t
 }
 
-// readWhole returns the first n of found (oldest first), read again whole:
-// matching read the bodies cut short, or not at all. vanished names one
-// that was deleted meanwhile (and out is then nil).
-func readWhole(ctx context.Context, db dbsqlc.DBTX, found []Message, n int) (out []Message, vanished *uuid.UUID, _ error) {
+// readWhole returns the first n of found (oldest first), those whose bodies
+// matching read cut short (cut) read again whole. vanished names one that
+// was deleted meanwhile (and out is then nil).
+func readWhole(ctx context.Context, db dbsqlc.DBTX, found []Message, n int, cut map[uuid.UUID]bool) (out []Message, vanished *uuid.UUID, _ error) {
+	// One receiver's messages are in seq (commit) order already; several
+	// receivers' are merged by received_at.
 	slices.SortStableFunc(found, func(a, b Message) int {
+		if a.ReceiverID == b.ReceiverID {
+			return cmp.Compare(a.Seq, b.Seq)
+		}
 		if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
 			return c
 		}
-		return int(a.Seq - b.Seq)
+		return strings.Compare(a.ReceiverID.String(), b.ReceiverID.String())
 	})
 	out = make([]Message, n)
 	q := dbsqlc.New()
 	for i, m := range found[:n] {
+		if !cut[m.ID] {
+			out[i] = m
+			continue
+		}
 		row, err := q.MessageGet(ctx, db, dbsqlc.MessageGetParams{ID: m.ID, ReceiverID: m.ReceiverID, AccountID: m.AccountID})
 		if dbutil.IsNotFound(err) {
 			return nil, &m.ID, nil
