@@ -313,17 +313,20 @@ SELECT m.id, m.receiver_id, m.account_id, m.seq, m.channel, m.sender, m.subject,
        m.parsed, m.size_bytes, m.received_at,
        (char_length(m.text_body) > $1::integer OR char_length(m.html_body) > $1::integer)::boolean AS cut
 FROM (SELECT unnest($2::uuid[]) AS receiver_id, unnest($3::bigint[]) AS after_seq) c
-JOIN receiver_messages m ON m.receiver_id = c.receiver_id AND m.seq > c.after_seq
-WHERE m.account_id = $4::uuid
+CROSS JOIN LATERAL (
+    SELECT id, receiver_id, account_id, seq, channel, sender, subject, text_body, html_body, parsed, raw, size_bytes, webhook_id, received_at FROM receiver_messages rm
+    WHERE rm.receiver_id = c.receiver_id AND rm.seq > c.after_seq
+    ORDER BY rm.seq
+    LIMIT $4::integer
+) m
 ORDER BY m.receiver_id, m.seq
-LIMIT $5::integer
+LIMIT $4::integer
 `
 
 type MessageListForMatchParams struct {
 	BodyChars   int32
 	ReceiverIds []uuid.UUID
 	AfterSeqs   []int64
-	AccountID   uuid.UUID
 	Max         int32
 }
 
@@ -344,15 +347,15 @@ type MessageListForMatchRow struct {
 }
 
 // A matching wait's next messages: those after each receiver's cursor
-// (@receiver_ids[i] after @after_seqs[i]), in arrival order per receiver.
-// The bodies are cut to @body_chars characters; the answer reads the
-// matches that were cut whole with MessageGet.
+// (@receiver_ids[i] after @after_seqs[i]; receivers the caller read as the
+// account's), in arrival order per receiver, each receiver's read on
+// receiver_messages_seq_key. The bodies are cut to @body_chars characters;
+// the answer reads the matches that were cut whole with MessageGet.
 func (q *Queries) MessageListForMatch(ctx context.Context, db DBTX, arg MessageListForMatchParams) ([]MessageListForMatchRow, error) {
 	rows, err := db.Query(ctx, messageListForMatch,
 		arg.BodyChars,
 		arg.ReceiverIds,
 		arg.AfterSeqs,
-		arg.AccountID,
 		arg.Max,
 	)
 	if err != nil {

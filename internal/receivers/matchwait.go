@@ -180,7 +180,7 @@ func (st *matchState) scan(ctx context.Context, db dbsqlc.DBTX) (done bool, _ er
 	q := dbsqlc.New()
 	want := st.req.Match.want()
 	for {
-		p := dbsqlc.MessageListForMatchParams{AccountID: st.req.AccountID, BodyChars: BodyExaminedBytes, Max: matchBatch}
+		p := dbsqlc.MessageListForMatchParams{BodyChars: BodyExaminedBytes, Max: matchBatch}
 		for _, w := range st.set {
 			p.ReceiverIds, p.AfterSeqs = append(p.ReceiverIds, w.id), append(p.AfterSeqs, w.afterSeq)
 		}
