@@ -60,16 +60,16 @@ func WaitMatching(ctx context.Context, db dbsqlc.DBTX, hub *Hub, req MatchReques
 	}
 	deadline := time.NewTimer(req.Timeout)
 	defer deadline.Stop()
-	ids, err := waitReceiverIDs(ctx, db, req)
-	if err != nil {
-		return nil, err
-	}
 	// Where each receiver stands is read before registering: a message
 	// stored after that read has a greater seq (seq order is commit order),
 	// so the first scan, made once registered, finds it if no wake-up does.
-	set, err := startWatching(ctx, db, req, ids)
+	set, err := startWatching(ctx, db, req)
 	if err != nil {
 		return nil, err
+	}
+	ids := make([]uuid.UUID, len(set))
+	for i, w := range set {
+		ids[i] = w.id
 	}
 	w, err := hub.Register(ids...)
 	if err != nil {
@@ -109,11 +109,31 @@ type matchState struct {
 	cut map[uuid.UUID]bool
 }
 
-// waitReceiverIDs lists the receivers a wait watches.
-func waitReceiverIDs(ctx context.Context, db dbsqlc.DBTX, req MatchRequest) ([]uuid.UUID, error) {
-	if req.Label == nil {
-		return []uuid.UUID{req.ReceiverID}, nil
+// startWatching reads the receivers a wait watches and where each one's
+// wait starts: after req.After, at the start when Match.Since is set, and
+// otherwise after the last message stored now.
+func startWatching(ctx context.Context, db dbsqlc.DBTX, req MatchRequest) ([]watched, error) {
+	if req.Label != nil {
+		return labelledReceivers(ctx, db, req)
 	}
+	r, err := Get(ctx, db, req.AccountID, req.ReceiverID, req.Now())
+	if err != nil {
+		return nil, err
+	}
+	w := watched{id: r.ID, afterSeq: r.LastSeq, expiresAt: r.ExpiresAt}
+	switch {
+	case req.After != nil:
+		if w.afterSeq, err = MessageSeq(ctx, db, r.ID, *req.After); err != nil {
+			return nil, err
+		}
+	case req.Match.Since != nil:
+		w.afterSeq = 0
+	}
+	return []watched{w}, nil
+}
+
+// labelledReceivers is startWatching for a label-wide wait.
+func labelledReceivers(ctx context.Context, db dbsqlc.DBTX, req MatchRequest) ([]watched, error) {
 	if req.After != nil {
 		return nil, &FilterError{"after", "names a message of one receiver: it cannot be given with label"}
 	}
@@ -129,38 +149,12 @@ func waitReceiverIDs(ctx context.Context, db dbsqlc.DBTX, req MatchRequest) ([]u
 	if len(rows) > MaxLabelReceivers {
 		return nil, &FilterError{"label", fmt.Sprintf("is carried by more than %d live receivers; a wait watches at most %d", MaxLabelReceivers, MaxLabelReceivers)}
 	}
-	ids := make([]uuid.UUID, len(rows))
+	set := make([]watched, len(rows))
 	for i, r := range rows {
-		ids[i] = r.ID
-	}
-	return ids, nil
-}
-
-// startWatching reads where each receiver's wait starts: after req.After, at the start when Match.Since is set, and
-// otherwise after the last message stored now.
-func startWatching(ctx context.Context, db dbsqlc.DBTX, req MatchRequest, ids []uuid.UUID) ([]watched, error) {
-	set := make([]watched, 0, len(ids))
-	for _, id := range ids {
-		r, err := Get(ctx, db, req.AccountID, id, req.Now())
-		if err != nil {
-			if req.Label != nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrExpired)) {
-				continue // gone since it was listed
-			}
-			return nil, err
+		set[i] = watched{id: r.ID, afterSeq: r.LastSeq, expiresAt: r.ExpiresAt}
+		if req.Match.Since != nil {
+			set[i].afterSeq = 0
 		}
-		w := watched{id: r.ID, afterSeq: r.LastSeq, expiresAt: r.ExpiresAt}
-		switch {
-		case req.After != nil:
-			if w.afterSeq, err = MessageSeq(ctx, db, r.ID, *req.After); err != nil {
-				return nil, err
-			}
-		case req.Match.Since != nil:
-			w.afterSeq = 0
-		}
-		set = append(set, w)
-	}
-	if len(set) == 0 {
-		return nil, ErrNoLabelledReceiver
 	}
 	return set, nil
 }
