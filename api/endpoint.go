@@ -289,6 +289,15 @@ func (p requestPlan) decode(c *fiber.Ctx, req any) error {
 		}
 	}
 	for _, f := range p.query {
+		if f.typ == reflect.TypeFor[[]string]() {
+			// A repeatable parameter: every value, in order.
+			var list []string
+			for _, raw := range c.Context().QueryArgs().PeekMulti(f.name) {
+				list = append(list, string(raw))
+			}
+			v.FieldByIndex(f.index).Set(reflect.ValueOf(list))
+			continue
+		}
 		raw := c.Context().QueryArgs().Peek(f.name)
 		if raw == nil {
 			continue

@@ -810,6 +810,14 @@ var agreementFixtures = map[string]agreementFixture{
 		e.message(t, address)
 		st.params["id"] = id
 	},
+	// A label-wide wait: a message stored before the request counts with a
+	// since that looks back, so the valid request answers at once.
+	"waitReceivers": func(t *testing.T, e *agreementEnv, st *agreementState) {
+		r := e.call(t, st, "POST", "/api/accounts/me/receivers", map[string]any{"label": "agreement"})
+		e.message(t, r["address"].(string))
+		st.query["label"] = "agreement"
+		st.query["since"] = "2000-01-01T00:00:00Z"
+	},
 	"getReceiverMessage":    messageFixture,
 	"deleteReceiverMessage": messageFixture,
 	"getReceiverMessageRaw": messageFixture,

@@ -81,7 +81,58 @@ type ListMessagesRequest struct {
 type WaitRequest struct {
 	ID      uuid.UUID  `path:"id" format:"uuid"`
 	Timeout *int       `query:"timeout" validate:"omitempty,min=1,max=60" description:"Seconds to wait, 1 to 60; default 20."`
-	After   *uuid.UUID `query:"after" format:"uuid" description:"Id of the last message seen: the answer is the oldest message that arrived after it. Without it, the oldest message of the receiver."`
+	After   *uuid.UUID `query:"after" format:"uuid" description:"Id of the last message seen: the answer is the oldest message that arrived after it. Without it (and without filters), the oldest message of the receiver."`
+	WaitFilters
+}
+
+// LabelWaitRequest is a long poll on every live receiver with a label.
+type LabelWaitRequest struct {
+	Label   string `query:"label" validate:"required,max=100" description:"The label of the receivers to watch: the account's live receivers with exactly this label when the wait starts (at most 100)."`
+	Timeout *int   `query:"timeout" validate:"omitempty,min=1,max=60" description:"Seconds to wait, 1 to 60; default 20."`
+	WaitFilters
+}
+
+// WaitFilters make a wait a matching wait (internal/receivers Match): it
+// answers only messages that pass every filter given, and, without since
+// (or after), only messages that arrive after the request. The bounds are
+// internal/receivers' (MaxFilterChars, MaxHeaderFilters, MaxCount, ...).
+type WaitFilters struct {
+	From            *string    `query:"from" validate:"omitempty,min=1,max=256" description:"The From address (the envelope sender when there is none; the number for SMS). Local part exact, domain case-insensitive; @example.com matches the whole domain."`
+	To              *string    `query:"to" validate:"omitempty,min=1,max=256" description:"Any To or Cc address or envelope recipient, compared as from."`
+	SubjectContains *string    `query:"subject_contains" validate:"omitempty,min=1,max=256" description:"Text the subject contains, case-insensitive."`
+	BodyContains    *string    `query:"body_contains" validate:"omitempty,min=1,max=256" description:"Text the text part or the HTML part (markup included) contains, case-insensitive; the first 256 KiB of each part are examined."`
+	Header          []string   `query:"header" validate:"omitempty,max=10,dive,min=2,max=333" description:"Name:Value, repeatable up to 10 times: a header with this name (case-insensitive) and this value (exact, surrounding spaces trimmed); Name: alone asks only that the header be present."`
+	Count           *int       `query:"count" validate:"omitempty,min=1,max=50" description:"Wait until this many matching messages exist, 1 to 50, and answer them all in messages (oldest first; the message itself is the first)."`
+	Since           *time.Time `query:"since" description:"Count only messages received at or after this time. Default: the moment of the request (no look-back), or the after cursor when after is given."`
+}
+
+// match is the receivers.Match of the filters, nil when none is given (a
+// plain wait, as before filters existed).
+func (f *WaitFilters) match() (*receivers.Match, error) {
+	if f.From == nil && f.To == nil && f.SubjectContains == nil && f.BodyContains == nil && f.Header == nil &&
+		f.Count == nil && f.Since == nil {
+		return nil, nil
+	}
+	m := &receivers.Match{Since: f.Since}
+	for _, p := range []struct {
+		dst *string
+		v   *string
+	}{{&m.From, f.From}, {&m.To, f.To}, {&m.SubjectContains, f.SubjectContains}, {&m.BodyContains, f.BodyContains}} {
+		if p.v != nil {
+			*p.dst = *p.v
+		}
+	}
+	if f.Count != nil {
+		m.Count = *f.Count
+	}
+	for _, raw := range f.Header {
+		h, err := receivers.ParseHeaderFilter(raw)
+		if err != nil {
+			return nil, err
+		}
+		m.Headers = append(m.Headers, h)
+	}
+	return m, m.Validate()
 }
 
 // MessageSummary is a message in a listing.
@@ -152,9 +203,16 @@ func messageSummaryOf(m receivers.Message) MessageSummary {
 	}
 }
 
+// WaitMessage is what a wait answers: the message, and with count all the
+// matching messages.
+type WaitMessage struct {
+	Message
+	Messages []Message `json:"messages,omitempty" description:"Only when count is given: the count matching messages, oldest first (the first is the message itself)."`
+}
+
 // WaitResponse is the message a wait returns, or 204.
 type WaitResponse struct {
-	*Message
+	*WaitMessage
 	empty bool
 }
 
@@ -167,7 +225,7 @@ func (w *WaitResponse) HTTPStatus() int {
 }
 
 // OpenAPIBody documents the 200 body.
-func (*WaitResponse) OpenAPIBody() any { return new(Message) }
+func (*WaitResponse) OpenAPIBody() any { return new(WaitMessage) }
 
 // OpenAPIAlternatives documents the 204.
 func (*WaitResponse) OpenAPIAlternatives() []int { return []int{http.StatusNoContent} }
@@ -193,6 +251,22 @@ func (s *Server) receiverRoutes() {
 		Summary:     "List the account's receivers, newest first",
 		Description: "Includes expired receivers until they are purged (expired: true).",
 		Call:        s.listReceivers,
+	})
+	// Before /{id}: the router tries routes in order.
+	Handle(s.router, Endpoint[LabelWaitRequest, WaitResponse]{
+		Method: "GET", Path: base + "/wait", OperationID: "waitReceivers", Tag: "receivers",
+		Summary: "Wait for a matching message on every receiver with a label (long poll)",
+		Description: "A matching wait (the filters of GET .../receivers/{id}/wait) on all of the account's live receivers " +
+			"whose label is `label` when the request arrives (at most 100; receivers created during the wait are not " +
+			"watched). Without `since`, only messages that arrive after the request count. 200 with the oldest matching " +
+			"message (with `count`, all of them in `messages`), 204 when they do not all arrive within `timeout` seconds, " +
+			"404 when no live receiver has the label; a receiver that expires or is deleted during the wait stops being " +
+			"watched, and when none is left the wait answers 410 (expired) or 404 (deleted).",
+		Errors: []int{404, 410},
+		Timeout: func(req *LabelWaitRequest) time.Duration {
+			return time.Duration(timeoutOr(req.Timeout))*time.Second + waitMargin
+		},
+		Call: s.waitReceivers,
 	})
 	s.ops.GetReceiver = Handle(s.router, Endpoint[ReceiverPath, Receiver]{
 		Method: "GET", Path: base + "/{id}", OperationID: "getReceiver", Tag: "receivers",
@@ -240,18 +314,24 @@ func (s *Server) receiverRoutes() {
 			"at once if there is one, otherwise as soon as one arrives; 204 when none arrives within `timeout` seconds. " +
 			"Loop with after=<id of the last message> to read every message exactly once. 410 once the receiver expires " +
 			"(also during the wait), 404 when it is deleted (also during the wait), 422 when `after` is no message of this " +
-			"receiver. A wait costs one request of the rate limit. When the server shuts down, waits end with 503: retry.",
-		Errors:  []int{404, 410},
-		Timeout: func(req *WaitRequest) time.Duration { return time.Duration(waitSeconds(req))*time.Second + waitMargin },
-		Call:    s.waitReceiver,
+			"receiver. A wait costs one request of the rate limit. When the server shuts down, waits end with 503: retry. " +
+			"Filters (from, to, subject_contains, body_contains, header, count, since) make it a matching wait: the " +
+			"answer is the oldest message that passes every filter given (with `count`, the first `count` of them, all in " +
+			"`messages`, answered once the last arrives), and without `since` or `after` only messages that arrive after " +
+			"the request count. Filters are checked in memory on each arrival; a value out of bounds is 422.",
+		Errors: []int{404, 410},
+		Timeout: func(req *WaitRequest) time.Duration {
+			return time.Duration(timeoutOr(req.Timeout))*time.Second + waitMargin
+		},
+		Call: s.waitReceiver,
 	})
 }
 
-func waitSeconds(req *WaitRequest) int {
-	if req.Timeout == nil {
+func timeoutOr(timeout *int) int {
+	if timeout == nil {
 		return waitDefaultTimeout
 	}
-	return *req.Timeout
+	return *timeout
 }
 
 // receiverError maps internal/receivers' errors to the API's answers; other
@@ -274,6 +354,8 @@ func receiverError(err error) error {
 	case errors.Is(err, receivers.ErrNoFreeNumber):
 		return Unavailable("no SMS number is free: every number of the pool is held by a live receiver; " +
 			"try again when one expires or ask the operator to add numbers")
+	case errors.Is(err, receivers.ErrNoLabelledReceiver):
+		return &Error{Status: http.StatusNotFound, Detail: "no live receiver of this account has this label"}
 	case errors.Is(err, receivers.ErrHubClosed):
 		return &Error{Status: http.StatusServiceUnavailable, Detail: "the server is shutting down; repeat the wait", Headers: map[string]string{"Retry-After": "1"}}
 	case errors.As(err, &limit):
@@ -397,19 +479,71 @@ func (s *Server) deleteMessage(ctx context.Context, req *MessagePath) (*NoConten
 
 // waitReceiver serves GET /api/accounts/me/receivers/{id}/wait: wait for a message (long poll).
 func (s *Server) waitReceiver(ctx context.Context, req *WaitRequest) (*WaitResponse, error) {
+	match, err := req.match()
+	if err != nil {
+		return nil, waitError(err)
+	}
+	timeout := time.Duration(timeoutOr(req.Timeout)) * time.Second
+	if match != nil {
+		msgs, err := receivers.WaitMatching(ctx, s.db, s.deps.Waiters, receivers.MatchRequest{
+			AccountID: mustCaller(ctx).AccountID, ReceiverID: req.ID, After: req.After, Match: *match, Timeout: timeout, Now: s.now,
+		})
+		return waitAnswer(msgs, req.Count != nil, err)
+	}
 	m, err := receivers.Wait(ctx, s.db, s.deps.Waiters, receivers.WaitRequest{
-		AccountID: mustCaller(ctx).AccountID, ReceiverID: req.ID, After: req.After,
-		Timeout: time.Duration(waitSeconds(req)) * time.Second, Now: s.now,
+		AccountID: mustCaller(ctx).AccountID, ReceiverID: req.ID, After: req.After, Timeout: timeout, Now: s.now,
 	})
+	if m == nil {
+		return waitAnswer(nil, false, err)
+	}
+	return waitAnswer([]receivers.Message{*m}, false, err)
+}
+
+// waitReceivers serves GET /api/accounts/me/receivers/wait: wait for a matching message on every receiver with a label (long poll).
+func (s *Server) waitReceivers(ctx context.Context, req *LabelWaitRequest) (*WaitResponse, error) {
+	match, err := req.match()
+	if err != nil {
+		return nil, waitError(err)
+	}
+	if match == nil {
+		match = &receivers.Match{}
+	}
+	msgs, err := receivers.WaitMatching(ctx, s.db, s.deps.Waiters, receivers.MatchRequest{
+		AccountID: mustCaller(ctx).AccountID, Label: &req.Label, Match: *match,
+		Timeout: time.Duration(timeoutOr(req.Timeout)) * time.Second, Now: s.now,
+	})
+	return waitAnswer(msgs, req.Count != nil, err)
+}
+
+// waitAnswer is the response to a wait that found msgs (none: 204); with
+// count, all of them are listed.
+func waitAnswer(msgs []receivers.Message, withCount bool, err error) (*WaitResponse, error) {
 	switch {
-	case errors.Is(err, receivers.ErrNotAMessage):
-		return nil, InvalidField("after", "is no message of this receiver")
 	case err != nil:
-		return nil, receiverError(err)
-	case m == nil:
+		return nil, waitError(err)
+	case len(msgs) == 0:
 		return &WaitResponse{empty: true}, nil
 	}
-	return &WaitResponse{Message: messageOf(m)}, nil
+	out := &WaitMessage{Message: *messageOf(&msgs[0])}
+	if withCount {
+		out.Messages = make([]Message, len(msgs))
+		for i := range msgs {
+			out.Messages[i] = *messageOf(&msgs[i])
+		}
+	}
+	return &WaitResponse{WaitMessage: out}, nil
+}
+
+// waitError maps the errors of a wait.
+func waitError(err error) error {
+	var filter *receivers.FilterError
+	switch {
+	case errors.Is(err, receivers.ErrNotAMessage):
+		return InvalidField("after", "is no message of this receiver")
+	case errors.As(err, &filter):
+		return InvalidField(filter.Param, filter.Reason)
+	}
+	return receiverError(err)
 }
 
 // fillDashboardReceivers fills this feature's part of the dashboard summary.

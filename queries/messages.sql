@@ -67,3 +67,24 @@ WHERE id = @id::uuid;
 
 -- name: MessageAnalysisGet :one
 SELECT analysis, analyzed_at FROM receiver_messages WHERE id = @id::uuid;
+
+-- name: MessageListForMatch :many
+-- A matching wait's next messages: those after each receiver's cursor
+-- (@receiver_ids[i] after @after_seqs[i]; receivers the caller read as the
+-- account's), in arrival order per receiver, each receiver's read on
+-- receiver_messages_seq_key. The bodies are cut to @body_chars characters;
+-- the answer reads the matches that were cut whole with MessageGet.
+SELECT m.id, m.receiver_id, m.account_id, m.seq, m.channel, m.sender, m.subject,
+       left(m.text_body, @body_chars::integer)::text AS text_body,
+       left(m.html_body, @body_chars::integer)::text AS html_body,
+       m.parsed, m.size_bytes, m.received_at,
+       (char_length(m.text_body) > @body_chars::integer OR char_length(m.html_body) > @body_chars::integer)::boolean AS cut
+FROM (SELECT unnest(@receiver_ids::uuid[]) AS receiver_id, unnest(@after_seqs::bigint[]) AS after_seq) c
+CROSS JOIN LATERAL (
+    SELECT * FROM receiver_messages rm
+    WHERE rm.receiver_id = c.receiver_id AND rm.seq > c.after_seq
+    ORDER BY rm.seq
+    LIMIT @max::integer
+) m
+ORDER BY m.receiver_id, m.seq
+LIMIT @max::integer;

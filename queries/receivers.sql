@@ -45,3 +45,17 @@ WHERE expired_at IS NULL AND expires_at <= @now::timestamptz;
 DELETE FROM receivers WHERE id IN (
     SELECT id FROM receivers WHERE expires_at < @cutoff::timestamptz ORDER BY expires_at LIMIT @max::integer
 );
+
+-- name: ReceiverListForWait :many
+-- The account's receivers among @ids, for a matching wait's re-check: a
+-- missing one was deleted.
+SELECT id, expires_at, last_seq FROM receivers
+WHERE account_id = @account_id::uuid AND id = ANY(@ids::uuid[]);
+
+-- name: ReceiverListLiveByLabel :many
+-- The account's live receivers with a label, oldest first; @max bounds a
+-- label-wide wait.
+SELECT id, expires_at, last_seq FROM receivers
+WHERE account_id = @account_id::uuid AND label = @label::text AND expires_at > @now::timestamptz
+ORDER BY id
+LIMIT @max::integer;

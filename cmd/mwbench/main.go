@@ -6,6 +6,7 @@
 //	mwbench webhooks   10,000 events pushed to one local receiver
 //	mwbench fairness   another tenant's push latency beside a tenant whose endpoint never answers
 //	mwbench wait       5,000 long-poll waiters woken by SMTP deliveries
+//	mwbench wait-filtered  the same with matching waits (from, subject_contains, body_contains, header)
 //	mwbench dns        1,000 domains checked against a local DNS server
 //	mwbench providers  signed ESP webhooks in, normalised by a worker; suppression checks at 1,000,000 entries
 //	mwbench signup     peak RSS of `mailwatch api` under 100 concurrent sign-ups
@@ -35,21 +36,22 @@ import (
 type benchmark func(ctx context.Context, env *benchEnv) error
 
 var benchmarks = map[string]benchmark{
-	"auth":       benchAuth,      // auth.go
-	"events":     benchEvents,    // events.go
-	"webhooks":   benchWebhooks,  // webhooks.go
-	"fairness":   benchFairness,  // fairness.go
-	"wait":       benchWait,      // wait.go
-	"dns":        benchDNS,       // dns.go
-	"providers":  benchProviders, // providers.go
-	"signup":     benchSignup,    // signup.go
-	"data-api":   benchDataAPI,   // dataapi.go
-	"dmarc":      benchDMARC,     // dmarc.go
-	"dmarc-wide": benchDMARCWide, // dmarc_wide.go
-	"bomb":       benchBomb,      // bomb.go
-	"history":    benchHistory,   // history.go
-	"capacity":   benchCapacity,  // capacity.go
-	"reputation": benchRepCheck,  // reputation_blocklists.go
+	"auth":          benchAuth,         // auth.go
+	"events":        benchEvents,       // events.go
+	"webhooks":      benchWebhooks,     // webhooks.go
+	"fairness":      benchFairness,     // fairness.go
+	"wait":          benchWait,         // wait.go
+	"wait-filtered": benchWaitFiltered, // wait.go
+	"dns":           benchDNS,          // dns.go
+	"providers":     benchProviders,    // providers.go
+	"signup":        benchSignup,       // signup.go
+	"data-api":      benchDataAPI,      // dataapi.go
+	"dmarc":         benchDMARC,        // dmarc.go
+	"dmarc-wide":    benchDMARCWide,    // dmarc_wide.go
+	"bomb":          benchBomb,         // bomb.go
+	"history":       benchHistory,      // history.go
+	"capacity":      benchCapacity,     // capacity.go
+	"reputation":    benchRepCheck,     // reputation_blocklists.go
 }
 
 func main() {

@@ -65,7 +65,19 @@ func (s *recordingStore) receivedAt(addr string) (time.Time, bool) {
 // database connections are its own), holds 5,000 concurrent waiters on it,
 // delivers messages over SMTP and measures the time from the end of SMTP
 // DATA to the waiter's HTTP response.
-func benchWait(ctx context.Context, env *benchEnv) error {
+func benchWait(ctx context.Context, env *benchEnv) error { return runWaitBench(ctx, env, "") }
+
+// waitFilter is what the waiters of `mwbench wait-filtered` ask for: every
+// bench message matches (so the wake-up rate is the same as `wait`'s), but
+// each wake-up reads the new message and runs the filters on it.
+const waitFilter = "&from=%40example.org&subject_contains=CODE&body_contains=your+code&header=To%3A"
+
+// benchWaitFiltered is benchWait with matching waiters (filters on the wait).
+func benchWaitFiltered(ctx context.Context, env *benchEnv) error {
+	return runWaitBench(ctx, env, waitFilter)
+}
+
+func runWaitBench(ctx context.Context, env *benchEnv, filter string) error {
 	raiseFileLimit()
 	bin, cleanup, err := buildMailwatch(ctx)
 	if err != nil {
@@ -87,6 +99,9 @@ func benchWait(ctx context.Context, env *benchEnv) error {
 	}
 	fmt.Printf("api: `mailwatch api` subprocess (pid %d), pool DB_MAX_CONNS=%d; %d waiters, %d msg/s over %d SMTP connections for %s\n",
 		api.Pid, waitPoolSize, waitWaiters, waitMsgsPerSec, waitSMTPConns, benchDuration())
+	if filter != "" {
+		fmt.Printf("waiters filter: %s\n", filter)
+	}
 
 	client := &http.Client{Transport: &http.Transport{
 		MaxIdleConns: waitWaiters * 2, MaxIdleConnsPerHost: waitWaiters * 2, IdleConnTimeout: 5 * time.Minute,
@@ -102,7 +117,7 @@ func benchWait(ctx context.Context, env *benchEnv) error {
 	defer stopSMTP()
 
 	// The waiters: each loops on wait?after=<last>, so 5,000 stay pending.
-	waiters := startWaiters(ctx, client, base, apiKey, rcvs, store)
+	waiters := startWaiters(ctx, client, base, apiKey, rcvs, store, filter)
 	defer waiters.stop()
 	// Let every waiter reach the server and register.
 	for i := 0; i < 300 && waiters.waiting.Load() < waitWaiters; i++ {
@@ -254,11 +269,13 @@ type waiterPool struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// filter is appended to every wait's query string (wait-filtered).
+	filter string
 }
 
 // startWaiters starts one waiter per receiver; stop ends them.
-func startWaiters(ctx context.Context, client *http.Client, base, apiKey string, rcvs []waitReceiver, store *recordingStore) *waiterPool {
-	p := &waiterPool{}
+func startWaiters(ctx context.Context, client *http.Client, base, apiKey string, rcvs []waitReceiver, store *recordingStore, filter string) *waiterPool {
+	p := &waiterPool{filter: filter}
 	waitCtx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel
 	for _, r := range rcvs {
@@ -279,7 +296,7 @@ func (p *waiterPool) stop() { p.cancel(); p.wg.Wait() }
 func (p *waiterPool) wait(ctx context.Context, client *http.Client, base, apiKey string, r waitReceiver, store *recordingStore) {
 	after := ""
 	for ctx.Err() == nil {
-		url := base + "/api/accounts/me/receivers/" + r.id + "/wait?timeout=60"
+		url := base + "/api/accounts/me/receivers/" + r.id + "/wait?timeout=60" + p.filter
 		if after != "" {
 			url += "&after=" + after
 		}

@@ -355,6 +355,90 @@ func (q *Queries) MessageListDesc(ctx context.Context, db DBTX, arg MessageListD
 	return items, nil
 }
 
+const messageListForMatch = `-- name: MessageListForMatch :many
+SELECT m.id, m.receiver_id, m.account_id, m.seq, m.channel, m.sender, m.subject,
+       left(m.text_body, $1::integer)::text AS text_body,
+       left(m.html_body, $1::integer)::text AS html_body,
+       m.parsed, m.size_bytes, m.received_at,
+       (char_length(m.text_body) > $1::integer OR char_length(m.html_body) > $1::integer)::boolean AS cut
+FROM (SELECT unnest($2::uuid[]) AS receiver_id, unnest($3::bigint[]) AS after_seq) c
+CROSS JOIN LATERAL (
+    SELECT id, receiver_id, account_id, seq, channel, sender, subject, text_body, html_body, parsed, raw, size_bytes, webhook_id, received_at, smtp_client_ip, smtp_helo, smtp_mail_from, smtp_tls_version, smtp_tls_cipher, analysis, analyzed_at FROM receiver_messages rm
+    WHERE rm.receiver_id = c.receiver_id AND rm.seq > c.after_seq
+    ORDER BY rm.seq
+    LIMIT $4::integer
+) m
+ORDER BY m.receiver_id, m.seq
+LIMIT $4::integer
+`
+
+type MessageListForMatchParams struct {
+	BodyChars   int32
+	ReceiverIds []uuid.UUID
+	AfterSeqs   []int64
+	Max         int32
+}
+
+type MessageListForMatchRow struct {
+	ID         uuid.UUID
+	ReceiverID uuid.UUID
+	AccountID  uuid.UUID
+	Seq        int64
+	Channel    string
+	Sender     string
+	Subject    string
+	TextBody   string
+	HtmlBody   string
+	Parsed     json.RawMessage
+	SizeBytes  int32
+	ReceivedAt time.Time
+	Cut        bool
+}
+
+// A matching wait's next messages: those after each receiver's cursor
+// (@receiver_ids[i] after @after_seqs[i]; receivers the caller read as the
+// account's), in arrival order per receiver, each receiver's read on
+// receiver_messages_seq_key. The bodies are cut to @body_chars characters;
+// the answer reads the matches that were cut whole with MessageGet.
+func (q *Queries) MessageListForMatch(ctx context.Context, db DBTX, arg MessageListForMatchParams) ([]MessageListForMatchRow, error) {
+	rows, err := db.Query(ctx, messageListForMatch,
+		arg.BodyChars,
+		arg.ReceiverIds,
+		arg.AfterSeqs,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageListForMatchRow
+	for rows.Next() {
+		var i MessageListForMatchRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ReceiverID,
+			&i.AccountID,
+			&i.Seq,
+			&i.Channel,
+			&i.Sender,
+			&i.Subject,
+			&i.TextBody,
+			&i.HtmlBody,
+			&i.Parsed,
+			&i.SizeBytes,
+			&i.ReceivedAt,
+			&i.Cut,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageNextForWait = `-- name: MessageNextForWait :one
 SELECT r.expires_at, m.id, m.receiver_id, m.account_id, m.seq, m.channel, m.sender, m.subject, m.text_body,
        m.html_body, m.parsed, m.size_bytes, m.received_at

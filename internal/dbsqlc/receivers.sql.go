@@ -209,6 +209,91 @@ func (q *Queries) ReceiverListByAccount(ctx context.Context, db DBTX, arg Receiv
 	return items, nil
 }
 
+const receiverListForWait = `-- name: ReceiverListForWait :many
+SELECT id, expires_at, last_seq FROM receivers
+WHERE account_id = $1::uuid AND id = ANY($2::uuid[])
+`
+
+type ReceiverListForWaitParams struct {
+	AccountID uuid.UUID
+	Ids       []uuid.UUID
+}
+
+type ReceiverListForWaitRow struct {
+	ID        uuid.UUID
+	ExpiresAt time.Time
+	LastSeq   int64
+}
+
+// The account's receivers among @ids, for a matching wait's re-check: a
+// missing one was deleted.
+func (q *Queries) ReceiverListForWait(ctx context.Context, db DBTX, arg ReceiverListForWaitParams) ([]ReceiverListForWaitRow, error) {
+	rows, err := db.Query(ctx, receiverListForWait, arg.AccountID, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReceiverListForWaitRow
+	for rows.Next() {
+		var i ReceiverListForWaitRow
+		if err := rows.Scan(&i.ID, &i.ExpiresAt, &i.LastSeq); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const receiverListLiveByLabel = `-- name: ReceiverListLiveByLabel :many
+SELECT id, expires_at, last_seq FROM receivers
+WHERE account_id = $1::uuid AND label = $2::text AND expires_at > $3::timestamptz
+ORDER BY id
+LIMIT $4::integer
+`
+
+type ReceiverListLiveByLabelParams struct {
+	AccountID uuid.UUID
+	Label     string
+	Now       time.Time
+	Max       int32
+}
+
+type ReceiverListLiveByLabelRow struct {
+	ID        uuid.UUID
+	ExpiresAt time.Time
+	LastSeq   int64
+}
+
+// The account's live receivers with a label, oldest first; @max bounds a
+// label-wide wait.
+func (q *Queries) ReceiverListLiveByLabel(ctx context.Context, db DBTX, arg ReceiverListLiveByLabelParams) ([]ReceiverListLiveByLabelRow, error) {
+	rows, err := db.Query(ctx, receiverListLiveByLabel,
+		arg.AccountID,
+		arg.Label,
+		arg.Now,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReceiverListLiveByLabelRow
+	for rows.Next() {
+		var i ReceiverListLiveByLabelRow
+		if err := rows.Scan(&i.ID, &i.ExpiresAt, &i.LastSeq); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const receiverMarkExpired = `-- name: ReceiverMarkExpired :execrows
 UPDATE receivers SET expired_at = $1::timestamptz
 WHERE expired_at IS NULL AND expires_at <= $1::timestamptz

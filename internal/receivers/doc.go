@@ -11,4 +11,9 @@
 //     dedicated pgx.Conn, not a pool connection) and an in-memory registry
 //     keyed by receiver id. A waiter holds no database connection while it
 //     waits; it re-checks the database when woken.
+//   - Wait answers the next message; WaitMatching answers the messages that
+//     pass a Match (from, to, subject, body, headers, count, since), on one
+//     receiver or on every live receiver with a label. Match is the one
+//     place the filters' rules and bounds live; it runs in memory on each
+//     wake-up over the messages after the wait's cursor.
 package receivers

@@ -50,14 +50,16 @@ func ConnectURL(url string) Connector {
 	}
 }
 
-// Waiter is one registered long-poll. C receives a value whenever its
-// receiver may have changed (a message arrived, it was deleted, or the hub
+// Waiter is one registered long-poll. C receives a value whenever one of
+// its receivers may have changed (a message arrived, it was deleted, or the hub
 // reconnected and everyone must re-check); wake-ups coalesce.
 type Waiter struct {
 	C   <-chan struct{}
 	c   chan struct{}
-	id  uuid.UUID
+	ids []uuid.UUID
 	hub *Hub
+	// gone is set once the waiter is unregistered (under the hub's lock).
+	gone bool
 }
 
 // Close unregisters the waiter. It is safe to call more than once.
@@ -111,23 +113,26 @@ func (h *Hub) Len() int {
 	return h.count
 }
 
-// Register adds a waiter for a receiver. Register before checking the
+// Register adds one waiter for one or more receivers (a label-wide wait
+// watches several); it counts once in Len. Register before checking the
 // database, so that an arrival between the check and the wait still wakes
 // the waiter.
-func (h *Hub) Register(receiverID uuid.UUID) (*Waiter, error) {
+func (h *Hub) Register(receiverIDs ...uuid.UUID) (*Waiter, error) {
 	c := make(chan struct{}, 1)
-	w := &Waiter{C: c, c: c, id: receiverID, hub: h}
+	w := &Waiter{C: c, c: c, ids: receiverIDs, hub: h}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, ErrHubClosed
 	}
-	set := h.waiters[receiverID]
-	if set == nil {
-		set = map[*Waiter]struct{}{}
-		h.waiters[receiverID] = set
+	for _, id := range receiverIDs {
+		set := h.waiters[id]
+		if set == nil {
+			set = map[*Waiter]struct{}{}
+			h.waiters[id] = set
+		}
+		set[w] = struct{}{}
 	}
-	set[w] = struct{}{}
 	h.count++
 	return w, nil
 }
@@ -135,15 +140,18 @@ func (h *Hub) Register(receiverID uuid.UUID) (*Waiter, error) {
 func (h *Hub) unregister(w *Waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	set := h.waiters[w.id]
-	if _, ok := set[w]; !ok {
+	if w.gone {
 		return
 	}
-	delete(set, w)
-	h.count--
-	if len(set) == 0 {
-		delete(h.waiters, w.id)
+	w.gone = true
+	for _, id := range w.ids {
+		set := h.waiters[id]
+		delete(set, w)
+		if len(set) == 0 {
+			delete(h.waiters, id)
+		}
 	}
+	h.count--
 }
 
 // Wake wakes the waiters of the given receivers in this process.
@@ -171,7 +179,7 @@ func (h *Hub) wakeAll() {
 	defer h.mu.Unlock()
 	for _, set := range h.waiters {
 		for w := range set {
-			signal(w.c)
+			signal(w.c) // a waiter of several receivers: coalesced
 		}
 	}
 }
