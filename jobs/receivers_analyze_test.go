@@ -82,4 +82,8 @@ _dmarc.sender.example. TXT "v=DMARC1; p=reject"
 	require.Equal(t, "pass", rep.Auth.DMARC.Result)
 	require.Equal(t, "TLS 1.3", rep.Session.TLSVersion)
 	require.NotEmpty(t, rep.Grade)
+	// The worker emits receiver_message_analyzed with the stored report.
+	var grade string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT payload->>'grade' FROM events WHERE account_id = $1 AND event_type = 'receiver_message_analyzed'`, acct).Scan(&grade))
+	require.Equal(t, rep.Grade, grade)
 }
