@@ -118,3 +118,33 @@ func AnalysisSummaries(ctx context.Context, db dbsqlc.DBTX, receiverID uuid.UUID
 	}
 	return out, nil
 }
+
+// WaitAnalysis returns the analysis of a message as GetAnalysis does, but
+// while it is pending waits up to timeout for the analysis job to store it
+// (the job's transaction notifies the receiver's waiters through the hub).
+// It registers with the hub before it reads, and holds no database
+// connection while it waits; at the timeout it returns the pending state.
+func WaitAnalysis(ctx context.Context, db dbsqlc.DBTX, hub *Hub, accountID, receiverID, id uuid.UUID, timeout time.Duration, now func() time.Time) (*Analysis, error) {
+	w, err := hub.Register(receiverID)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		a, err := GetAnalysis(ctx, db, accountID, receiverID, id, now())
+		if err != nil || a.Status != AnalysisPending {
+			return a, err
+		}
+		select {
+		case <-w.C:
+		case <-deadline.C:
+			return a, nil
+		case <-hub.Done():
+			return nil, ErrHubClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
