@@ -82,7 +82,7 @@ type AssertResponse struct {
 func (s *Server) receiverAnalysisRoutes() {
 	const base = "/api/accounts/me/receivers/{id}/messages/{message_id}"
 	gone := "An expired receiver answers 410 until it is deleted 24 h after expiry; then 404."
-	Handle(s.router, Endpoint[MessagePath, MessageAnalysis]{
+	s.ops.GetReceiverMessageAnalysis = Handle(s.router, Endpoint[MessagePath, MessageAnalysis]{
 		Method: "GET", Path: base + "/analysis", OperationID: "getReceiverMessageAnalysis", Tag: "receivers",
 		Summary: "Get a message's deliverability analysis",
 		Description: "status pending until the analysis job has run (usually well under a second after arrival), then done " +
