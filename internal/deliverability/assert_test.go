@@ -107,3 +107,32 @@ func TestVerdicts(t *testing.T) {
 	a.DKIM = append(a.DKIM, deliverability.Signature{Result: "pass"})
 	require.Equal(t, "pass", a.Verdicts().DKIM)
 }
+
+// FuzzCheck: assertions are outside input; whatever they hold, Check
+// answers one result per assertion, a reason exactly when it fails, and a
+// bounded actual value.
+func FuzzCheck(f *testing.F) {
+	f.Add("header_equals", "Subject", "hi", 1.0, "Subject", "hi")
+	f.Add("header_contains", "x-a", "", -1.0, "X-A", strings.Repeat("v", 3000))
+	f.Add("grade_at_least", "", "b", 0.0, "", "")
+	f.Add("link_count_at_least", "", "", 3.0, "a", "b")
+	f.Add("\x00", "\xff", "\xfe", 1e300, "\x00", "\x00")
+	rep := &deliverability.Report{Grade: "C", Sections: []deliverability.Section{{Name: deliverability.SectionReputation, Skipped: true, Note: "n"}}}
+	f.Fuzz(func(t *testing.T, typ, name, value string, lim float64, hname, hvalue string) {
+		for _, r := range []*deliverability.Report{rep, nil} {
+			s := deliverability.Subject{Report: r, NoReport: "none", Links: 2, Size: 10,
+				Headers: []deliverability.HeaderField{{Name: hname, Value: hvalue}}}
+			as := []deliverability.Assertion{{Type: typ, Name: name, Value: value, Limit: &lim}, {Type: typ, Name: name, Value: value}}
+			pass, res := deliverability.Check(s, as)
+			require.Len(t, res, len(as))
+			all := true
+			for _, x := range res {
+				require.Equal(t, typ, x.Type)
+				require.Equal(t, !x.Pass, x.Reason != "", "%+v", x)
+				require.LessOrEqual(t, len(x.Actual), 1000)
+				all = all && x.Pass
+			}
+			require.Equal(t, all, pass)
+		}
+	})
+}
