@@ -821,6 +821,8 @@ var agreementFixtures = map[string]agreementFixture{
 	"getReceiverMessage":    messageFixture,
 	"deleteReceiverMessage": messageFixture,
 	"getReceiverMessageRaw": messageFixture,
+	// Deliverability analysis (receivers_analysis.go).
+	"getReceiverMessageAnalysis": messageFixture, "assertReceiverMessage": messageFixture,
 
 	// Domains, their checks, reports and DNS fixes.
 	"listDomains": nil, "createDomain": nil,

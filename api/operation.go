@@ -90,7 +90,9 @@ type Ops struct {
 	GetReceiver          Operation[ReceiverPath, Receiver]
 	ListReceiverMessages Operation[ListMessagesRequest, Page[MessageSummary]]
 	GetReceiverMessage   Operation[MessagePath, Message]
-	WaitReceiver         Operation[WaitRequest, WaitResponse]
+	// GetReceiverMessageAnalysis is receivers_analysis.go's.
+	GetReceiverMessageAnalysis Operation[MessagePath, MessageAnalysis]
+	WaitReceiver               Operation[WaitRequest, WaitResponse]
 
 	ListAPIKeys                           Operation[emptyRequest, []APIKey]
 	CreateAPIKey                          Operation[CreateAPIKeyRequest, NewAPIKey]

@@ -147,6 +147,8 @@ type MessageSummary struct {
 	AttachmentCount int             `json:"attachment_count" validate:"required"`
 	SizeBytes       int             `json:"size_bytes" validate:"required"`
 	ReceivedAt      time.Time       `json:"received_at" validate:"required"`
+	// Analysis is receivers_analysis.go's.
+	Analysis *MessageAnalysisSummary `json:"analysis,omitempty" description:"The deliverability analysis: status, and once done the grade, score and SPF/DKIM/DMARC verdicts."`
 }
 
 // Message is one received message with everything parsed from it.
@@ -171,6 +173,8 @@ type Message struct {
 	Media           []twilio.Media       `json:"media" validate:"required" description:"MMS media hosted by Twilio; empty for email."`
 	SizeBytes       int                  `json:"size_bytes" validate:"required"`
 	ReceivedAt      time.Time            `json:"received_at" validate:"required"`
+	// Analysis is receivers_analysis.go's.
+	Analysis *MessageAnalysisSummary `json:"analysis,omitempty" description:"The deliverability analysis: status, and once done the grade, score and SPF/DKIM/DMARC verdicts (GET .../analysis has the report). Absent in wait answers."`
 }
 
 func nonNilSlice[T any](s []T) []T {
@@ -325,6 +329,7 @@ func (s *Server) receiverRoutes() {
 		},
 		Call: s.waitReceiver,
 	})
+	s.receiverAnalysisRoutes()
 }
 
 func timeoutOr(timeout *int) int {
@@ -440,6 +445,9 @@ func (s *Server) listMessages(ctx context.Context, req *ListMessagesRequest) (*P
 	for i, m := range msgs {
 		out.Items[i] = messageSummaryOf(m)
 	}
+	if err := s.fillAnalysisSummaries(ctx, r.ID, out.Items); err != nil {
+		return nil, err
+	}
 	out.setNextIfFull(limit, func() string { return msgs[len(msgs)-1].ID.String() })
 	return out, nil
 }
@@ -450,7 +458,7 @@ func (s *Server) getMessage(ctx context.Context, req *MessagePath) (*Message, er
 	if err != nil {
 		return nil, receiverError(err)
 	}
-	return messageOf(m), nil
+	return s.withAnalysis(ctx, messageOf(m))
 }
 
 // getMessageRaw serves GET /api/accounts/me/receivers/{id}/messages/{message_id}/raw: download a message as received (message/rfc822).

@@ -388,6 +388,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Equal(t, "482913", br.text(".code"))
 	require.Contains(t, br.text("main"), "https://example.com/verify?c=482913")
 	br.screenshots("message")
+	// The worker's analysis job judges the message: once it ran, the page
+	// shows the grade, the verdicts and the findings.
+	msgPath := br.eval(`location.pathname`)
+	br.eventuallyPage(msgPath, "the message's analysis", func() bool {
+		return br.eval(`document.querySelector(".grade") ? "yes" : "no"`) == "yes"
+	})
+	require.Contains(t, br.text("table.verdicts"), "SPF (MAIL FROM)")
+	require.Contains(t, br.text("ul.findings"), "Fix: ")
+	br.screenshots("message-analysis")
 	br.open("/receivers")
 	br.screenshots("receivers")
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/deliverability"
+	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 )
@@ -86,7 +87,7 @@ func (w *ReceiverAnalyzeWorker) Work(ctx context.Context, job *river.Job[receive
 	if w.deps.Resolver == nil {
 		return errors.New("no DNS resolver configured for the message analysis")
 	}
-	_, err := receivers.AnalyzeMessage(ctx, w.deps.Pool, w.deps.Resolver, deliverability.Options{Spam: w.deps.Spam}, job.Args.MessageID, w.deps.Now())
+	_, err := receivers.AnalyzeMessage(ctx, w.deps.Pool, &events.Emitter{}, w.deps.Resolver, deliverability.Options{Spam: w.deps.Spam}, job.Args.MessageID, w.deps.Now())
 	if dbutil.IsNotFound(err) {
 		return nil
 	}

@@ -88,6 +88,10 @@ _dmarc.sender.example. TXT "v=DMARC1; p=reject"
 	require.Equal(t, &filter.res, rep.Spam)
 	require.Equal(t, "mta.sender.example", filter.helo, "the filter hears the session")
 	require.NotEmpty(t, rep.Grade)
+	// The worker emits receiver_message_analyzed with the stored report.
+	var grade string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT payload->>'grade' FROM events WHERE account_id = $1 AND event_type = 'receiver_message_analyzed'`, acct).Scan(&grade))
+	require.Equal(t, rep.Grade, grade)
 }
 
 // fixedSpam is a content filter that scores every message res.

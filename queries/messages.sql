@@ -61,9 +61,15 @@ WHERE id = @id::uuid AND receiver_id = @receiver_id::uuid AND account_id = @acco
 -- name: MessageCountSince :one
 SELECT count(*) FROM receiver_messages WHERE account_id = @account_id::uuid AND received_at > @since::timestamptz;
 
--- name: MessageAnalysisSet :execrows
-UPDATE receiver_messages SET analysis = @analysis::jsonb, analyzed_at = @analyzed_at::timestamptz
-WHERE id = @id::uuid;
+-- name: MessageAnalysisSet :one
+-- Stores a message's analysis and notifies the receiver's waiters (the
+-- assertions waiting for a pending analysis) when the transaction commits.
+WITH stored AS (
+    UPDATE receiver_messages SET analysis = @analysis::jsonb, analyzed_at = @analyzed_at::timestamptz
+    WHERE id = @id::uuid
+    RETURNING receiver_id, account_id
+)
+SELECT receiver_id, account_id, pg_notify('mailwatch_receivers', receiver_id::text)::text AS notified FROM stored;
 
 -- name: MessageAnalysisGet :one
 SELECT analysis, analyzed_at FROM receiver_messages WHERE id = @id::uuid;
@@ -88,3 +94,19 @@ CROSS JOIN LATERAL (
 ) m
 ORDER BY m.receiver_id, m.seq
 LIMIT @max::integer;
+
+-- name: MessageAnalysisForAccount :one
+-- A message's analysis as the API shows it: has_session is false for a
+-- message that did not come over SMTP (it is never analysed).
+SELECT analysis, analyzed_at, channel, (smtp_helo IS NOT NULL OR smtp_client_ip IS NOT NULL)::boolean AS has_session
+FROM receiver_messages
+WHERE id = @id::uuid AND receiver_id = @receiver_id::uuid AND account_id = @account_id::uuid;
+
+-- name: MessageAnalysisSummaries :many
+-- The grade, score and verdicts of some messages of a receiver, for
+-- listings (the sections stay in the database).
+SELECT id, channel, (smtp_helo IS NOT NULL OR smtp_client_ip IS NOT NULL)::boolean AS has_session, analyzed_at,
+       jsonb_build_object('grade', analysis->'grade', 'score', analysis->'score',
+                          'verdicts', analysis->'verdicts')::jsonb AS summary
+FROM receiver_messages
+WHERE receiver_id = @receiver_id::uuid AND id = ANY(@ids::uuid[]);

@@ -71,7 +71,18 @@ func (h *Dashboard) webMessage(c *fiber.Ctx) error {
 	if err != nil {
 		return h.pageError(c, err)
 	}
-	return h.render(c, http.StatusOK, "message", m.Subject, m, "")
+	a, err := h.ops.GetReceiverMessageAnalysis.Call(c.UserContext(), callerOf(c), &api.MessagePath{ID: id, MessageID: mid})
+	if err != nil {
+		return h.pageError(c, err)
+	}
+	return h.render(c, http.StatusOK, "message", m.Subject, messageData{Message: m, Deliverability: a}, "")
+}
+
+// messageData is the message page: the message and its deliverability
+// analysis.
+type messageData struct {
+	*api.Message
+	Deliverability *api.MessageAnalysis
 }
 
 // webWaitFeed is the receiver page's long poll: the wait endpoint's own

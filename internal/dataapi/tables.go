@@ -60,7 +60,10 @@ var Tables = func() map[string]*Table {
 		{Name: "messages", Owner: byAccount, Columns: cols(
 			"id", "uuid", "receiver_id", "uuid", "account_id", "uuid", "seq", "bigint", "channel", "text", "sender", "text",
 			"subject", "text", "text_body", "text", "html_body", "text", "parsed", "jsonb", "size_bytes", "integer",
-			"received_at", "timestamptz")},
+			"received_at", "timestamptz",
+			// schema/0047_data_api_message_analysis.sql
+			"analysis", "jsonb", "analyzed_at", "timestamptz", "smtp_client_ip", "text", "smtp_helo", "text",
+			"smtp_mail_from", "text", "smtp_tls_version", "text", "smtp_tls_cipher", "text")},
 		{Name: "event_subscriptions", Owner: byAccount, Columns: cols(
 			"id", "uuid", "account_id", "uuid", "url", "text", "event_types", "text[]", "domain_filter", "text",
 			"tag_filter", "text", "enabled", "boolean", "disabled_reason", "text", "disabled_at", "timestamptz",

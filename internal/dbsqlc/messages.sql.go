@@ -14,6 +14,39 @@ import (
 	"github.com/google/uuid"
 )
 
+const messageAnalysisForAccount = `-- name: MessageAnalysisForAccount :one
+SELECT analysis, analyzed_at, channel, (smtp_helo IS NOT NULL OR smtp_client_ip IS NOT NULL)::boolean AS has_session
+FROM receiver_messages
+WHERE id = $1::uuid AND receiver_id = $2::uuid AND account_id = $3::uuid
+`
+
+type MessageAnalysisForAccountParams struct {
+	ID         uuid.UUID
+	ReceiverID uuid.UUID
+	AccountID  uuid.UUID
+}
+
+type MessageAnalysisForAccountRow struct {
+	Analysis   json.RawMessage
+	AnalyzedAt *time.Time
+	Channel    string
+	HasSession bool
+}
+
+// A message's analysis as the API shows it: has_session is false for a
+// message that did not come over SMTP (it is never analysed).
+func (q *Queries) MessageAnalysisForAccount(ctx context.Context, db DBTX, arg MessageAnalysisForAccountParams) (MessageAnalysisForAccountRow, error) {
+	row := db.QueryRow(ctx, messageAnalysisForAccount, arg.ID, arg.ReceiverID, arg.AccountID)
+	var i MessageAnalysisForAccountRow
+	err := row.Scan(
+		&i.Analysis,
+		&i.AnalyzedAt,
+		&i.Channel,
+		&i.HasSession,
+	)
+	return i, err
+}
+
 const messageAnalysisGet = `-- name: MessageAnalysisGet :one
 SELECT analysis, analyzed_at FROM receiver_messages WHERE id = $1::uuid
 `
@@ -30,9 +63,13 @@ func (q *Queries) MessageAnalysisGet(ctx context.Context, db DBTX, id uuid.UUID)
 	return i, err
 }
 
-const messageAnalysisSet = `-- name: MessageAnalysisSet :execrows
-UPDATE receiver_messages SET analysis = $1::jsonb, analyzed_at = $2::timestamptz
-WHERE id = $3::uuid
+const messageAnalysisSet = `-- name: MessageAnalysisSet :one
+WITH stored AS (
+    UPDATE receiver_messages SET analysis = $1::jsonb, analyzed_at = $2::timestamptz
+    WHERE id = $3::uuid
+    RETURNING receiver_id, account_id
+)
+SELECT receiver_id, account_id, pg_notify('mailwatch_receivers', receiver_id::text)::text AS notified FROM stored
 `
 
 type MessageAnalysisSetParams struct {
@@ -41,12 +78,68 @@ type MessageAnalysisSetParams struct {
 	ID         uuid.UUID
 }
 
-func (q *Queries) MessageAnalysisSet(ctx context.Context, db DBTX, arg MessageAnalysisSetParams) (int64, error) {
-	result, err := db.Exec(ctx, messageAnalysisSet, arg.Analysis, arg.AnalyzedAt, arg.ID)
+type MessageAnalysisSetRow struct {
+	ReceiverID uuid.UUID
+	AccountID  uuid.UUID
+	Notified   string
+}
+
+// Stores a message's analysis and notifies the receiver's waiters (the
+// assertions waiting for a pending analysis) when the transaction commits.
+func (q *Queries) MessageAnalysisSet(ctx context.Context, db DBTX, arg MessageAnalysisSetParams) (MessageAnalysisSetRow, error) {
+	row := db.QueryRow(ctx, messageAnalysisSet, arg.Analysis, arg.AnalyzedAt, arg.ID)
+	var i MessageAnalysisSetRow
+	err := row.Scan(&i.ReceiverID, &i.AccountID, &i.Notified)
+	return i, err
+}
+
+const messageAnalysisSummaries = `-- name: MessageAnalysisSummaries :many
+SELECT id, channel, (smtp_helo IS NOT NULL OR smtp_client_ip IS NOT NULL)::boolean AS has_session, analyzed_at,
+       jsonb_build_object('grade', analysis->'grade', 'score', analysis->'score',
+                          'verdicts', analysis->'verdicts')::jsonb AS summary
+FROM receiver_messages
+WHERE receiver_id = $1::uuid AND id = ANY($2::uuid[])
+`
+
+type MessageAnalysisSummariesParams struct {
+	ReceiverID uuid.UUID
+	Ids        []uuid.UUID
+}
+
+type MessageAnalysisSummariesRow struct {
+	ID         uuid.UUID
+	Channel    string
+	HasSession bool
+	AnalyzedAt *time.Time
+	Summary    json.RawMessage
+}
+
+// The grade, score and verdicts of some messages of a receiver, for
+// listings (the sections stay in the database).
+func (q *Queries) MessageAnalysisSummaries(ctx context.Context, db DBTX, arg MessageAnalysisSummariesParams) ([]MessageAnalysisSummariesRow, error) {
+	rows, err := db.Query(ctx, messageAnalysisSummaries, arg.ReceiverID, arg.Ids)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []MessageAnalysisSummariesRow
+	for rows.Next() {
+		var i MessageAnalysisSummariesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Channel,
+			&i.HasSession,
+			&i.AnalyzedAt,
+			&i.Summary,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const messageCountSince = `-- name: MessageCountSince :one

@@ -311,18 +311,25 @@ type DataApiEventSubscription struct {
 }
 
 type DataApiMessage struct {
-	ID         uuid.UUID
-	ReceiverID uuid.UUID
-	AccountID  uuid.UUID
-	Seq        int64
-	Channel    string
-	Sender     string
-	Subject    string
-	TextBody   string
-	HtmlBody   string
-	Parsed     json.RawMessage
-	SizeBytes  int32
-	ReceivedAt time.Time
+	ID             uuid.UUID
+	ReceiverID     uuid.UUID
+	AccountID      uuid.UUID
+	Seq            int64
+	Channel        string
+	Sender         string
+	Subject        string
+	TextBody       string
+	HtmlBody       string
+	Parsed         json.RawMessage
+	SizeBytes      int32
+	ReceivedAt     time.Time
+	Analysis       json.RawMessage
+	AnalyzedAt     *time.Time
+	SmtpClientIp   string
+	SmtpHelo       *string
+	SmtpMailFrom   *string
+	SmtpTlsVersion *string
+	SmtpTlsCipher  *string
 }
 
 type DataApiMessageEvent struct {

@@ -88,10 +88,12 @@ type Report struct {
 	// Score is 100 minus the points of the distinct findings, at least 0.
 	Score int `json:"score"`
 	// Grade is A, B, C, D or F (see GradeThresholds).
-	Grade    string         `json:"grade"`
-	Session  Session        `json:"session"`
-	Auth     Authentication `json:"authentication"`
-	Listings []Listing      `json:"listings"`
+	Grade   string         `json:"grade"`
+	Session Session        `json:"session"`
+	Auth    Authentication `json:"authentication"`
+	// Verdicts is Auth.Verdicts(), stored with the report for listings.
+	Verdicts Verdicts  `json:"verdicts"`
+	Listings []Listing `json:"listings"`
 	// Spam is the content filter's verdict, nil when none scored the
 	// message (see the spam section's note).
 	Spam     *spamcheck.Result `json:"spam"`
@@ -191,6 +193,7 @@ func Analyze(ctx context.Context, r Resolver, raw []byte, s Session, opts Option
 	rep := &Report{Session: s, Listings: []Listing{}}
 	auth, authFindings := authenticate(ctx, br, raw, msg, s, lim)
 	rep.Auth = auth
+	rep.Verdicts = auth.Verdicts()
 	rep.Sections = []Section{
 		{Name: SectionAuthentication, Findings: authFindings},
 		reputation(ctx, s.ClientIP, opts.Reputation, rep),

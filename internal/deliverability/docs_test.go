@@ -64,3 +64,15 @@ func TestWeightsTable(t *testing.T) {
 	require.Equal(t, 100, score)
 	require.Equal(t, "A", grade)
 }
+
+// Every assertion type is documented in the assertions table.
+func TestAssertionTypesDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/features/deliverability.md")
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(doc), "## Assertions")
+	require.True(t, ok)
+	for _, typ := range deliverability.AssertionTypes {
+		require.Contains(t, table, "`"+typ+"`", "assertion type %s is not documented", typ)
+	}
+}

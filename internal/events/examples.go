@@ -28,6 +28,8 @@ var examples = map[string]json.RawMessage{
 	TypeReceiverMessageReceived: json.RawMessage(`{"receiver_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f73",` +
 		`"message_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f74","channel":"email","from":"noreply@example.com",` +
 		`"subject":"Your sign-in code","label":"signup test"}`),
+	TypeReceiverMessageAnalyzed: json.RawMessage(`{"receiver_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f73",` +
+		`"message_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f74","grade":"B","score":85,"spf":"pass","dkim":"pass","dmarc":"pass"}`),
 	TypeAlertAcknowledged: json.RawMessage(`{"alert_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f75","alert_type":"health_score_changed",` +
 		`"acknowledged_by":"alice@example.com","note":"DMARC record restored","key_identifier":"mw_AbCd"}`),
 	TypeAlertUnacknowledged: json.RawMessage(`{"alert_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f75","alert_type":"health_score_changed",` +

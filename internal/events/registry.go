@@ -36,6 +36,7 @@ const (
 	TypeSubscriptionDisabled    = "subscription_disabled"
 	TypeDMARCReportReceived     = "dmarc_report_received"
 	TypeReceiverMessageReceived = "receiver_message_received"
+	TypeReceiverMessageAnalyzed = "receiver_message_analyzed"
 	TypeAlertAcknowledged       = "alert_acknowledged"
 	TypeAlertUnacknowledged     = "alert_unacknowledged"
 	TypeMessageDeleted          = "message_deleted"
@@ -190,6 +191,16 @@ var types = map[string]Type{
 			"receiver_id":{"type":"string","format":"uuid"},"message_id":{"type":"string","format":"uuid"},
 			"channel":{"type":"string","enum":["email","sms"]},"from":{"type":"string"},"subject":{"type":"string"},
 			"label":{"type":"string"}}}`),
+	},
+	TypeReceiverMessageAnalyzed: {
+		Name:            TypeReceiverMessageAnalyzed,
+		Group:           GroupReceivers,
+		Description:     "The deliverability analysis of a message a receiver got over SMTP is done: its grade, score and authentication verdicts (the full report is GET .../messages/{message_id}/analysis).",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["receiver_id","message_id","grade","score","spf","dkim","dmarc"],"properties":{
+			"receiver_id":{"type":"string","format":"uuid"},"message_id":{"type":"string","format":"uuid"},
+			"grade":{"type":"string","enum":["A","B","C","D","F"]},"score":{"type":"integer","minimum":0,"maximum":100},
+			"spf":{"type":"string"},"dkim":{"type":"string"},"dmarc":{"type":"string"}}}`),
 	},
 	TypeAlertAcknowledged: {
 		Name:            TypeAlertAcknowledged,

@@ -14,6 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/deliverability"
+	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
@@ -39,19 +40,20 @@ func (AnalyzeArgs) InsertOpts() river.InsertOpts {
 // makes the rest of the lookups temperror instead.
 const AnalysisTimeout = 60 * time.Second
 
-// AnalyzeMessage runs the deliverability analysis of a stored message and
-// stores its report. It returns nil without doing anything for a message
-// that did not come over SMTP, and dbutil's not-found error for one that
-// no longer exists.
-func AnalyzeMessage(ctx context.Context, db dbutil.Executor, r deliverability.Resolver, opts deliverability.Options, messageID uuid.UUID, now time.Time) (*deliverability.Report, error) {
+// AnalyzeMessage runs the deliverability analysis of a stored message and,
+// in one transaction, stores its report, emits receiver_message_analyzed
+// and notifies the receiver's waiters (assertions waiting for it). It
+// returns nil without doing anything for a message that did not come over
+// SMTP, and dbutil's not-found error for one that no longer exists.
+func AnalyzeMessage(ctx context.Context, db dbutil.Executor, em *events.Emitter, r deliverability.Resolver, opts deliverability.Options, messageID uuid.UUID, now time.Time) (*deliverability.Report, error) {
 	store := &Store{DB: db}
 	raw, sess, err := store.MessageSession(ctx, messageID)
 	if err != nil || sess == nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, AnalysisTimeout)
+	actx, cancel := context.WithTimeout(ctx, AnalysisTimeout)
 	defer cancel()
-	rep := deliverability.Analyze(ctx, r, raw, *sess, opts)
+	rep := deliverability.Analyze(actx, r, raw, *sess, opts)
 	doc, err := json.Marshal(rep)
 	if err != nil {
 		return nil, fmt.Errorf("error encoding the analysis: %w", err)
@@ -60,12 +62,30 @@ func AnalyzeMessage(ctx context.Context, db dbutil.Executor, r deliverability.Re
 	// one hold a NUL character, jsonb would refuse its \u0000 escape (Go's
 	// encoder writes no other escape jsonb refuses, and no invalid UTF-8).
 	doc = bytes.ReplaceAll(doc, []byte(`\u0000`), []byte(`\ufffd`))
-	n, err := dbsqlc.New().MessageAnalysisSet(ctx, db, dbsqlc.MessageAnalysisSetParams{ID: messageID, Analysis: doc, AnalyzedAt: now.UTC()})
+	err = dbutil.WithTx(ctx, db, func(ctx context.Context, tx dbutil.Tx) error {
+		row, err := dbsqlc.New().MessageAnalysisSet(ctx, tx, dbsqlc.MessageAnalysisSetParams{ID: messageID, Analysis: doc, AnalyzedAt: now.UTC()})
+		if dbutil.IsNotFound(err) {
+			return fmt.Errorf("message %s: %w", messageID, pgx.ErrNoRows)
+		}
+		if err != nil {
+			return fmt.Errorf("error storing the analysis: %w", err)
+		}
+		_, err = em.Emit(ctx, tx, events.Event{
+			AccountID: row.AccountID,
+			Type:      events.TypeReceiverMessageAnalyzed,
+			Payload: map[string]any{
+				"receiver_id": row.ReceiverID, "message_id": messageID, "grade": rep.Grade, "score": rep.Score,
+				"spf": rep.Verdicts.SPF, "dkim": rep.Verdicts.DKIM, "dmarc": rep.Verdicts.DMARC,
+			},
+			At: now,
+		})
+		if err != nil {
+			return fmt.Errorf("emitting %s: %w", events.TypeReceiverMessageAnalyzed, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("error storing the analysis: %w", err)
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("message %s: %w", messageID, pgx.ErrNoRows)
+		return nil, err
 	}
 	return rep, nil
 }

@@ -45,8 +45,41 @@ _dmarc.example.com.          TXT "v=DMARC1; p=reject"
 	msgs := messagesOf(t, tx, r.ID)
 	require.Len(t, msgs, 1)
 
-	rep, err := receivers.AnalyzeMessage(ctx, tx, resolver, deliverability.Options{}, msgs[0].ID, now.Add(time.Second))
+	// Before the job ran: pending, in the API's read and in listings.
+	a, err := receivers.GetAnalysis(ctx, tx, acct, r.ID, msgs[0].ID, now)
 	require.NoError(t, err)
+	require.Equal(t, receivers.AnalysisPending, a.Status)
+	sums, err := receivers.AnalysisSummaries(ctx, tx, r.ID, []uuid.UUID{msgs[0].ID})
+	require.NoError(t, err)
+	require.Equal(t, receivers.AnalysisPending, sums[msgs[0].ID].Status)
+
+	rep, err := receivers.AnalyzeMessage(ctx, tx, store.Emitter, resolver, deliverability.Options{}, msgs[0].ID, now.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, deliverability.Verdicts{SPF: "pass", DKIM: "none", DMARC: "pass"}, rep.Verdicts)
+
+	// The event is emitted in the storing transaction, with the verdicts.
+	var payload map[string]any
+	require.NoError(t, tx.QueryRow(ctx, `SELECT payload FROM events WHERE account_id = $1 AND event_type = 'receiver_message_analyzed'`, acct).Scan(&payload))
+	require.Equal(t, map[string]any{
+		"receiver_id": r.ID.String(), "message_id": msgs[0].ID.String(), "grade": rep.Grade, "score": float64(rep.Score),
+		"spf": "pass", "dkim": "none", "dmarc": "pass",
+	}, payload)
+
+	a, err = receivers.GetAnalysis(ctx, tx, acct, r.ID, msgs[0].ID, now)
+	require.NoError(t, err)
+	require.Equal(t, receivers.AnalysisDone, a.Status)
+	require.Equal(t, rep.Grade, a.Report.Grade)
+	require.True(t, a.AnalyzedAt.Equal(now.Add(time.Second)))
+	sums, err = receivers.AnalysisSummaries(ctx, tx, r.ID, []uuid.UUID{msgs[0].ID})
+	require.NoError(t, err)
+	sum := sums[msgs[0].ID]
+	require.Equal(t, receivers.AnalysisDone, sum.Status)
+	require.Equal(t, rep.Grade, *sum.Grade)
+	require.Equal(t, rep.Score, *sum.Score)
+	require.Equal(t, rep.Verdicts, *sum.Verdicts)
+	// Another account's receiver does not show it.
+	_, err = receivers.GetAnalysis(ctx, tx, testfactory.Account(t, tx), r.ID, msgs[0].ID, now)
+	require.ErrorIs(t, err, receivers.ErrNotFound)
 	require.Equal(t, "pass", string(rep.Auth.SPF.Status))
 
 	row, err := dbsqlc.New().MessageAnalysisGet(ctx, tx, msgs[0].ID)
@@ -70,15 +103,19 @@ _dmarc.example.com.          TXT "v=DMARC1; p=reject"
 	// A message from the ingress webhook has no session: nothing to do.
 	out, err := store.DeliverEmail(ctx, receivers.EmailDelivery{Raw: signupEmail(r.Address), Recipients: []string{r.Address}})
 	require.NoError(t, err)
-	rep, err = receivers.AnalyzeMessage(ctx, tx, resolver, deliverability.Options{}, out[0].MessageID, now)
+	rep, err = receivers.AnalyzeMessage(ctx, tx, store.Emitter, resolver, deliverability.Options{}, out[0].MessageID, now)
 	require.NoError(t, err)
 	require.Nil(t, rep)
 	row, err = dbsqlc.New().MessageAnalysisGet(ctx, tx, out[0].MessageID)
 	require.NoError(t, err)
 	require.Nil(t, row.Analysis)
 	require.Nil(t, row.AnalyzedAt)
+	a, err = receivers.GetAnalysis(ctx, tx, acct, r.ID, out[0].MessageID, now)
+	require.NoError(t, err)
+	require.Equal(t, receivers.AnalysisNotApplicable, a.Status)
+	require.Contains(t, a.Reason, "webhook")
 
 	// A message deleted since.
-	_, err = receivers.AnalyzeMessage(ctx, tx, resolver, deliverability.Options{}, uuid.Must(uuid.NewV7()), now)
+	_, err = receivers.AnalyzeMessage(ctx, tx, store.Emitter, resolver, deliverability.Options{}, uuid.Must(uuid.NewV7()), now)
 	require.True(t, dbutil.IsNotFound(err), "%v", err)
 }
