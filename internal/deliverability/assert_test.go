@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/internal/deliverability"
-	"github.com/mailwatch/mailwatch/internal/spamcheck"
 	"github.com/mailwatch/mailwatch/internal/dmarc"
+	"github.com/mailwatch/mailwatch/internal/spamcheck"
 	"github.com/mailwatch/mailwatch/internal/spf"
 )
 
