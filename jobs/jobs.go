@@ -24,6 +24,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/domains"
+	"github.com/mailwatch/mailwatch/internal/fairwait"
 	"github.com/mailwatch/mailwatch/internal/logthrottle"
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/plans"
@@ -104,6 +105,12 @@ type Deps struct {
 	// observeProviderGate, when set, sees each admission of a
 	// provider_payload job by its account's bound (tests).
 	observeProviderGate func(account uuid.UUID, running int)
+	// analysisAccountConcurrency bounds the analysis jobs of one account
+	// running at once in the process: half the queue's MaxWorkers
+	// (fairwait.Share), set by NewClient; tests set it lower.
+	analysisAccountConcurrency int
+	// observeAnalysisGate is observeProviderGate for the analysis jobs.
+	observeAnalysisGate func(account uuid.UUID, running int)
 }
 
 // Settings are the configuration the workers read (SettingsFrom takes them
@@ -232,6 +239,9 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 		// The default queue's MaxWorkers (below); an insert-only client
 		// runs no job.
 		deps.Settings.ProviderAccountConcurrency = providers.AccountConcurrency(opts.Concurrency)
+	}
+	if deps.analysisAccountConcurrency <= 0 {
+		deps.analysisAccountConcurrency = fairwait.Share(opts.Concurrency)
 	}
 	cfg := &river.Config{
 		// River retries every loop against a lost database (each queue's

@@ -3,14 +3,17 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/deliverability"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/fairwait"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 )
@@ -18,7 +21,9 @@ import (
 // addReceiverWorkers registers this feature's workers.
 func addReceiverWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &ReceiverExpireWorker{deps: deps})
-	river.AddWorker(w, &ReceiverAnalyzeWorker{deps: deps})
+	gate := fairwait.NewGate[uuid.UUID](deps.analysisAccountConcurrency, "analysis jobs", "half of WORKER_CONCURRENCY")
+	gate.Observe(deps.observeAnalysisGate)
+	river.AddWorker(w, &ReceiverAnalyzeWorker{deps: deps, gate: gate})
 }
 
 // receiverPeriodicJobs returns this feature's schedules.
@@ -74,18 +79,46 @@ func (w *ReceiverExpireWorker) Work(ctx context.Context, job *river.Job[Receiver
 type ReceiverAnalyzeWorker struct {
 	river.WorkerDefaults[receivers.AnalyzeArgs]
 	deps Deps
+	// gate bounds the analyses of one account running in this process, so
+	// one account's flood of test mail (each analysis tens of DNS queries
+	// and a spam check) takes at most half the analysis queue's workers and
+	// the other accounts' analyses run beside it.
+	gate *fairwait.Gate[uuid.UUID]
 }
+
+// Analysis jobs over their account's bound wait like provider payload
+// jobs: put back at once, looked at again after a short, growing,
+// jittered delay.
+const (
+	analysisFairWaitBase   = 250 * time.Millisecond
+	analysisFairWaitMax    = 5 * time.Second
+	analysisFairWaitSpread = 0.25
+	// MetadataAnalysisFairWaits counts a job's waits in its metadata.
+	MetadataAnalysisFairWaits = "analysis_fair_waits"
+)
 
 // Timeout bounds one analysis (its DNS lookups are bounded inside it).
 func (w *ReceiverAnalyzeWorker) Timeout(*river.Job[receivers.AnalyzeArgs]) time.Duration {
 	return receivers.AnalysisTimeout + 30*time.Second
 }
 
-// Work analyses the message and stores the report. A message deleted since
-// (its receiver purged) completes the job.
+// Work analyses the message and stores the report. A job over its
+// account's bound (gate) does no work: it is snoozed, using no attempt. A
+// message deleted since (its receiver purged) completes the job.
 func (w *ReceiverAnalyzeWorker) Work(ctx context.Context, job *river.Job[receivers.AnalyzeArgs]) error {
 	if w.deps.Resolver == nil {
 		return errors.New("no DNS resolver configured for the message analysis")
+	}
+	if account := job.Args.AccountID; account != uuid.Nil && w.gate != nil {
+		release, busy := w.gate.Admit(account)
+		if busy != nil {
+			waits := fairwait.Waits(job.Metadata, MetadataAnalysisFairWaits)
+			if err := river.MetadataSet(ctx, MetadataAnalysisFairWaits, waits+1); err != nil {
+				return fmt.Errorf("error counting a wait: %w", err)
+			}
+			return river.JobSnooze(fairwait.Delay(waits, analysisFairWaitBase, analysisFairWaitMax, analysisFairWaitSpread, nil))
+		}
+		defer release()
 	}
 	_, err := receivers.AnalyzeMessage(ctx, w.deps.Pool, &events.Emitter{}, w.deps.Resolver, deliverability.Options{Spam: w.deps.Spam}, job.Args.MessageID, w.deps.Now())
 	if dbutil.IsNotFound(err) {

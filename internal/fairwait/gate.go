@@ -91,6 +91,14 @@ func (g *Gate[K]) Running(key K) int {
 	return g.running[key]
 }
 
+// Share is the default bound of one tenant on a queue of workers
+// MaxWorkers: half of them, rounded up, at least one. One tenant may then
+// take half a worker process's queue, and the other half stays free for
+// every other tenant.
+func Share(workers int) int {
+	return max(1, (workers+1)/2)
+}
+
 // Waits returns how many times a job waited for its turn, from the count
 // its worker keeps in the job's metadata under key (zero when it never
 // waited or the metadata is unreadable).

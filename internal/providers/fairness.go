@@ -48,13 +48,8 @@ const (
 const DefaultAccountConcurrency = 50
 
 // AccountConcurrency returns PROVIDER_ACCOUNT_CONCURRENCY's default for a
-// queue of workers MaxWorkers: half of them, rounded up, at least one. One
-// account may then take half a worker process's default queue, and the
-// other half stays free for every other account (and the queue's other
-// job kinds).
-func AccountConcurrency(workers int) int {
-	return max(1, (workers+1)/2)
-}
+// queue of workers MaxWorkers: fairwait.Share of them.
+func AccountConcurrency(workers int) int { return fairwait.Share(workers) }
 
 // BusyError says a job must wait: its account's jobs running in this
 // process already reach the bound.

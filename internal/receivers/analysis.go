@@ -23,6 +23,9 @@ import (
 // and the waiters' wake-up do not wait for it.
 type AnalyzeArgs struct {
 	MessageID uuid.UUID `json:"message_id"`
+	// AccountID is the message's account, for the workers' per-account
+	// bound; jobs queued before it was added have none and are not bounded.
+	AccountID uuid.UUID `json:"account_id,omitempty"`
 }
 
 // Kind implements river.JobArgs.

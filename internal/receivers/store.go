@@ -398,7 +398,7 @@ func (s *Store) storeCopy(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, id 
 		return Delivered{}, false, fmt.Errorf("error inserting message: %w", err)
 	}
 	if m.session != nil {
-		if err := s.queueAnalysis(ctx, tx, msgID); err != nil {
+		if err := s.queueAnalysis(ctx, tx, r.AccountID, msgID); err != nil {
 			return Delivered{}, false, err
 		}
 	}
@@ -422,12 +422,12 @@ func (s *Store) storeCopy(ctx context.Context, tx pgx.Tx, q *dbsqlc.Queries, id 
 
 // queueAnalysis queues the deliverability analysis of a message received
 // over SMTP, in the delivery's transaction.
-func (s *Store) queueAnalysis(ctx context.Context, tx pgx.Tx, msgID uuid.UUID) error {
+func (s *Store) queueAnalysis(ctx context.Context, tx pgx.Tx, account, msgID uuid.UUID) error {
 	client, err := s.Emitter.Client(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := client.InsertTx(ctx, tx, AnalyzeArgs{MessageID: msgID}, nil); err != nil {
+	if _, err := client.InsertTx(ctx, tx, AnalyzeArgs{MessageID: msgID, AccountID: account}, nil); err != nil {
 		return fmt.Errorf("error queueing the message analysis: %w", err)
 	}
 	return nil
