@@ -468,20 +468,7 @@ func (ch *checker) macro(ctx context.Context, inner, domain string) (string, err
 	if err != nil {
 		return "", err
 	}
-	delims := strings.TrimLeft(inner[1:], "0123456789rR")
-	if delims == "" {
-		delims = "."
-	}
-	parts := strings.FieldsFunc(value, func(r rune) bool { return strings.ContainsRune(delims, r) })
-	if reverse {
-		for l, r := 0, len(parts)-1; l < r; l, r = l+1, r-1 {
-			parts[l], parts[r] = parts[r], parts[l]
-		}
-	}
-	if digits > 0 && digits < len(parts) {
-		parts = parts[len(parts)-digits:]
-	}
-	out := strings.Join(parts, ".")
+	out := transformMacro(value, inner, digits, reverse)
 	if isUpper(letter) {
 		out = urlEscape(out)
 	}

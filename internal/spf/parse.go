@@ -451,20 +451,7 @@ func expandDomainSpec(spec, domain string) (string, bool) {
 		if err != nil || letter != 'd' {
 			return "", false
 		}
-		delims := strings.TrimLeft(inner[1:], "0123456789rR")
-		if delims == "" {
-			delims = "."
-		}
-		parts := strings.FieldsFunc(domain, func(r rune) bool { return strings.ContainsRune(delims, r) })
-		if reverse {
-			for l, r := 0, len(parts)-1; l < r; l, r = l+1, r-1 {
-				parts[l], parts[r] = parts[r], parts[l]
-			}
-		}
-		if digits > 0 && digits < len(parts) {
-			parts = parts[len(parts)-digits:]
-		}
-		b.WriteString(strings.Join(parts, "."))
+		b.WriteString(transformMacro(domain, inner, digits, reverse))
 		i += end
 	}
 	return strings.TrimSuffix(b.String(), "."), true
@@ -477,4 +464,25 @@ func toLower(c byte) byte {
 		return c + 'a' - 'A'
 	}
 	return c
+}
+
+// transformMacro applies a macro's transformers to its value (RFC 7208
+// section 7.3): split on the delimiters after the letter and digits
+// ("." when none), reverse when asked, keep the rightmost digits parts,
+// and join with dots. inner is the macro without its braces.
+func transformMacro(value, inner string, digits int, reverse bool) string {
+	delims := strings.TrimLeft(inner[1:], "0123456789rR")
+	if delims == "" {
+		delims = "."
+	}
+	parts := strings.FieldsFunc(value, func(r rune) bool { return strings.ContainsRune(delims, r) })
+	if reverse {
+		for l, r := 0, len(parts)-1; l < r; l, r = l+1, r-1 {
+			parts[l], parts[r] = parts[r], parts[l]
+		}
+	}
+	if digits > 0 && digits < len(parts) {
+		parts = parts[len(parts)-digits:]
+	}
+	return strings.Join(parts, ".")
 }
