@@ -123,7 +123,7 @@ func TestReceiverMessageAnalysis(t *testing.T) {
 	require.Equal(t, rep.Score, a.Score)
 	require.Equal(t, "pass", a.Authentication.SPF.Status)
 	require.Equal(t, deliverability.Verdicts{SPF: "pass", DKIM: "none", DMARC: "pass"}, a.Verdicts)
-	require.Len(t, a.Sections, 4)
+	require.Len(t, a.Sections, 5, "authentication, reputation, spam, headers, content")
 	require.NotEmpty(t, a.Sections[0].Findings, "dkim_none at least")
 	require.NotEmpty(t, a.Sections[0].Findings[0].Fix)
 

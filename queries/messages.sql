@@ -62,11 +62,13 @@ WHERE id = @id::uuid AND receiver_id = @receiver_id::uuid AND account_id = @acco
 SELECT count(*) FROM receiver_messages WHERE account_id = @account_id::uuid AND received_at > @since::timestamptz;
 
 -- name: MessageAnalysisSet :one
--- Stores a message's analysis and notifies the receiver's waiters (the
--- assertions waiting for a pending analysis) when the transaction commits.
+-- Stores a message's analysis, once: a message already analysed (a retry
+-- of a job whose commit landed) is not updated, and no row comes back.
+-- Notifies the receiver's waiters (the assertions waiting for a pending
+-- analysis) when the transaction commits.
 WITH stored AS (
     UPDATE receiver_messages SET analysis = @analysis::jsonb, analyzed_at = @analyzed_at::timestamptz
-    WHERE id = @id::uuid
+    WHERE id = @id::uuid AND analyzed_at IS NULL
     RETURNING receiver_id, account_id
 )
 SELECT receiver_id, account_id, pg_notify('mailwatch_receivers', receiver_id::text)::text AS notified FROM stored;

@@ -396,10 +396,12 @@ func runFleet(t *testing.T, pg *ownPostgres, pool *pgxpool.Pool, redisURL string
 	require.NoError(t, emit(after))
 	mailRound(10)
 
-	// + the mail retried after the outage + the events committed around the
-	// restart; a commit cut by the stop may have landed without its answer:
-	// such an event is not counted but must be delivered all the same.
-	total := before + after + 21 + int(duringOutage.Load())
+	// + the mail retried after the outage (each of the 21 messages received
+	// over SMTP is an event as it arrives and another once its analysis
+	// job ran) + the events committed around the restart; a commit cut by
+	// the stop may have landed without its answer: such an event is not
+	// counted but must be delivered all the same.
+	total := before + after + 2*21 + int(duringOutage.Load())
 	var rows int
 	require.Eventually(t, func() bool {
 		var pending int

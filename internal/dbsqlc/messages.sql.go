@@ -66,7 +66,7 @@ func (q *Queries) MessageAnalysisGet(ctx context.Context, db DBTX, id uuid.UUID)
 const messageAnalysisSet = `-- name: MessageAnalysisSet :one
 WITH stored AS (
     UPDATE receiver_messages SET analysis = $1::jsonb, analyzed_at = $2::timestamptz
-    WHERE id = $3::uuid
+    WHERE id = $3::uuid AND analyzed_at IS NULL
     RETURNING receiver_id, account_id
 )
 SELECT receiver_id, account_id, pg_notify('mailwatch_receivers', receiver_id::text)::text AS notified FROM stored
@@ -84,8 +84,10 @@ type MessageAnalysisSetRow struct {
 	Notified   string
 }
 
-// Stores a message's analysis and notifies the receiver's waiters (the
-// assertions waiting for a pending analysis) when the transaction commits.
+// Stores a message's analysis, once: a message already analysed (a retry
+// of a job whose commit landed) is not updated, and no row comes back.
+// Notifies the receiver's waiters (the assertions waiting for a pending
+// analysis) when the transaction commits.
 func (q *Queries) MessageAnalysisSet(ctx context.Context, db DBTX, arg MessageAnalysisSetParams) (MessageAnalysisSetRow, error) {
 	row := db.QueryRow(ctx, messageAnalysisSet, arg.Analysis, arg.AnalyzedAt, arg.ID)
 	var i MessageAnalysisSetRow

@@ -166,6 +166,18 @@ func session(mailFrom string) deliverability.Session {
 	}
 }
 
+// section returns the report's section called name.
+func section(t *testing.T, rep *deliverability.Report, name string) deliverability.Section {
+	t.Helper()
+	for _, s := range rep.Sections {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no %s section", name)
+	return deliverability.Section{}
+}
+
 // ids returns the finding IDs of a report, by section.
 func ids(rep *deliverability.Report) map[string][]string {
 	out := map[string][]string{}
@@ -330,7 +342,7 @@ Content-Type: text/html; charset=utf-8
 
 	content := ids(rep)["content"]
 	require.Subset(t, content, []string{"content_placeholder", "content_link_mismatch", "content_shortener", "content_script", "content_image_no_alt"})
-	for _, f := range rep.Sections[3].Findings {
+	for _, f := range section(t, rep, deliverability.SectionContent).Findings {
 		switch f.ID {
 		case "content_placeholder":
 			require.Contains(t, f.Message, "{{first_name}}")
@@ -547,7 +559,7 @@ func TestAnalyzeBounds(t *testing.T) {
 		deep.body += fmt.Sprintf("--b%d\r\nContent-Type: multipart/mixed; boundary=\"b%d\"\r\n\r\n", i+1, i+2)
 	}
 	rep = deliverability.Analyze(ctx, r, deep.bytes(), s, deliverability.Options{})
-	require.Equal(t, []string{"message_unparsable"}, ids(rep)["content"], "%+v", rep.Sections[3])
+	require.Equal(t, []string{"message_unparsable"}, ids(rep)["content"], "%+v", section(t, rep, deliverability.SectionContent))
 
 	// Header fields past the limit are not examined.
 	many := goodMail()

@@ -94,9 +94,9 @@ type Report struct {
 	// Verdicts is Auth.Verdicts(), stored with the report for listings.
 	Verdicts Verdicts  `json:"verdicts"`
 	Listings []Listing `json:"listings"`
-	// Spam is the content filter's verdict, nil when none scored the
+	// Spam is the content filter's verdict, absent when none scored the
 	// message (see the spam section's note).
-	Spam     *spamcheck.Result `json:"spam"`
+	Spam     *spamcheck.Result `json:"spam,omitempty"`
 	Sections []Section         `json:"sections"`
 	// DNSLookups is the number of DNS queries the analysis made.
 	DNSLookups int `json:"dns_lookups"`

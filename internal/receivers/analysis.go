@@ -47,7 +47,8 @@ const AnalysisTimeout = 60 * time.Second
 // in one transaction, stores its report, emits receiver_message_analyzed
 // and notifies the receiver's waiters (assertions waiting for it). It
 // returns nil without doing anything for a message that did not come over
-// SMTP, and dbutil's not-found error for one that no longer exists.
+// SMTP or was analysed already (so a retried job emits no second event),
+// and dbutil's not-found error for one that no longer exists.
 func AnalyzeMessage(ctx context.Context, db dbutil.Executor, em *events.Emitter, r deliverability.Resolver, opts deliverability.Options, messageID uuid.UUID, now time.Time) (*deliverability.Report, error) {
 	store := &Store{DB: db}
 	raw, sess, err := store.MessageSession(ctx, messageID)
@@ -66,8 +67,15 @@ func AnalyzeMessage(ctx context.Context, db dbutil.Executor, em *events.Emitter,
 	// encoder writes no other escape jsonb refuses, and no invalid UTF-8).
 	doc = bytes.ReplaceAll(doc, []byte(`\u0000`), []byte(`\ufffd`))
 	err = dbutil.WithTx(ctx, db, func(ctx context.Context, tx dbutil.Tx) error {
-		row, err := dbsqlc.New().MessageAnalysisSet(ctx, tx, dbsqlc.MessageAnalysisSetParams{ID: messageID, Analysis: doc, AnalyzedAt: now.UTC()})
+		q := dbsqlc.New()
+		row, err := q.MessageAnalysisSet(ctx, tx, dbsqlc.MessageAnalysisSetParams{ID: messageID, Analysis: doc, AnalyzedAt: now.UTC()})
 		if dbutil.IsNotFound(err) {
+			// Analysed already (a retried job whose commit landed): the
+			// stored report and its event stand; or the message is gone.
+			if _, err := q.MessageAnalysisGet(ctx, tx, messageID); err == nil {
+				rep = nil
+				return nil
+			}
 			return fmt.Errorf("message %s: %w", messageID, pgx.ErrNoRows)
 		}
 		if err != nil {

@@ -65,6 +65,15 @@ _dmarc.example.com.          TXT "v=DMARC1; p=reject"
 		"spf": "pass", "dkim": "none", "dmarc": "pass",
 	}, payload)
 
+	// A retried job (its commit landed, its completion did not) stores
+	// nothing more and emits no second event.
+	again, err := receivers.AnalyzeMessage(ctx, tx, store.Emitter, resolver, deliverability.Options{}, msgs[0].ID, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.Nil(t, again)
+	var analyzed int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM events WHERE account_id = $1 AND event_type = 'receiver_message_analyzed'`, acct).Scan(&analyzed))
+	require.Equal(t, 1, analyzed)
+
 	a, err = receivers.GetAnalysis(ctx, tx, acct, r.ID, msgs[0].ID, now)
 	require.NoError(t, err)
 	require.Equal(t, receivers.AnalysisDone, a.Status)
