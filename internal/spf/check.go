@@ -419,19 +419,12 @@ func (ch *checker) expand(ctx context.Context, spec, domain string) (string, err
 		if i+1 >= len(spec) {
 			return "", permerror("macro string %q ends with %%", spec)
 		}
+		if esc, ok := macroEscape(spec[i+1]); ok {
+			b.WriteString(esc)
+			i++
+			continue
+		}
 		switch spec[i+1] {
-		case '%':
-			b.WriteByte('%')
-			i++
-			continue
-		case '_':
-			b.WriteByte(' ')
-			i++
-			continue
-		case '-':
-			b.WriteString("%20")
-			i++
-			continue
 		case '{':
 		default:
 			return "", permerror("invalid macro in %q", spec)

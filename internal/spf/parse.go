@@ -428,17 +428,8 @@ func expandDomainSpec(spec, domain string) (string, bool) {
 			b.WriteByte(c)
 			continue
 		}
-		switch spec[i+1] {
-		case '%':
-			b.WriteByte('%')
-			i++
-			continue
-		case '_':
-			b.WriteByte(' ')
-			i++
-			continue
-		case '-':
-			b.WriteString("%20")
+		if esc, ok := macroEscape(spec[i+1]); ok {
+			b.WriteString(esc)
 			i++
 			continue
 		}
@@ -485,4 +476,19 @@ func transformMacro(value, inner string, digits int, reverse bool) string {
 		parts = parts[len(parts)-digits:]
 	}
 	return strings.Join(parts, ".")
+}
+
+// macroEscape returns what the escape "%" c stands for (RFC 7208 section
+// 7.1: %% is a percent sign, %_ a space, %- a URL-encoded space), and
+// false for any other c.
+func macroEscape(c byte) (string, bool) {
+	switch c {
+	case '%':
+		return "%", true
+	case '_':
+		return " ", true
+	case '-':
+		return "%20", true
+	}
+	return "", false
 }
