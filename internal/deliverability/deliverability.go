@@ -12,6 +12,7 @@ package deliverability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -223,7 +224,7 @@ func reputation(ctx context.Context, ip netip.Addr, check ReputationFunc, rep *R
 	listings, err := check(ctx, ip)
 	if err != nil {
 		sec.Skipped = true
-		sec.Note = "the blocklist check failed: " + err.Error()
+		sec.Note = "the blocklist check failed, so the sending IP's listings are unknown"
 		sec.Findings = []Finding{newFinding("reputation_error", sec.Note)}
 		return sec
 	}
@@ -250,8 +251,13 @@ func spamScore(ctx context.Context, raw []byte, s Session, check spamcheck.Check
 	}
 	res, err := check.Check(ctx, raw, spamcheck.Envelope{ClientIP: s.ClientIP, Helo: s.Helo, MailFrom: s.MailFrom})
 	if err != nil {
+		// The error names the operator's filter (its address or socket):
+		// the customer reads only what happened.
 		sec.Skipped = true
-		sec.Note = "the content filter did not score the message: " + err.Error()
+		sec.Note = "the content filter did not score the message: it did not answer, or its answer was unreadable"
+		if errors.Is(err, spamcheck.ErrTooLarge) {
+			sec.Note = "the content filter did not score the message: it is over the filters' 500 KiB size limit"
+		}
 		sec.Findings = []Finding{newFinding("spam_not_scored", sec.Note)}
 		return sec
 	}

@@ -65,7 +65,8 @@ func TestAnalyzeSpamSection(t *testing.T) {
 	require.Nil(t, rep.Spam)
 	require.Equal(t, []string{"spam_not_scored"}, ids(rep)["spam"])
 	require.True(t, rep.Sections[2].Skipped)
-	require.Contains(t, rep.Sections[2].Note, "connection refused")
+	require.Contains(t, rep.Sections[2].Note, "did not answer")
+	require.NotContains(t, rep.Sections[2].Note, "connection refused", "the operator's error stays out of the customer's report")
 	require.Equal(t, 100, rep.Score, "an unknown score costs nothing")
 }
 
