@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -120,9 +121,32 @@ func (w *ReceiverAnalyzeWorker) Work(ctx context.Context, job *river.Job[receive
 		}
 		defer release()
 	}
-	_, err := receivers.AnalyzeMessage(ctx, w.deps.Pool, &events.Emitter{}, w.deps.Resolver, deliverability.Options{Spam: w.deps.Spam}, job.Args.MessageID, w.deps.Now())
+	now := w.deps.Now()
+	opts := deliverability.Options{Spam: w.deps.Spam, Reputation: w.blocklists(now)}
+	_, err := receivers.AnalyzeMessage(ctx, w.deps.Pool, &events.Emitter{}, w.deps.Resolver, opts, job.Args.MessageID, now)
 	if dbutil.IsNotFound(err) {
 		return nil
 	}
 	return err
+}
+
+// blocklists hands the analysis the workers' blocklist checker (its lists,
+// pace and the answer cache shared with the domains' checks); nil, and so
+// a skipped section, without one.
+func (w *ReceiverAnalyzeWorker) blocklists(now time.Time) deliverability.ReputationFunc {
+	c := w.deps.Reputation
+	if c == nil {
+		return nil
+	}
+	return func(ctx context.Context, ip netip.Addr) (deliverability.ReputationResult, error) {
+		res, err := c.LookupAddr(ctx, w.deps.Pool, ip, now)
+		if err != nil {
+			return deliverability.ReputationResult{}, err
+		}
+		out := deliverability.ReputationResult{Checked: res.Checked, Unchecked: res.Unchecked}
+		for _, l := range res.Listings {
+			out.Listings = append(out.Listings, deliverability.Listing{List: l.Zone, Detail: l.Detail(), Informational: l.Informational})
+		}
+		return out, nil
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailwatch/mailwatch/internal/blocklist"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbtest"
 	"github.com/mailwatch/mailwatch/internal/deliverability"
@@ -21,6 +22,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/receivers"
+	"github.com/mailwatch/mailwatch/internal/reputation"
 	"github.com/mailwatch/mailwatch/internal/smtpd"
 	"github.com/mailwatch/mailwatch/internal/spamcheck"
 	"github.com/mailwatch/mailwatch/internal/testfactory"
@@ -103,4 +105,77 @@ type fixedSpam struct {
 func (f *fixedSpam) Check(_ context.Context, _ []byte, env spamcheck.Envelope) (spamcheck.Result, error) {
 	f.helo = env.Helo
 	return f.res, nil
+}
+
+// The analysis looks the sending IP up on the workers' blocklists, through
+// the cache the domains' checks share, and reports the listing; it raises
+// no blocklist_listed (that is for domains watching an address).
+func TestReceiverAnalyzeJobChecksBlocklists(t *testing.T) {
+	t.Parallel()
+	srv := dnstest.Start(t, `
+sender.example.      TXT "v=spf1 ip4:192.0.2.10 -all"
+2.0.0.127.bl.test.   300 A 127.0.0.2
+10.2.0.192.bl.test.  300 A 127.0.0.2
+`)
+	lists, err := blocklist.ParseZones("bl.test")
+	require.NoError(t, err)
+	pool, _ := dbtest.NewDB(t)
+	resolver := dnscheck.NewClient(srv.Addr(), 2*time.Second)
+	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Resolver: resolver,
+		Reputation: &reputation.Checker{Resolver: resolver, Lists: lists}}
+	client, err := NewClient(deps, Options{Concurrency: 2, Queues: []string{queues.Analysis}})
+	require.NoError(t, err)
+	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	t.Cleanup(cancel)
+	ctx := context.Background()
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = client.Stop(stopCtx)
+	})
+
+	acct := testfactory.Account(t, pool)
+	now := time.Now()
+	address := uuid.NewString()[:12] + "@inbound.mailwatch.test"
+	r, err := dbsqlc.New().ReceiverInsert(ctx, pool, dbsqlc.ReceiverInsertParams{
+		ID: uuid.Must(uuid.NewV7()), AccountID: acct, Channel: receivers.ChannelEmail, Label: "blocklists",
+		Address: address, TtlSeconds: 3600, ExpiresAt: now.Add(time.Hour), CreatedAt: now,
+	})
+	require.NoError(t, err)
+	store := &receivers.Store{DB: pool, Emitter: &events.Emitter{River: client}}
+	raw := []byte("From: <news@sender.example>\r\nTo: " + address + "\r\nSubject: hi\r\nDate: Sat, 28 Nov 2026 10:00:00 +0000\r\n" +
+		"Message-ID: <2@sender.example>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain\r\n\r\nHello.\r\n")
+	require.NoError(t, store.Deliver(ctx, smtpd.Envelope{
+		From: "bounce@sender.example", To: []string{address}, Raw: raw, ReceivedAt: now,
+		RemoteAddr: "192.0.2.10:41000", Helo: "mta.sender.example",
+	}))
+	var msgID uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM receiver_messages WHERE receiver_id = $1`, r.ID).Scan(&msgID))
+	for ev := range done {
+		if ev.Job.Kind != (receivers.AnalyzeArgs{}).Kind() {
+			continue
+		}
+		require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "%v", ev.Job.Errors)
+		break
+	}
+	row, err := dbsqlc.New().MessageAnalysisGet(ctx, pool, msgID)
+	require.NoError(t, err)
+	var rep deliverability.Report
+	require.NoError(t, json.Unmarshal(row.Analysis, &rep))
+	require.Equal(t, []deliverability.Listing{{List: "bl.test", Detail: "127.0.0.2"}}, rep.Listings)
+	var ids []string
+	for _, s := range rep.Sections {
+		if s.Name == deliverability.SectionReputation {
+			require.False(t, s.Skipped)
+			for _, f := range s.Findings {
+				ids = append(ids, f.ID)
+			}
+		}
+	}
+	require.Equal(t, []string{"ip_listed"}, ids)
+	var cached int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM blocklist_lookups WHERE zone = 'bl.test' AND target = '192.0.2.10'`).Scan(&cached))
+	require.Equal(t, 1, cached)
+	require.Empty(t, eventsOf(t, pool, acct, events.TypeBlocklistListed))
 }

@@ -473,30 +473,59 @@ func TestAnalyzeReputation(t *testing.T) {
 	_, r := setup(t)
 	raw := sign(t, goodMail().bytes(), "sender.test", signedHeaders)
 	ctx := context.Background()
-
-	var asked netip.Addr
-	listed := func(_ context.Context, ip netip.Addr) ([]deliverability.Listing, error) {
-		asked = ip
-		return []deliverability.Listing{{List: "bl.example", Detail: "127.0.0.2"}}, nil
+	public := session("bounce@sender.test")
+	public.ClientIP = netip.MustParseAddr("192.0.2.10")
+	analyze := func(s deliverability.Session, check deliverability.ReputationFunc) *deliverability.Report {
+		return deliverability.Analyze(ctx, r, raw, s, deliverability.Options{Reputation: check})
 	}
-	rep := deliverability.Analyze(ctx, r, raw, session("bounce@sender.test"), deliverability.Options{Reputation: listed})
-	require.Equal(t, netip.MustParseAddr("127.0.0.1"), asked)
-	require.False(t, rep.Sections[1].Skipped)
+
+	var asked []netip.Addr
+	result := func(res deliverability.ReputationResult, err error) deliverability.ReputationFunc {
+		return func(_ context.Context, ip netip.Addr) (deliverability.ReputationResult, error) {
+			asked = append(asked, ip)
+			return res, err
+		}
+	}
+	clean := analyze(public, result(deliverability.ReputationResult{Checked: 3}, nil))
+	require.Empty(t, ids(clean)["reputation"])
+	require.Equal(t, []netip.Addr{public.ClientIP}, asked)
+
+	abuse := deliverability.Listing{List: "bl.example", Detail: "127.0.0.2"}
+	rep := analyze(public, result(deliverability.ReputationResult{Listings: []deliverability.Listing{abuse}, Checked: 3}, nil))
+	require.False(t, section(t, rep, "reputation").Skipped)
 	require.Equal(t, []string{"ip_listed"}, ids(rep)["reputation"])
-	require.Equal(t, []deliverability.Listing{{List: "bl.example", Detail: "127.0.0.2"}}, rep.Listings)
-	require.Equal(t, 70, rep.Score)
+	require.Equal(t, []deliverability.Listing{abuse}, rep.Listings)
+	require.Equal(t, clean.Score-30, rep.Score)
 
-	clean := func(context.Context, netip.Addr) ([]deliverability.Listing, error) { return nil, nil }
-	rep = deliverability.Analyze(ctx, r, raw, session("bounce@sender.test"), deliverability.Options{Reputation: clean})
-	require.Empty(t, ids(rep)["reputation"])
-	require.Equal(t, "A", rep.Grade)
+	// A policy listing is a warning, not an abuse listing.
+	policy := deliverability.Listing{List: "pbl.example", Detail: "127.0.0.10", Informational: true}
+	rep = analyze(public, result(deliverability.ReputationResult{Listings: []deliverability.Listing{policy}, Checked: 3}, nil))
+	require.Equal(t, []string{"ip_listed_policy"}, ids(rep)["reputation"])
+	require.Equal(t, clean.Score-5, rep.Score)
 
-	failing := func(context.Context, netip.Addr) ([]deliverability.Listing, error) {
-		return nil, errors.New("list timed out")
+	// Lists that did not answer are named; the others' verdict stands.
+	rep = analyze(public, result(deliverability.ReputationResult{Checked: 2, Unchecked: []string{"slow.example"}}, nil))
+	require.Equal(t, []string{"reputation_partial"}, ids(rep)["reputation"])
+	require.Contains(t, section(t, rep, "reputation").Note, "slow.example")
+	require.False(t, section(t, rep, "reputation").Skipped)
+
+	// No list answered, or the check failed: unknown, skipped.
+	for _, check := range []deliverability.ReputationFunc{
+		result(deliverability.ReputationResult{Unchecked: []string{"a.example", "b.example"}}, nil),
+		result(deliverability.ReputationResult{}, errors.New("list timed out")),
+	} {
+		rep = analyze(public, check)
+		require.True(t, section(t, rep, "reputation").Skipped)
+		require.Equal(t, []string{"reputation_error"}, ids(rep)["reputation"])
 	}
-	rep = deliverability.Analyze(ctx, r, raw, session("bounce@sender.test"), deliverability.Options{Reputation: failing})
-	require.True(t, rep.Sections[1].Skipped)
-	require.Equal(t, []string{"reputation_error"}, ids(rep)["reputation"])
+
+	// A loopback client is on no public list and is not looked up.
+	asked = nil
+	rep = analyze(session("bounce@sender.test"), result(deliverability.ReputationResult{Listings: []deliverability.Listing{abuse}, Checked: 1}, nil))
+	require.Empty(t, asked)
+	require.Equal(t, []string{"reputation_not_public"}, ids(rep)["reputation"])
+	require.Empty(t, rep.Listings)
+	require.Equal(t, "A", rep.Grade)
 }
 
 // TestGradeFallsWithEachProblem checks the direction of the grade: each

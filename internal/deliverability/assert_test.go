@@ -96,6 +96,9 @@ func TestCheckAssertions(t *testing.T) {
 	_, res = deliverability.Check(s, []deliverability.Assertion{{Type: "not_blocklisted"}, {Type: "one_click_unsubscribe"}})
 	require.Equal(t, "192.0.2.7 is listed on zen.example", res[0].Reason)
 	require.True(t, res[1].Pass)
+	rep.Listings = []deliverability.Listing{{List: "pbl.example", Informational: true}}
+	_, res = deliverability.Check(s, []deliverability.Assertion{{Type: "not_blocklisted"}})
+	require.True(t, res[0].Pass, "a policy listing is not a listing for abuse")
 	rep.Listings = nil
 	_, res = deliverability.Check(s, []deliverability.Assertion{{Type: "not_blocklisted"}})
 	require.True(t, res[0].Pass)

@@ -43,15 +43,29 @@ type Session struct {
 
 // Listing is one blocklist that lists an address.
 type Listing struct {
-	// List is the blocklist's name, e.g. "zen.spamhaus.org".
+	// List is the blocklist's zone, e.g. "zen.spamhaus.org".
 	List string `json:"list"`
 	// Detail is the list's return code or TXT explanation, if any.
 	Detail string `json:"detail,omitempty"`
+	// Informational marks a policy listing (Spamhaus PBL, say: an address
+	// range that should not send mail directly) rather than one for abuse.
+	Informational bool `json:"informational,omitempty"`
 }
 
-// ReputationFunc reports the blocklists that list ip. The caller supplies
-// it (from the reputation catalog); an error makes the section unknown.
-type ReputationFunc func(ctx context.Context, ip netip.Addr) ([]Listing, error)
+// ReputationResult is what the blocklists say about the sending IP.
+type ReputationResult struct {
+	// Listings are the lists that list it.
+	Listings []Listing
+	// Checked counts the lists that answered; Unchecked names those that
+	// did not (unhealthy, refusing, too slow).
+	Checked   int
+	Unchecked []string
+}
+
+// ReputationFunc looks ip up on the blocklists. The caller supplies it
+// (the reputation catalog and its shared cache); an error makes the
+// section unknown. It is called only for a public address.
+type ReputationFunc func(ctx context.Context, ip netip.Addr) (ReputationResult, error)
 
 // Options adjust Analyze.
 type Options struct {
@@ -221,22 +235,46 @@ func reputation(ctx context.Context, ip netip.Addr, check ReputationFunc, rep *R
 		sec.Findings = []Finding{newFinding("reputation_skipped", sec.Note)}
 		return sec
 	}
-	listings, err := check(ctx, ip)
+	if !isPublic(ip) {
+		sec.Note = ip.String() + " is not a public address; blocklists list only public addresses, so it was not looked up"
+		sec.Findings = []Finding{newFinding("reputation_not_public", sec.Note)}
+		return sec
+	}
+	res, err := check(ctx, ip)
+	if err == nil && res.Checked == 0 {
+		err = errors.New("no list answered")
+	}
 	if err != nil {
 		sec.Skipped = true
 		sec.Note = "the blocklist check failed, so the sending IP's listings are unknown"
 		sec.Findings = []Finding{newFinding("reputation_error", sec.Note)}
 		return sec
 	}
-	rep.Listings = append(rep.Listings, listings...)
-	for _, l := range listings {
+	rep.Listings = append(rep.Listings, res.Listings...)
+	for _, l := range res.Listings {
 		msg := ip.String() + " is listed on " + l.List
 		if l.Detail != "" {
 			msg += " (" + l.Detail + ")"
 		}
-		sec.Findings = append(sec.Findings, newFinding("ip_listed", msg))
+		id := "ip_listed"
+		if l.Informational {
+			id = "ip_listed_policy"
+		}
+		sec.Findings = append(sec.Findings, newFinding(id, msg))
+	}
+	if n := len(res.Unchecked); n > 0 {
+		sec.Note = fmt.Sprintf("%d of %d blocklists gave no usable answer (%s); the others were checked",
+			n, n+res.Checked, strings.Join(res.Unchecked, ", "))
+		sec.Findings = append(sec.Findings, newFinding("reputation_partial", sec.Note))
 	}
 	return sec
+}
+
+// isPublic reports whether ip could be on a blocklist: not loopback,
+// private, link-local, multicast or unspecified.
+func isPublic(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return ip.IsValid() && ip.IsGlobalUnicast() && !ip.IsPrivate()
 }
 
 // spamScore runs the spam section: the content filter's score against its
