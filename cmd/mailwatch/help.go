@@ -70,6 +70,17 @@ hourly message-event rollups from the raw events: one account's, or every
 account's without --account, a UTC day per transaction; only wrong rows
 are written. The worker logs what it corrected.
 `,
+	"dkim": `usage: mailwatch dkim keygen|sign [arguments]
+
+` + dkimUsage + `
+
+Test mail for receivers, without a mail server: keygen writes a new 2048-bit
+RSA key (never over an existing file) and prints the TXT record that
+publishes it; sign prepends a DKIM-Signature (relaxed/relaxed, SHA-256,
+covering From, To, Subject, Date, Message-ID, the one-click unsubscribe
+headers and the MIME fields) to the message on stdin. Bare LF line ends
+become CRLF.
+`,
 	"migrate": `usage: mailwatch migrate
 
 Applies River's migrations, then mailwatch's. Run it once per deploy,

@@ -42,6 +42,7 @@ commands:
   config [table]           print effective settings (secrets redacted), or the Markdown table
   config budget [--api N --workers N --smtp N]
                            Postgres connections a fleet needs vs max_connections
+  dkim keygen|sign         make a DKIM key and sign a test message with it (for receivers)
   help [command]           print this, or a command's help
 
 Every setting comes from the environment (DATABASE_URL, LISTEN_ADDR, ...):
@@ -103,6 +104,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runUI(ctx, cfg, logger) // ui.go
 	case "admin":
 		return runAdmin(ctx, cfg, args[1:], stdout)
+	case "dkim":
+		return runDKIM(ctx, args[1:], os.Stdin, stdout) // dkim.go
 	case "config":
 		if len(args) > 1 && args[1] == "budget" {
 			return runBudget(cfg, args[2:], stdout) // budget.go

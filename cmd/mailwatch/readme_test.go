@@ -203,7 +203,16 @@ func TestDocsRunAsPasted(t *testing.T) {
 		(SELECT count(*) FROM receiver_messages)`).Scan(&acked, &attempts, &messages))
 	require.Equal(t, 1, acked, "%s", out)
 	require.GreaterOrEqual(t, attempts, 2, "the first attempt and docs/features/river-ui.md's retry:\n%s", out)
-	require.Equal(t, 1, messages, "%s", out)
+	require.Equal(t, 2, messages, "receivers.md's message and the README's judged one:\n%s", out)
+	// The judged message was signed and analysed: its signature was read
+	// (example.com publishes no key for it), the headers were judged.
+	var dkimDomain, dkimResult, verdict string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT analysis->'authentication'->'dkim'->0->>'domain',
+		analysis->'authentication'->'dkim'->0->>'result', analysis->'verdicts'->>'dkim'
+		FROM receiver_messages WHERE subject = 'Confirm your account'`).Scan(&dkimDomain, &dkimResult, &verdict))
+	require.Equal(t, "example.com", dkimDomain, "%s", out)
+	require.Equal(t, "permerror", dkimResult, "%s", out)
+	require.Contains(t, string(out), `"type": "dkim_pass",`+"\n"+`      "pass": false`, "the assertion result is printed")
 }
 
 // startBash runs a bash script (with args $1...) as a long-running process
