@@ -89,6 +89,7 @@ func benchHistory(ctx context.Context, _ *benchEnv) (err error) {
 	} else {
 		fmt.Println("size L (30x S) not run: set BENCH_HISTORY_L=1 to run it where the disk allows")
 	}
+	waitQuiet(ctx)
 	if err := measureHistorySizes(ctx, runs); err != nil {
 		return err
 	}
@@ -157,6 +158,32 @@ func historyFraction() float64 {
 		}
 	}
 	return 1
+}
+
+// waitQuiet holds the measurement until the machine's 1-minute load is
+// under BENCH_QUIET_LOAD (unset: no wait), checking every 10 s for at
+// most an hour, so that a long seeding can share the machine with other
+// work while the measurement does not. It prints what it waited for.
+func waitQuiet(ctx context.Context) {
+	limit, err := strconv.ParseFloat(os.Getenv("BENCH_QUIET_LOAD"), 64)
+	if err != nil || limit <= 0 {
+		return
+	}
+	start := time.Now()
+	for time.Since(start) < time.Hour {
+		if l := loadAverage(); l != "unknown" {
+			if one, err := strconv.ParseFloat(strings.Fields(l)[0], 64); err == nil && one < limit {
+				fmt.Printf("quiet     load average %s under %g after %s\n", l, limit, time.Since(start).Round(time.Second))
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Second):
+		}
+	}
+	fmt.Printf("quiet     load average %s still not under %g after an hour: measuring anyway\n", loadAverage(), limit)
 }
 
 // loadAverage is the machine's load (1, 5 and 15 minutes) as uptime
