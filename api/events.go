@@ -67,6 +67,7 @@ func eventFromRow(e dbsqlc.Event) Event {
 // EventType describes one registered event type.
 type EventType struct {
 	Name            string          `json:"name" validate:"required"`
+	Title           string          `json:"title" validate:"required" description:"The type's name for people, as the dashboard and alert mail show it."`
 	Description     string          `json:"description" validate:"required"`
 	DefaultSeverity string          `json:"default_severity" validate:"required" enum:"info,warning,critical"`
 	Group           string          `json:"group" validate:"required" description:"The preference group the type belongs to (see /api/accounts/me/preferences)."`
@@ -294,7 +295,7 @@ func (s *Server) listEventTypes(ctx context.Context, _ *emptyRequest) (*[]EventT
 	out := make([]EventType, len(all))
 	for i, t := range all {
 		out[i] = EventType{
-			Name: t.Name, Description: t.Description, DefaultSeverity: string(t.DefaultSeverity),
+			Name: t.Name, Title: t.Title, Description: t.Description, DefaultSeverity: string(t.DefaultSeverity),
 			Group: t.Group, Required: events.Required(t.Name),
 			Audit: t.Audit, PayloadSchema: t.PayloadSchema, Example: t.Example,
 		}

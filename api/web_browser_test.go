@@ -251,6 +251,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, br.text(sel), "DNS provider outage")
 	br.open("/events?event_type=alert_acknowledged")
 	require.Contains(t, br.text("#events"), "alert_acknowledged")
+	// Words, not identifiers: the type's title and what the event says.
+	require.Contains(t, br.text("#events li strong"), "Alert acknowledged")
+	require.Contains(t, br.text("#events li"), "Health score changed acknowledged by alice: DNS provider outage")
 	require.Contains(t, br.eval(`document.querySelector("#events pre").textContent`), `"key_identifier": "dashboard"`)
 	br.screenshots("events")
 	// The acknowledgement withdrawn; its audit event arrives on the open
@@ -263,6 +266,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	srv.emit(t, acctID, events.Event{Type: events.TypeDMARCReportReceived, Domain: domain})
 	br.do(chromedp.WaitVisible(chromedp.CSS("#events li.fresh")))
 	require.Contains(t, br.text("#events li.fresh"), "dmarc_report_received")
+	require.Contains(t, br.text("#events li.fresh strong"), "DMARC report received", "a live event has the same words")
 	require.Equal(t, "events", br.eval(`window.__same_page`), "the page was not reloaded")
 
 	// A key is shown once: a new visit lists it without the key.

@@ -121,7 +121,7 @@ func checkAlertMail(t *testing.T, m smtptest.Message, ev dbsqlc.Event, to ...str
 	require.NoError(t, err)
 	require.Empty(t, env.Errors)
 	require.True(t, strings.HasPrefix(env.Root.ContentType, "multipart/alternative"), env.Root.ContentType)
-	require.Contains(t, env.GetHeader("Subject"), "health_score_changed")
+	require.Contains(t, env.GetHeader("Subject"), "Health score changed")
 	link := testDashboard + "/alerts?event=" + ev.ID.String()
 	require.Contains(t, env.Text, link, "text part")
 	require.Contains(t, env.Text, "critical")
@@ -266,10 +266,10 @@ func TestDigest(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, env.GetHeader("Subject"), "2026-11-23")
 	require.Contains(t, env.GetHeader("Subject"), "2 event(s)")
-	require.Contains(t, env.Text, events.TypeBounceSpike)
-	require.Contains(t, env.Text, events.TypeAlertAcknowledged, "required types are in the digest whatever the group says")
-	require.NotContains(t, env.Text, events.TypeDMARCReportReceived, "switched-off group")
-	require.NotContains(t, env.Text, events.TypeHealthScoreChanged, "alerts are not in the digest")
+	require.Contains(t, env.Text, events.Title(events.TypeBounceSpike))
+	require.Contains(t, env.Text, events.Title(events.TypeAlertAcknowledged), "required types are in the digest whatever the group says")
+	require.NotContains(t, env.Text, events.Title(events.TypeDMARCReportReceived), "switched-off group")
+	require.NotContains(t, env.Text, events.Title(events.TypeHealthScoreChanged), "alerts are not in the digest")
 	require.Contains(t, env.HTML, `href="`+testDashboard+`/events"`)
 	require.Eventually(t, func() bool {
 		var n int

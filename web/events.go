@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"net/http"
 	"time"
 
@@ -73,5 +74,26 @@ func (h *Dashboard) webEventsFeed(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return api.WriteResponse(c, http.StatusOK, p)
+	evs, err := p.Entries()
+	if err != nil {
+		return err
+	}
+	// Each new event as the page's own template renders it, so the words
+	// of a live event and of a loaded one are the same.
+	items := make([]feedItem, 0, len(evs))
+	for _, e := range evs {
+		var buf bytes.Buffer
+		if err := h.pages["events"].ExecuteTemplate(&buf, "event-item", e); err != nil {
+			return err
+		}
+		items = append(items, feedItem{CreatedAt: e.CreatedAt.Format(time.RFC3339Nano), HTML: buf.String()})
+	}
+	return api.WriteResponse(c, http.StatusOK, items)
+}
+
+// feedItem is one event of the events page's poll: its time (the poll's
+// next cursor) and its list item.
+type feedItem struct {
+	CreatedAt string `json:"created_at"`
+	HTML      string `json:"html"`
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/domains"
+	"github.com/mailwatch/mailwatch/internal/events"
 )
 
 // parsePages parses each page template with the layout.
@@ -34,6 +35,12 @@ func parsePages() map[string]*template.Template {
 }
 
 var templateFuncs = template.FuncMap{
+	// title and summary are an event type's words and what one event of it
+	// says (internal/events/describe.go), as alert mail has them.
+	"title": events.Title,
+	"summary": func(typ string, payload api.Payload) string {
+		return events.Summary(typ, payload)
+	},
 	// when renders a time for the viewer's zone: RFC 3339 in datetime (the
 	// page's script formats it with Intl), UTC as the text until then.
 	"when": func(v any) template.HTML {

@@ -62,7 +62,9 @@ const (
 
 // Type describes one kind of event.
 type Type struct {
-	Name            string   `json:"name"`
+	Name string `json:"name"`
+	// Title is the type's name for people (describe.go).
+	Title           string   `json:"title"`
 	Description     string   `json:"description"`
 	DefaultSeverity Severity `json:"default_severity"`
 	// Group is the preference group of the type (groups.go).
@@ -396,7 +398,7 @@ var dnsFixSchema = schema(`{"type":"object","required":["domain","recommendation
 func Lookup(name string) (Type, bool) {
 	t, ok := types[name]
 	if ok {
-		t.Example = examples[name]
+		t.Example, t.Title = examples[name], Title(name)
 	}
 	return t, ok
 }
@@ -405,7 +407,7 @@ func Lookup(name string) (Type, bool) {
 func Types() []Type {
 	out := make([]Type, 0, len(types))
 	for name, t := range types {
-		t.Example = examples[name]
+		t.Example, t.Title = examples[name], Title(name)
 		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

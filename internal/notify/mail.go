@@ -119,13 +119,16 @@ func (ml *Mailer) Link(path string) string { return ml.BaseURL + path }
 const maxPayloadInMail = 4 << 10
 
 type alertData struct {
-	Type, Description, Severity, Domain, Payload, Link string
-	At                                                 string
+	Type, Title, Summary, Description, Severity, Domain, Payload, Link string
+	At                                                                 string
 }
 
-var alertText = texttemplate.Must(texttemplate.New("alert").Parse(`mailwatch alert: {{.Type}}
-{{.Description}}
+var alertText = texttemplate.Must(texttemplate.New("alert").Parse(`mailwatch alert: {{.Title}}
+{{if .Summary}}{{.Summary}}
 
+{{end}}{{.Description}}
+
+Type:     {{.Type}}
 Severity: {{.Severity}}
 {{- if .Domain}}
 Domain:   {{.Domain}}{{end}}
@@ -138,9 +141,12 @@ Acknowledge it in the dashboard: {{.Link}}
 
 var alertHTML = htmltemplate.Must(htmltemplate.New("alert").Parse(`<!DOCTYPE html>
 <html><body>
-<h2>mailwatch alert: {{.Type}}</h2>
+<h2>mailwatch alert: {{.Title}}</h2>
+{{- if .Summary}}
+<p><strong>{{.Summary}}</strong></p>{{end}}
 <p>{{.Description}}</p>
 <table>
+<tr><th align="left">Type</th><td>{{.Type}}</td></tr>
 <tr><th align="left">Severity</th><td>{{.Severity}}</td></tr>
 {{- if .Domain}}
 <tr><th align="left">Domain</th><td>{{.Domain}}</td></tr>{{end}}
@@ -156,13 +162,13 @@ func (ml *Mailer) AlertMessage(ev dbsqlc.Event, to []string) (Message, error) {
 	t, _ := events.Lookup(ev.EventType)
 	payload := prettyPayload(ev.Payload)
 	d := alertData{
-		Type: ev.EventType, Description: t.Description, Severity: ev.Severity, Payload: payload,
+		Type: ev.EventType, Title: events.Title(ev.EventType), Summary: events.Summary(ev.EventType, ev.Payload), Description: t.Description, Severity: ev.Severity, Payload: payload,
 		Link: ml.Link("/alerts?event=" + url.QueryEscape(ev.ID.String())), At: ev.CreatedAt.UTC().Format(time.RFC3339),
 	}
 	if ev.Domain != nil {
 		d.Domain = *ev.Domain
 	}
-	subject := "[mailwatch] Alert: " + ev.EventType
+	subject := "[mailwatch] Alert: " + d.Title
 	if d.Domain != "" {
 		subject += " on " + d.Domain
 	}
@@ -190,11 +196,11 @@ type digestData struct {
 	Link   string
 }
 
-type digestLine struct{ At, Type, Severity, Domain string }
+type digestLine struct{ At, Title, Summary, Severity, Domain string }
 
 var digestText = texttemplate.Must(texttemplate.New("digest").Parse(`mailwatch daily digest for {{.Day}} (UTC): {{.Total}} event(s)
 {{range .Events}}
-{{.At}}  {{.Severity}}  {{.Type}}{{if .Domain}}  {{.Domain}}{{end}}{{end}}
+{{.At}}  {{.Severity}}  {{.Title}}{{if .Summary}}: {{.Summary}}{{else if .Domain}}  {{.Domain}}{{end}}{{end}}
 {{if lt .Shown .Total}}
 ...and {{.Total}} in all; the first {{.Shown}} are listed.
 {{end}}
@@ -206,9 +212,9 @@ var digestHTML = htmltemplate.Must(htmltemplate.New("digest").Parse(`<!DOCTYPE h
 <h2>mailwatch daily digest for {{.Day}} (UTC)</h2>
 <p>{{.Total}} event(s).</p>
 <table>
-<tr><th align="left">At</th><th align="left">Severity</th><th align="left">Type</th><th align="left">Domain</th></tr>
+<tr><th align="left">At</th><th align="left">Severity</th><th align="left">Event</th><th align="left">What happened</th></tr>
 {{- range .Events}}
-<tr><td>{{.At}}</td><td>{{.Severity}}</td><td>{{.Type}}</td><td>{{.Domain}}</td></tr>{{end}}
+<tr><td>{{.At}}</td><td>{{.Severity}}</td><td>{{.Title}}</td><td>{{if .Summary}}{{.Summary}}{{else}}{{.Domain}}{{end}}</td></tr>{{end}}
 </table>
 {{- if lt .Shown .Total}}
 <p>The first {{.Shown}} of {{.Total}} are listed.</p>{{end}}
@@ -221,7 +227,8 @@ var digestHTML = htmltemplate.Must(htmltemplate.New("digest").Parse(`<!DOCTYPE h
 func (ml *Mailer) DigestMessage(day time.Time, evs []dbsqlc.Event, total int, to []string) (Message, error) {
 	d := digestData{Day: day.Format(time.DateOnly), Total: total, Shown: len(evs), Link: ml.Link("/events")}
 	for _, ev := range evs {
-		l := digestLine{At: ev.CreatedAt.UTC().Format("15:04:05"), Type: ev.EventType, Severity: ev.Severity}
+		l := digestLine{At: ev.CreatedAt.UTC().Format("15:04:05"), Title: events.Title(ev.EventType),
+			Summary: events.Summary(ev.EventType, ev.Payload), Severity: ev.Severity}
 		if ev.Domain != nil {
 			l.Domain = *ev.Domain
 		}

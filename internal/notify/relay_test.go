@@ -158,7 +158,7 @@ func TestAlertMessage(t *testing.T) {
 	t.Parallel()
 	domain := "ex<ample>.com"
 	ev := dbsqlc.Event{ID: uuid.Must(uuid.NewV7()), EventType: "health_score_changed", Severity: "critical", Domain: &domain,
-		Payload: []byte(`{"domain":"<script>alert(1)</script>","score":45}`), CreatedAt: time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)}
+		Payload: []byte(`{"domain":"<script>alert(1)</script>","previous_score":90,"score":45,"delta":-45}`), CreatedAt: time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)}
 	ml := testMailer(nil)
 	m, err := ml.AlertMessage(ev, []string{"ops@example.com", "oncall@example.com"})
 	require.NoError(t, err)
@@ -167,7 +167,9 @@ func TestAlertMessage(t *testing.T) {
 	env, err := enmime.ReadEnvelope(bytes.NewReader(raw))
 	require.NoError(t, err)
 	require.Empty(t, env.Errors)
-	require.Equal(t, "[mailwatch] Alert: health_score_changed on ex<ample>.com", env.GetHeader("Subject"))
+	require.Equal(t, "[mailwatch] Alert: Health score changed on ex<ample>.com", env.GetHeader("Subject"))
+	require.Contains(t, env.Text, "<script>alert(1)</script>: score fell from 90 to 45", "the summary says what happened")
+	require.Contains(t, env.Text, "Type:     health_score_changed")
 	require.Equal(t, "auto-generated", env.GetHeader("Auto-Submitted"))
 	link := "https://app.mailwatch.test/alerts?event=" + ev.ID.String()
 	require.Contains(t, env.Text, link)

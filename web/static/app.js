@@ -40,14 +40,12 @@
         var q = "?order=asc&limit=200&since=" + encodeURIComponent(newest) + (type ? "&event_type=" + encodeURIComponent(type) : "");
         get(list.getAttribute("data-feed") + q).then(function (r) { return r.ok ? r.json() : []; }).then(function (items) {
           items.forEach(function (e) {
-            var li = document.createElement("li");
-            li.className = "fresh";
-            var sev = document.createElement("span"); sev.className = "sev " + e.severity; sev.textContent = e.severity;
-            var name = document.createElement("strong"); name.textContent = e.event_type;
-            li.append(sev, " ", name, " " + (e.domain || "—") + " · ", timeEl(e.created_at));
-            var det = document.createElement("details"); var sum = document.createElement("summary"); sum.textContent = "Payload";
-            var pre = document.createElement("pre"); pre.textContent = JSON.stringify(e.payload, null, 2);
-            det.append(sum, pre); li.append(det);
+            // The server renders the item with the page's template (escaped).
+            var tpl = document.createElement("template");
+            tpl.innerHTML = e.html.trim();
+            var li = tpl.content.firstElementChild;
+            if (!li) return;
+            li.classList.add("fresh");
             list.insertBefore(li, list.firstChild);
             localTimes(li);
             newest = e.created_at;
