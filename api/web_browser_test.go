@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -104,8 +105,34 @@ func (b *browser) screenshots(name string) {
 		cancel()
 		require.NoError(b.t, err)
 		require.NoError(b.t, os.WriteFile(filepath.Join(b.shot, name+"-"+v.label+".png"), png, 0o644))
+		b.checkLayout(name, v.label)
 	}
 	b.do(chromedp.EmulateViewport(1280, 800))
+}
+
+// checkLayout checks what every page's frame owes its reader at the
+// viewport just set: a header on one line at desktop width (so its height
+// does not jump between pages) and a compact one on a phone, a page form
+// before the sign-out form, and on a phone, tables as labelled stacked rows.
+func (b *browser) checkLayout(page, viewport string) {
+	b.t.Helper()
+	if b.eval(`document.querySelector("header.top nav") ? "nav" : ""`) == "" {
+		return // signed out, or suspended
+	}
+	height, err := strconv.Atoi(b.eval(`String(document.querySelector("header.top").offsetHeight)`))
+	require.NoError(b.t, err)
+	limit := 64 // one line
+	if viewport == "phone" {
+		limit = 90 // brand and sign-out, then one scrolling line of navigation
+	}
+	require.LessOrEqual(b.t, height, limit, "%s (%s): the header is %d px tall", page, viewport, height)
+	require.Empty(b.t, b.eval(`document.forms.length > 1 && document.forms[0].id === "signout" ? "first" : ""`),
+		"%s: the sign-out form comes before the page's forms", page)
+	if viewport == "phone" {
+		require.Empty(b.t, b.eval(`Array.from(document.querySelectorAll("table.list tbody td")).filter(function (td) {
+			return getComputedStyle(td).display !== "block" || (td.closest("table").querySelector("thead th") && !td.hasAttribute("data-label"));
+		}).length ? "unstacked" : ""`), "%s: a table is not stacked rows with labelled cells on a phone", page)
+	}
 }
 
 // eventuallyPage reloads path until cond holds on it.
@@ -211,6 +238,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	br.do(chromedp.SendKeys(chromedp.CSS("#password"), password),
 		chromedp.Click(chromedp.CSS("main button[type=submit]")), chromedp.WaitVisible(chromedp.CSS(".tiles")))
 	require.Equal(t, "Overview", br.text("h1"))
+	require.Equal(t, "200 image/svg+xml", br.eval(`(function () { var x = new XMLHttpRequest();
+		x.open("GET", document.querySelector("link[rel=icon]").href, false); x.send();
+		return x.status + " " + x.getResponseHeader("Content-Type"); })()`), "every page names a favicon that exists")
 	acctID := srv.accountID(t, email)
 
 	// A domain served by the loopback DNS server: its score and checks.

@@ -22,8 +22,22 @@
     return fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json", "X-CSRF-Token": csrf } });
   }
 
+  // Label each cell with its column's header, for the stacked rows that
+  // tables become on narrow screens (app.css).
+  function labelCells(root) {
+    root.querySelectorAll("table.list").forEach(function (table) {
+      var heads = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) { return th.textContent.trim(); });
+      table.querySelectorAll("tbody tr").forEach(function (tr) {
+        Array.prototype.forEach.call(tr.children, function (cell, i) {
+          if (cell.tagName === "TD" && heads[i] && !cell.hasAttribute("data-label")) cell.setAttribute("data-label", heads[i]);
+        });
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
+    labelCells(document);
     // The alert an alert mail links to (/alerts?event=<id>): into view.
     var target = document.querySelector("article.alert.target");
     if (target) { target.scrollIntoView({ block: "center" }); target.focus({ preventScroll: true }); }
