@@ -59,7 +59,7 @@ func whUTC(t *time.Time) *time.Time {
 
 // CreateSubscriptionRequest is the body of POST .../event-subscriptions.
 type CreateSubscriptionRequest struct {
-	URL           string   `json:"url" validate:"required,max=2048,web_url" example:"https://example.com/webhooks" description:"Absolute http(s) URL of the endpoint. Its addresses must be public unless WEBHOOK_ALLOWED_CIDRS admits them (SSRF guard, checked on save and at every delivery; a host name that does not resolve yet is accepted)."`
+	URL           string   `json:"url" validate:"required,max=2048,web_url" example:"https://example.com/webhooks" description:"Absolute http(s) URL of the endpoint. Its addresses must be public unless the operator's allow-list admits them (SSRF guard, checked on save and at every delivery; a host name that does not resolve yet is accepted)."`
 	EventTypes    []string `json:"event_types,omitempty" nullable:"true" validate:"omitempty,min=1,max=50" description:"Registered event types to deliver (GET .../events/types); omitted or null means every type."`
 	DomainFilter  *string  `json:"domain_filter,omitempty" validate:"omitempty,max=253,domain_name" example:"example.com" description:"Only events about this domain."`
 	TagFilter     *string  `json:"tag_filter,omitempty" validate:"omitempty,min=1,max=64,not_blank" description:"Only events carrying this tag."`
@@ -214,7 +214,8 @@ func subscriptionError(err error) error {
 }
 
 func (s *Server) subscriptionService() *subscriptions.Service {
-	return &subscriptions.Service{Guard: s.deps.WebhookGuard, Keyring: s.deps.Keyring, Client: s.deps.WebhookClient, DefaultPlan: s.deps.DefaultPlan}
+	return &subscriptions.Service{Guard: s.deps.WebhookGuard, Keyring: s.deps.Keyring, Client: s.deps.WebhookClient, DefaultPlan: s.deps.DefaultPlan,
+		Logger: s.deps.Logger}
 }
 
 // listSubscriptions serves GET /api/accounts/me/event-subscriptions: list the account's event subscriptions.

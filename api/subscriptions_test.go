@@ -193,7 +193,8 @@ func TestSubscriptionValidation(t *testing.T) {
 		resp := strict.do(t, "POST", subsPath, a.Key, map[string]any{"url": "http://127.0.0.1:8080/hook"})
 		require.Equal(t, 422, resp.Status)
 		require.Contains(t, resp.Detail(t), "loopback")
-		require.Contains(t, resp.Detail(t), "WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32", "the refusal names the setting that admits it")
+		require.Contains(t, resp.Detail(t), "use a public host name", "the refusal says what the customer can do")
+		require.NotContains(t, resp.Detail(t), "WEBHOOK_ALLOWED_CIDRS", "and not the server's setting")
 	})
 	t.Run("UnresolvableHostIsSaved", func(t *testing.T) {
 		// .invalid never resolves (RFC 6761); the dial-time guard judges

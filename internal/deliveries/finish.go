@@ -14,6 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
@@ -94,6 +95,12 @@ func Finish(ctx context.Context, tx pgx.Tx, p FinishParams) error {
 	}
 	if err := recordFailing(ctx, tx, p.Logger, st.Sub, a, oc, now); err != nil {
 		return err
+	}
+	if a.ErrorClass == webhook.ErrorClassBlockedDestination && p.Logger != nil {
+		// The customer reads what to do; the operator, what would admit it.
+		p.Logger.InfoContext(ctx, "webhook destination refused", slog.String("delivery_id", d.ID.String()),
+			slog.String("reason", a.Error), slog.String("operator_hint", "the server's "+netguard.EnvAllowedCIDRs+
+				" setting admits private or reserved destinations"))
 	}
 	if oc.CancelJob {
 		// Marks the running job for cancellation in this transaction, so

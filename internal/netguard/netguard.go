@@ -339,7 +339,11 @@ type URLError struct {
 	URL string
 	// Message is safe to show to the user (a 422 detail or field message):
 	// it completes the sentence "url ..." e.g. "must use http or https".
+	// It says what the customer can do, never the server's settings.
 	Message string
+	// OperatorHint, for a refused address, is what an operator could set
+	// to admit it (for the log, not for the customer); empty otherwise.
+	OperatorHint string
 	// Err is the underlying cause, if any (a *BlockedError or a
 	// *url.Error); for logs.
 	Err error
@@ -442,22 +446,26 @@ func (g *Guard) checkURLAddrs(raw, host string, addrs []netip.Addr) error {
 		if err := g.CheckIP(ip); err != nil {
 			var be *BlockedError
 			errors.As(err, &be)
-			msg := fmt.Sprintf("points to %s, a %s; %s", ip, be.Reason, blockedHint(ip, be.Reason))
+			msg := fmt.Sprintf("points to %s, a %s; %s", ip, be.Reason, customerHint)
 			if ip.String() != host {
-				msg = fmt.Sprintf("host %q resolves to %s, a %s; %s", host, ip, be.Reason, blockedHint(ip, be.Reason))
+				msg = fmt.Sprintf("host %q resolves to %s, a %s; %s", host, ip, be.Reason, customerHint)
 			}
-			return &URLError{URL: raw, Message: msg, Err: err}
+			return &URLError{URL: raw, Message: msg, Err: err, OperatorHint: OperatorHint(ip, be.Reason)}
 		}
 	}
 	return nil
 }
 
-// blockedHint completes a refusal of ip: where webhooks may go, and the
-// setting that admits more.
-func blockedHint(ip netip.Addr, r Reason) string {
+// customerHint completes a refusal for the customer: what to do instead.
+const customerHint = "webhooks go only to addresses reachable from the internet: use a public host name " +
+	"for your endpoint (or a tunnel to it)"
+
+// OperatorHint is the setting that would admit a refused ip, for the
+// operator's log: the customer cannot change it.
+func OperatorHint(ip netip.Addr, r Reason) string {
 	single := netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen())
-	hint := "webhooks can only be sent to public internet addresses unless the server's " + EnvAllowedCIDRs +
-		" setting admits the address (for example " + EnvAllowedCIDRs + "=" + single.String() + ")"
+	hint := "the server's " + EnvAllowedCIDRs + " setting admits such an address (for example " +
+		EnvAllowedCIDRs + "=" + single.String() + ")"
 	if r == ReasonMetadata {
 		hint += "; a metadata address only when listed as a single address"
 	}

@@ -370,7 +370,7 @@ func TestGuardCheckURL(t *testing.T) {
 		{"PortZero", "https://hooks.example.com:0/", `has an invalid port "0"`, nil},
 		{"PortBig", "https://hooks.example.com:65536/", `has an invalid port "65536"`, nil},
 		{"EmptyPort", "https://hooks.example.com:/", "has an empty port", nil},
-		{"Loopback", "http://127.0.0.2/", "points to 127.0.0.2, a loopback address; webhooks can only be sent to public internet addresses", ErrBlocked},
+		{"Loopback", "http://127.0.0.2/", "points to 127.0.0.2, a loopback address; webhooks go only to addresses reachable from the internet", ErrBlocked},
 		{"Private", "http://10.0.0.1/", "points to 10.0.0.1, a private network address", ErrBlocked},
 		{"Metadata", "http://169.254.169.254/latest/meta-data/", "points to 169.254.169.254, a cloud metadata service address", ErrBlocked},
 		{"MappedV6", "http://[::ffff:10.0.0.1]/", "points to ::ffff:10.0.0.1, a private network address", ErrBlocked},
@@ -395,7 +395,8 @@ func TestGuardCheckURL(t *testing.T) {
 			require.Contains(t, ue.Message, tt.wantMsg)
 			require.Equal(t, tt.url, ue.URL)
 			if tt.cause == ErrBlocked {
-				require.Contains(t, ue.Message, "WEBHOOK_ALLOWED_CIDRS", "a refusal names the setting that admits the address")
+				require.NotContains(t, ue.Message, "WEBHOOK_ALLOWED_CIDRS", "the customer is told what to do, not a server setting")
+				require.Contains(t, ue.OperatorHint, "WEBHOOK_ALLOWED_CIDRS=", "the operator's log names the setting that admits it")
 			}
 			require.Contains(t, err.Error(), "invalid webhook URL: "+ue.Message)
 			if tt.cause != nil {
@@ -418,6 +419,7 @@ func TestGuardCheckURL(t *testing.T) {
 		require.ErrorIs(t, err, ErrBlocked)
 		var ue *URLError
 		require.ErrorAs(t, err, &ue)
-		require.Equal(t, `host "localhost" resolves to 127.0.0.1, a loopback address; webhooks can only be sent to public internet addresses unless the server's WEBHOOK_ALLOWED_CIDRS setting admits the address (for example WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32)`, ue.Message)
+		require.Equal(t, `host "localhost" resolves to 127.0.0.1, a loopback address; webhooks go only to addresses reachable from the internet: use a public host name for your endpoint (or a tunnel to it)`, ue.Message)
+		require.Equal(t, `the server's WEBHOOK_ALLOWED_CIDRS setting admits such an address (for example WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32)`, ue.OperatorHint)
 	})
 }

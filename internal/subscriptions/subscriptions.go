@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -68,6 +69,10 @@ type Service struct {
 	// DefaultPlan is the plan of accounts without one (the subscriptions
 	// limit).
 	DefaultPlan string
+	// Logger hears, at info, what an operator could set to admit a
+	// refused destination (the customer is told what to do instead); nil
+	// logs nothing.
+	Logger *slog.Logger
 }
 
 // CheckURL validates a destination: absolute http(s), and every address it
@@ -78,6 +83,10 @@ func (s *Service) CheckURL(ctx context.Context, raw string) error {
 	err := s.Guard.CheckURL(ctx, raw, nil)
 	var ue *netguard.URLError
 	if errors.As(err, &ue) {
+		if ue.OperatorHint != "" && s.Logger != nil {
+			s.Logger.InfoContext(ctx, "webhook destination refused", slog.String("reason", ue.Message),
+				slog.String("operator_hint", ue.OperatorHint))
+		}
 		return &FieldError{Field: "url", Message: ue.Message}
 	}
 	if err != nil {

@@ -297,7 +297,7 @@ func classifyError(ctx context.Context, client *http.Client, err error) (string,
 	)
 	switch {
 	case errors.As(err, &blocked):
-		return ErrorClassBlockedDestination, blocked.Error() + " (set WEBHOOK_ALLOWED_CIDRS to admit it)"
+		return ErrorClassBlockedDestination, blocked.Error() + " (webhooks go only to addresses reachable from the internet)"
 	case errors.Is(ctx.Err(), context.Canceled):
 		return ErrorClassCanceled, "attempt cancelled: " + msg
 	case errors.As(err, &dnsErr):
