@@ -81,6 +81,7 @@ type Ops struct {
 	CreateEventSubscription Operation[CreateSubscriptionRequest, NewSubscription]
 	TestEventSubscription   Operation[SubscriptionPath, SubscriptionTestResult]
 	UpdateEventSubscription Operation[UpdateSubscriptionRequest, Subscription]
+	DeleteEventSubscription Operation[SubscriptionPath, NoContent]
 	ListDeliveries          Operation[ListDeliveriesRequest, DeliveryPage]
 	GetDelivery             Operation[DeliveryPath, DeliveryDetail]
 	RetryDelivery           Operation[DeliveryPath, Delivery]

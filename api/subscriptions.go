@@ -177,7 +177,7 @@ func (s *Server) subscriptionRoutes() {
 		Description: "Only the fields present change; null clears event_types (every type), domain_filter or tag_filter.",
 		Call:        s.updateSubscription,
 	})
-	Handle(s.router, Endpoint[SubscriptionPath, NoContent]{
+	s.ops.DeleteEventSubscription = Handle(s.router, Endpoint[SubscriptionPath, NoContent]{
 		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteEventSubscription", Tag: "event subscriptions", Errors: []int{404},
 		Summary:     "Delete an event subscription",
 		Description: "Deletes the subscription and its deliveries; queued pushes are dropped.",

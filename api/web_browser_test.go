@@ -385,7 +385,21 @@ func TestDashboardInBrowser(t *testing.T) {
 	// A subscription created here; its delivery is retried from the delivery page.
 	hooks := newPushReceiver(t)
 	br.open("/subscriptions")
-	br.do(chromedp.SendKeys(chromedp.CSS("#url"), hooks.URL+"/hook"), chromedp.Click(chromedp.CSS("main form.card button")),
+	// A refused form says why once and keeps what was typed and checked;
+	// the type search narrows the checkboxes.
+	br.do(chromedp.SendKeys(chromedp.CSS("#url"), "http://169.254.169.254/hook"), chromedp.SendKeys(chromedp.CSS("#type-filter"), "score"))
+	require.Equal(t, "1", br.eval(`String(Array.from(document.querySelectorAll("#event-types .type-group label")).filter(function (l) { return !l.hidden; }).length)`))
+	br.do(chromedp.Click(chromedp.CSS(`input[value="health_score_changed"]`)), chromedp.SendKeys(chromedp.CSS("#domain_filter"), domain),
+		chromedp.Click(chromedp.CSS("#create-subscription button")), chromedp.WaitVisible(chromedp.CSS(".problem")))
+	problem := br.text(".problem")
+	require.Equal(t, 1, strings.Count(problem, "169.254.169.254"), "the refusal is said once: %s", problem)
+	require.Contains(t, problem, "use a public host name")
+	require.Equal(t, "http://169.254.169.254/hook", br.eval(`document.querySelector("#url").value`))
+	require.Equal(t, domain, br.eval(`document.querySelector("#domain_filter").value`))
+	require.Equal(t, "true", br.eval(`String(document.querySelector('input[value="health_score_changed"]').checked)`))
+	br.eval(`document.querySelector("#url").value = ""; document.querySelector("#domain_filter").value = "";
+		document.querySelector('input[value="health_score_changed"]').checked = false; ""`)
+	br.do(chromedp.SendKeys(chromedp.CSS("#url"), hooks.URL+"/hook"), chromedp.Click(chromedp.CSS("#create-subscription button")),
 		chromedp.WaitVisible(chromedp.CSS(".secret")))
 	require.Contains(t, br.eval(`document.querySelector("#secret").value`), "whsec_")
 	br.do(chromedp.Click(chromedp.CSS("article form button")), chromedp.WaitVisible(chromedp.CSS("#test-result")))
@@ -395,6 +409,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	br.eventuallyPage("/deliveries?status=delivered", "the delivery", func() bool {
 		return br.eval(`document.querySelector("table.list a") ? "y" : ""`) == "y"
 	})
+	require.Contains(t, br.text("table.list"), hooks.URL+"/hook", "the listing names each delivery's destination")
 	br.screenshots("deliveries")
 	br.do(chromedp.Click(chromedp.CSS("table.list a")), chromedp.WaitVisible(chromedp.CSS("#attempts")))
 	require.Equal(t, "1", br.text("#attempts"))
@@ -402,7 +417,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	br.do(chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS(".notice")))
 	require.Equal(t, "retry queued", br.text(".notice"))
 	br.eventuallyPage(path, "the retried attempt", func() bool { return br.text("#attempts") == "2" })
+	require.Contains(t, br.text("#destination"), hooks.URL+"/hook", "the delivery names where it went")
+	require.Regexp(t, `\d:\d\d:\d\d`, br.text("table.list td"), "attempts are timed to the second")
 	br.screenshots("delivery")
+	// The subscription deleted, after a confirmation.
+	br.open("/subscriptions")
+	br.do(chromedp.Click(chromedp.CSS("details.confirm summary")), chromedp.Click(chromedp.CSS("details.confirm button")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	require.Equal(t, "subscription deleted", br.text(".notice"))
+	require.Contains(t, br.text("main"), "No subscriptions yet.")
 
 	// A receiver: a message sent over real SMTP appears without a reload.
 	br.open("/receivers")

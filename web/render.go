@@ -64,9 +64,13 @@ func (h *Dashboard) render(c *fiber.Ctx, status int, name, title string, data an
 func (h *Dashboard) problemText(c *fiber.Ctx, err error) (int, string) {
 	var e *api.Error
 	if errors.As(err, &e) && e.Status < 500 {
+		// The detail often is the first field's message already: each
+		// message is said once.
 		msg := e.Detail
 		for _, f := range e.Fields {
-			msg += "; " + f.Field + ": " + f.Message
+			if line := f.Field + ": " + f.Message; !strings.Contains(msg, line) {
+				msg += "; " + line
+			}
 		}
 		return e.Status, msg
 	}

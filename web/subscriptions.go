@@ -15,7 +15,40 @@ type subscriptionsData struct {
 	Subscriptions []api.Subscription
 	Created       *api.NewSubscription
 	Test          *api.SubscriptionTestResult
-	Types         []string
+	Groups        []typeGroup
+	// Form is what was typed into a refused create form, shown again.
+	Form subscriptionForm
+}
+
+// subscriptionForm is the create form's values.
+type subscriptionForm struct {
+	URL, DomainFilter, TagFilter string
+	EventTypes                   map[string]bool
+}
+
+// typeGroup is one preference group's event types, for the checkboxes.
+type typeGroup struct {
+	Title, Description string
+	Types              []events.Type
+}
+
+// eventTypeGroups lists the registered types by preference group, in the
+// groups' order.
+func eventTypeGroups() []typeGroup {
+	var out []typeGroup
+	all := events.Types()
+	for _, g := range events.Groups() {
+		tg := typeGroup{Title: g.Title, Description: g.Description}
+		for _, t := range all {
+			if t.Group == g.Name {
+				tg.Types = append(tg.Types, t)
+			}
+		}
+		if len(tg.Types) > 0 {
+			out = append(out, tg)
+		}
+	}
+	return out
 }
 
 func (h *Dashboard) subscriptionsPage(c *fiber.Ctx, status int, extra subscriptionsData, problem string) error {
@@ -24,9 +57,7 @@ func (h *Dashboard) subscriptionsPage(c *fiber.Ctx, status int, extra subscripti
 		return h.pageError(c, err)
 	}
 	extra.Subscriptions = *list
-	for _, t := range events.Types() {
-		extra.Types = append(extra.Types, t.Name)
-	}
+	extra.Groups = eventTypeGroups()
 	return h.render(c, status, "subscriptions", "Subscriptions", extra, problem)
 }
 
@@ -52,7 +83,12 @@ func (h *Dashboard) webCreateSubscription(c *fiber.Ctx) error {
 	sub, err := h.ops.CreateEventSubscription.Call(c.UserContext(), callerOf(c), req)
 	if err != nil {
 		status, msg := h.problemText(c, err)
-		return h.subscriptionsPage(c, status, subscriptionsData{}, msg)
+		form := subscriptionForm{URL: req.URL, DomainFilter: c.FormValue("domain_filter"), TagFilter: c.FormValue("tag_filter"),
+			EventTypes: map[string]bool{}}
+		for _, t := range req.EventTypes {
+			form.EventTypes[t] = true
+		}
+		return h.subscriptionsPage(c, status, subscriptionsData{Form: form}, msg)
 	}
 	// The signing secret is shown in this answer only.
 	return h.subscriptionsPage(c, http.StatusCreated, subscriptionsData{Created: sub}, "")
@@ -84,9 +120,34 @@ func (h *Dashboard) webEnableSubscription(c *fiber.Ctx) error {
 	return h.done(c, "/subscriptions", err, msg)
 }
 
+func (h *Dashboard) webDeleteSubscription(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return h.done(c, "/subscriptions", api.NotFound("subscription"), "")
+	}
+	_, err = h.ops.DeleteEventSubscription.Call(c.UserContext(), callerOf(c), &api.SubscriptionPath{ID: id})
+	return h.done(c, "/subscriptions", err, "subscription deleted")
+}
+
 type deliveriesData struct {
 	Deliveries []api.Delivery
 	Status     string
+	// URLs are the destinations, by subscription id.
+	URLs map[uuid.UUID]string
+}
+
+// subscriptionURLs maps the account's subscriptions to their URLs (a
+// plan-bounded list).
+func (h *Dashboard) subscriptionURLs(c *fiber.Ctx) (map[uuid.UUID]string, error) {
+	list, err := h.ops.ListEventSubscriptions.Call(c.UserContext(), callerOf(c), &api.EmptyRequest{})
+	if err != nil {
+		return nil, err
+	}
+	urls := make(map[uuid.UUID]string, len(*list))
+	for _, s := range *list {
+		urls[s.ID] = s.URL
+	}
+	return urls, nil
 }
 
 func (h *Dashboard) webDeliveries(c *fiber.Ctx) error {
@@ -102,7 +163,11 @@ func (h *Dashboard) webDeliveries(c *fiber.Ctx) error {
 	if err != nil {
 		return h.pageError(c, err)
 	}
-	return h.render(c, http.StatusOK, "deliveries", "Deliveries", deliveriesData{Deliveries: p.Items, Status: req.Status}, "")
+	urls, err := h.subscriptionURLs(c)
+	if err != nil {
+		return h.pageError(c, err)
+	}
+	return h.render(c, http.StatusOK, "deliveries", "Deliveries", deliveriesData{Deliveries: p.Items, Status: req.Status, URLs: urls}, "")
 }
 
 func (h *Dashboard) webDelivery(c *fiber.Ctx) error {
@@ -114,7 +179,17 @@ func (h *Dashboard) webDelivery(c *fiber.Ctx) error {
 	if err != nil {
 		return h.pageError(c, err)
 	}
-	return h.render(c, http.StatusOK, "delivery", "Delivery", d, "")
+	urls, err := h.subscriptionURLs(c)
+	if err != nil {
+		return h.pageError(c, err)
+	}
+	return h.render(c, http.StatusOK, "delivery", "Delivery", deliveryData{DeliveryDetail: d, URL: urls[d.SubscriptionID]}, "")
+}
+
+// deliveryData is a delivery with its destination.
+type deliveryData struct {
+	*api.DeliveryDetail
+	URL string
 }
 
 func (h *Dashboard) webRetryDelivery(c *fiber.Ctx) error {

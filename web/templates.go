@@ -41,24 +41,9 @@ var templateFuncs = template.FuncMap{
 	"summary": func(typ string, payload api.Payload) string {
 		return events.Summary(typ, payload)
 	},
-	// when renders a time for the viewer's zone: RFC 3339 in datetime (the
-	// page's script formats it with Intl), UTC as the text until then.
-	"when": func(v any) template.HTML {
-		var t time.Time
-		switch x := v.(type) {
-		case time.Time:
-			t = x
-		case *time.Time:
-			if x == nil {
-				return "—"
-			}
-			t = *x
-		default:
-			return ""
-		}
-		u := t.UTC()
-		return template.HTML(`<time datetime="` + u.Format(time.RFC3339) + `">` + template.HTMLEscapeString(u.Format("2006-01-02 15:04 UTC")) + `</time>`)
-	},
+	"when": func(v any) template.HTML { return when(v, false) },
+	// whenSec is when to the second (attempts, retries).
+	"whenSec": func(v any) template.HTML { return when(v, true) },
 	"str": func(v any) string {
 		switch x := v.(type) {
 		case *string:
@@ -140,4 +125,26 @@ var templateFuncs = template.FuncMap{
 func callerOf(c *fiber.Ctx) api.Caller {
 	ws := c.Locals(webSessionKey).(*webSession)
 	return api.Caller{AccountID: ws.Account, KeyIdentifier: DashboardKeyIdentifier, IsAdmin: ws.IsAdmin}
+}
+
+// when renders a time for the viewer's zone: RFC 3339 in datetime (the
+// page's script formats it with Intl), UTC as the text until then.
+func when(v any, seconds bool) template.HTML {
+	var t time.Time
+	switch x := v.(type) {
+	case time.Time:
+		t = x
+	case *time.Time:
+		if x == nil {
+			return "—"
+		}
+		t = *x
+	default:
+		return ""
+	}
+	u := t.UTC()
+	if seconds {
+		return template.HTML(`<time datetime="` + u.Format(time.RFC3339) + `" data-seconds>` + template.HTMLEscapeString(u.Format("2006-01-02 15:04:05 UTC")) + `</time>`)
+	}
+	return template.HTML(`<time datetime="` + u.Format(time.RFC3339) + `">` + template.HTMLEscapeString(u.Format("2006-01-02 15:04 UTC")) + `</time>`)
 }

@@ -16,7 +16,9 @@ const (
 
 // GroupInfo describes one group of event types.
 type GroupInfo struct {
-	Name        string `json:"name"`
+	Name string `json:"name"`
+	// Title is the group's name for people.
+	Title       string `json:"title"`
 	Description string `json:"description"`
 	// Required groups always go out on every channel: preferences, mutes
 	// and overrides cannot stop them.
@@ -25,15 +27,15 @@ type GroupInfo struct {
 
 // groups lists the groups in the order the API and the dashboard show them.
 var groups = []GroupInfo{
-	{Name: GroupHealth, Description: "Domain health: score changes, DNS record changes, lost MX verification, blocklist listings."},
-	{Name: GroupSending, Description: "Sending providers: bounce and complaint spikes."},
-	{Name: GroupReports, Description: "DMARC and TLS-RPT reports and new DMARC sources."},
-	{Name: GroupDeliveries, Description: "Webhook deliveries that failed and subscriptions that were disabled."},
-	{Name: GroupReceivers, Description: "Messages arriving at receivers."},
-	{Name: GroupDNSFixes, Description: "DNS recommendations applied or failed through a DNS connection."},
-	{Name: GroupBilling, Description: "Plan changes and failed payments."},
-	{Name: GroupAudit, Description: "Audit trail of actions taken on the account; always sent.", Required: true},
-	{Name: GroupSecurity, Description: "Security notices about the account; always sent.", Required: true},
+	{Name: GroupHealth, Title: "Domain health", Description: "Domain health: score changes, DNS record changes, lost MX verification, blocklist listings."},
+	{Name: GroupSending, Title: "Sending", Description: "Sending providers: bounce and complaint spikes."},
+	{Name: GroupReports, Title: "Reports", Description: "DMARC and TLS-RPT reports and new DMARC sources."},
+	{Name: GroupDeliveries, Title: "Webhook deliveries", Description: "Webhook deliveries that failed and subscriptions that were disabled."},
+	{Name: GroupReceivers, Title: "Receivers", Description: "Messages arriving at receivers."},
+	{Name: GroupDNSFixes, Title: "DNS fixes", Description: "DNS recommendations applied or failed through a DNS connection."},
+	{Name: GroupBilling, Title: "Billing", Description: "Plan changes and failed payments."},
+	{Name: GroupAudit, Title: "Audit", Description: "Audit trail of actions taken on the account; always sent.", Required: true},
+	{Name: GroupSecurity, Title: "Security", Description: "Security notices about the account; always sent.", Required: true},
 }
 
 // Groups returns every group, in display order.

@@ -4,10 +4,11 @@
 "use strict";
 (function () {
   var fmt = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  var fmtSeconds = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
   function localTimes(root) {
     root.querySelectorAll("time[datetime]").forEach(function (t) {
       var d = new Date(t.getAttribute("datetime"));
-      if (!isNaN(d)) { t.textContent = fmt.format(d); t.title = t.getAttribute("datetime"); }
+      if (!isNaN(d)) { t.textContent = (t.hasAttribute("data-seconds") ? fmtSeconds : fmt).format(d); t.title = t.getAttribute("datetime"); }
     });
   }
   function timeEl(iso) {
@@ -38,6 +39,20 @@
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
     labelCells(document);
+    // A search box that narrows a list of choices (data-filter: their selector);
+    // a group left with no match is hidden too. Checked choices stay visible.
+    document.querySelectorAll("input[data-filter]").forEach(function (box) {
+      box.addEventListener("input", function () {
+        var q = box.value.trim().toLowerCase();
+        document.querySelectorAll(box.getAttribute("data-filter")).forEach(function (el) {
+          var input = el.querySelector("input");
+          el.hidden = q !== "" && el.textContent.toLowerCase().indexOf(q) < 0 && !(input && input.checked);
+        });
+        document.querySelectorAll(".type-group").forEach(function (g) {
+          g.hidden = !g.querySelector("label:not([hidden])");
+        });
+      });
+    });
     // The alert an alert mail links to (/alerts?event=<id>): into view.
     var target = document.querySelector("article.alert.target");
     if (target) { target.scrollIntoView({ block: "center" }); target.focus({ preventScroll: true }); }
