@@ -206,20 +206,20 @@ func (s *Server) domainRoutes() {
 		Errors:  []int{404},
 		Call:    s.getDomainDetail,
 	})
-	Handle(s.router, Endpoint[UpdateDomainRequest, Domain]{
+	s.ops.UpdateDomain = Handle(s.router, Endpoint[UpdateDomainRequest, Domain]{
 		Method: "PATCH", Path: "/api/accounts/me/domains/{domain}", OperationID: "updateDomain", Tag: tag,
 		Summary:     "Change a domain's tags or DKIM selectors",
 		Description: "Fields left out are unchanged. Changing the DKIM selectors queues a new check whose DKIM result is a new baseline (not reported as a DNS change).",
 		Errors:      []int{404},
 		Call:        s.updateDomain,
 	})
-	Handle(s.router, Endpoint[DomainPath, NoContent]{
+	s.ops.DeleteDomain = Handle(s.router, Endpoint[DomainPath, NoContent]{
 		Method: "DELETE", Path: "/api/accounts/me/domains/{domain}", Status: 204, OperationID: "deleteDomain", Tag: tag,
 		Summary: "Stop monitoring a domain", Description: "Deletes the domain with its results and health history; its events stay.",
 		Errors: []int{404},
 		Call:   s.deleteDomain,
 	})
-	Handle(s.router, Endpoint[DomainPath, DNSLookup]{
+	s.ops.LookupDomainDNS = Handle(s.router, Endpoint[DomainPath, DNSLookup]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dns", OperationID: "lookupDomainDNS", Tag: tag,
 		Summary: "Run every DNS check now",
 		Description: "Runs SPF, DMARC, DKIM, MX, MTA-STS, TLS-RPT, BIMI and DNSSEC concurrently within a 10 s budget and " +

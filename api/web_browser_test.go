@@ -260,6 +260,34 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("article.rec form.inline button")), chromedp.WaitVisible(chromedp.CSS(".notice")))
 	require.Equal(t, "recommendation dismissed", br.text(".notice"))
 	require.Contains(t, br.text("article.rec"), "(dismissed)")
+	// Check now; edit the tags and selectors. (The notice of the action
+	// before is removed first, so that the wait is for the next page's.)
+	br.eval(`document.querySelectorAll(".notice").forEach(function (n) { n.remove(); }); ""`)
+	br.do(chromedp.Click(chromedp.CSS(`form[action$="/check"] button`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	require.Regexp(t, `^checked: score \d+$`, br.text(".notice"))
+	br.do(chromedp.Click(chromedp.CSS("details.edit summary")))
+	br.eval(`document.querySelector("#edit-tags").value = ""; document.querySelectorAll(".notice").forEach(function (n) { n.remove(); }); ""`)
+	br.do(chromedp.SendKeys(chromedp.CSS("#edit-tags"), "prod, eu"), chromedp.SendKeys(chromedp.CSS("#edit-selectors"), "s1"),
+		chromedp.Click(chromedp.CSS("details.edit button")), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	require.Equal(t, "saved", br.text(".notice"))
+	require.Contains(t, br.text("main section.card"), "tags prod, eu")
+	require.Equal(t, "s1", br.eval(`document.querySelector("#edit-selectors").value`))
+	require.Contains(t, br.text("details.check"), "SPF", "checks are named in words")
+	// A domain that does not exist says so once, not under every check; then it is deleted.
+	nx := "nx." + domain
+	br.open("/domains")
+	br.do(chromedp.SendKeys(chromedp.CSS("#domain"), nx), chromedp.Click(chromedp.CSS("main form button")),
+		chromedp.WaitVisible(chromedp.CSS("#score")))
+	br.eventuallyPage("/domains/"+nx, "the first check of a domain that does not exist", func() bool {
+		return br.eval(`document.querySelector("#nxdomain") ? "y" : ""`) == "y"
+	})
+	require.Equal(t, 1, strings.Count(br.text("main"), "does not exist in DNS"), "said once")
+	require.Empty(t, br.eval(`document.querySelector("details.check") ? "checks" : ""`))
+	br.screenshots("domain-nxdomain")
+	br.do(chromedp.Click(chromedp.CSS("details.confirm:not(.edit) summary")), chromedp.Click(chromedp.CSS("details.confirm:not(.edit) button")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	require.Equal(t, nx+" is no longer monitored", br.text(".notice"))
+	require.NotContains(t, br.text("table.list"), nx)
 	br.open("/domains")
 	require.Contains(t, br.text("table.list"), domain)
 	br.screenshots("domains")

@@ -38,6 +38,53 @@ func (h *Dashboard) webCreateDomain(c *fiber.Ctx) error {
 	return h.done(c, "/domains/"+url.PathEscape(d.Domain), nil, d.Domain+" added; its first check is running")
 }
 
+// domainParam is the :domain of a route, unescaped.
+func domainParam(c *fiber.Ctx) string {
+	name := c.Params("domain")
+	if u, err := url.PathUnescape(name); err == nil {
+		name = u
+	}
+	return name
+}
+
+// splitList reads a comma-separated form field; empty items are dropped.
+func splitList(v string) []string {
+	out := []string{}
+	for _, t := range strings.Split(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (h *Dashboard) webCheckDomain(c *fiber.Ctx) error {
+	name := domainParam(c)
+	res, err := h.ops.LookupDomainDNS.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: name})
+	msg := "checked"
+	if err == nil && res != nil && res.Score != nil {
+		msg = fmt.Sprintf("checked: score %d", *res.Score)
+	}
+	return h.done(c, "/domains/"+url.PathEscape(name), err, msg)
+}
+
+func (h *Dashboard) webEditDomain(c *fiber.Ctx) error {
+	name := domainParam(c)
+	tags, selectors := splitList(c.FormValue("tags")), splitList(c.FormValue("dkim_selectors"))
+	_, err := h.ops.UpdateDomain.Call(c.UserContext(), callerOf(c), &api.UpdateDomainRequest{DomainPath: api.DomainPath{Name: name},
+		Tags: &tags, DKIMSelectors: &selectors})
+	return h.done(c, "/domains/"+url.PathEscape(name), err, "saved")
+}
+
+func (h *Dashboard) webDeleteDomain(c *fiber.Ctx) error {
+	name := domainParam(c)
+	_, err := h.ops.DeleteDomain.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: name})
+	if err != nil {
+		return h.done(c, "/domains/"+url.PathEscape(name), err, "")
+	}
+	return h.done(c, "/domains", nil, name+" is no longer monitored")
+}
+
 // namedCheck is one check of a domain's detail.
 type namedCheck struct {
 	Name   string
@@ -100,10 +147,7 @@ func checksOf(rs *dnscheck.Results) []namedCheck {
 const domainPageSources = 15
 
 func (h *Dashboard) webDomain(c *fiber.Ctx) error {
-	name := c.Params("domain")
-	if u, err := url.PathUnescape(name); err == nil {
-		name = u
-	}
+	name := domainParam(c)
 	d, err := h.ops.GetDomain.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: name})
 	if err != nil {
 		return h.pageError(c, err)

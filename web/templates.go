@@ -112,6 +112,7 @@ var templateFuncs = template.FuncMap{
 		return "bad"
 	},
 	"checkNames": dnscheck.Names,
+	"checkTitle": dnscheck.Title,
 	"index0": func(m api.CheckMap, k string) string {
 		if v, ok := m[k]; ok {
 			return v

@@ -3,6 +3,7 @@ package dnscheck
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Status values; see the package documentation.
@@ -31,6 +32,20 @@ const (
 // Names returns the check names in display order.
 func Names() []string {
 	return []string{NameSPF, NameDMARC, NameDKIM, NameMX, NameMTASTS, NameTLSRPT, NameBIMI, NameDNSSEC}
+}
+
+// Title is a check's name for people ("MTA-STS" for mta_sts); an unknown
+// name is returned as it is.
+func Title(name string) string {
+	switch name {
+	case NameMTASTS:
+		return "MTA-STS"
+	case NameTLSRPT:
+		return "TLS-RPT"
+	case NameSPF, NameDMARC, NameDKIM, NameMX, NameBIMI, NameDNSSEC:
+		return strings.ToUpper(name)
+	}
+	return name
 }
 
 // Result is the part every check returns.

@@ -39,6 +39,17 @@
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
     labelCells(document);
+    // A page waiting for something (a new domain's first check) reloads
+    // itself every 3 s until it is there, for at most 2 minutes.
+    var waiting = document.querySelector("[data-refresh]");
+    if (waiting) {
+      var key = "mw-refresh:" + location.pathname + ":" + waiting.getAttribute("data-refresh");
+      var n = Number(sessionStorage.getItem(key) || 0);
+      if (n < 40) {
+        sessionStorage.setItem(key, String(n + 1));
+        setTimeout(function () { location.reload(); }, 3000);
+      }
+    }
     // A search box that narrows a list of choices (data-filter: their selector);
     // a group left with no match is hidden too. Checked choices stay visible.
     document.querySelectorAll("input[data-filter]").forEach(function (box) {
