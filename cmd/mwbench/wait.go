@@ -64,7 +64,10 @@ func (s *recordingStore) receivedAt(addr string) (time.Time, bool) {
 // benchWait runs `mailwatch api` as a subprocess (so that its RSS and its
 // database connections are its own), holds 5,000 concurrent waiters on it,
 // delivers messages over SMTP and measures the time from the end of SMTP
-// DATA to the waiter's HTTP response.
+// DATA to the waiter's HTTP response. A `mailwatch worker --queues=analysis`
+// subprocess analyses each message meanwhile, as in production; after the
+// run the bench reads when each analysis was stored and reports the time
+// from the 250 of its DATA.
 func benchWait(ctx context.Context, env *benchEnv) error { return runWaitBench(ctx, env, "") }
 
 // waitFilter is what the waiters of `mwbench wait-filtered` ask for: every
@@ -89,6 +92,11 @@ func runWaitBench(ctx context.Context, env *benchEnv, filter string) error {
 		return err
 	}
 	defer api.Stop()
+	worker, err := startAnalysisWorker(ctx, bin, env)
+	if err != nil {
+		return err
+	}
+	defer worker.Stop()
 	base := api.Base
 	waitAccount, apiKey, err := createAccount(ctx, base, fmt.Sprintf("wait-%d@example.com", time.Now().UnixNano()))
 	if err != nil {
@@ -99,6 +107,8 @@ func runWaitBench(ctx context.Context, env *benchEnv, filter string) error {
 	}
 	fmt.Printf("api: `mailwatch api` subprocess (pid %d), pool DB_MAX_CONNS=%d; %d waiters, %d msg/s over %d SMTP connections for %s\n",
 		api.Pid, waitPoolSize, waitWaiters, waitMsgsPerSec, waitSMTPConns, benchDuration())
+	fmt.Printf("analysis: `mailwatch worker --queues=analysis` subprocess (pid %d), DB_MAX_CONNS=%d, WORKER_CONCURRENCY default, no spam filter, DNS on loopback\n",
+		worker.Pid, waitPoolSize)
 	if filter != "" {
 		fmt.Printf("waiters filter: %s\n", filter)
 	}
@@ -132,7 +142,8 @@ func runWaitBench(ctx context.Context, env *benchEnv, filter string) error {
 	fmt.Printf("idle:  %d waiters pending, API RSS %.1f MiB, API DB connections %d pool + %d LISTEN\n",
 		waiters.waiting.Load(), float64(idleRSS)/1024, idleConns, listenConns)
 
-	sent, smtpErrs, maxPool := deliverWaitLoad(ctx, env, smtpAddr, rcvs)
+	acks := newAckLog()
+	sent, smtpErrs, maxPool := deliverWaitLoad(ctx, env, smtpAddr, rcvs, acks)
 	time.Sleep(500 * time.Millisecond) // the last wake-ups
 	loadRSS, _ := procStatusKB(api.Pid, "VmRSS")
 	peakRSS, _ := procStatusKB(api.Pid, "VmHWM")
@@ -146,6 +157,16 @@ func runWaitBench(ctx context.Context, env *benchEnv, filter string) error {
 		sent, smtpErrs, len(lats), waiters.failures.Load(), waiters.waiting.Load())
 	fmt.Printf("wake latency, end of SMTP DATA -> HTTP response: p50 %.2f ms  p99 %.2f ms  max %.2f ms\n",
 		ms(percentile(lats, 50)), ms(percentile(lats, 99)), ms(percentile(lats, 100)))
+	an, err := collectAnalyses(ctx, env, acks)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("analysis, SMTP 250 -> report stored (its job finished): %d analysed (%d unmatched, %d still queued), %.0f analyses/s (first 250 to last stored)\n",
+		an.Analysed, an.Unmatched, an.Pending, an.Rate)
+	fmt.Printf("  latency p50 %.2f ms  p99 %.2f ms  max %.2f ms;  the job's run alone p50 %.2f ms  p99 %.2f ms\n",
+		ms(percentile(an.Latencies, 50)), ms(percentile(an.Latencies, 99)), ms(percentile(an.Latencies, 100)),
+		ms(percentile(an.Runs, 50)), ms(percentile(an.Runs, 99)))
+	fmt.Printf("targets with analysis on: wake p50 < 20 ms, p99 < 100 ms: %s\n", metOrNot(percentile(lats, 50), percentile(lats, 99)))
 	fmt.Printf("API RSS: %.1f MiB with waiters idle, %.1f MiB after load, peak %.1f MiB\n",
 		float64(idleRSS)/1024, float64(loadRSS)/1024, float64(peakRSS)/1024)
 	fmt.Printf("API DB connections: max %d pool connections during load (pool size %d) + %d LISTEN; at end %d + %d\n",
@@ -348,8 +369,8 @@ func (p *waiterPool) sortedLatencies() []time.Duration {
 // connections for benchDuration, round-robin over receivers, so each gets
 // a message only every waitWaiters/waitMsgsPerSec seconds and its waiter
 // is re-armed. It samples the API's pool connections meanwhile and returns
-// the largest count.
-func deliverWaitLoad(ctx context.Context, env *benchEnv, smtpAddr string, rcvs []waitReceiver) (sent, smtpErrs, maxPool int64) {
+// the largest count. acks notes each message's 250.
+func deliverWaitLoad(ctx context.Context, env *benchEnv, smtpAddr string, rcvs []waitReceiver, acks *ackLog) (sent, smtpErrs, maxPool int64) {
 	var next, nSent, nErrs atomic.Int64
 	deadline := time.Now().Add(benchDuration())
 	var swg sync.WaitGroup
@@ -377,6 +398,7 @@ func deliverWaitLoad(ctx context.Context, env *benchEnv, smtpAddr string, rcvs [
 					nErrs.Add(1)
 					continue
 				}
+				acks.add(r.address, time.Now()) // sendOne returns on the 250 after DATA
 				nSent.Add(1)
 			}
 		}()
