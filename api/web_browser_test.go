@@ -128,6 +128,7 @@ func (b *browser) checkLayout(page, viewport string) {
 	require.LessOrEqual(b.t, height, limit, "%s (%s): the header is %d px tall", page, viewport, height)
 	require.Empty(b.t, b.eval(`document.forms.length > 1 && document.forms[0].id === "signout" ? "first" : ""`),
 		"%s: the sign-out form comes before the page's forms", page)
+	require.NotRegexp(b.t, `— ·|· —|· ·|- ·`, b.text("main"), "%s: a separator stands beside an empty field", page)
 	if viewport == "phone" {
 		require.Empty(b.t, b.eval(`Array.from(document.querySelectorAll("table.list tbody td")).filter(function (td) {
 			return getComputedStyle(td).display !== "block" || (td.closest("table").querySelector("thead th") && !td.hasAttribute("data-label"));
@@ -235,6 +236,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	br.do(chromedp.SendKeys(chromedp.CSS("#email"), email), chromedp.SendKeys(chromedp.CSS("#password"), "wrong password!"),
 		chromedp.Click(chromedp.CSS("main button[type=submit]")), chromedp.WaitVisible(chromedp.CSS(".problem")))
 	require.Contains(t, br.text(".problem"), "wrong email or password")
+	require.Equal(t, br.eval(`String(document.querySelector("form.narrow").offsetWidth)`), br.eval(`String(document.querySelector(".problem").offsetWidth)`),
+		"the sign-in error is as wide as the form")
 	br.do(chromedp.SendKeys(chromedp.CSS("#password"), password),
 		chromedp.Click(chromedp.CSS("main button[type=submit]")), chromedp.WaitVisible(chromedp.CSS(".tiles")))
 	require.Equal(t, "Overview", br.text("h1"))
@@ -256,7 +259,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NotEmpty(t, br.eval(`document.querySelector("svg.chart") ? "chart" : ""`))
 	br.screenshots("domain")
 	// A DNS recommendation dismissed with a reason (the domain has no MTA-STS).
-	br.do(chromedp.SendKeys(chromedp.CSS("article.rec form.inline input[name=reason]"), "no MTA-STS host yet"),
+	br.do(chromedp.Click(chromedp.CSS("article.rec details.dismiss summary")),
+		chromedp.SendKeys(chromedp.CSS("article.rec form.inline input[name=reason]"), "no MTA-STS host yet"),
 		chromedp.Click(chromedp.CSS("article.rec form.inline button")), chromedp.WaitVisible(chromedp.CSS(".notice")))
 	require.Equal(t, "recommendation dismissed", br.text(".notice"))
 	require.Contains(t, br.text("article.rec"), "(dismissed)")
@@ -342,12 +346,16 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Notification preferences: the health group's email switch turned off
 	// on the page is what the API answers; required groups cannot change.
-	require.Equal(t, "true", br.eval(`String(document.querySelector("#group-health input[name=email]").checked)`))
+	// One form, one Save button for every group.
+	require.Equal(t, "true", br.eval(`String(document.querySelector('#group-health input[name="email:health"]').checked)`))
 	require.Equal(t, "true", br.eval(`String(document.querySelector("#group-audit input").disabled)`))
-	br.do(chromedp.Click(chromedp.CSS("#group-health input[name=email]")), chromedp.Click(chromedp.CSS("#g-health button")),
+	require.Equal(t, "1", br.eval(`String(document.querySelectorAll("#groups-form button").length)`))
+	br.eval(`document.querySelectorAll(".notice").forEach(function (n) { n.remove(); }); ""`)
+	br.do(chromedp.Click(chromedp.CSS(`#group-health input[name="email:health"]`)), chromedp.Click(chromedp.CSS("#groups-form button")),
 		chromedp.WaitVisible(chromedp.CSS(".notice")))
-	require.Equal(t, "preferences of health saved", br.text(".notice"))
-	require.Equal(t, "false", br.eval(`String(document.querySelector("#group-health input[name=email]").checked)`))
+	require.Equal(t, "preferences saved", br.text(".notice"))
+	require.Equal(t, "false", br.eval(`String(document.querySelector('#group-health input[name="email:health"]').checked)`))
+	require.Contains(t, br.text("#group-health th"), "Domain health", "groups are named in words")
 	var prefs struct {
 		Groups []struct {
 			Name     string `json:"name"`
@@ -378,7 +386,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	// its ingress URL and setup steps; the signing key is not in the page.
 	br.open("/providers")
 	const mgKey = "key-browser-0123456789abcdef"
-	br.do(chromedp.SetValue(chromedp.CSS("#kind"), "mailgun"), chromedp.SendKeys(chromedp.CSS("#provider-label"), "Mailgun EU"),
+	visibleKinds := `Array.from(document.querySelectorAll("fieldset[data-kind]")).filter(function (f) { return !f.hidden; }).map(function (f) { return f.getAttribute("data-kind"); }).join(",")`
+	require.Equal(t, "ses", br.eval(visibleKinds), "only the chosen kind's fields show")
+	br.eval(`var k = document.querySelector("#kind"); k.value = "mailgun"; k.dispatchEvent(new Event("change")); ""`)
+	require.Equal(t, "mailgun", br.eval(visibleKinds))
+	br.do(chromedp.SendKeys(chromedp.CSS("#provider-label"), "Mailgun EU"),
 		chromedp.SendKeys(chromedp.CSS("#signing_key"), mgKey), chromedp.Click(chromedp.CSS("#create-provider button[type=submit]")),
 		chromedp.WaitVisible(chromedp.CSS("#created-provider")))
 	require.Contains(t, br.eval(`document.querySelector("#ingress-url").value`), "/api/webhooks/providers/")
@@ -387,6 +399,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	br.screenshots("providers")
 	br.open("/dns-connections")
 	require.Contains(t, br.text("#create-connection"), "Connect a DNS provider")
+	require.Equal(t, "rfc2136", br.eval(visibleKinds), "only the chosen kind's fields show")
 	br.screenshots("dns-connections")
 
 	// The verification mail's link: the page verifies only on its button.

@@ -320,32 +320,49 @@ func TestDashboardSettings(t *testing.T) {
 		return
 	}
 
+	// form is the preference table as a browser submits it: every group's
+	// checked boxes, with change applied.
+	form := func(change func(url.Values)) url.Values {
+		v := url.Values{"csrf": {tok}}
+		for _, g := range apiPrefs().Groups {
+			if g.Channels.Email {
+				v.Set("email:"+g.Name, "on")
+			}
+			if g.Channels.Webhook {
+				v.Set("webhook:"+g.Name, "on")
+			}
+		}
+		change(v)
+		return v
+	}
 	t.Run("GroupSwitch", func(t *testing.T) {
-		// Unchecked email, checked webhook.
-		resp, _ := w.req("POST", "/settings/preferences/groups/health", url.Values{"csrf": {tok}, "webhook": {"on"}})
+		// Unchecked email, checked webhook; the other groups as they were.
+		resp, _ := w.req("POST", "/settings/preferences/groups", form(func(v url.Values) { v.Del("email:health") }))
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		require.Equal(t, "/settings#preferences", resp.Header.Get("Location"))
 		e, h := group(apiPrefs(), "health")
 		require.False(t, e)
 		require.True(t, h)
+		e, h = group(apiPrefs(), "sending")
+		require.True(t, e && h, "the other groups are unchanged")
 		_, page := w.req("GET", "/settings", nil)
-		require.Contains(t, page, "preferences of health saved")
-		require.Regexp(t, `(?s)id="group-health".*?name="email" form="g-health" >`, page, "shown unchecked")
-		w.req("POST", "/settings/preferences/groups/health", url.Values{"csrf": {tok}, "email": {"on"}, "webhook": {"on"}})
+		require.Contains(t, page, "preferences saved")
+		require.Regexp(t, `(?s)id="group-health".*?name="email:health" >`, page, "shown unchecked")
+		w.req("POST", "/settings/preferences/groups", form(func(v url.Values) { v.Set("email:health", "on") }))
 		e, _ = group(apiPrefs(), "health")
 		require.True(t, e)
+		// Nothing changed: nothing is written.
+		w.req("POST", "/settings/preferences/groups", form(func(url.Values) {}))
+		_, page = w.req("GET", "/settings", nil)
+		require.Contains(t, page, "nothing changed")
 	})
 
-	t.Run("RequiredGroupAndUnknownGroupRefused", func(t *testing.T) {
-		w.req("POST", "/settings/preferences/groups/audit", url.Values{"csrf": {tok}})
-		_, page := w.req("GET", "/settings", nil)
-		require.Contains(t, page, "are required and always sent", "the API's 422 detail")
+	t.Run("RequiredGroupCannotChange", func(t *testing.T) {
+		// A forged form without the audit group's boxes leaves it on.
+		w.req("POST", "/settings/preferences/groups", form(func(v url.Values) { v.Del("email:audit"); v.Del("webhook:audit") }))
 		e, h := group(apiPrefs(), "audit")
 		require.True(t, e && h)
-		w.req("POST", "/settings/preferences/groups/nope", url.Values{"csrf": {tok}})
-		_, page = w.req("GET", "/settings", nil)
-		require.Contains(t, page, "preference group not found")
-		resp, _ := w.req("POST", "/settings/preferences/groups/health", url.Values{"csrf": {"wrong"}})
+		resp, _ := w.req("POST", "/settings/preferences/groups", url.Values{"csrf": {"wrong"}})
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, "CSRF-protected")
 	})
 

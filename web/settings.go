@@ -2,7 +2,6 @@ package web
 
 import (
 	"net/http"
-	"net/url"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -94,14 +93,34 @@ func (h *Dashboard) webSetMutes(c *fiber.Ctx) error {
 	return h.done(c, "/settings#preferences", err, "channel mutes saved")
 }
 
-func (h *Dashboard) webSetGroup(c *fiber.Ctx) error {
-	group := c.Params("group")
-	if u, err := url.PathUnescape(group); err == nil {
-		group = u
+// webSetGroups saves the preference table in one submission: each
+// switchable group whose channels changed is set (an unchanged one is left
+// as it is, so a save writes no needless audit trail).
+func (h *Dashboard) webSetGroups(c *fiber.Ctx) error {
+	prefs, err := h.ops.GetPreferences.Call(c.UserContext(), callerOf(c), &api.EmptyRequest{})
+	if err != nil {
+		return h.done(c, "/settings#preferences", err, "")
 	}
-	_, err := h.ops.SetPreferenceGroup.Call(c.UserContext(), callerOf(c), &api.PreferenceGroupRequest{
-		Group: api.SwitchableGroup(group), ChannelSwitches: api.ChannelSwitches{Email: checked(c, "email"), Webhook: checked(c, "webhook")}})
-	return h.done(c, "/settings#preferences", err, "preferences of "+group+" saved")
+	changed := 0
+	for _, g := range prefs.Groups {
+		if g.Required {
+			continue
+		}
+		email, webhook := checked(c, "email:"+g.Name), checked(c, "webhook:"+g.Name)
+		if *email == g.Channels.Email && *webhook == g.Channels.Webhook {
+			continue
+		}
+		if _, err := h.ops.SetPreferenceGroup.Call(c.UserContext(), callerOf(c), &api.PreferenceGroupRequest{
+			Group: api.SwitchableGroup(g.Name), ChannelSwitches: api.ChannelSwitches{Email: email, Webhook: webhook}}); err != nil {
+			return h.done(c, "/settings#preferences", err, "")
+		}
+		changed++
+	}
+	msg := "preferences saved"
+	if changed == 0 {
+		msg = "nothing changed"
+	}
+	return h.done(c, "/settings#preferences", nil, msg)
 }
 
 func (h *Dashboard) webAddAddress(c *fiber.Ctx) error {

@@ -113,6 +113,12 @@ var templateFuncs = template.FuncMap{
 	},
 	"checkNames": dnscheck.Names,
 	"checkTitle": dnscheck.Title,
+	"groupTitle": func(name string) string {
+		if g, ok := events.LookupGroup(name); ok && g.Title != "" {
+			return g.Title
+		}
+		return name
+	},
 	"index0": func(m api.CheckMap, k string) string {
 		if v, ok := m[k]; ok {
 			return v

@@ -39,6 +39,20 @@
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
     labelCells(document);
+    // A form with a kind select shows only the chosen kind's fields
+    // (without script, all of them show, and the others are ignored).
+    document.querySelectorAll("select[data-kinds]").forEach(function (sel) {
+      var form = sel.form;
+      var show = function () {
+        form.querySelectorAll("fieldset[data-kind]").forEach(function (f) {
+          f.hidden = f.getAttribute("data-kind") !== sel.value;
+          f.disabled = f.hidden;
+        });
+        form.querySelectorAll("[data-kinds-hint]").forEach(function (h) { h.hidden = true; });
+      };
+      sel.addEventListener("change", show);
+      show();
+    });
     // A page waiting for something (a new domain's first check) reloads
     // itself every 3 s until it is there, for at most 2 minutes.
     var waiting = document.querySelector("[data-refresh]");
