@@ -57,7 +57,7 @@ func runUI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 				"UI_BASIC_AUTH_PASSWORD, or grant an account admin rights (mailwatch admin grant <email>) and use its API key")
 		}
 	}
-	logStart(logger, "ui")
+	logStart(logger, cfg, "ui")
 	client, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{})
 	if err != nil {
 		return err
