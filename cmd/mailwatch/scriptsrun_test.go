@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestScriptsRunStopsItsPostgresOnCtrlC runs scripts/run as a user does,
+// `scripts/run 2>&1 | tee log`, with its own .local/ and bin/, waits until
+// the instance answers, then presses Ctrl-C: SIGINT to the whole process
+// group, tee included, as a terminal sends it. The private Postgres
+// scripts/run started must be stopped by the time scripts/run has exited.
+func TestScriptsRunStopsItsPostgresOnCtrlC(t *testing.T) {
+	t.Parallel()
+	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(m) == 0 {
+		if _, err := exec.LookPath("pg_config"); err != nil {
+			t.Skip("no PostgreSQL server binaries (scripts/run would install them)")
+		}
+	}
+	root, err := filepath.Abs(repoRoot)
+	require.NoError(t, err)
+	local, bin := t.TempDir(), t.TempDir()
+	listen := freeAddr(t)
+	env := append(cleanEnv(),
+		"MW_LOCAL_DIR="+local, "MW_BIN_DIR="+bin,
+		"LISTEN_ADDR="+listen, "SMTP_ADDR="+freeAddr(t), "UI_ADDR="+freeAddr(t))
+
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	require.NoError(t, err)
+	defer out.Close()
+	cmd := exec.Command("bash", "-c", `scripts/run 2>&1 | tee "$1/run.log"`, "bash", local)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = root, env, out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var pgData string
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if pgData != "" {
+			// A failed run may leave its cluster running; as root it
+			// lives outside local (the postgres user's /tmp directory).
+			stopPostmaster(filepath.Join(pgData, "postmaster.pid"))
+			_ = os.RemoveAll(pgData)
+		}
+	})
+	log := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
+
+	// Wait for the instance (state, not time): it answers, or scripts/run
+	// ended, which fails the test.
+	for ready := false; !ready; {
+		select {
+		case err := <-exited:
+			t.Fatalf("scripts/run ended before serving (%v):\n%s", err, log())
+		default:
+		}
+		if resp, err := http.Get("http://" + listen + "/readyz"); err == nil {
+			resp.Body.Close()
+			ready = resp.StatusCode == http.StatusOK
+		}
+		if !ready {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	pgAddr := localEnvDatabaseHost(t, filepath.Join(local, "env"))
+	conn, err := net.Dial("tcp", pgAddr)
+	require.NoError(t, err, "the private Postgres runs at %s", pgAddr)
+	conn.Close()
+	owner, err := os.ReadFile(filepath.Join(local, "pg.owner"))
+	require.NoError(t, err, "scripts/run records the cluster it started")
+	pgData = strings.Split(string(owner), "\n")[1]
+	pidFile := filepath.Join(pgData, "postmaster.pid")
+	require.FileExists(t, pidFile)
+
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
+	<-exited // bash waits for scripts/run, which waits for its clean-up
+
+	require.NoFileExists(t, pidFile, "the private Postgres is stopped:\n%s", log())
+	_, err = net.Dial("tcp", pgAddr)
+	require.Error(t, err, "nothing listens on the private Postgres's port any more")
+	require.NoFileExists(t, filepath.Join(local, "pg.owner"))
+}
+
+// localEnvDatabaseHost is the host:port of DATABASE_URL in .local/env.
+func localEnvDatabaseHost(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "export DATABASE_URL="); ok {
+			u, err := url.Parse(strings.Trim(v, "'"))
+			require.NoError(t, err)
+			return u.Host
+		}
+	}
+	t.Fatalf("%s sets no DATABASE_URL", path)
+	return ""
+}
+
+// stopPostmaster sends SIGTERM to the postmaster a postmaster.pid names.
+func stopPostmaster(pidFile string) {
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return
+	}
+	var pid int
+	for _, c := range strings.SplitN(string(b), "\n", 2)[0] {
+		if c < '0' || c > '9' {
+			return
+		}
+		pid = pid*10 + int(c-'0')
+	}
+	if pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+}
