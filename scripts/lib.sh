@@ -26,14 +26,19 @@ as_root() {
 	fi
 }
 
+# apt_install installs Debian packages quietly: apt's and dpkg's progress
+# goes to .local/apt.log, which is shown only when the install fails.
 apt_updated=""
 apt_install() {
 	command -v apt-get >/dev/null 2>&1 || return 1
+	local aptlog="$local_dir/apt.log"
+	: > "$aptlog"
 	if [ -z "$apt_updated" ]; then
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || return 1
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >>"$aptlog" 2>&1 || { cat "$aptlog" >&2; return 1; }
 		apt_updated=1
 	fi
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >>"$aptlog" 2>&1 ||
+		{ cat "$aptlog" >&2; return 1; }
 }
 
 pg_bindir() {

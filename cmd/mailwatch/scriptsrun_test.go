@@ -127,3 +127,41 @@ func stopPostmaster(pidFile string) {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
 }
+
+// TestLocalEnvCarriesEverySetting: a shell that sources .local/env sees
+// what scripts/run gave the instance, so `mailwatch config` there prints
+// the running instance's settings, not the defaults.
+func TestLocalEnvCarriesEverySetting(t *testing.T) {
+	t.Parallel()
+	lib, err := filepath.Abs(filepath.Join(repoRoot, "scripts", "lib.sh"))
+	require.NoError(t, err)
+	binDir := filepath.Dir(buildBinary(t))
+	work := t.TempDir()
+	listen := freeAddr(t)
+	env := append(cleanEnv(), "MW_LOCAL_DIR="+work,
+		"DATABASE_URL=postgres://u:hunter2@127.0.0.1:1/mailwatch",
+		"MAILWATCH_SECRET_KEY="+strings.Repeat("A", 43)+"=",
+		"LISTEN_ADDR="+listen)
+	cmd := exec.Command("bash", "-c", `source "$1" && dev_env && write_local_env "$2/env" "$3"`, "bash", lib, work, binDir)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	st, err := os.Stat(filepath.Join(work, "env"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "it holds secrets")
+
+	cmd = exec.Command("bash", "-c", `source "$1/env" && mailwatch config`, "bash", work)
+	cmd.Env = cleanEnv()
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, want := range []string{
+		"LISTEN_ADDR=" + listen,
+		"SMTP_ADDR=127.0.0.1:2525",
+		"WEBHOOK_ALLOWED_CIDRS=127.0.0.0/8,::1/128",
+		"LOG_FORMAT=text",
+		"DEFAULT_PLAN=unlimited",
+	} {
+		require.Contains(t, strings.Split(string(out), "\n"), want, "mailwatch config after source .local/env:\n%s", out)
+	}
+	require.NotContains(t, string(out), "hunter2", "still redacted")
+}
