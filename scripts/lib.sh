@@ -98,12 +98,19 @@ ensure_postgres() {
 			printf '%s\n%s\n' "$$" "$data" > "$local_dir/pg.owner"
 		fi
 	else
+		# Another script may take the free port first: then try the next.
+		local try
 		port=55432
-		while port_in_use "$port"; do port=$((port + 1)); done
-		log "starting Postgres on 127.0.0.1:$port"
-		pg_run "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
-			-o "-c listen_addresses=127.0.0.1 -p $port -k $data -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB" \
-			start >/dev/null || { cat "$data/server.log" >&2; die "Postgres did not start"; }
+		for try in 1 2 3 4 5 6 7 8; do
+			while port_in_use "$port"; do port=$((port + 1)); done
+			log "starting Postgres on 127.0.0.1:$port"
+			rm -f "$data/server.log"
+			pg_run "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
+				-o "-c listen_addresses=127.0.0.1 -p $port -k $data -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB" \
+				start >/dev/null && break
+			grep -q "Address already in use" "$data/server.log" && [ "$try" -lt 8 ] || { cat "$data/server.log" >&2; die "Postgres did not start"; }
+			port=$((port + 1))
+		done
 		MW_PG_STARTED="$data"
 		printf '%s\n%s\n' "$$" "$data" > "$local_dir/pg.owner"
 	fi

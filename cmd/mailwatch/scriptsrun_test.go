@@ -45,9 +45,13 @@ func TestScriptsRunStopsItsPostgresOnCtrlC(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	log := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
 	var pgData string
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if _, data, ok := strings.Cut(log(), "private Postgres cluster in "); ok && pgData == "" {
+			pgData, _, _ = strings.Cut(data, "\n")
+		}
 		if pgData != "" {
 			// A failed run may leave its cluster running; as root it
 			// lives outside local (the postgres user's /tmp directory).
@@ -55,7 +59,6 @@ func TestScriptsRunStopsItsPostgresOnCtrlC(t *testing.T) {
 			_ = os.RemoveAll(pgData)
 		}
 	})
-	log := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
 
 	// Wait for the instance (state, not time): it answers, or scripts/run
 	// ended, which fails the test.
@@ -164,4 +167,53 @@ func TestLocalEnvCarriesEverySetting(t *testing.T) {
 		require.Contains(t, strings.Split(string(out), "\n"), want, "mailwatch config after source .local/env:\n%s", out)
 	}
 	require.NotContains(t, string(out), "hunter2", "still redacted")
+}
+
+// TestScriptsRunRefusesATakenAddress: an address the caller chose that
+// another program holds (here River UI's) stops scripts/run with an error
+// naming the setting, before .local/env could point at the other program,
+// and that error exit stops the private Postgres it had started.
+func TestScriptsRunRefusesATakenAddress(t *testing.T) {
+	t.Parallel()
+	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(m) == 0 {
+		if _, err := exec.LookPath("pg_config"); err != nil {
+			t.Skip("no PostgreSQL server binaries (scripts/run would install them)")
+		}
+	}
+	root, err := filepath.Abs(repoRoot)
+	require.NoError(t, err)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	local := t.TempDir()
+	cmd := exec.Command("scripts/run")
+	cmd.Dir = root
+	cmd.Env = append(cleanEnv(), "MW_LOCAL_DIR="+local, "MW_BIN_DIR="+t.TempDir(),
+		"LISTEN_ADDR="+freeAddr(t), "SMTP_ADDR="+freeAddr(t), "UI_ADDR="+taken.Addr().String())
+	out, err := cmd.CombinedOutput()
+	if _, data, ok := strings.Cut(string(out), "private Postgres cluster in "); ok {
+		data, _, _ = strings.Cut(data, "\n")
+		t.Cleanup(func() {
+			stopPostmaster(filepath.Join(data, "postmaster.pid"))
+			_ = os.RemoveAll(data)
+		})
+	}
+	require.Error(t, err, "%s", out)
+	require.Contains(t, string(out), "UI_ADDR="+taken.Addr().String()+" is taken")
+	require.NoFileExists(t, filepath.Join(local, "env"), "no .local/env points at the other program")
+
+	_, port, ok := cutLast(string(out), "starting Postgres on ")
+	require.True(t, ok, "scripts/run started its Postgres:\n%s", out)
+	port, _, _ = strings.Cut(port, "\n")
+	_, err = net.Dial("tcp", port)
+	require.Error(t, err, "the Postgres on %s is stopped on the error exit", port)
+	require.NoFileExists(t, filepath.Join(local, "pg.owner"))
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
 }
