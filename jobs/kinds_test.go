@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"bytes"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,4 +19,16 @@ func TestKindsListsEveryWorker(t *testing.T) {
 		require.Contains(t, kinds, k)
 	}
 	require.IsNonDecreasing(t, kinds)
+}
+
+// TestRiverLoggerDemotesProducerCounts: River's periodic job counts are
+// not logged at info.
+func TestRiverLoggerDemotesProducerCounts(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	l := riverLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	l.Info("producer: Producer job counts", "queue", "default")
+	require.Empty(t, buf.String())
+	l.Info("producer: other")
+	require.Contains(t, buf.String(), "producer: other")
 }
