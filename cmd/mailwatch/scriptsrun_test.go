@@ -21,8 +21,15 @@ import (
 // the instance answers, then presses Ctrl-C: SIGINT to the whole process
 // group, tee included, as a terminal sends it. The private Postgres
 // scripts/run started must be stopped by the time scripts/run has exited.
+// So must one an earlier run left running (killed with SIGKILL, say),
+// which a later scripts/run adopts.
 func TestScriptsRunStopsItsPostgresOnCtrlC(t *testing.T) {
 	t.Parallel()
+	t.Run("Started", func(t *testing.T) { t.Parallel(); testScriptsRunCtrlC(t, false) })
+	t.Run("LeftByAnEarlierRun", func(t *testing.T) { t.Parallel(); testScriptsRunCtrlC(t, true) })
+}
+
+func testScriptsRunCtrlC(t *testing.T, leftover bool) {
 	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(m) == 0 {
 		if _, err := exec.LookPath("pg_config"); err != nil {
 			t.Skip("no PostgreSQL server binaries (scripts/run would install them)")
@@ -36,6 +43,23 @@ func TestScriptsRunStopsItsPostgresOnCtrlC(t *testing.T) {
 		"MW_LOCAL_DIR="+local, "MW_BIN_DIR="+bin,
 		"LISTEN_ADDR="+listen, "SMTP_ADDR="+freeAddr(t), "UI_ADDR="+freeAddr(t))
 
+	var pgData string
+	if leftover {
+		// A script that started the cluster and died without stopping it.
+		pre := exec.Command("bash", "-c", `source scripts/lib.sh && ensure_postgres`)
+		pre.Dir, pre.Env = root, env
+		b, err := pre.CombinedOutput()
+		require.NoError(t, err, "%s", b)
+		owner, err := os.ReadFile(filepath.Join(local, "pg.owner"))
+		require.NoError(t, err)
+		pgData = strings.Split(string(owner), "\n")[1]
+		t.Cleanup(func() {
+			stopPostmaster(filepath.Join(pgData, "postmaster.pid"))
+			_ = os.RemoveAll(pgData)
+		})
+		require.FileExists(t, filepath.Join(pgData, "postmaster.pid"), "the cluster is left running")
+	}
+
 	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
 	require.NoError(t, err)
 	defer out.Close()
@@ -46,7 +70,6 @@ func TestScriptsRunStopsItsPostgresOnCtrlC(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	log := func() string { b, _ := os.ReadFile(out.Name()); return string(b) }
-	var pgData string
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		if _, data, ok := strings.Cut(log(), "private Postgres cluster in "); ok && pgData == "" {
@@ -85,6 +108,9 @@ func TestScriptsRunStopsItsPostgresOnCtrlC(t *testing.T) {
 	pgData = strings.Split(string(owner), "\n")[1]
 	pidFile := filepath.Join(pgData, "postmaster.pid")
 	require.FileExists(t, pidFile)
+	if leftover {
+		require.Contains(t, log(), "adopting the private Postgres")
+	}
 
 	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
 	<-exited // bash waits for scripts/run, which waits for its clean-up
