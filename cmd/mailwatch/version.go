@@ -39,6 +39,8 @@ func buildVersion() string {
 		if at != "" {
 			v += " " + at
 		}
+	} else {
+		v += " (no VCS revision: built outside a checkout or with -buildvcs=false)"
 	}
 	return v + " " + info.GoVersion
 }
