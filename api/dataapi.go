@@ -175,7 +175,20 @@ func (s *Server) serveDataAPI(c *fiber.Ctx, runner *dataapi.Runner) error {
 	} else {
 		c.Set(fiber.HeaderContentType, "application/json; charset=utf-8")
 	}
-	return c.Status(res.Status).Send(res.Body)
+	return c.Status(res.Status).Send(withNewline(res.Body))
+}
+
+// withNewline ends a JSON answer with a newline, as every other JSON answer
+// of the API does (encodeJSON). It copies: b may be a cached value shared
+// by concurrent requests.
+func withNewline(b []byte) []byte {
+	if len(b) > 0 && b[len(b)-1] == '\n' {
+		return b
+	}
+	out := make([]byte, len(b)+1)
+	copy(out, b)
+	out[len(b)] = '\n'
+	return out
 }
 
 func preferCountExact(h string) bool {
@@ -221,7 +234,7 @@ func pgrstError(c *fiber.Ctx, logger *slog.Logger, err error, cause error) error
 	}
 	body, _ := json.Marshal(PostgRESTErrorBody{Code: e.Code, Message: e.Message, Details: strPtr(e.Details), Hint: strPtr(e.Hint)})
 	c.Set(fiber.HeaderContentType, "application/json; charset=utf-8")
-	return c.Status(e.Status).Send(body)
+	return c.Status(e.Status).Send(append(body, '\n'))
 }
 
 // verifiedToken is a data-API caller.

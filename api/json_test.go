@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailwatch/mailwatch/internal/corpus"
 	"github.com/mailwatch/mailwatch/internal/events"
 )
 
@@ -63,6 +65,30 @@ func TestJSONReadsWellInATerminal(t *testing.T) {
 		resp = b.do(t, "GET", receiverPath(r.ID, "/messages"), a.Key, nil)
 		require.Equal(t, http.StatusOK, resp.Status)
 		require.Contains(t, string(resp.Body), `"subject":"`+subject+`"`)
+		check(t, resp)
+	})
+	// Answers written without encodeJSON: the JWK Set, the data API (rows
+	// and PostgREST-shaped errors) and a sending provider's webhook.
+	t.Run("JWKS", func(t *testing.T) {
+		resp := b.do(t, "GET", "/.well-known/jwks.json", "", nil)
+		require.Equal(t, http.StatusOK, resp.Status)
+		check(t, resp)
+	})
+	t.Run("DataAPI", func(t *testing.T) {
+		resp := b.do(t, "GET", "/rest/v1", "", nil)
+		require.Equal(t, http.StatusNotFound, resp.Status, "%s", resp.Body)
+		check(t, resp)
+		// Rows come as PostgREST writes them (one per line), then the
+		// final newline.
+		resp = b.do(t, "GET", "/rest/v1/events", b.token(t, a.Key), nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		require.True(t, bytes.HasSuffix(resp.Body, []byte("]\n")), "body ends with a newline: %q", resp.Body)
+	})
+	t.Run("ProviderIngress", func(t *testing.T) {
+		p := b.createProvider(t, a.Key, "postmark", "pm", map[string]any{"basic_auth_user": "hook", "basic_auth_password": "a long password"})
+		auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("hook:a long password"))
+		resp := b.ingress(t, p.ID, corpus.Read(t, "esp/postmark-bounce.json"), map[string]string{"Authorization": auth})
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
 		check(t, resp)
 	})
 	t.Run("EncodedResponse", func(t *testing.T) {

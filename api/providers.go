@@ -460,12 +460,12 @@ func (s *Server) ingestProvider(c *fiber.Ctx) error {
 	}
 	// The answer is built by hand (a UUID needs no escaping): this route is
 	// the hot path of a sending provider.
-	out := make([]byte, 0, 80)
+	out := make([]byte, 0, 81)
 	out = append(out, `{"payload_id":"`...)
 	out = append(out, res.PayloadID.String()...)
 	out = append(out, `","duplicate":`...)
 	out = strconv.AppendBool(out, res.Duplicate)
-	out = append(out, '}')
+	out = append(out, '}', '\n')
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(out)
 }

@@ -159,5 +159,5 @@ func (s *Server) jwks(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "public, max-age=60")
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Status(http.StatusOK).Send(raw)
+	return c.Status(http.StatusOK).Send(withNewline(raw))
 }

@@ -52,6 +52,15 @@ const rescueMargin = 30 * time.Second
 // riverLogEvery is how often River may repeat one warning or error.
 const riverLogEvery = 30 * time.Second
 
+// riverLogger is the logger River gets: warnings throttled, routine
+// periodic lines at debug; nil for nil.
+func riverLogger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return nil
+	}
+	return slog.New(logthrottle.Demote(logthrottle.New(l.Handler(), riverLogEvery), logthrottle.RiverRoutine...))
+}
+
 // DefaultRescueAfter is JOB_RESCUE_AFTER's default: the shortest window
 // that never rescues (and so never duplicates) a healthy job, since every
 // job ends within MaxJobTimeout. A dead worker's jobs are retried after it
@@ -246,7 +255,8 @@ func NewClient(deps Deps, opts Options) (*river.Client[pgx.Tx], error) {
 	cfg := &river.Config{
 		// River retries every loop against a lost database (each queue's
 		// fetch every 200 ms): one line per message per 30 s, with a count.
-		Logger:        logthrottle.Logger(deps.Logger, riverLogEvery),
+		// Its producer's periodic job counts go to debug.
+		Logger:        riverLogger(deps.Logger),
 		Workers:       Workers(deps),
 		FetchCooldown: opts.FetchCooldown,
 		// A job whose process died is retried after minutes, not River's

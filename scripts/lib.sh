@@ -6,8 +6,12 @@
 set -euo pipefail
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-local_dir="$repo_root/.local"
+# MW_LOCAL_DIR and MW_BIN_DIR move .local/ and bin/ elsewhere (the tests of
+# scripts/run use throwaway ones); they default to the checkout's.
+local_dir="${MW_LOCAL_DIR:-$repo_root/.local}"
+bin_dir="${MW_BIN_DIR:-$repo_root/bin}"
 mkdir -p "$local_dir"
+local_dir=$(cd "$local_dir" && pwd)
 
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -22,14 +26,19 @@ as_root() {
 	fi
 }
 
+# apt_install installs Debian packages quietly: apt's and dpkg's progress
+# goes to .local/apt.log, which is shown only when the install fails.
 apt_updated=""
 apt_install() {
 	command -v apt-get >/dev/null 2>&1 || return 1
+	local aptlog="$local_dir/apt.log"
+	: > "$aptlog"
 	if [ -z "$apt_updated" ]; then
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || return 1
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >>"$aptlog" 2>&1 || { cat "$aptlog" >&2; return 1; }
 		apt_updated=1
 	fi
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >>"$aptlog" 2>&1 ||
+		{ cat "$aptlog" >&2; return 1; }
 }
 
 pg_bindir() {
@@ -64,7 +73,7 @@ ensure_postgres() {
 		# The postgres user must reach the data directory; a checkout under a
 		# private home (e.g. /root) is not reachable, so use /tmp then.
 		if ! runuser -u postgres -- test -x "$local_dir" 2>/dev/null; then
-			data="/tmp/mailwatch-pg-$(printf '%s' "$repo_root" | sha256sum | cut -c1-12)"
+			data="/tmp/mailwatch-pg-$(printf '%s' "$local_dir" | sha256sum | cut -c1-12)"
 		fi
 	fi
 	mkdir -p "$data"
@@ -76,17 +85,34 @@ ensure_postgres() {
 			pg_run "$bindir/initdb" -D "$data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null
 	fi
 
-	local port
+	# $local_dir/pg.owner names the script that started the cluster and
+	# stops it when it ends. A cluster running without a live owner was left
+	# by a run that could not stop it: this run adopts it, and stops it.
+	local port owner=""
+	[ -s "$local_dir/pg.owner" ] && owner=$(head -n 1 "$local_dir/pg.owner")
 	if pg_run "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1; then
 		port=$(sed -n 4p "$data/postmaster.pid")
+		if [ -z "$owner" ] || ! kill -0 "$owner" 2>/dev/null; then
+			log "adopting the private Postgres on 127.0.0.1:$port left running by an earlier run (stopped when this one ends)"
+			MW_PG_STARTED="$data"
+			printf '%s\n%s\n' "$$" "$data" > "$local_dir/pg.owner"
+		fi
 	else
+		# Another script may take the free port first: then try the next.
+		local try
 		port=55432
-		while port_in_use "$port"; do port=$((port + 1)); done
-		log "starting Postgres on 127.0.0.1:$port"
-		pg_run "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
-			-o "-c listen_addresses=127.0.0.1 -p $port -k $data -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB" \
-			start >/dev/null || { cat "$data/server.log" >&2; die "Postgres did not start"; }
+		for try in 1 2 3 4 5 6 7 8; do
+			while port_in_use "$port"; do port=$((port + 1)); done
+			log "starting Postgres on 127.0.0.1:$port"
+			rm -f "$data/server.log"
+			pg_run "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
+				-o "-c listen_addresses=127.0.0.1 -p $port -k $data -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB" \
+				start >/dev/null && break
+			grep -q "Address already in use" "$data/server.log" && [ "$try" -lt 8 ] || { cat "$data/server.log" >&2; die "Postgres did not start"; }
+			port=$((port + 1))
+		done
 		MW_PG_STARTED="$data"
+		printf '%s\n%s\n' "$$" "$data" > "$local_dir/pg.owner"
 	fi
 	MW_PG_BINDIR="$bindir"
 	MW_PG_DATA="$data"
@@ -97,6 +123,8 @@ ensure_postgres() {
 stop_postgres() {
 	if [ -n "${MW_PG_STARTED:-}" ]; then
 		pg_run "$MW_PG_BINDIR/pg_ctl" -D "$MW_PG_STARTED" -m fast -w stop >/dev/null 2>&1 || true
+		rm -f "$local_dir/pg.owner"
+		MW_PG_STARTED=""
 	fi
 }
 
@@ -247,20 +275,30 @@ shell_quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
 # write_local_env FILE BINDIR writes the shell settings a second terminal
 # needs to use the running instance: `source FILE` sets BASE (the API),
-# SMTP_URL (the SMTP listener), UI (River UI), DATABASE_URL (for `mailwatch jobs`,
-# `mailwatch admin`) and puts BINDIR, holding the mailwatch binary, first on
-# PATH. The README's blocks rely on exactly these names.
+# SMTP_URL (the SMTP listener), UI (River UI), and puts BINDIR, holding the
+# mailwatch binary, first on PATH. The README's blocks rely on these names.
+# It also exports every mailwatch setting set in this environment (what the
+# processes get: DATABASE_URL, LISTEN_ADDR, WEBHOOK_ALLOWED_CIDRS, ...), so
+# `mailwatch config` and the CLI see what the running instance uses. The
+# file may hold secrets (MAILWATCH_SECRET_KEY): it is readable by its owner
+# only.
 write_local_env() {
-	local file="$1" bindir="$2"
+	local file="$1" bindir="$2" name
 	mkdir -p "$(dirname "$file")"
-	{
-		echo "# Written by scripts/run for the mailwatch it runs. In another shell: source .local/env"
-		echo "export BASE=$(shell_quote "$(loopback_url http "$LISTEN_ADDR")")"
-		echo "export SMTP_URL=$(shell_quote "$(loopback_url smtp "$SMTP_ADDR")")"
-		echo "export UI=$(shell_quote "$(loopback_url http "${UI_ADDR:-127.0.0.1:8081}")")"
-		echo "export DATABASE_URL=$(shell_quote "$DATABASE_URL")"
-		echo "case \":\$PATH:\" in *$(shell_quote ":$bindir:")*) ;; *) export PATH=$(shell_quote "$bindir"):\"\$PATH\" ;; esac"
-	} > "$file.tmp"
+	(
+		umask 077
+		{
+			echo "# Written by scripts/run for the mailwatch it runs. In another shell: source .local/env"
+			echo "export BASE=$(shell_quote "$(loopback_url http "$LISTEN_ADDR")")"
+			echo "export SMTP_URL=$(shell_quote "$(loopback_url smtp "$SMTP_ADDR")")"
+			echo "export UI=$(shell_quote "$(loopback_url http "${UI_ADDR:-127.0.0.1:8081}")")"
+			echo "# The settings the running instance was given."
+			for name in $("$bindir/mailwatch" config table | sed -n 's/^| `\([A-Z0-9_]*\)` |.*/\1/p'); do
+				[ -n "${!name+set}" ] && echo "export $name=$(shell_quote "${!name}")"
+			done
+			echo "case \":\$PATH:\" in *$(shell_quote ":$bindir:")*) ;; *) export PATH=$(shell_quote "$bindir"):\"\$PATH\" ;; esac"
+		} > "$file.tmp"
+	)
 	chmod 600 "$file.tmp"
 	mv "$file.tmp" "$file"
 }

@@ -107,8 +107,11 @@ Takes the account's admin rights away (effective within 5 s).
 `,
 	"config": `usage: mailwatch config [table]
 
-Without an argument, prints every setting's effective value from the
-environment, secrets redacted. 'table' prints the Markdown table of every
+Without an argument, prints the value every setting takes in this shell's
+environment (its default where unset), secrets redacted: what a mailwatch
+process started from this shell would use. A running instance's settings
+are in its environment, not read from it: for the one scripts/run runs,
+'source .local/env' first (scripts/run writes every setting it passes). 'table' prints the Markdown table of every
 setting with its default and meaning (the table in docs/configuration.md).
 `,
 	"config table": `usage: mailwatch config table

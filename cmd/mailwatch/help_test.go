@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -74,4 +75,48 @@ func TestCLINamesLocalEnvWithoutDatabase(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "DATABASE_URL is required")
 	require.Contains(t, stderr, "source .local/env")
+}
+
+// TestVersion: both spellings print the build's module version.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"--version", "version"} {
+		stdout, stderr, code := runCLI(t, os.Environ(), arg)
+		require.Equal(t, 0, code, "%s: %s", arg, stderr)
+		require.True(t, strings.HasPrefix(stdout, "mailwatch "), stdout)
+		require.Contains(t, stdout, runtime.Version(), "the build information was read")
+		require.Equal(t, 1, strings.Count(stdout, "\n"), stdout)
+	}
+}
+
+// TestUsageErrorIsOneLine: a wrong command line says what is wrong and
+// where the help is, and does not print the help.
+func TestUsageErrorIsOneLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		help string
+	}{
+		{[]string{"frobnicate"}, "mailwatch help"},
+		{[]string{"jobs", "frob"}, "mailwatch jobs --help"},
+		{[]string{"jobs", "list", "--bogus=1"}, "mailwatch jobs --help"},
+	} {
+		stdout, stderr, code := runCLI(t, append(os.Environ(), "DATABASE_URL=postgres://u@127.0.0.1:1/x"), tc.args...)
+		require.Equal(t, 2, code, "%v", tc.args)
+		require.Empty(t, stdout)
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		require.Len(t, lines, 2, "%v printed:\n%s", tc.args, stderr)
+		require.True(t, strings.HasPrefix(lines[0], "mailwatch: "), stderr)
+		require.Equal(t, "Run '"+tc.help+"' for usage.", lines[1])
+	}
+}
+
+// TestJobsListUnknownKind names the kinds there are.
+func TestJobsListUnknownKind(t *testing.T) {
+	t.Parallel()
+	_, stderr, code := runCLI(t, append(os.Environ(), "DATABASE_URL=postgres://u@127.0.0.1:1/x"), "jobs", "list", "--kind=nope")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, `unknown kind "nope"`)
+	require.Contains(t, stderr, "webhook_delivery")
+	require.Contains(t, stderr, "domain_check")
 }

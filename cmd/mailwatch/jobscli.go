@@ -126,6 +126,11 @@ func parseJobList(args []string) (*river.JobListParams, error) {
 			}
 			params = params.States(states...)
 		case "--kind":
+			for _, k := range list {
+				if !slices.Contains(jobs.Kinds(), k) {
+					return nil, usageError{fmt.Sprintf("jobs list: unknown kind %q (one of %s)", k, strings.Join(jobs.Kinds(), ", "))}
+				}
+			}
 			params = params.Kinds(list...)
 		case "--queue":
 			params = params.Queues(list...)

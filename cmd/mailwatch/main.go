@@ -7,7 +7,8 @@
 //	mailwatch migrate    apply River's migrations, then mailwatch's
 //	mailwatch dev        every role in one process, for a laptop
 //	mailwatch admin      grant or revoke admin rights
-//	mailwatch config     print the configuration table or the effective settings
+//	mailwatch config     print the configuration table or the environment's settings
+//	mailwatch version    print the build's module version and VCS revision
 //
 // Configuration comes from the environment; see `mailwatch config table`.
 package main
@@ -39,30 +40,48 @@ commands:
   ui                       serve River UI on UI_ADDR, behind authentication
   admin grant <email>      make an account an admin
   admin revoke <email>     take admin rights away
-  config [table]           print effective settings (secrets redacted), or the Markdown table
+  config [table]           print the settings this shell's environment gives (secrets redacted), or the Markdown table
   config budget [--api N --workers N --smtp N]
                            Postgres connections a fleet needs vs max_connections
   dkim keygen|sign         make a DKIM key and sign a test message with it (for receivers)
   help [command]           print this, or a command's help
+  version, --version       print the module version and VCS revision of this binary
 
 Every setting comes from the environment (DATABASE_URL, LISTEN_ADDR, ...):
 'mailwatch config table' lists them all with their defaults and
-'mailwatch config' prints the effective values. With scripts/run running,
-'source .local/env' points the CLI at its database.
+'mailwatch config' prints the values this shell's environment gives. With
+scripts/run running, 'source .local/env' sets what it set (the database,
+the listen addresses, ...), so the CLI and 'mailwatch config' match it.
 
 'mailwatch <command> --help' describes a command.
 `
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "mailwatch:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprint(os.Stderr, usage)
-			os.Exit(2)
-		}
-		os.Exit(1)
+	os.Exit(exitCode(os.Args[1:], run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+}
+
+// exitCode reports err on stderr and returns the process's exit status: a
+// usage error is one line and where to read the help (status 2), not the
+// help itself.
+func exitCode(args []string, err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
 	}
+	var ue usageError
+	if !errors.As(err, &ue) {
+		fmt.Fprintln(stderr, "mailwatch:", err)
+		return 1
+	}
+	line, _, _ := strings.Cut(ue.msg, "\n")
+	fmt.Fprintln(stderr, "mailwatch:", line)
+	help := "mailwatch help"
+	if len(args) > 0 {
+		if _, ok := commandHelp[args[0]]; ok {
+			help = "mailwatch " + args[0] + " --help"
+		}
+	}
+	fmt.Fprintf(stderr, "Run '%s' for usage.\n", help)
+	return 2
 }
 
 type usageError struct{ msg string }
@@ -72,6 +91,13 @@ func (e usageError) Error() string { return e.msg }
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usageError{"no command given"}
+	}
+	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
+		if len(args) > 1 {
+			return usageError{"version takes no arguments"}
+		}
+		printVersion(stdout) // version.go
+		return nil
 	}
 	if words, ok := helpRequest(args); ok {
 		printHelp(stdout, words) // help.go

@@ -223,5 +223,5 @@ func TestUnknownCommandIsUsageError(t *testing.T) {
 	var exitErr *exec.ExitError
 	require.ErrorAs(t, err, &exitErr)
 	require.Equal(t, 2, exitErr.ExitCode())
-	require.Contains(t, string(out), "usage: mailwatch")
+	require.Contains(t, string(out), "Run 'mailwatch help' for usage.")
 }

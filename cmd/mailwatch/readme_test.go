@@ -18,8 +18,9 @@ package main
 //     means the example is broken.
 //   - The shell starts in a directory holding .local/env exactly as
 //     scripts/run writes it (lib.sh's write_local_env): BASE, SMTP_URL, UI,
-//     DATABASE_URL and the freshly built mailwatch first on PATH. Its
-//     environment carries none of mailwatch's settings otherwise.
+//     every setting the server was given (DATABASE_URL, ...) and the
+//     freshly built mailwatch first on PATH. Its environment carries none
+//     of mailwatch's settings otherwise.
 //   - The server is a real `mailwatch dev` started the way scripts/run
 //     starts it (lib.sh's dev_env: loopback listeners, loopback webhook
 //     destinations allowed), on free loopback ports, with a fresh database

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -266,9 +267,9 @@ func runAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, da
 	}
 	defer pool.Close()
 	if dataAPIOnly {
-		logStart(logger, "data-api")
+		logStart(logger, cfg, "data-api")
 	} else {
-		logStart(logger, "api")
+		logStart(logger, cfg, "api")
 	}
 	deps := jobs.Deps{Pool: pool, Logger: logger}
 	riverClient, err := jobs.NewClient(deps, jobs.Options{})
@@ -300,7 +301,7 @@ func runWorker(ctx context.Context, cfg *config.Config, logger *slog.Logger, arg
 		return err
 	}
 	defer pool.Close()
-	logStart(logger, "worker")
+	logStart(logger, cfg, "worker")
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), api.NewPoolCollector(pool))
 
@@ -404,7 +405,7 @@ func runDev(ctx context.Context, cfg *config.Config, logger *slog.Logger, stderr
 	if _, err := migrate.Up(ctx, pool, logger); err != nil {
 		return err
 	}
-	logStart(logger, "dev")
+	logStart(logger, cfg, "dev")
 	deps := jobs.Deps{Pool: pool, Logger: logger}
 	insertClient, err := jobs.NewClient(deps, jobs.Options{})
 	if err != nil {
@@ -462,10 +463,39 @@ func runAdmin(ctx context.Context, cfg *config.Config, args []string, stdout io.
 	return nil
 }
 
-func logStart(logger *slog.Logger, role string) {
-	attrs := []any{slog.String("role", role)}
-	for k, v := range config.Redacted(os.LookupEnv) {
-		attrs = append(attrs, slog.String(k, v))
+// logStart logs one short line as a process starts: its role, the build,
+// where it listens and the few settings that explain its behaviour at a
+// glance. Every setting (secrets redacted) follows at debug.
+func logStart(logger *slog.Logger, cfg *config.Config, role string) {
+	attrs := []any{slog.String("role", role), slog.String("version", buildVersion())}
+	if role == "api" || role == "data-api" || role == "dev" {
+		attrs = append(attrs, slog.String("listen", cfg.ListenAddr))
 	}
+	if role == "smtp" || role == "dev" {
+		attrs = append(attrs, slog.String("smtp", cfg.SMTPAddr))
+	}
+	if role == "ui" || role == "dev" {
+		attrs = append(attrs, slog.String("ui", cfg.UIAddr))
+	}
+	if cfg.PublicBaseURL != "" {
+		attrs = append(attrs, slog.String("public_base_url", cfg.PublicBaseURL))
+	}
+	if cfg.WebhookAllowedCIDRs != "" {
+		attrs = append(attrs, slog.String("webhook_allowed_cidrs", cfg.WebhookAllowedCIDRs))
+	}
+	attrs = append(attrs, slog.String("log_level", cfg.LogLevel.String()))
 	logger.Info("starting mailwatch", attrs...)
+	if logger.Enabled(context.Background(), slog.LevelDebug) {
+		settings := config.Redacted(os.LookupEnv)
+		names := make([]string, 0, len(settings))
+		for k := range settings {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		all := make([]any, 0, len(names))
+		for _, k := range names {
+			all = append(all, slog.String(k, settings[k]))
+		}
+		logger.Debug("settings", all...)
+	}
 }

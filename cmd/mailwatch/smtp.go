@@ -34,7 +34,7 @@ func runSMTP(ctx context.Context, cfg *config.Config, logger *slog.Logger) error
 		return err
 	}
 	defer pool.Close()
-	logStart(logger, "smtp")
+	logStart(logger, cfg, "smtp")
 	riverClient, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{})
 	if err != nil {
 		return err

@@ -57,7 +57,7 @@ func runUI(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 				"UI_BASIC_AUTH_PASSWORD, or grant an account admin rights (mailwatch admin grant <email>) and use its API key")
 		}
 	}
-	logStart(logger, "ui")
+	logStart(logger, cfg, "ui")
 	client, err := jobs.NewClient(jobs.Deps{Pool: pool, Logger: logger}, jobs.Options{})
 	if err != nil {
 		return err
@@ -363,7 +363,10 @@ func serveDevUI(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 		logger.Info("River UI takes an admin API key: mailwatch admin grant <email>, then log in with any user name and the key as password")
 	}
 	if err := serveUI(ctx, cfg, logger, pool, client); err != nil {
-		logger.Warn("River UI is not served", slog.Any("error", err))
+		// An error, not a warning: whatever holds UI_ADDR would get the
+		// admin key a user sends to River UI's address.
+		logger.Error("River UI is NOT served: UI_ADDR belongs to another program; set UI_ADDR to a free address (scripts/run picks one)",
+			slog.String("ui_addr", cfg.UIAddr), slog.Any("error", err))
 		<-ctx.Done()
 	}
 	return nil
