@@ -600,3 +600,43 @@ func TestMaintainAnalyzesParents(t *testing.T) {
 	require.Nil(t, lastAnalyze())
 	require.Equal(t, []string{"message_events"}, f.maintain(monday.AddDate(0, 0, 7), me).Analyzed, "statistics missing")
 }
+
+// A writer that updated an account and then inserts its event while a
+// partition of events is being created must not deadlock with it: the
+// creation takes the tables events references (accounts) before events,
+// in the writers' order, so it waits for the writer instead of holding
+// events while it waits for accounts.
+func TestCreateWaitsForAWriterOfAReferencedTable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.maintain(monday)
+	ctx := context.Background()
+	writer, err := f.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = writer.Rollback(ctx) }()
+	_, err = writer.Exec(ctx, `UPDATE accounts SET updated_at = now() WHERE id = $1`, f.account)
+	require.NoError(t, err)
+	var writerPID int
+	require.NoError(t, writer.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&writerPID))
+
+	// The next week's partitions, made while the writer holds its account.
+	done := make(chan error, 1)
+	go func() {
+		_, err := partitions.MaintainSpecs(ctx, f.pool, monday.AddDate(0, 0, 7), settings, []partitions.Spec{spec(t, "events")})
+		done <- err
+	}()
+	// Wait until the maintenance waits for a lock the writer holds.
+	deadline := time.Now().Add(30 * time.Second)
+	for f.count(`SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE NOT l.granted AND a.datname = current_database() AND a.pid <> $1`, writerPID) == 0 {
+		require.True(t, time.Now().Before(deadline), "the maintenance never waited for the writer")
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The writer goes on: its event insert does not wait for the maintenance.
+	_, err = writer.Exec(ctx, `INSERT INTO events (id, account_id, event_type, severity, payload, rendered, created_at)
+		VALUES ($1, $2, 'password_changed', 'info', '{}', '{}', $3)`, uuid.Must(uuid.NewV7()), f.account, monday)
+	require.NoError(t, err, "the writer deadlocked with the partition maintenance")
+	require.NoError(t, writer.Commit(ctx))
+	require.NoError(t, <-done)
+	require.True(t, f.exists("events_p20260126"))
+}
