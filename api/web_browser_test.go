@@ -256,7 +256,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 	require.Equal(t, "pass", br.eval(`document.querySelector("details.check .st").textContent`), "spf passes")
 	require.Contains(t, br.eval(`document.querySelector("details.check").textContent`), "v=spf1", "the spf check's records")
-	require.NotEmpty(t, br.eval(`document.querySelector("svg.chart") ? "chart" : ""`))
+	// The health chart: titled and described for a screen reader, with its numbers as a table.
+	require.Contains(t, br.eval(`document.querySelector("#health-chart svg title").textContent`), "Health score of "+domain)
+	require.NotEmpty(t, br.eval(`document.querySelector("#health-chart svg desc").textContent`))
+	require.NotEmpty(t, br.eval(`document.querySelector("#health-chart table td") ? "table" : ""`))
+	require.Equal(t, br.eval(`String(document.querySelector("#health-chart .chart").getBoundingClientRect().width > document.querySelector("main").clientWidth * 0.9)`), "true",
+		"the chart is as wide as the page")
 	br.screenshots("domain")
 	// A DNS recommendation dismissed with a reason (the domain has no MTA-STS).
 	br.do(chromedp.Click(chromedp.CSS("article.rec details.dismiss summary")),

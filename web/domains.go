@@ -1,18 +1,20 @@
 package web
 
 import (
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/api"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/health"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
 
@@ -156,7 +158,7 @@ func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 	limit := 90
 	if hist, err := h.ops.ListDomainHealth.Call(c.UserContext(), callerOf(c), &api.HealthHistoryRequest{DomainPath: api.DomainPath{Name: d.Domain.Domain}, Limit: &limit}); err == nil {
 		data.History = *hist
-		data.Chart = healthChart(*hist)
+		data.Chart = healthChart(d.Domain.Domain, *hist)
 	} else {
 		return h.pageError(c, err)
 	}
@@ -180,35 +182,34 @@ func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 	return h.render(c, http.StatusOK, "domain", d.Domain.Domain, data, "")
 }
 
-// healthChart draws the score history as an inline SVG line (oldest left),
-// server-side: no script or chart library.
-func healthChart(h []api.HealthEntry) template.HTML {
-	if len(h) == 0 {
-		return ""
-	}
-	const w, ht, pad = 600.0, 160.0, 24.0
-	pts := make([]string, 0, len(h))
+// healthChart draws the score history (oldest left) with the changes that
+// were health_score_changed events marked, by the rule that emits them
+// (health.Compare), in the words of the event registry.
+func healthChart(domain string, h []api.HealthEntry) template.HTML {
+	c := chart{ID: "health-chart", Title: "Health score of " + domain, YMax: 100, TimeFormat: "Jan 2 15:04",
+		Series: []chartSeries{{Name: "Score", Class: "line-0"}}}
 	n := len(h)
-	var dots strings.Builder
 	for i := range h {
 		e := h[n-1-i] // the API lists newest first
-		x := pad
-		if n > 1 {
-			x = pad + float64(i)*(w-2*pad)/float64(n-1)
+		p := chartPoint{At: e.ComputedAt, Values: []float64{float64(e.Score)}}
+		if i > 0 {
+			prev := h[n-i].Score
+			if ch := health.Compare(prev, e.Score, true); ch.Emit {
+				payload, _ := json.Marshal(map[string]any{"domain": domain, "previous_score": prev, "score": e.Score, "delta": ch.Delta})
+				p.Mark = events.Title(events.TypeHealthScoreChanged) + ": " + events.Summary(events.TypeHealthScoreChanged, payload)
+			}
 		}
-		y := pad + (100-float64(e.Score))*(ht-2*pad)/100
-		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
-		fmt.Fprintf(&dots, `<circle cx="%.1f" cy="%.1f" r="3"><title>%d at %s</title></circle>`, x, y, e.Score, e.ComputedAt.UTC().Format(time.RFC3339))
+		c.Points = append(c.Points, p)
 	}
-	first, last := h[n-1], h[0]
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %.0f %.0f" role="img" aria-label="Health score history: %d values from %d to %d">`, w, ht, n, first.Score, last.Score)
-	for _, g := range []int{0, 50, 100} {
-		y := pad + (100-float64(g))*(ht-2*pad)/100
-		fmt.Fprintf(&b, `<line class="grid" x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f"/><text x="2" y="%.1f">%d</text>`, pad, w-pad, y, y, y+4, g)
+	switch n {
+	case 0:
+	case 1:
+		c.Desc = fmt.Sprintf("One computation so far: %d out of 100.", h[0].Score)
+	default:
+		c.Desc = fmt.Sprintf("%d computations from %s to %s, from %d to %d out of 100.", n,
+			h[n-1].ComputedAt.UTC().Format("Jan 2"), h[0].ComputedAt.UTC().Format("Jan 2"), h[n-1].Score, h[0].Score)
 	}
-	fmt.Fprintf(&b, `<polyline points="%s"/>%s</svg>`, strings.Join(pts, " "), dots.String())
-	return template.HTML(b.String())
+	return c.render()
 }
 
 func (h *Dashboard) webApplyRecommendation(c *fiber.Ctx) error {

@@ -1,0 +1,229 @@
+package web
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Charts are server-rendered SVG: no script, no build step. Each is a
+// figure with a title and a description the screen reader announces, axis
+// labels, and the same numbers as a table under a disclosure, so that a
+// chart is never the only way to read them. Colours are the stylesheet's
+// (dark on light, WCAG AA against white).
+
+// chartPoint is one x position: its time and its values, one per series.
+type chartPoint struct {
+	At     time.Time
+	Values []float64
+	// Mark, when set, flags the point (an event that moved the line) and
+	// says why.
+	Mark string
+}
+
+// chartSeries names a series and its style class (line-0, bar-1, ...).
+type chartSeries struct {
+	Name  string
+	Class string
+}
+
+// chart is a time chart: lines, or bars stacked per point.
+type chart struct {
+	ID, Title, Desc string
+	Series          []chartSeries
+	Points          []chartPoint
+	Stacked         bool
+	// YMax is the axis maximum (0: the data's, rounded up); YUnit follows
+	// each tick ("%").
+	YMax  float64
+	YUnit string
+	// Thresholds are dashed horizontal lines with a label.
+	Thresholds []chartThreshold
+	// TimeFormat formats the x labels and the table's first column.
+	TimeFormat string
+}
+
+type chartThreshold struct {
+	Value float64
+	Label string
+}
+
+const (
+	chartW, chartH                 = 720.0, 220.0
+	chartLeft, chartRight          = 44.0, 12.0
+	chartTop, chartBottom          = 12.0, 30.0
+	chartPlotW                     = chartW - chartLeft - chartRight
+	chartPlotH                     = chartH - chartTop - chartBottom
+	chartXTicks, chartYTicks       = 5, 4
+	chartDefaultTimeFormat         = "Jan 2"
+	chartValueFormatPrecisionLimit = 10
+)
+
+// render draws the chart, or a sentence when it has no point.
+func (c chart) render() template.HTML {
+	if len(c.Points) == 0 {
+		return template.HTML(`<p class="hint">` + template.HTMLEscapeString(c.Title) + `: no data yet.</p>`)
+	}
+	tf := c.TimeFormat
+	if tf == "" {
+		tf = chartDefaultTimeFormat
+	}
+	ymax := c.YMax
+	if ymax <= 0 {
+		for _, p := range c.Points {
+			sum := 0.0
+			for _, v := range p.Values {
+				if c.Stacked {
+					sum += v
+				} else {
+					sum = math.Max(sum, v)
+				}
+			}
+			ymax = math.Max(ymax, sum)
+		}
+		for _, t := range c.Thresholds {
+			ymax = math.Max(ymax, t.Value)
+		}
+		ymax = niceCeil(ymax)
+	}
+	n := len(c.Points)
+	x := func(i int) float64 {
+		if n == 1 {
+			return chartLeft + chartPlotW/2
+		}
+		return chartLeft + float64(i)*chartPlotW/float64(n-1)
+	}
+	barW := math.Max(2, math.Min(24, chartPlotW/float64(n)*0.7))
+	if c.Stacked {
+		x = func(i int) float64 { return chartLeft + (float64(i)+0.5)*chartPlotW/float64(n) }
+	}
+	y := func(v float64) float64 { return chartTop + chartPlotH - v/ymax*chartPlotH }
+	e := template.HTMLEscapeString
+	var b strings.Builder
+	fmt.Fprintf(&b, `<figure class="chart-figure" id="%s"><svg class="chart" viewBox="0 0 %.0f %.0f" role="img" aria-labelledby="%s-t %s-d">`,
+		e(c.ID), chartW, chartH, e(c.ID), e(c.ID))
+	fmt.Fprintf(&b, `<title id="%s-t">%s</title><desc id="%s-d">%s</desc>`, e(c.ID), e(c.Title), e(c.ID), e(c.Desc))
+	// The y axis: gridlines and their values.
+	for i := 0; i <= chartYTicks; i++ {
+		v := ymax * float64(i) / chartYTicks
+		fmt.Fprintf(&b, `<line class="grid" x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f"/><text class="ytick" x="%.0f" y="%.1f" text-anchor="end">%s</text>`,
+			chartLeft, chartW-chartRight, y(v), y(v), chartLeft-4, y(v)+4, e(formatValue(v)+c.YUnit))
+	}
+	// The x axis: a few evenly spread times.
+	ticks := min(chartXTicks, n)
+	for k := range ticks {
+		i := 0
+		if ticks > 1 {
+			i = k * (n - 1) / (ticks - 1)
+		}
+		anchor := "middle"
+		if n > 1 && i == 0 && !c.Stacked {
+			anchor = "start"
+		} else if n > 1 && i == n-1 && !c.Stacked {
+			anchor = "end"
+		}
+		fmt.Fprintf(&b, `<text class="xtick" x="%.1f" y="%.0f" text-anchor="%s">%s</text>`, x(i), chartH-10, anchor, e(c.Points[i].At.UTC().Format(tf)))
+	}
+	for _, t := range c.Thresholds {
+		fmt.Fprintf(&b, `<line class="threshold" x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f"/><text class="threshold-label" x="%.0f" y="%.1f" text-anchor="end">%s</text>`,
+			chartLeft, chartW-chartRight, y(t.Value), y(t.Value), chartW-chartRight-2, y(t.Value)-3, e(t.Label))
+	}
+	if c.Stacked {
+		for i, p := range c.Points {
+			base := 0.0
+			for s, v := range p.Values {
+				if v <= 0 {
+					continue
+				}
+				fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="%.1f" width="%.1f" height="%.1f"><title>%s %s: %s</title></rect>`,
+					e(c.Series[s].Class), x(i)-barW/2, y(base+v), barW, y(base)-y(base+v), e(p.At.UTC().Format(tf)), e(c.Series[s].Name), e(formatValue(v)+c.YUnit))
+				base += v
+			}
+		}
+	} else {
+		for s, ser := range c.Series {
+			pts := make([]string, 0, n)
+			for i, p := range c.Points {
+				if s < len(p.Values) {
+					pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(p.Values[s])))
+				}
+			}
+			if len(pts) > 1 {
+				fmt.Fprintf(&b, `<polyline class="%s" points="%s"/>`, e(ser.Class), strings.Join(pts, " "))
+			}
+			for i, p := range c.Points {
+				if s < len(p.Values) {
+					fmt.Fprintf(&b, `<circle class="%s" cx="%.1f" cy="%.1f" r="3"><title>%s %s: %s</title></circle>`,
+						e(ser.Class), x(i), y(p.Values[s]), e(p.At.UTC().Format(tf)), e(ser.Name), e(formatValue(p.Values[s])+c.YUnit))
+				}
+			}
+		}
+	}
+	for i, p := range c.Points {
+		if p.Mark != "" {
+			fmt.Fprintf(&b, `<g class="mark"><line x1="%.1f" x2="%.1f" y1="%.0f" y2="%.0f"/><path d="M%.1f %.0f l-5 -8 h10 z"/><title>%s: %s</title></g>`,
+				x(i), x(i), chartTop, chartTop+chartPlotH, x(i), chartTop+8, e(p.At.UTC().Format(tf)), e(p.Mark))
+		}
+	}
+	b.WriteString(`</svg>`)
+	// The legend, then the numbers as a table.
+	if len(c.Series) > 1 || c.Stacked {
+		b.WriteString(`<ul class="legend">`)
+		for _, s := range c.Series {
+			fmt.Fprintf(&b, `<li><span class="swatch %s" aria-hidden="true"></span>%s</li>`, e(s.Class), e(s.Name))
+		}
+		b.WriteString(`</ul>`)
+	}
+	fmt.Fprintf(&b, `<details class="chart-table"><summary>%s as a table</summary><div class="scroll"><table class="list"><thead><tr><th scope="col">Time</th>`, e(c.Title))
+	for _, s := range c.Series {
+		fmt.Fprintf(&b, `<th scope="col">%s</th>`, e(s.Name))
+	}
+	hasMarks := false
+	for _, p := range c.Points {
+		hasMarks = hasMarks || p.Mark != ""
+	}
+	if hasMarks {
+		b.WriteString(`<th scope="col">Event</th>`)
+	}
+	b.WriteString(`</tr></thead><tbody>`)
+	for _, p := range c.Points {
+		fmt.Fprintf(&b, `<tr><td>%s</td>`, e(p.At.UTC().Format(tf)))
+		for _, v := range p.Values {
+			fmt.Fprintf(&b, `<td>%s</td>`, e(formatValue(v)+c.YUnit))
+		}
+		if hasMarks {
+			fmt.Fprintf(&b, `<td>%s</td>`, e(p.Mark))
+		}
+		b.WriteString(`</tr>`)
+	}
+	b.WriteString(`</tbody></table></div></details></figure>`)
+	return template.HTML(b.String()) //nolint:gosec // every value above is escaped
+}
+
+// niceCeil rounds v up to 1, 2, 2.5 or 5 times a power of ten (at least 1).
+func niceCeil(v float64) float64 {
+	if v <= 1 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if v <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// formatValue writes a number without trailing zeros: 3, 2.5, 0.25.
+func formatValue(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	if math.Abs(v) >= chartValueFormatPrecisionLimit {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
