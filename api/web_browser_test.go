@@ -41,6 +41,8 @@ type browser struct {
 	ctx  context.Context
 	base string
 	shot string
+	// axe is axe-core's source (scripts/node-deps), run in every page.
+	axe string
 }
 
 func newBrowser(t *testing.T, base string) *browser {
@@ -53,7 +55,47 @@ func newBrowser(t *testing.T, base string) *browser {
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")))
 	dir := filepath.Join("..", ".local", "screenshots")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	return &browser{t: t, ctx: ctx, base: base, shot: dir}
+	return &browser{t: t, ctx: ctx, base: base, shot: dir, axe: axeSource(t)}
+}
+
+// axeSource reads axe-core as scripts/node-deps installs it. Without node
+// or MW_NODE_DEPS the accessibility checks are skipped (with a line saying
+// so); when DASHBOARD_TEST_REQUIRED is set (scripts/test), a missing axe-core fails.
+func axeSource(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("MW_NODE_DEPS")
+	if dir == "" {
+		dir = filepath.Join("..", ".local", "node-deps")
+	}
+	src, err := os.ReadFile(filepath.Join(dir, "axe", "node_modules", "axe-core", "axe.min.js"))
+	if err != nil {
+		if os.Getenv("DASHBOARD_TEST_REQUIRED") != "" {
+			t.Fatalf("axe-core is not installed (run scripts/node-deps and export MW_NODE_DEPS): %v", err)
+		}
+		t.Log("axe-core is not installed: the pages' accessibility is not checked (run scripts/node-deps)")
+		return ""
+	}
+	return string(src)
+}
+
+// checkAccessibility runs axe-core in the page: no serious or critical
+// violation of WCAG 2.1 A/AA (and axe's best practices).
+func (b *browser) checkAccessibility(page string) {
+	b.t.Helper()
+	if b.axe == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, browserStepBound)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[string](b.axe+`;""`))
+	require.NoError(b.t, err)
+	res, err := chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ["violations"]}).then(function (r) {
+		return r.violations.filter(function (v) { return v.impact === "serious" || v.impact === "critical"; }).map(function (v) {
+			return v.id + " (" + v.impact + "): " + v.help + " at " + v.nodes.slice(0, 3).map(function (n) { return n.target.join(" "); }).join(", ");
+		}).join("\n");
+	})`, chromedp.EvalAwaitPromise))
+	require.NoError(b.t, err)
+	require.Empty(b.t, res, "%s: accessibility violations", page)
 }
 
 // browserStepBound only keeps a hung browser from hanging the suite: a step
@@ -106,6 +148,9 @@ func (b *browser) screenshots(name string) {
 		require.NoError(b.t, err)
 		require.NoError(b.t, os.WriteFile(filepath.Join(b.shot, name+"-"+v.label+".png"), png, 0o644))
 		b.checkLayout(name, v.label)
+		if v.label == "desktop" {
+			b.checkAccessibility(name)
+		}
 	}
 	b.do(chromedp.EmulateViewport(1280, 800))
 }
