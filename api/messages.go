@@ -83,7 +83,7 @@ type MessageTypeCount struct {
 
 func (s *Server) messageRoutes() {
 	const tag = "messages"
-	Handle(s.router, Endpoint[MessageDailyVolumeRequest, MessageDailyVolume]{
+	s.ops.MessageDailyVolume = Handle(s.router, Endpoint[MessageDailyVolumeRequest, MessageDailyVolume]{
 		Method: "GET", Path: "/api/accounts/me/messages/daily-volume", OperationID: "messageDailyVolume", Tag: tag,
 		Summary:     "Sending-provider message events per UTC day and outcome",
 		Description: "Per-recipient events from the account's sending providers, by the provider's event time, over the last `days` UTC days including today; `domain` narrows to one sending domain.",

@@ -57,6 +57,8 @@ type Ops struct {
 	CreateAccount Operation[CreateAccountRequest, CreateAccountResponse]
 
 	DashboardSummary Operation[emptyRequest, DashboardSummary]
+	// MessageDailyVolume is messages.go's.
+	MessageDailyVolume Operation[MessageDailyVolumeRequest, MessageDailyVolume]
 
 	ListDomains              Operation[ListDomainsRequest, []Domain]
 	CreateDomain             Operation[CreateDomainRequest, Domain]

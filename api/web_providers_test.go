@@ -111,6 +111,14 @@ func TestDashboardProviders(t *testing.T) {
 		_, page := w.req("GET", "/providers", nil)
 		require.Regexp(t, `(?s)id="outcomes".*?<th scope="row">delivered</th><td>2</td><td>sendgrid 2 </td>`, page)
 		require.Regexp(t, `(?s)id="outcomes".*?<th scope="row">bounced</th><td>1</td>`, page)
+		// The overview charts the day: 2 delivered and 1 bounced of 3
+		// recipients, a bounce rate of 33.33% against the 5% level.
+		_, page = w.req("GET", "/", nil)
+		require.Contains(t, page, `id="mail-chart"`)
+		require.Contains(t, page, "3 recipients over 14 days, by outcome.")
+		require.Regexp(t, `(?s)id="mail-chart".*?<td>2</td><td>0</td><td>1</td></tr></tbody>`, page, "today's row: delivered, complaints, bounced")
+		require.Regexp(t, `(?s)id="rates-chart".*?<td>33.33%</td><td>0%</td></tr></tbody>`, page)
+		require.Contains(t, page, ">bounces 5%</text>")
 
 		_, page = w.req("GET", "/providers?check="+url.QueryEscape("GONE@send.example.com"), nil)
 		require.Regexp(t, `(?s)id="check-result">.*?is suppressed: hard_bounce since`, page, "the hard bounce suppressed it")

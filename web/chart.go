@@ -52,14 +52,13 @@ type chartThreshold struct {
 }
 
 const (
-	chartW, chartH                 = 720.0, 220.0
-	chartLeft, chartRight          = 44.0, 12.0
-	chartTop, chartBottom          = 12.0, 30.0
-	chartPlotW                     = chartW - chartLeft - chartRight
-	chartPlotH                     = chartH - chartTop - chartBottom
-	chartXTicks, chartYTicks       = 5, 4
-	chartDefaultTimeFormat         = "Jan 2"
-	chartValueFormatPrecisionLimit = 10
+	chartW, chartH           = 720.0, 220.0
+	chartLeft, chartRight    = 44.0, 12.0
+	chartTop, chartBottom    = 12.0, 30.0
+	chartPlotW               = chartW - chartLeft - chartRight
+	chartPlotH               = chartH - chartTop - chartBottom
+	chartXTicks, chartYTicks = 5, 4
+	chartDefaultTimeFormat   = "Jan 2"
 )
 
 // render draws the chart, or a sentence when it has no point.
@@ -87,7 +86,8 @@ func (c chart) render() template.HTML {
 		for _, t := range c.Thresholds {
 			ymax = math.Max(ymax, t.Value)
 		}
-		ymax = niceCeil(ymax)
+		// Whole steps between the ticks (counts never read 1.25).
+		ymax = niceCeil(ymax/chartYTicks) * chartYTicks
 	}
 	n := len(c.Points)
 	x := func(i int) float64 {
@@ -217,13 +217,8 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-// formatValue writes a number without trailing zeros: 3, 2.5, 0.25.
+// formatValue writes a number with at most two decimals and no trailing
+// zeros: 3, 2.5, 33.33.
 func formatValue(v float64) string {
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
-		return strconv.FormatInt(int64(v), 10)
-	}
-	if math.Abs(v) >= chartValueFormatPrecisionLimit {
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
+	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
 }

@@ -44,9 +44,12 @@ func TestChartStackedAndThresholds(t *testing.T) {
 	out := string(c.render())
 	require.Equal(t, 3, strings.Count(out, "<rect "), "a zero value draws no bar")
 	require.Contains(t, out, `class="threshold"`)
-	require.Contains(t, out, `>50</text>`, "the axis rounds 40 up to 50")
+	require.Contains(t, out, `>40</text>`, "the axis: 4 whole steps of 10 up to 40")
+	require.Contains(t, out, `>10</text>`)
 	require.Contains(t, out, `<ul class="legend">`)
 	require.Equal(t, 50.0, niceCeil(40))
 	require.Equal(t, 2.5, niceCeil(2.1))
 	require.Equal(t, "0.25", formatValue(0.25))
+	require.Equal(t, "33.33", formatValue(100.0/3))
+	require.Equal(t, "2.5", formatValue(2.5))
 }

@@ -77,6 +77,13 @@ var templateFuncs = template.FuncMap{
 	"join":  strings.Join,
 	"deref": func(b *bool) bool { return b != nil && *b },
 	"pct":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
+	// plural writes "1 receiver", "2 receivers".
+	"plural": func(n int64, one, many string) string {
+		if n == 1 {
+			return "1 " + one
+		}
+		return strconv.FormatInt(n, 10) + " " + many
+	},
 	// originText says why a blocklist target is watched.
 	"originText": func(origin string) string {
 		switch origin {
