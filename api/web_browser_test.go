@@ -134,6 +134,10 @@ func (b *browser) open(path string) {
 	b.do(chromedp.Navigate(b.base+path), chromedp.WaitReady(chromedp.CSS("main")))
 }
 
+// docImages are the pages the README shows, written to docs/images/ by a
+// run with MW_DOC_IMAGES=1 (TestDocImages checks they are there).
+var docImages = map[string]bool{"overview": true, "domain": true}
+
 // screenshots writes the current page at desktop and phone width.
 func (b *browser) screenshots(name string) {
 	b.t.Helper()
@@ -147,6 +151,14 @@ func (b *browser) screenshots(name string) {
 		cancel()
 		require.NoError(b.t, err)
 		require.NoError(b.t, os.WriteFile(filepath.Join(b.shot, name+"-"+v.label+".png"), png, 0o644))
+		if v.label == "desktop" && docImages[name] && os.Getenv("MW_DOC_IMAGES") != "" {
+			// The README's pictures: what a desktop window shows of the page.
+			ctx, cancel := context.WithTimeout(b.ctx, browserStepBound)
+			shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+			cancel()
+			require.NoError(b.t, err)
+			require.NoError(b.t, os.WriteFile(filepath.Join("..", "docs", "images", name+".png"), shot, 0o644))
+		}
 		b.checkLayout(name, v.label)
 		if v.label == "desktop" {
 			b.checkAccessibility(name)
@@ -173,7 +185,9 @@ func (b *browser) checkLayout(page, viewport string) {
 	require.LessOrEqual(b.t, height, limit, "%s (%s): the header is %d px tall", page, viewport, height)
 	require.Empty(b.t, b.eval(`document.forms.length > 1 && document.forms[0].id === "signout" ? "first" : ""`),
 		"%s: the sign-out form comes before the page's forms", page)
-	require.NotRegexp(b.t, `— ·|· —|· ·|- ·`, b.text("main"), "%s: a separator stands beside an empty field", page)
+	main := b.text("main")
+	require.NotRegexp(b.t, `— ·|· —|· ·|- ·`, main, "%s: a separator stands beside an empty field", page)
+	require.NotRegexp(b.t, `%!|0xc0|<nil>|map\[`, main, "%s: Go formatting debris in the page", page)
 	if viewport == "phone" {
 		require.Empty(b.t, b.eval(`Array.from(document.querySelectorAll("table.list tbody td")).filter(function (td) {
 			return getComputedStyle(td).display !== "block" || (td.closest("table").querySelector("thead th") && !td.hasAttribute("data-label"));

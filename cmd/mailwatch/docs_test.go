@@ -5,6 +5,8 @@ package main
 // live" table, and every relative link.
 
 import (
+	"image"
+	_ "image/png"
 	"io/fs"
 	"os"
 	"path"
@@ -206,4 +208,24 @@ func TestDocsLinksResolve(t *testing.T) {
 		}
 	}
 	require.Empty(t, broken, "links to files that do not exist")
+}
+
+// The README shows the dashboard's overview and a domain page as the
+// browser test took them (MW_DOC_IMAGES=1): both pictures are referenced
+// and are desktop-wide PNGs.
+func TestDocImages(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	require.NoError(t, err)
+	for _, name := range []string{"overview", "domain"} {
+		rel := "docs/images/" + name + ".png"
+		require.Contains(t, string(readme), "]("+rel+")", "the README shows %s", rel)
+		f, err := os.Open(filepath.Join(repoRoot, filepath.FromSlash(rel)))
+		require.NoError(t, err)
+		cfg, format, err := image.DecodeConfig(f)
+		_ = f.Close()
+		require.NoError(t, err, rel)
+		require.Equal(t, "png", format)
+		require.Equal(t, 1280, cfg.Width, "%s is a desktop screenshot", rel)
+	}
 }
