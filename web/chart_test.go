@@ -39,7 +39,7 @@ func TestChartStackedAndThresholds(t *testing.T) {
 	t.Parallel()
 	day := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	c := chart{ID: "c", Title: "Mail", Desc: "d", Stacked: true, Series: []chartSeries{{"Passing", "bar-0"}, {"Failing", "bar-2"}},
-		Points: []chartPoint{{At: day, Values: []float64{30, 10}}, {At: day.AddDate(0, 0, 1), Values: []float64{0, 5}}},
+		Points:     []chartPoint{{At: day, Values: []float64{30, 10}}, {At: day.AddDate(0, 0, 1), Values: []float64{0, 5}}},
 		Thresholds: []chartThreshold{{Value: 20, Label: "limit"}}}
 	out := string(c.render())
 	require.Equal(t, 3, strings.Count(out, "<rect "), "a zero value draws no bar")
