@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,43 +43,12 @@ _dmarc.sender.example. TXT "v=DMARC1; p=reject"
 	filter := &fixedSpam{res: spamcheck.Result{Engine: "spamassassin", Score: 1.5, Threshold: 5, Rules: []spamcheck.Rule{}}}
 	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Resolver: dnscheck.NewClient(srv.Addr(), 2*time.Second),
 		Spam: filter}
-	client, err := NewClient(deps, Options{Concurrency: 2, Queues: []string{queues.Analysis}})
-	require.NoError(t, err)
-	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
-	t.Cleanup(cancel)
-	ctx := context.Background()
-	require.NoError(t, client.Start(ctx))
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = client.Stop(stopCtx)
-	})
-
 	acct := testfactory.Account(t, pool)
-	now := time.Now()
-	address := uuid.NewString()[:12] + "@" + "inbound.mailwatch.test"
-	r, err := dbsqlc.New().ReceiverInsert(ctx, pool, dbsqlc.ReceiverInsertParams{
-		ID: uuid.Must(uuid.NewV7()), AccountID: acct, Channel: receivers.ChannelEmail, Label: "analysis",
-		Address: address, TtlSeconds: 3600, ExpiresAt: now.Add(time.Hour), CreatedAt: now,
-	})
-	require.NoError(t, err)
-	store := &receivers.Store{DB: pool, Emitter: &events.Emitter{River: client}}
-	raw := []byte("From: News <news@sender.example>\r\nTo: " + address + "\r\nSubject: hi\r\nDate: Sat, 28 Nov 2026 10:00:00 +0000\r\n" +
-		"Message-ID: <1@sender.example>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain\r\n\r\nHello there.\r\n")
-	require.NoError(t, store.Deliver(ctx, smtpd.Envelope{
-		From: "bounce@sender.example", To: []string{address}, Raw: raw, ReceivedAt: now,
-		RemoteAddr: "127.0.0.1:41000", Helo: "mta.sender.example", TLS: true, TLSVersion: "TLS 1.3", TLSCipher: "TLS_AES_128_GCM_SHA256",
-	}))
-	var msgID uuid.UUID
-	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM receiver_messages WHERE receiver_id = $1`, r.ID).Scan(&msgID))
-
-	for ev := range done {
-		if ev.Job.Kind != (receivers.AnalyzeArgs{}).Kind() {
-			continue
-		}
-		require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "%v", ev.Job.Errors)
-		break
-	}
+	raw := "From: News <news@sender.example>\r\nTo: {{to}}\r\nSubject: hi\r\nDate: Sat, 28 Nov 2026 10:00:00 +0000\r\n" +
+		"Message-ID: <1@sender.example>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain\r\n\r\nHello there.\r\n"
+	msgID := analyzeOne(t, deps, acct, raw, smtpd.Envelope{From: "bounce@sender.example", RemoteAddr: "127.0.0.1:41000",
+		Helo: "mta.sender.example", TLS: true, TLSVersion: "TLS 1.3", TLSCipher: "TLS_AES_128_GCM_SHA256"})
+	ctx := context.Background()
 	row, err := dbsqlc.New().MessageAnalysisGet(ctx, pool, msgID)
 	require.NoError(t, err)
 	require.NotNil(t, row.AnalyzedAt)
@@ -94,6 +64,43 @@ _dmarc.sender.example. TXT "v=DMARC1; p=reject"
 	var grade string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT payload->>'grade' FROM events WHERE account_id = $1 AND event_type = 'receiver_message_analyzed'`, acct).Scan(&grade))
 	require.Equal(t, rep.Grade, grade)
+}
+
+// analyzeOne runs an analysis worker with deps, delivers raw ({{to}}
+// replaced by a new receiver's address) as env to that receiver of acct,
+// waits for its analysis job to complete and returns the message's id.
+func analyzeOne(t *testing.T, deps Deps, acct uuid.UUID, raw string, env smtpd.Envelope) uuid.UUID {
+	t.Helper()
+	client, err := NewClient(deps, Options{Concurrency: 2, Queues: []string{queues.Analysis}})
+	require.NoError(t, err)
+	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+	t.Cleanup(cancel)
+	ctx := context.Background()
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = client.Stop(stopCtx)
+	})
+	now := time.Now()
+	address := uuid.NewString()[:12] + "@inbound.mailwatch.test"
+	r, err := dbsqlc.New().ReceiverInsert(ctx, deps.Pool, dbsqlc.ReceiverInsertParams{
+		ID: uuid.Must(uuid.NewV7()), AccountID: acct, Channel: receivers.ChannelEmail, Label: "analysis",
+		Address: address, TtlSeconds: 3600, ExpiresAt: now.Add(time.Hour), CreatedAt: now,
+	})
+	require.NoError(t, err)
+	env.To, env.Raw, env.ReceivedAt = []string{address}, []byte(strings.ReplaceAll(raw, "{{to}}", address)), now
+	require.NoError(t, (&receivers.Store{DB: deps.Pool, Emitter: &events.Emitter{River: client}}).Deliver(ctx, env))
+	var msgID uuid.UUID
+	require.NoError(t, deps.Pool.QueryRow(ctx, `SELECT id FROM receiver_messages WHERE receiver_id = $1`, r.ID).Scan(&msgID))
+	for ev := range done {
+		if ev.Job.Kind != (receivers.AnalyzeArgs{}).Kind() {
+			continue
+		}
+		require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "%v", ev.Job.Errors)
+		break
+	}
+	return msgID
 }
 
 // fixedSpam is a content filter that scores every message res.
@@ -123,42 +130,11 @@ sender.example.      TXT "v=spf1 ip4:192.0.2.10 -all"
 	resolver := dnscheck.NewClient(srv.Addr(), 2*time.Second)
 	deps := Deps{Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Resolver: resolver,
 		Reputation: &reputation.Checker{Resolver: resolver, Lists: lists}}
-	client, err := NewClient(deps, Options{Concurrency: 2, Queues: []string{queues.Analysis}})
-	require.NoError(t, err)
-	done, cancel := client.Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
-	t.Cleanup(cancel)
-	ctx := context.Background()
-	require.NoError(t, client.Start(ctx))
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = client.Stop(stopCtx)
-	})
-
 	acct := testfactory.Account(t, pool)
-	now := time.Now()
-	address := uuid.NewString()[:12] + "@inbound.mailwatch.test"
-	r, err := dbsqlc.New().ReceiverInsert(ctx, pool, dbsqlc.ReceiverInsertParams{
-		ID: uuid.Must(uuid.NewV7()), AccountID: acct, Channel: receivers.ChannelEmail, Label: "blocklists",
-		Address: address, TtlSeconds: 3600, ExpiresAt: now.Add(time.Hour), CreatedAt: now,
-	})
-	require.NoError(t, err)
-	store := &receivers.Store{DB: pool, Emitter: &events.Emitter{River: client}}
-	raw := []byte("From: <news@sender.example>\r\nTo: " + address + "\r\nSubject: hi\r\nDate: Sat, 28 Nov 2026 10:00:00 +0000\r\n" +
-		"Message-ID: <2@sender.example>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain\r\n\r\nHello.\r\n")
-	require.NoError(t, store.Deliver(ctx, smtpd.Envelope{
-		From: "bounce@sender.example", To: []string{address}, Raw: raw, ReceivedAt: now,
-		RemoteAddr: "192.0.2.10:41000", Helo: "mta.sender.example",
-	}))
-	var msgID uuid.UUID
-	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM receiver_messages WHERE receiver_id = $1`, r.ID).Scan(&msgID))
-	for ev := range done {
-		if ev.Job.Kind != (receivers.AnalyzeArgs{}).Kind() {
-			continue
-		}
-		require.Equal(t, rivertype.JobStateCompleted, ev.Job.State, "%v", ev.Job.Errors)
-		break
-	}
+	raw := "From: <news@sender.example>\r\nTo: {{to}}\r\nSubject: hi\r\nDate: Sat, 28 Nov 2026 10:00:00 +0000\r\n" +
+		"Message-ID: <2@sender.example>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain\r\n\r\nHello.\r\n"
+	msgID := analyzeOne(t, deps, acct, raw, smtpd.Envelope{From: "bounce@sender.example", RemoteAddr: "192.0.2.10:41000", Helo: "mta.sender.example"})
+	ctx := context.Background()
 	row, err := dbsqlc.New().MessageAnalysisGet(ctx, pool, msgID)
 	require.NoError(t, err)
 	var rep deliverability.Report
