@@ -133,6 +133,9 @@ func create(ctx context.Context, db dbutil.Executor, spec Spec, from, to time.Ti
 			return err
 		}
 		table := ident(spec.Table)
+		if err := lockReferenced(ctx, tx, spec.Table); err != nil {
+			return err
+		}
 		if err := lockTable(ctx, tx, spec.Table); err != nil {
 			return err
 		}
@@ -359,16 +362,16 @@ func dropRollups(ctx context.Context, tx pgx.Tx, spec Spec, p Partition) (int64,
 	return rolled, nil
 }
 
-// lockTable takes the locks the partition change needs before any other,
-// in the order writers take them: first the tables the table's foreign
-// keys reference (creating a partition takes SHARE ROW EXCLUSIVE on each,
-// to add its constraint triggers), then the table itself. A writer updates
-// the row it refers to (an account) before it inserts rows referring to it
-// (the account's audit event); a change that held the table while waiting
-// for the referenced one would deadlock with it. Taking the table later,
-// after a lock on a partition, could deadlock likewise with a writer that
-// holds the table and waits for that partition.
-func lockTable(ctx context.Context, tx pgx.Tx, table string) error {
+// lockReferenced takes, before the table, the tables its foreign keys
+// reference, in the order writers take them: creating a partition takes
+// SHARE ROW EXCLUSIVE on each, to add its constraint triggers. A writer
+// updates the row it refers to (an account) before it inserts rows
+// referring to it (the account's audit event); a creation that held the
+// table while waiting for the referenced one would deadlock with it.
+// (Dropping a partition is left as it was: it takes the referenced tables
+// only at its end, and holding them for the whole change would block
+// their readers for as long.)
+func lockReferenced(ctx context.Context, tx pgx.Tx, table string) error {
 	rows, err := tx.Query(ctx, `SELECT DISTINCT c.confrelid::regclass::text FROM pg_constraint c
 		WHERE c.conrelid = to_regclass($1) AND c.contype = 'f' AND c.confrelid <> c.conrelid ORDER BY 1`, table)
 	if err != nil {
@@ -384,6 +387,14 @@ func lockTable(ctx context.Context, tx pgx.Tx, table string) error {
 			return fmt.Errorf("error locking %s, which %s references: %w", r, table, err)
 		}
 	}
+	return nil
+}
+
+// lockTable takes the lock the partition change needs on the table before
+// any other on it or its partitions: creating or detaching a partition takes
+// it anyway, and taking it later, after a lock on a partition, could
+// deadlock with a writer that holds the table and waits for that partition.
+func lockTable(ctx context.Context, tx pgx.Tx, table string) error {
 	if _, err := tx.Exec(ctx, "LOCK TABLE ONLY "+ident(table)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 		return fmt.Errorf("error locking %s: %w", table, err)
 	}
