@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -487,11 +488,7 @@ func logStart(logger *slog.Logger, cfg *config.Config, role string) {
 	logger.Info("starting mailwatch", attrs...)
 	if logger.Enabled(context.Background(), slog.LevelDebug) {
 		settings := config.Redacted(os.LookupEnv)
-		names := make([]string, 0, len(settings))
-		for k := range settings {
-			names = append(names, k)
-		}
-		slices.Sort(names)
+		names := slices.Sorted(maps.Keys(settings))
 		all := make([]any, 0, len(names))
 		for _, k := range names {
 			all = append(all, slog.String(k, settings[k]))

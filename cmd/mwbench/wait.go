@@ -185,23 +185,13 @@ func runWaitBench(ctx context.Context, env *benchEnv, filter string) error {
 // stderr, until Stop, when stopping it ends every pending wait with a
 // (logged) 503 by design.
 func startWaitAPI(ctx context.Context, bin string, env *benchEnv) (*apiProcess, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	apiAddr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
-	apiAddr := ln.Addr().String()
-	ln.Close()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	sep := "?"
-	if strings.Contains(env.URL, "?") {
-		sep = "&"
-	}
 	cmd := exec.CommandContext(ctx, bin, "api")
-	cmd.Env = append(os.Environ(),
-		"DATABASE_URL="+env.URL+sep+"application_name="+waitAppName,
+	cmd.Env = append(waitProcessEnv(env, waitAppName),
 		"LISTEN_ADDR="+apiAddr,
-		"MAILWATCH_SECRET_KEY="+base64.StdEncoding.EncodeToString(key),
 		"RATE_LIMIT_PER_MINUTE=1000000",
 		"INBOUND_DOMAIN="+waitInboundHost,
 		"DB_MAX_CONNS="+strconv.Itoa(waitPoolSize),
@@ -533,4 +523,33 @@ func (s *switchWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return s.w.Write(p)
+}
+
+// waitSecretKey is the MAILWATCH_SECRET_KEY of the bench's processes: one
+// per run, shared by the API and the analysis worker as in a deployment.
+var waitSecretKey = func() string {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return base64.StdEncoding.EncodeToString(key)
+}()
+
+// waitProcessEnv is the environment of a mailwatch process of the wait
+// bench: the bench database under its own application_name (so its
+// connections can be counted apart) and the run's secret key.
+func waitProcessEnv(env *benchEnv, appName string) []string {
+	sep := "?"
+	if strings.Contains(env.URL, "?") {
+		sep = "&"
+	}
+	return append(os.Environ(), "DATABASE_URL="+env.URL+sep+"application_name="+appName, "MAILWATCH_SECRET_KEY="+waitSecretKey)
+}
+
+// freeLoopbackAddr is a loopback address with a port free a moment ago.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"sort"
@@ -76,23 +73,13 @@ func startAnalysisWorker(ctx context.Context, bin string, env *benchEnv) (*analy
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	opsAddr, err := freeLoopbackAddr()
 	if err != nil {
 		_ = dns.Close()
 		return nil, err
 	}
-	opsAddr := ln.Addr().String()
-	ln.Close()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	sep := "?"
-	if strings.Contains(env.URL, "?") {
-		sep = "&"
-	}
 	cmd := exec.CommandContext(ctx, bin, "worker", "--queues=analysis")
-	cmd.Env = append(os.Environ(),
-		"DATABASE_URL="+env.URL+sep+"application_name="+waitWorkerAppName,
-		"MAILWATCH_SECRET_KEY="+base64.StdEncoding.EncodeToString(key),
+	cmd.Env = append(waitProcessEnv(env, waitWorkerAppName),
 		"DNS_RESOLVER="+dns.Addr(), "BLOCKLIST_RESOLVER=",
 		"SPAMD_ADDR=", "RSPAMD_URL=",
 		"DB_MAX_CONNS="+strconv.Itoa(waitPoolSize),

@@ -3,8 +3,9 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -313,11 +314,7 @@ func (p fields) tlsSessions() string {
 	ok, failed := p.int("successful_sessions"), p.int("failed_sessions")
 	s := p.str("org_name") + ": " + strconv.Itoa(failed) + " of " + plural(ok+failed, "TLS session") + " failed"
 	if byType := p.sub("failures_by_type"); len(byType) > 0 {
-		names := make([]string, 0, len(byType))
-		for k := range byType {
-			names = append(names, k)
-		}
-		sort.Strings(names)
+		names := slices.Sorted(maps.Keys(byType))
 		parts := make([]string, 0, len(names))
 		for _, k := range names {
 			parts = append(parts, k+" "+byType.str(k))
