@@ -171,10 +171,8 @@ func (s *Server) fillDashboardMessages(ctx context.Context, account uuid.UUID, o
 		return err
 	}
 	m := DashboardMessages{Sent: c.Sent, Delivered: c.Delivered, Bounced: c.Bounced, HardBounced: c.HardBounced, Complained: c.Complained}
-	if vol := c.Volume(); vol > 0 {
-		m.BounceRate = math.Round(float64(c.HardBounced)/float64(vol)*1e6) / 1e6
-		m.ComplaintRate = math.Round(float64(c.Complained)/float64(vol)*1e6) / 1e6
-	}
+	m.BounceRate = math.Round(c.Rate(c.HardBounced)*1e6) / 1e6
+	m.ComplaintRate = math.Round(c.Rate(c.Complained)*1e6) / 1e6
 	out.Messages = m
 	return nil
 }

@@ -3,7 +3,6 @@ package web
 import (
 	"fmt"
 	"html/template"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -92,13 +91,9 @@ func mailCharts(days []api.MessageDayVolume) (volume, rates template.HTML) {
 			continue
 		}
 		vc.Points = append(vc.Points, chartPoint{At: at, Values: []float64{float64(v.Delivered), float64(v.Complained), float64(v.Bounced)}})
-		p := chartPoint{At: at, Values: []float64{0, 0}}
 		counts := providers.Counts{Sent: v.Sent, Delivered: v.Delivered, Bounced: v.Bounced, Complained: v.Complained}
-		if n := counts.Volume(); n > 0 {
-			total += n
-			p.Values = []float64{math.Round(float64(v.Bounced)/float64(n)*1e4) / 100, math.Round(float64(v.Complained)/float64(n)*1e4) / 100}
-		}
-		rc.Points = append(rc.Points, p)
+		total += counts.Volume()
+		rc.Points = append(rc.Points, chartPoint{At: at, Values: []float64{counts.Rate(v.Bounced) * 100, counts.Rate(v.Complained) * 100}})
 	}
 	if total == 0 {
 		return template.HTML(`<p class="hint">No mail in the last ` + strconv.Itoa(len(days)) + ` days: connect a sending provider to see it here.</p>`), ""

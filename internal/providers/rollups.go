@@ -40,6 +40,16 @@ type Counts struct {
 // reports sends.
 func (c Counts) Volume() int64 { return max(c.Sent, c.Delivered+c.Bounced) }
 
+// Rate is n (bounces, complaints) per recipient of the period; 0 without
+// traffic.
+func (c Counts) Rate(n int64) float64 {
+	v := c.Volume()
+	if v == 0 {
+		return 0
+	}
+	return float64(n) / float64(v)
+}
+
 func (c *Counts) add(typ string, bounce *string, n int64) {
 	switch esp.Type(typ) {
 	case esp.TypeSent:
