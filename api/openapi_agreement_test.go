@@ -801,7 +801,7 @@ var agreementFixtures = map[string]agreementFixture{
 	},
 
 	// Receivers and their messages.
-	"listReceivers": nil, "createReceiver": nil,
+	"listReceivers": nil, "createReceiver": nil, "receiverDailyVolume": nil,
 	"getReceiver":          receiverFixture,
 	"deleteReceiver":       receiverFixture,
 	"listReceiverMessages": receiverFixture,
@@ -828,7 +828,7 @@ var agreementFixtures = map[string]agreementFixture{
 	"listDomains": nil, "createDomain": nil,
 	"getDomain": domainFixture, "updateDomain": domainFixture, "deleteDomain": domainFixture,
 	"lookupDomainDNS": domainFixture, "listDomainHealth": domainFixture, "recomputeDomainHealth": domainFixture,
-	"listDNSRecommendations": domainFixture, "getDMARCGuidance": domainFixture, "listDMARCSources": domainFixture,
+	"listDNSRecommendations": domainFixture, "getDMARCGuidance": domainFixture, "listDMARCSources": domainFixture, "dmarcDailyVolume": domainFixture,
 	"listDMARCReports": domainFixture, "listDMARCFailureReports": domainFixture, "listTLSReports": domainFixture,
 	"getReportingAddress": domainFixture, "signReportingAddress": domainFixture, "uploadReport": domainFixture,
 	"setupMX": domainFixture, "getDomainTransport": domainFixture, "checkDomainTransport": domainFixture,

@@ -72,6 +72,7 @@ type Ops struct {
 	DismissDNSRecommendation Operation[DismissRecommendationRequest, DNSRecommendation]
 	ListDMARCSources         Operation[SourcesRequest, Sources]
 	GetDMARCGuidance         Operation[DomainPath, reports.Guidance]
+	DMARCDailyVolume         Operation[DMARCDailyRequest, DMARCDaily]
 	GetDomainTransport       Operation[DomainPath, Transport]
 	GetDomainReputation      Operation[DomainPath, Reputation]
 	AddReputationPin         Operation[AddReputationPinRequest, ReputationPin]
@@ -92,6 +93,7 @@ type Ops struct {
 	RetryDelivery           Operation[DeliveryPath, Delivery]
 
 	ListReceivers        Operation[ListReceiversRequest, Page[Receiver]]
+	ReceiverDailyVolume  Operation[ReceiverDailyRequest, ReceiverDaily]
 	CreateReceiver       Operation[CreateReceiverRequest, Receiver]
 	GetReceiver          Operation[ReceiverPath, Receiver]
 	ListReceiverMessages Operation[ListMessagesRequest, Page[MessageSummary]]

@@ -257,6 +257,7 @@ func (s *Server) receiverRoutes() {
 		Call:        s.listReceivers,
 	})
 	// Before /{id}: the router tries routes in order.
+	s.receiverDailyRoute(base)
 	Handle(s.router, Endpoint[LabelWaitRequest, WaitResponse]{
 		Method: "GET", Path: base + "/wait", OperationID: "waitReceivers", Tag: "receivers",
 		Summary: "Wait for a matching message on every receiver with a label (long poll)",
@@ -567,4 +568,48 @@ func (s *Server) fillDashboardReceivers(ctx context.Context, account uuid.UUID, 
 	}
 	out.Receivers = DashboardReceivers{Active: active, MessagesLast24h: msgs}
 	return nil
+}
+
+// ReceiverDailyRequest is GET /api/accounts/me/receivers/daily-volume.
+type ReceiverDailyRequest struct {
+	Days *int `query:"days" validate:"omitempty,min=1,max=90" default:"14" description:"UTC days to cover, ending today: 1 to 90 (default 14)."`
+}
+
+// ReceiverDaily is the account's messages received per UTC day.
+type ReceiverDaily struct {
+	From string             `json:"from" validate:"required" format:"date"`
+	To   string             `json:"to" validate:"required" format:"date"`
+	Days []ReceiverDayCount `json:"days" validate:"required" description:"One entry per day, oldest first, days without messages included."`
+}
+
+// ReceiverDayCount is one UTC day of ReceiverDaily.
+type ReceiverDayCount struct {
+	Date     string `json:"date" validate:"required" format:"date"`
+	Messages int64  `json:"messages" validate:"required"`
+	Email    int64  `json:"email" validate:"required"`
+	SMS      int64  `json:"sms" validate:"required"`
+}
+
+// receiverDailyRoute registers GET base/daily-volume (before base/{id}).
+func (s *Server) receiverDailyRoute(base string) {
+	s.ops.ReceiverDailyVolume = Handle(s.router, Endpoint[ReceiverDailyRequest, ReceiverDaily]{
+		Method: "GET", Path: base + "/daily-volume", OperationID: "receiverDailyVolume", Tag: "receivers",
+		Summary: "Messages received per UTC day, by channel",
+		Description: "Every message the account's receivers stored, over the last `days` UTC days including today, counted " +
+			"as it arrived: receivers purged since still count. Kept for 90 days.",
+		Call: s.receiverDailyVolume,
+	})
+}
+
+func (s *Server) receiverDailyVolume(ctx context.Context, req *ReceiverDailyRequest) (*ReceiverDaily, error) {
+	from, to := s.dayRange(daysParam(req.Days, 14))
+	days, err := receivers.DailyVolume(ctx, s.reads, mustCaller(ctx).AccountID, from, to)
+	if err != nil {
+		return nil, err
+	}
+	out := &ReceiverDaily{From: from.Format(dateLayout), To: to.Format(dateLayout), Days: make([]ReceiverDayCount, len(days))}
+	for i, d := range days {
+		out.Days[i] = ReceiverDayCount{Date: d.Day.Format(dateLayout), Messages: d.Email + d.SMS, Email: d.Email, SMS: d.SMS}
+	}
+	return out, nil
 }

@@ -235,6 +235,31 @@ func TestReceiverDashboard(t *testing.T) {
 	resp.JSON(t, &out)
 	require.Equal(t, 2, out.Receivers.Active)
 	require.Equal(t, 1, out.Receivers.MessagesLast24h)
+
+	// Messages per day: today's message, every day listed; the receiver
+	// deleted, it still counts (the counts say what arrived).
+	daily := func(key string) api.ReceiverDaily {
+		t.Helper()
+		resp := b.do(t, "GET", "/api/accounts/me/receivers/daily-volume?days=3", key, nil)
+		require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+		var d api.ReceiverDaily
+		resp.JSON(t, &d)
+		require.Len(t, d.Days, 3)
+		return d
+	}
+	today := time.Now().UTC().Format(time.DateOnly)
+	require.Equal(t, api.ReceiverDayCount{Date: today, Messages: 1, Email: 1}, daily(acct.Key).Days[2])
+	require.Equal(t, http.StatusNoContent, b.do(t, "DELETE", receiverPath(r.ID), acct.Key, nil).Status)
+	require.Equal(t, int64(1), daily(acct.Key).Days[2].Messages)
+	require.Zero(t, daily(b.createAccount(t).Key).Days[2].Messages, "another account counts its own")
+	require.Equal(t, http.StatusUnprocessableEntity, b.do(t, "GET", "/api/accounts/me/receivers/daily-volume?days=91", acct.Key, nil).Status)
+
+	// The receivers page charts them, with the table.
+	w := newWebClient(t, b)
+	w.signIn(acct.Email, "correct horse battery")
+	_, page := w.req("GET", "/receivers", nil)
+	require.Contains(t, page, `<title id="receiver-chart-t">Messages received per day, last 14 days</title>`)
+	require.Regexp(t, `(?s)id="receiver-chart".*?<tr><td>`+time.Now().UTC().Format("Jan 2")+`</td><td>1</td><td>0</td></tr></tbody>`, page)
 }
 
 // TestReceiverSMTP sends real SMTP sessions to the listener, wired to the

@@ -31,8 +31,42 @@ type Sources struct {
 	SourceCount int `json:"source_count" validate:"required" description:"How many sources the period read holds; sources lists the first of them."`
 }
 
+// DMARCDailyRequest is GET .../dmarc/daily.
+type DMARCDailyRequest struct {
+	DomainPath
+	Days *int `query:"days" validate:"omitempty,min=1,max=400" default:"30" description:"UTC days to cover, ending today: 1 to 400 (default 30)."`
+}
+
+// DMARCDaily is a domain's aggregate-report volume per UTC day.
+type DMARCDaily struct {
+	Domain string     `json:"domain" validate:"required"`
+	From   string     `json:"from" validate:"required" format:"date"`
+	To     string     `json:"to" validate:"required" format:"date"`
+	Days   []DMARCDay `json:"days" validate:"required" description:"One entry per day, oldest first, days without reports included."`
+}
+
+// DMARCDay is one UTC day of DMARCDaily: messages by source category.
+type DMARCDay struct {
+	Date          string   `json:"date" validate:"required" format:"date"`
+	Messages      int64    `json:"messages" validate:"required"`
+	Compliant     int64    `json:"compliant" validate:"required" description:"Passed DMARC through aligned SPF or DKIM."`
+	Forwarded     int64    `json:"forwarded" validate:"required" description:"Passed through aligned DKIM only, relayed by a host the domain never authorised."`
+	NonCompliant  int64    `json:"non_compliant" validate:"required" description:"Failed DMARC from known senders (by reverse DNS and the sender map)."`
+	ThreatUnknown int64    `json:"threat_unknown" validate:"required" description:"Failed DMARC from unknown sources."`
+	PassRate      *float64 `json:"pass_rate" validate:"required" description:"Share of messages passing DMARC (compliant or forwarded), 0 to 1; null on a day without reports."`
+}
+
 func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
 	const tag = "dmarc and tls reports"
+	s.ops.DMARCDailyVolume = Handle(s.router, Endpoint[DMARCDailyRequest, DMARCDaily]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/daily", OperationID: "dmarcDailyVolume", Tag: tag,
+		Summary: "The domain's aggregate-report volume per day, by source category",
+		Description: "Messages per UTC day by the category of their source (as in the sources listing) and the day's DMARC pass rate, " +
+			"over the last `days` days including today. Reports spanning more than a day are spread over their days. A failing source " +
+			"counts as non_compliant when the reverse DNS name resolved when its report arrived names a known sender.",
+		Errors: []int{404},
+		Call:   s.dmarcDailyVolume,
+	})
 	s.ops.ListDMARCSources = Handle(s.router, Endpoint[SourcesRequest, Sources]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/sources", OperationID: "listDMARCSources", Tag: tag,
 		Summary: "Who sends mail as the domain, from its aggregate reports",
@@ -108,4 +142,26 @@ func (s *Server) getDMARCGuidance(ctx context.Context, svc *reports.Service, req
 		}
 	}
 	return svc.Guidance(ctx, s.reads, d.ID, d.Name, policy, s.now().UTC())
+}
+
+// dmarcDailyVolume serves GET /api/accounts/me/domains/{domain}/dmarc/daily.
+func (s *Server) dmarcDailyVolume(ctx context.Context, req *DMARCDailyRequest) (*DMARCDaily, error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	from, to := s.dayRange(daysParam(req.Days, 30))
+	days, err := reports.DailyVolume(ctx, s.reads, d.ID, from, to)
+	if err != nil {
+		return nil, err
+	}
+	out := &DMARCDaily{Domain: d.Name, From: from.Format(dateLayout), To: to.Format(dateLayout), Days: make([]DMARCDay, len(days))}
+	for i, v := range days {
+		out.Days[i] = DMARCDay{Date: v.Day.Format(dateLayout), Messages: v.Messages(), Compliant: v.Compliant, Forwarded: v.Forwarded,
+			NonCompliant: v.NonCompliant, ThreatUnknown: v.ThreatUnknown}
+		if r, ok := v.PassRate(); ok {
+			out.Days[i].PassRate = &r
+		}
+	}
+	return out, nil
 }

@@ -286,7 +286,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	br.screenshots("signup")
 	br.do(chromedp.SendKeys(chromedp.CSS("#email"), email), chromedp.SendKeys(chromedp.CSS("#password"), password),
 		chromedp.Click(chromedp.CSS("main button[type=submit]")), chromedp.WaitVisible(chromedp.CSS("#new-key")))
-	require.Regexp(t, keyPattern, br.eval(`document.querySelector("#new-key input").value`))
+	firstKey := br.eval(`document.querySelector("#new-key input").value`)
+	require.Regexp(t, keyPattern, firstKey)
 	require.Equal(t, email, br.text(".who"))
 
 	// Sign out, then a wrong password, then the right one.
@@ -321,6 +322,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.NotEmpty(t, br.eval(`document.querySelector("#health-chart table td") ? "table" : ""`))
 	require.Equal(t, br.eval(`String(document.querySelector("#health-chart .chart").getBoundingClientRect().width > document.querySelector("main").clientWidth * 0.9)`), "true",
 		"the chart is as wide as the page")
+	// An aggregate report uploaded through the API, parsed by the worker:
+	// the DMARC charts by source category and pass rate appear.
+	report := dmarcReportFor(domain, time.Now().UTC().Truncate(24*time.Hour).Add(-48*time.Hour))
+	require.Equal(t, http.StatusAccepted, srv.rptRawDo(t, "POST", "/api/accounts/me/domains/"+domain+"/reports", firstKey, "application/octet-stream", report).Status)
+	br.eventuallyPage("/domains/"+domain, "the DMARC charts of the parsed report", func() bool {
+		return br.eval(`document.querySelector("#dmarc-chart") ? "y" : ""`) == "y"
+	})
+	require.Contains(t, br.eval(`document.querySelector("#dmarc-chart svg title").textContent`), "DMARC messages per day by source category")
+	require.Equal(t, "4", br.eval(`String(document.querySelectorAll("#dmarc-chart .legend li").length)`), "four categories named")
+	require.NotEmpty(t, br.eval(`document.querySelector("#dmarc-pass-chart table td") ? "table" : ""`))
 	br.screenshots("domain")
 	// A DNS recommendation dismissed with a reason (the domain has no MTA-STS).
 	br.do(chromedp.Click(chromedp.CSS("article.rec details.dismiss summary")),
@@ -563,6 +574,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, br.text("ul.findings"), "Fix: ")
 	br.screenshots("message-analysis")
 	br.open("/receivers")
+	require.Contains(t, br.eval(`document.querySelector("#receiver-chart svg title").textContent`), "Messages received per day")
+	require.NotEmpty(t, br.eval(`document.querySelector("#receiver-chart table td") ? "table" : ""`))
 	br.screenshots("receivers")
 
 	// Times are shown in the viewer's zone: the script replaced the UTC text.

@@ -68,9 +68,9 @@ func (w *ReceiverExpireWorker) Work(ctx context.Context, job *river.Job[Receiver
 	if err != nil {
 		return err
 	}
-	if res.Released+res.Marked+res.Purged > 0 {
+	if res.Released+res.Marked+res.Purged+res.PrunedDays > 0 {
 		w.deps.Logger.InfoContext(ctx, "expired receivers",
-			slog.Int64("numbers_released", res.Released), slog.Int64("marked", res.Marked), slog.Int64("purged", res.Purged))
+			slog.Int64("numbers_released", res.Released), slog.Int64("marked", res.Marked), slog.Int64("purged", res.Purged), slog.Int64("daily_counts_pruned", res.PrunedDays))
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ func addReportWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &ReportRawPruneWorker{deps: deps})
 	river.AddWorker(w, &ReportAddressMintWorker{deps: deps})
 	river.AddWorker(w, &ReportSummaryWorker{deps: deps})
+	river.AddWorker(w, &DMARCDaysBackfillWorker{deps: deps})
 }
 
 // reportPeriodicJobs returns this feature's schedules: the kept raw bytes
@@ -35,6 +36,9 @@ func reportPeriodicJobs(Deps) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 			return ReportAddressMintArgs{}, nil
 		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "reporting_address_mint"}),
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+			return DMARCDaysBackfillArgs{}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "dmarc_days_backfill"}),
 	}
 }
 
@@ -161,6 +165,48 @@ func (w *ReportAddressMintWorker) Work(ctx context.Context, _ *river.Job[ReportA
 	}
 	w.deps.Logger.InfoContext(ctx, "minted missing reporting addresses", slog.Int("domains", n))
 	return river.RecordOutput(ctx, map[string]int{"domains": n})
+}
+
+// DMARCDaysBackfillArgs rebuilds the daily DMARC categories of the domains
+// whose reports were stored before they were kept (reports.BackfillDays).
+type DMARCDaysBackfillArgs struct{}
+
+// Kind implements river.JobArgs.
+func (DMARCDaysBackfillArgs) Kind() string { return "dmarc_days_backfill" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (DMARCDaysBackfillArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+}
+
+// DMARCDaysBackfillWorker works DMARCDaysBackfillArgs.
+type DMARCDaysBackfillWorker struct {
+	river.WorkerDefaults[DMARCDaysBackfillArgs]
+	deps Deps
+}
+
+// dmarcDaysBackfillBatch is the domains one run rebuilds before it hands
+// over to a fresh run (a snooze of zero, which uses no attempt).
+const dmarcDaysBackfillBatch = 50
+
+// Work rebuilds up to dmarcDaysBackfillBatch domains, one transaction
+// each; with more left it runs again at once. Without any it is a single
+// empty read.
+func (w *DMARCDaysBackfillWorker) Work(ctx context.Context, _ *river.Job[DMARCDaysBackfillArgs]) error {
+	n, err := reports.BackfillDays(ctx, w.deps.Pool, dmarcDaysBackfillBatch)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		w.deps.Logger.InfoContext(ctx, "rebuilt daily DMARC volume", slog.Int("domains", n))
+	}
+	if err := river.RecordOutput(ctx, map[string]int{"domains": n}); err != nil {
+		return err
+	}
+	if n == dmarcDaysBackfillBatch {
+		return river.JobSnooze(0)
+	}
+	return nil
 }
 
 // ReportSummaryWorker works reports.SummaryArgs.

@@ -59,3 +59,18 @@ SELECT id, expires_at, last_seq FROM receivers
 WHERE account_id = @account_id::uuid AND label = @label::text AND expires_at > @now::timestamptz
 ORDER BY id
 LIMIT @max::integer;
+
+-- name: ReceiverMessageDays :many
+-- Messages received by the account's receivers per UTC day and channel from
+-- @since to @until (inclusive), the slots summed, oldest first.
+SELECT day, channel, sum(messages)::bigint AS messages
+FROM receiver_message_days
+WHERE account_id = @account_id::uuid AND day >= @since::date AND day <= @until::date
+GROUP BY day, channel
+ORDER BY day, channel;
+
+-- name: ReceiverMessageDaysPrune :execrows
+-- Deletes up to @max daily counts of days before @before.
+DELETE FROM receiver_message_days WHERE ctid IN (
+    SELECT ctid FROM receiver_message_days WHERE day < @before::date LIMIT @max::integer
+);

@@ -356,3 +356,65 @@ SELECT @domain_id::uuid, @kind::smallint, (g.ordinality - 1)::int, g.v->>'name',
        (g.v->>'spf_aligned')::bigint, (g.v->>'ip_count')::int, g.v->'ips',
        ARRAY(SELECT jsonb_array_elements_text(g.v->'dkim_selectors'))
 FROM jsonb_array_elements(@groups::jsonb) WITH ORDINALITY AS g(v, ordinality);
+
+-- name: DMARCDomainDayAddMany :exec
+-- Adds one report's share of each day to the domain's daily categories,
+-- days in ascending order (the writers of a domain are ordered by its
+-- version lock, taken first).
+INSERT INTO dmarc_domain_days AS t (domain_id, day, compliant, forwarded, non_compliant, threat_unknown)
+SELECT @domain_id::uuid, r.day, r.compliant, r.forwarded, r.non_compliant, r.threat_unknown
+FROM (
+    SELECT unnest(@days::date[]) AS day, unnest(@compliant::bigint[]) AS compliant, unnest(@forwarded::bigint[]) AS forwarded,
+        unnest(@non_compliant::bigint[]) AS non_compliant, unnest(@threat_unknown::bigint[]) AS threat_unknown
+) r
+ON CONFLICT (domain_id, day) DO UPDATE
+SET compliant = t.compliant + EXCLUDED.compliant,
+    forwarded = t.forwarded + EXCLUDED.forwarded,
+    non_compliant = t.non_compliant + EXCLUDED.non_compliant,
+    threat_unknown = t.threat_unknown + EXCLUDED.threat_unknown;
+
+-- name: DMARCDomainDayList :many
+-- The domain's daily categories from @since to @until (inclusive), oldest
+-- first: at most one row per day.
+SELECT day, compliant, forwarded, non_compliant, threat_unknown FROM dmarc_domain_days
+WHERE domain_id = @domain_id::uuid AND day >= @since::date AND day <= @until::date
+ORDER BY day;
+
+-- name: DMARCDomainDayDelete :exec
+DELETE FROM dmarc_domain_days WHERE domain_id = @domain_id::uuid;
+
+-- name: DMARCDomainDayTotals :many
+-- A rebuild's per-day totals of the domain's daily source rows, for the
+-- days from @since to @until.
+SELECT day, sum(compliant)::bigint AS compliant, sum(forwarded)::bigint AS forwarded, sum(failing)::bigint AS failing
+FROM dmarc_source_days
+WHERE domain_id = @domain_id::uuid AND day >= @since::date AND day <= @until::date
+GROUP BY day
+ORDER BY day;
+
+-- name: DMARCDomainDayFailingNamed :many
+-- A rebuild's failing volume per day and cached reverse DNS name, for the
+-- days from @since to @until: only IPs with a name, which may be a known
+-- sender's.
+SELECT d.day, p.ptr, sum(d.failing)::bigint AS failing
+FROM dmarc_source_days d
+JOIN source_ptrs p ON p.ip = d.source_ip AND p.ptr <> ''
+WHERE d.domain_id = @domain_id::uuid AND d.day >= @since::date AND d.day <= @until::date AND d.failing > 0
+GROUP BY d.day, p.ptr
+ORDER BY d.day, p.ptr;
+
+-- name: DMARCDomainDayRange :one
+-- The first and last day of the domain's daily source rows.
+SELECT coalesce(min(day), '0001-01-01')::date AS first_day, coalesce(max(day), '0001-01-01')::date AS last_day
+FROM dmarc_source_days WHERE domain_id = @domain_id::uuid;
+
+-- name: DMARCDomainBackfillNext :many
+-- The next domains whose daily categories wait for a rebuild, locked for
+-- this run (a concurrent run takes others).
+SELECT domain_id FROM dmarc_domain_days_backfill
+ORDER BY domain_id
+LIMIT @max_rows::int
+FOR UPDATE SKIP LOCKED;
+
+-- name: DMARCDomainBackfillDone :exec
+DELETE FROM dmarc_domain_days_backfill WHERE domain_id = @domain_id::uuid;

@@ -243,8 +243,12 @@ func (c chart) writeTable(b *strings.Builder, l chartLayout) {
 	b.WriteString(`</tr></thead><tbody>`)
 	for _, p := range c.Points {
 		fmt.Fprintf(b, `<tr><td>%s</td>`, e(p.At.UTC().Format(l.tf)))
-		for _, v := range p.Values {
-			fmt.Fprintf(b, `<td>%s</td>`, e(formatValue(v)+c.YUnit))
+		for s := range c.Series {
+			if s < len(p.Values) {
+				fmt.Fprintf(b, `<td>%s</td>`, e(formatValue(p.Values[s])+c.YUnit))
+			} else {
+				b.WriteString(`<td>—</td>`) // no value that day
+			}
 		}
 		if hasMarks {
 			fmt.Fprintf(b, `<td>%s</td>`, e(p.Mark))

@@ -98,9 +98,12 @@ type domainData struct {
 	Checks  []namedCheck
 	History []api.HealthEntry
 	Chart   template.HTML
-	Recs    []api.DNSRecommendation
-	Sources *api.Sources
-	Guide   *reports.Guidance
+	// DMARCVolume and DMARCRate are the charts of the last dmarcDays days
+	// of aggregate reports (empty where reports are not set up).
+	DMARCVolume, DMARCRate template.HTML
+	Recs                   []api.DNSRecommendation
+	Sources                *api.Sources
+	Guide                  *reports.Guidance
 	// Transport is the stored MX probes (Mail servers section).
 	Transport *api.Transport
 	// Reputation is the domain's blocklist state (nil when unreadable).
@@ -169,6 +172,10 @@ func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 	listed := domainPageSources
 	if src, err := h.ops.ListDMARCSources.Call(c.UserContext(), callerOf(c), &api.SourcesRequest{DomainPath: api.DomainPath{Name: d.Domain.Domain}, Limit: &listed}); err == nil {
 		data.Sources = src
+	}
+	days := dmarcDays
+	if daily, err := h.ops.DMARCDailyVolume.Call(c.UserContext(), callerOf(c), &api.DMARCDailyRequest{DomainPath: api.DomainPath{Name: d.Domain.Domain}, Days: &days}); err == nil && data.Sources != nil {
+		data.DMARCVolume, data.DMARCRate = dmarcCharts(daily)
 	}
 	if g, err := h.ops.GetDMARCGuidance.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
 		data.Guide = g

@@ -1,8 +1,11 @@
 package web
 
 import (
+	"fmt"
+	"html/template"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -10,12 +13,47 @@ import (
 	"github.com/mailwatch/mailwatch/api"
 )
 
+type receiversData struct {
+	Receivers []api.Receiver
+	// Chart is the messages received per day (empty without any).
+	Chart template.HTML
+}
+
+// receiverDays is how many UTC days the receivers page's chart covers.
+const receiverDays = 14
+
 func (h *Dashboard) webReceivers(c *fiber.Ctx) error {
 	list, err := h.ops.ListReceivers.Call(c.UserContext(), callerOf(c), &api.ListReceiversRequest{})
 	if err != nil {
 		return h.pageError(c, err)
 	}
-	return h.render(c, http.StatusOK, "receivers", "Receivers", list.Items, "")
+	days := receiverDays
+	daily, err := h.ops.ReceiverDailyVolume.Call(c.UserContext(), callerOf(c), &api.ReceiverDailyRequest{Days: &days})
+	if err != nil {
+		return h.pageError(c, err)
+	}
+	return h.render(c, http.StatusOK, "receivers", "Receivers", receiversData{Receivers: list.Items, Chart: receiverChart(daily)}, "")
+}
+
+// receiverChart draws the messages received per day by channel; without
+// any, nothing.
+func receiverChart(d *api.ReceiverDaily) template.HTML {
+	c := chart{ID: "receiver-chart", Title: fmt.Sprintf("Messages received per day, last %d days", len(d.Days)), Stacked: true,
+		Series: []chartSeries{{Name: "Email", Class: "bar-1"}, {Name: "SMS", Class: "bar-0"}}}
+	var total int64
+	for _, v := range d.Days {
+		at, err := time.Parse(time.DateOnly, v.Date)
+		if err != nil {
+			continue
+		}
+		c.Points = append(c.Points, chartPoint{At: at, Values: []float64{float64(v.Email), float64(v.SMS)}})
+		total += v.Messages
+	}
+	if total == 0 {
+		return ""
+	}
+	c.Desc = fmt.Sprintf("%d messages received by the account's receivers over %d days, by channel, including receivers since purged.", total, len(d.Days))
+	return c.render()
 }
 
 func (h *Dashboard) webCreateReceiver(c *fiber.Ctx) error {

@@ -550,6 +550,19 @@ type DmarcAuthDomainDay struct {
 	Messages   int64
 }
 
+type DmarcDomainDay struct {
+	DomainID      uuid.UUID
+	Day           time.Time
+	Compliant     int64
+	Forwarded     int64
+	NonCompliant  int64
+	ThreatUnknown int64
+}
+
+type DmarcDomainDaysBackfill struct {
+	DomainID uuid.UUID
+}
+
 type DmarcRecord struct {
 	ReportID     uuid.UUID
 	Ordinal      int32
@@ -1129,6 +1142,14 @@ type ReceiverMessage struct {
 	SmtpTlsCipher  *string
 	Analysis       json.RawMessage
 	AnalyzedAt     *time.Time
+}
+
+type ReceiverMessageDay struct {
+	AccountID uuid.UUID
+	Day       time.Time
+	Channel   string
+	Slot      int16
+	Messages  int64
 }
 
 type ReportMessage struct {

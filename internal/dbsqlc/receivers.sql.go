@@ -307,6 +307,68 @@ func (q *Queries) ReceiverMarkExpired(ctx context.Context, db DBTX, now time.Tim
 	return result.RowsAffected(), nil
 }
 
+const receiverMessageDays = `-- name: ReceiverMessageDays :many
+SELECT day, channel, sum(messages)::bigint AS messages
+FROM receiver_message_days
+WHERE account_id = $1::uuid AND day >= $2::date AND day <= $3::date
+GROUP BY day, channel
+ORDER BY day, channel
+`
+
+type ReceiverMessageDaysParams struct {
+	AccountID uuid.UUID
+	Since     time.Time
+	Until     time.Time
+}
+
+type ReceiverMessageDaysRow struct {
+	Day      time.Time
+	Channel  string
+	Messages int64
+}
+
+// Messages received by the account's receivers per UTC day and channel from
+// @since to @until (inclusive), the slots summed, oldest first.
+func (q *Queries) ReceiverMessageDays(ctx context.Context, db DBTX, arg ReceiverMessageDaysParams) ([]ReceiverMessageDaysRow, error) {
+	rows, err := db.Query(ctx, receiverMessageDays, arg.AccountID, arg.Since, arg.Until)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReceiverMessageDaysRow
+	for rows.Next() {
+		var i ReceiverMessageDaysRow
+		if err := rows.Scan(&i.Day, &i.Channel, &i.Messages); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const receiverMessageDaysPrune = `-- name: ReceiverMessageDaysPrune :execrows
+DELETE FROM receiver_message_days WHERE ctid IN (
+    SELECT ctid FROM receiver_message_days WHERE day < $1::date LIMIT $2::integer
+)
+`
+
+type ReceiverMessageDaysPruneParams struct {
+	Before time.Time
+	Max    int32
+}
+
+// Deletes up to @max daily counts of days before @before.
+func (q *Queries) ReceiverMessageDaysPrune(ctx context.Context, db DBTX, arg ReceiverMessageDaysPruneParams) (int64, error) {
+	result, err := db.Exec(ctx, receiverMessageDaysPrune, arg.Before, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const receiverNextSeq = `-- name: ReceiverNextSeq :one
 UPDATE receivers SET last_seq = last_seq + 1
 WHERE id = $1::uuid AND expires_at > $2::timestamptz

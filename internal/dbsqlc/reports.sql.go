@@ -45,6 +45,249 @@ func (q *Queries) DMARCAuthDomainDayAddMany(ctx context.Context, db DBTX, arg DM
 	return err
 }
 
+const dMARCDomainBackfillDone = `-- name: DMARCDomainBackfillDone :exec
+DELETE FROM dmarc_domain_days_backfill WHERE domain_id = $1::uuid
+`
+
+func (q *Queries) DMARCDomainBackfillDone(ctx context.Context, db DBTX, domainID uuid.UUID) error {
+	_, err := db.Exec(ctx, dMARCDomainBackfillDone, domainID)
+	return err
+}
+
+const dMARCDomainBackfillNext = `-- name: DMARCDomainBackfillNext :many
+SELECT domain_id FROM dmarc_domain_days_backfill
+ORDER BY domain_id
+LIMIT $1::int
+FOR UPDATE SKIP LOCKED
+`
+
+// The next domains whose daily categories wait for a rebuild, locked for
+// this run (a concurrent run takes others).
+func (q *Queries) DMARCDomainBackfillNext(ctx context.Context, db DBTX, maxRows int32) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, dMARCDomainBackfillNext, maxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var domain_id uuid.UUID
+		if err := rows.Scan(&domain_id); err != nil {
+			return nil, err
+		}
+		items = append(items, domain_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const dMARCDomainDayAddMany = `-- name: DMARCDomainDayAddMany :exec
+INSERT INTO dmarc_domain_days AS t (domain_id, day, compliant, forwarded, non_compliant, threat_unknown)
+SELECT $1::uuid, r.day, r.compliant, r.forwarded, r.non_compliant, r.threat_unknown
+FROM (
+    SELECT unnest($2::date[]) AS day, unnest($3::bigint[]) AS compliant, unnest($4::bigint[]) AS forwarded,
+        unnest($5::bigint[]) AS non_compliant, unnest($6::bigint[]) AS threat_unknown
+) r
+ON CONFLICT (domain_id, day) DO UPDATE
+SET compliant = t.compliant + EXCLUDED.compliant,
+    forwarded = t.forwarded + EXCLUDED.forwarded,
+    non_compliant = t.non_compliant + EXCLUDED.non_compliant,
+    threat_unknown = t.threat_unknown + EXCLUDED.threat_unknown
+`
+
+type DMARCDomainDayAddManyParams struct {
+	DomainID      uuid.UUID
+	Days          []time.Time
+	Compliant     []int64
+	Forwarded     []int64
+	NonCompliant  []int64
+	ThreatUnknown []int64
+}
+
+// Adds one report's share of each day to the domain's daily categories,
+// days in ascending order (the writers of a domain are ordered by its
+// version lock, taken first).
+func (q *Queries) DMARCDomainDayAddMany(ctx context.Context, db DBTX, arg DMARCDomainDayAddManyParams) error {
+	_, err := db.Exec(ctx, dMARCDomainDayAddMany,
+		arg.DomainID,
+		arg.Days,
+		arg.Compliant,
+		arg.Forwarded,
+		arg.NonCompliant,
+		arg.ThreatUnknown,
+	)
+	return err
+}
+
+const dMARCDomainDayDelete = `-- name: DMARCDomainDayDelete :exec
+DELETE FROM dmarc_domain_days WHERE domain_id = $1::uuid
+`
+
+func (q *Queries) DMARCDomainDayDelete(ctx context.Context, db DBTX, domainID uuid.UUID) error {
+	_, err := db.Exec(ctx, dMARCDomainDayDelete, domainID)
+	return err
+}
+
+const dMARCDomainDayFailingNamed = `-- name: DMARCDomainDayFailingNamed :many
+SELECT d.day, p.ptr, sum(d.failing)::bigint AS failing
+FROM dmarc_source_days d
+JOIN source_ptrs p ON p.ip = d.source_ip AND p.ptr <> ''
+WHERE d.domain_id = $1::uuid AND d.day >= $2::date AND d.day <= $3::date AND d.failing > 0
+GROUP BY d.day, p.ptr
+ORDER BY d.day, p.ptr
+`
+
+type DMARCDomainDayFailingNamedParams struct {
+	DomainID uuid.UUID
+	Since    time.Time
+	Until    time.Time
+}
+
+type DMARCDomainDayFailingNamedRow struct {
+	Day     time.Time
+	Ptr     string
+	Failing int64
+}
+
+// A rebuild's failing volume per day and cached reverse DNS name, for the
+// days from @since to @until: only IPs with a name, which may be a known
+// sender's.
+func (q *Queries) DMARCDomainDayFailingNamed(ctx context.Context, db DBTX, arg DMARCDomainDayFailingNamedParams) ([]DMARCDomainDayFailingNamedRow, error) {
+	rows, err := db.Query(ctx, dMARCDomainDayFailingNamed, arg.DomainID, arg.Since, arg.Until)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DMARCDomainDayFailingNamedRow
+	for rows.Next() {
+		var i DMARCDomainDayFailingNamedRow
+		if err := rows.Scan(&i.Day, &i.Ptr, &i.Failing); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const dMARCDomainDayList = `-- name: DMARCDomainDayList :many
+SELECT day, compliant, forwarded, non_compliant, threat_unknown FROM dmarc_domain_days
+WHERE domain_id = $1::uuid AND day >= $2::date AND day <= $3::date
+ORDER BY day
+`
+
+type DMARCDomainDayListParams struct {
+	DomainID uuid.UUID
+	Since    time.Time
+	Until    time.Time
+}
+
+type DMARCDomainDayListRow struct {
+	Day           time.Time
+	Compliant     int64
+	Forwarded     int64
+	NonCompliant  int64
+	ThreatUnknown int64
+}
+
+// The domain's daily categories from @since to @until (inclusive), oldest
+// first: at most one row per day.
+func (q *Queries) DMARCDomainDayList(ctx context.Context, db DBTX, arg DMARCDomainDayListParams) ([]DMARCDomainDayListRow, error) {
+	rows, err := db.Query(ctx, dMARCDomainDayList, arg.DomainID, arg.Since, arg.Until)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DMARCDomainDayListRow
+	for rows.Next() {
+		var i DMARCDomainDayListRow
+		if err := rows.Scan(
+			&i.Day,
+			&i.Compliant,
+			&i.Forwarded,
+			&i.NonCompliant,
+			&i.ThreatUnknown,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const dMARCDomainDayRange = `-- name: DMARCDomainDayRange :one
+SELECT coalesce(min(day), '0001-01-01')::date AS first_day, coalesce(max(day), '0001-01-01')::date AS last_day
+FROM dmarc_source_days WHERE domain_id = $1::uuid
+`
+
+type DMARCDomainDayRangeRow struct {
+	FirstDay time.Time
+	LastDay  time.Time
+}
+
+// The first and last day of the domain's daily source rows.
+func (q *Queries) DMARCDomainDayRange(ctx context.Context, db DBTX, domainID uuid.UUID) (DMARCDomainDayRangeRow, error) {
+	row := db.QueryRow(ctx, dMARCDomainDayRange, domainID)
+	var i DMARCDomainDayRangeRow
+	err := row.Scan(&i.FirstDay, &i.LastDay)
+	return i, err
+}
+
+const dMARCDomainDayTotals = `-- name: DMARCDomainDayTotals :many
+SELECT day, sum(compliant)::bigint AS compliant, sum(forwarded)::bigint AS forwarded, sum(failing)::bigint AS failing
+FROM dmarc_source_days
+WHERE domain_id = $1::uuid AND day >= $2::date AND day <= $3::date
+GROUP BY day
+ORDER BY day
+`
+
+type DMARCDomainDayTotalsParams struct {
+	DomainID uuid.UUID
+	Since    time.Time
+	Until    time.Time
+}
+
+type DMARCDomainDayTotalsRow struct {
+	Day       time.Time
+	Compliant int64
+	Forwarded int64
+	Failing   int64
+}
+
+// A rebuild's per-day totals of the domain's daily source rows, for the
+// days from @since to @until.
+func (q *Queries) DMARCDomainDayTotals(ctx context.Context, db DBTX, arg DMARCDomainDayTotalsParams) ([]DMARCDomainDayTotalsRow, error) {
+	rows, err := db.Query(ctx, dMARCDomainDayTotals, arg.DomainID, arg.Since, arg.Until)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DMARCDomainDayTotalsRow
+	for rows.Next() {
+		var i DMARCDomainDayTotalsRow
+		if err := rows.Scan(
+			&i.Day,
+			&i.Compliant,
+			&i.Forwarded,
+			&i.Failing,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const dMARCRecordList = `-- name: DMARCRecordList :many
 SELECT report_id, ordinal, source_ip, count, disposition, dkim, spf, header_from, envelope_from, envelope_to, reasons, dkim_results, spf_results FROM dmarc_records WHERE report_id = $1::uuid ORDER BY ordinal LIMIT $2::int
 `

@@ -204,6 +204,8 @@ func Delete(ctx context.Context, db dbutil.Executor, accountID, id uuid.UUID, no
 // ExpireResult counts what one expiry run changed.
 type ExpireResult struct {
 	Released, Marked, Purged int64
+	// PrunedDays counts the daily message counts past DayRetention.
+	PrunedDays int64
 }
 
 // purgeBatch bounds one DELETE so that purging a backlog never holds long
@@ -211,7 +213,8 @@ type ExpireResult struct {
 const purgeBatch = 500
 
 // Expire releases the SMS numbers of receivers expired at now, marks them
-// expired and purges those past PurgeGrace with their messages, in batches
+// expired, prunes the daily counts past DayRetention and purges the
+// receivers past PurgeGrace with their messages, in batches
 // (it stops between batches once ctx is done).
 func Expire(ctx context.Context, db dbsqlc.DBTX, now time.Time) (ExpireResult, error) {
 	q := dbsqlc.New()
@@ -222,6 +225,9 @@ func Expire(ctx context.Context, db dbsqlc.DBTX, now time.Time) (ExpireResult, e
 	}
 	if res.Marked, err = q.ReceiverMarkExpired(ctx, db, now); err != nil {
 		return res, fmt.Errorf("marking expired receivers: %w", err)
+	}
+	if res.PrunedDays, err = pruneDays(ctx, db, now); err != nil {
+		return res, err
 	}
 	for {
 		n, err := q.ReceiverPurgeExpired(ctx, db, dbsqlc.ReceiverPurgeExpiredParams{Cutoff: now.Add(-PurgeGrace), Max: purgeBatch})

@@ -281,6 +281,9 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 	if err := addDays(ctx, tx, msg.DomainID, days, groups); err != nil {
 		return Outcome{}, err
 	}
+	if err := addDomainDays(ctx, tx, msg.DomainID, days, groups, p.ptrs); err != nil {
+		return Outcome{}, err
+	}
 	if err := addAuthDomains(ctx, tx, msg.DomainID, days, AuthDomains(f.Records)); err != nil {
 		return Outcome{}, err
 	}
