@@ -924,7 +924,7 @@ var agreementFixtures = map[string]agreementFixture{
 	},
 
 	// Preferences and notification addresses.
-	"getPreferences": nil, "setPreferenceGroup": nil, "setPreferenceOverride": nil, "setChannelMutes": nil,
+	"getPreferences": nil, "getWeeklyDigest": nil, "setWeeklyDigest": nil, "setPreferenceGroup": nil, "setPreferenceOverride": nil, "setChannelMutes": nil,
 	"deletePreferenceOverride": func(t *testing.T, e *agreementEnv, st *agreementState) {
 		// The request names the first type the document lists.
 		typ := notify.OverridableTypes()[0]

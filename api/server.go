@@ -384,6 +384,7 @@ func (s *Server) routes() {
 	s.reportRoutes()       // reports.go
 	s.reputationRoutes()   // reputation.go
 	s.preferenceRoutes()   // preferences.go
+	s.weeklyRoutes()       // weekly.go
 	s.billingRoutes()      // billing.go
 	s.adminRoutes()        // admin.go
 	// The dashboard (package web) is mounted after these, last: its "/"

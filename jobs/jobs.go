@@ -207,6 +207,7 @@ func Workers(deps Deps) *river.Workers {
 	addSigningKeyWorkers(w, deps) // signingkeys.go
 	addReportWorkers(w, deps)     // reports.go
 	addNotifyWorkers(w, deps)     // notify.go
+	addWeeklyWorkers(w, deps)     // weekly.go
 	addBillingWorkers(w, deps)    // billing.go
 	addAdminWorkers(w, deps)      // admin.go
 	addPartitionWorkers(w, deps)  // partitions.go
@@ -230,6 +231,7 @@ func PeriodicJobs(deps Deps) []*river.PeriodicJob {
 	out = append(out, providerPeriodicJobs(deps)...)
 	out = append(out, signingKeyPeriodicJobs(deps)...)
 	out = append(out, notifyPeriodicJobs(deps)...)
+	out = append(out, weeklyPeriodicJobs(deps)...)
 	out = append(out, billingPeriodicJobs(deps)...)
 	out = append(out, reportPeriodicJobs(deps)...)
 	out = append(out, partitionPeriodicJobs(deps)...)

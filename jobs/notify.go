@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/queues"
+	"github.com/mailwatch/mailwatch/internal/weekly"
 )
 
 // Notification mail (internal/notify): alerts at once, a daily digest of
@@ -216,7 +217,8 @@ type DigestWorker struct {
 
 // Work mails the day's non-critical events whose email channel resolves to
 // on (events.Resolve through notify.Set), only when there are some, then
-// records the day so it is never mailed twice.
+// records the day so it is never mailed twice. An account that chose the
+// weekly digest instead (weekly.Settings.ReplaceDaily) gets none.
 func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) error {
 	day, err := time.Parse(time.DateOnly, job.Args.Day)
 	if err != nil {
@@ -231,6 +233,11 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 		return nil
 	} else if !dbutil.IsNotFound(err) {
 		return fmt.Errorf("error reading digest record: %w", err)
+	}
+	if weeklySet, err := weekly.Load(ctx, w.deps.Pool, account); err != nil {
+		return err
+	} else if weeklySet.Enabled && weeklySet.ReplaceDaily {
+		return river.RecordOutput(ctx, map[string]string{"skipped": "the account chose the weekly digest instead"})
 	}
 	set, err := notify.Load(ctx, w.deps.Pool, account)
 	if err != nil {

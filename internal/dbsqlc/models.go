@@ -1438,3 +1438,19 @@ type WebhookDeliveryAttemptsLegacy struct {
 	ResponseTruncated bool
 	Counted           bool
 }
+
+type WeeklyDigest struct {
+	AccountID uuid.UUID
+	Week      time.Time
+	Domains   int32
+	SentAt    time.Time
+}
+
+type WeeklyDigestSetting struct {
+	AccountID    uuid.UUID
+	Enabled      bool
+	Domains      []string
+	Tags         []string
+	ReplaceDaily bool
+	UpdatedAt    time.Time
+}

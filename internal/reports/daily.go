@@ -47,7 +47,7 @@ func (d DayVolume) PassRate() (float64, bool) {
 // DailyVolume returns the domain's days from since to until (UTC days,
 // both included; at most MaxDailyDays), oldest first, days without
 // reports included as zero.
-func DailyVolume(ctx context.Context, db dbutil.Executor, domainID uuid.UUID, since, until time.Time) ([]DayVolume, error) {
+func DailyVolume(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, since, until time.Time) ([]DayVolume, error) {
 	since, until = utcDay(since), utcDay(until)
 	if until.Before(since) {
 		return nil, fmt.Errorf("reports: until %s is before since %s", until.Format(time.DateOnly), since.Format(time.DateOnly))
