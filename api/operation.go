@@ -72,6 +72,7 @@ type Ops struct {
 	DismissDNSRecommendation Operation[DismissRecommendationRequest, DNSRecommendation]
 	ListDMARCSources         Operation[SourcesRequest, Sources]
 	GetDMARCGuidance         Operation[DomainPath, reports.Guidance]
+	ListDMARCSubdomains      Operation[DomainPath, reports.SubdomainList]
 	GetDomainTransport       Operation[DomainPath, Transport]
 	GetDomainReputation      Operation[DomainPath, Reputation]
 	AddReputationPin         Operation[AddReputationPinRequest, ReputationPin]

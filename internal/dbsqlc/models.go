@@ -199,6 +199,19 @@ type DataApiDmarcSource struct {
 	DkimSelectors []string
 }
 
+type DataApiDmarcSubdomain struct {
+	DomainID      uuid.UUID
+	Name          string
+	FirstSeen     time.Time
+	LastSeen      time.Time
+	FirstMessages int64
+	FirstPassing  int64
+	Messages      int64
+	Passing       int64
+	DnsExists     *bool
+	DnsCheckedAt  *time.Time
+}
+
 type DataApiDnsConnection struct {
 	ID         uuid.UUID
 	AccountID  uuid.UUID
@@ -550,6 +563,14 @@ type DmarcAuthDomainDay struct {
 	Messages   int64
 }
 
+type DmarcHeaderFromDay struct {
+	DomainID   uuid.UUID
+	Day        time.Time
+	HeaderFrom string
+	Messages   int64
+	Passing    int64
+}
+
 type DmarcRecord struct {
 	ReportID     uuid.UUID
 	Ordinal      int32
@@ -667,6 +688,18 @@ type DmarcSourceSummaryGroup struct {
 type DmarcSourceVersion struct {
 	DomainID uuid.UUID
 	Version  int64
+}
+
+type DmarcSubdomain struct {
+	DomainID      uuid.UUID
+	Name          string
+	FirstSeen     time.Time
+	LastSeen      time.Time
+	FirstMessages int64
+	FirstPassing  int64
+	DnsExists     *bool
+	DnsCheckedAt  *time.Time
+	CreatedAt     time.Time
 }
 
 type DnsConnection struct {

@@ -36,6 +36,9 @@ type DNSInputs struct {
 	TLSReportAddress string
 	// Readiness is nil at p=reject or without a DMARC record.
 	Readiness *Readiness
+	// Nonexistent are the subdomains mail claimed over the last 30 days
+	// that DNS says do not exist (NonexistentSubdomains), busiest first.
+	Nonexistent []dbsqlc.DMARCNonexistentSubdomainsRow
 }
 
 // DNSInputs reads a domain's reporting addresses and readiness as of now.
@@ -48,6 +51,10 @@ func (s *Service) DNSInputs(ctx context.Context, db dbsqlc.DBTX, domainID uuid.U
 		if in.ReportAddress, in.TLSReportAddress, err = s.SignedAddresses(ctx, db, domainID); err != nil {
 			return in, err
 		}
+	}
+	var err error
+	if in.Nonexistent, err = NonexistentSubdomains(ctx, db, domainID, now); err != nil {
+		return in, err
 	}
 	policy := PolicyOf(rs)
 	if policy.P != "none" && policy.P != "quarantine" {
