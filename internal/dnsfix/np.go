@@ -21,18 +21,27 @@ type NonexistentName struct {
 // maxNPExamples bounds the names an np proposal's why lists.
 const maxNPExamples = 3
 
-// npProposal returns the np= value (DMARCbis: the policy for non-existent
-// subdomains) to add to the DMARC record rec, with its reason, or "" when
-// there is none to add: no mail claimed a non-existent subdomain, the
-// record already has np, or the policy that already applies to subdomains
-// (sp, else p) is reject, which np would only repeat.
+// npProposal is ProposeNP for a parsed DMARC record (nil: none).
 func npProposal(rec *dmarc.Record, names []NonexistentName) (string, string) {
-	if rec == nil || len(names) == 0 || rec.NonexistentPolicy != "" {
+	if rec == nil {
 		return "", ""
 	}
-	effective := rec.SubdomainPolicy
+	return ProposeNP(rec.Policy, rec.SubdomainPolicy, rec.NonexistentPolicy, names)
+}
+
+// ProposeNP returns the np= value (DMARCbis: the policy for non-existent
+// subdomains) to add to a DMARC record of tags p, sp and np, with its
+// reason, or "" when there is none to add: no mail claimed a non-existent
+// subdomain, the record already has np, or the policy that already applies
+// to subdomains (sp, else p) is reject, which np would only repeat. The DNS
+// recommendation and the DMARC guidance both ask it.
+func ProposeNP(p, sp, np string, names []NonexistentName) (string, string) {
+	if len(names) == 0 || np != "" {
+		return "", ""
+	}
+	effective := sp
 	if effective == "" {
-		effective = rec.Policy
+		effective = p
 	}
 	if effective == dmarc.PolicyReject {
 		return "", ""

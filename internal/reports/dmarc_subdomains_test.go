@@ -151,6 +151,19 @@ txt.example.com. TXT "v=spf1 -all"
 	require.Equal(t, "billing.example.com", in.Nonexistent[0].Name)
 	require.Equal(t, int64(30), in.Nonexistent[0].Messages)
 	require.Zero(t, in.Nonexistent[0].Passing)
+
+	// The guidance says the same as the DNS recommendation would.
+	g, err := b.svc.Guidance(context.Background(), b.tx, d, "example.com", reports.Policy{P: "none"}, now)
+	require.NoError(t, err)
+	require.Equal(t, "reject", g.NP.Propose)
+	require.Contains(t, g.NP.Why, "billing.example.com: 30 messages, 0% passing DMARC")
+	require.Equal(t, []reports.NonexistentSubdomain{{Name: "billing.example.com", Messages: 30}}, g.NP.Subdomains)
+	for _, p := range []reports.Policy{{P: "reject"}, {P: "none", SP: "reject"}, {P: "none", NP: "quarantine"}, {}} {
+		g, err = b.svc.Guidance(context.Background(), b.tx, d, "example.com", p, now)
+		require.NoError(t, err)
+		require.Empty(t, g.NP.Propose, "%+v", p)
+		require.Len(t, g.NP.Subdomains, 1)
+	}
 }
 
 func TestHeaderFroms(t *testing.T) {

@@ -20,7 +20,8 @@ func PolicyOf(rs *dnscheck.Results) Policy {
 	if rs == nil || rs.DMARC == nil || rs.DMARC.Parsed == nil {
 		return Policy{}
 	}
-	p := Policy{P: rs.DMARC.Policy, ADKIM: rs.DMARC.Parsed.ADKIM, ASPF: rs.DMARC.Parsed.ASPF}
+	p := Policy{P: rs.DMARC.Policy, ADKIM: rs.DMARC.Parsed.ADKIM, ASPF: rs.DMARC.Parsed.ASPF,
+		SP: rs.DMARC.Parsed.SubdomainPolicy, NP: rs.DMARC.Parsed.NonexistentPolicy}
 	if p.P == "" {
 		p.P = "none"
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
+	"github.com/mailwatch/mailwatch/internal/dnsfix"
 	"github.com/mailwatch/mailwatch/internal/queues"
 )
 
@@ -132,4 +133,38 @@ func NonexistentSubdomains(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UU
 		return nil, fmt.Errorf("error reading non-existent subdomains: %w", err)
 	}
 	return rows, nil
+}
+
+// NPAdvice is the DMARC guidance's np= advice.
+type NPAdvice struct {
+	Propose    string                 `json:"propose" validate:"required" description:"The np value to add to the DMARC record (reject); empty when there is nothing to add: no mail claimed a subdomain that does not exist, the record has np already, reject already applies to subdomains (sp, else p), or the domain has no DMARC record."`
+	Why        string                 `json:"why" validate:"required" description:"Why, as the DNS recommendation says it; empty with propose."`
+	Subdomains []NonexistentSubdomain `json:"subdomains" validate:"required" description:"Subdomains mail claimed over the last 30 days that do not exist in DNS (NXDOMAIN), busiest first (at most 20)."`
+}
+
+// NonexistentSubdomain is a subdomain mail claimed that does not exist.
+type NonexistentSubdomain struct {
+	Name     string `json:"name" validate:"required"`
+	Messages int64  `json:"messages" validate:"required" description:"Messages claiming it over the last 30 days."`
+	Passing  int64  `json:"passing" validate:"required" description:"How many of them passed DMARC."`
+}
+
+// npAdvice reads the non-existent subdomains mail claimed over the window
+// ending at until and what the DMARC record should add for them
+// (dnsfix.ProposeNP, the DNS recommendation's rule).
+func npAdvice(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UUID, policy Policy, until time.Time) (NPAdvice, error) {
+	rows, err := NonexistentSubdomains(ctx, db, domainID, until)
+	if err != nil {
+		return NPAdvice{}, err
+	}
+	a := NPAdvice{Subdomains: make([]NonexistentSubdomain, 0, len(rows))}
+	names := make([]dnsfix.NonexistentName, 0, len(rows))
+	for _, r := range rows {
+		a.Subdomains = append(a.Subdomains, NonexistentSubdomain{Name: r.Name, Messages: r.Messages, Passing: r.Passing})
+		names = append(names, dnsfix.NonexistentName{Name: r.Name, Messages: r.Messages, Passing: r.Passing})
+	}
+	if policy.P != "" {
+		a.Propose, a.Why = dnsfix.ProposeNP(policy.P, policy.SP, policy.NP, names)
+	}
+	return a, nil
 }
