@@ -828,10 +828,11 @@ var agreementFixtures = map[string]agreementFixture{
 	"listDomains": nil, "createDomain": nil,
 	"getDomain": domainFixture, "updateDomain": domainFixture, "deleteDomain": domainFixture,
 	"lookupDomainDNS": domainFixture, "listDomainHealth": domainFixture, "recomputeDomainHealth": domainFixture,
-	"listDNSRecommendations": domainFixture, "getDMARCGuidance": domainFixture, "listDMARCSources": domainFixture, "listDMARCSubdomains": domainFixture,
+	"listDNSRecommendations": domainFixture, "getDMARCGuidance": domainFixture, "listDMARCSources": domainFixture,
 	"listDMARCReports": domainFixture, "listDMARCFailureReports": domainFixture, "listTLSReports": domainFixture,
 	"getReportingAddress": domainFixture, "signReportingAddress": domainFixture, "uploadReport": domainFixture,
 	"setupMX": domainFixture, "getDomainTransport": domainFixture, "checkDomainTransport": domainFixture,
+	"listDMARCSubdomains": domainFixture,
 	// Blocklists (reputation.go).
 	"getDomainReputation": domainFixture, "checkDomainReputation": domainFixture, "addReputationPin": domainFixture,
 	"removeReputationPin": func(t *testing.T, e *agreementEnv, st *agreementState) {

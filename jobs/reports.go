@@ -16,12 +16,12 @@ import (
 
 // addReportWorkers registers this feature's workers.
 func addReportWorkers(w *river.Workers, deps Deps) {
+	river.AddWorker(w, &SubdomainLookupWorker{deps: deps})
 	river.AddWorker(w, &ReportParseWorker{deps: deps})
 	river.AddWorker(w, &ReportReparseWorker{deps: deps})
 	river.AddWorker(w, &ReportRawPruneWorker{deps: deps})
 	river.AddWorker(w, &ReportAddressMintWorker{deps: deps})
 	river.AddWorker(w, &ReportSummaryWorker{deps: deps})
-	river.AddWorker(w, &SubdomainLookupWorker{deps: deps})
 }
 
 // reportPeriodicJobs returns this feature's schedules: the kept raw bytes
@@ -178,28 +178,6 @@ func (w *ReportSummaryWorker) Work(ctx context.Context, job *river.Job[reports.S
 		return err
 	}
 	return river.RecordOutput(ctx, map[string]bool{"computed": computed})
-}
-
-// SubdomainLookupWorker works reports.SubdomainLookupArgs.
-type SubdomainLookupWorker struct {
-	river.WorkerDefaults[reports.SubdomainLookupArgs]
-	deps Deps
-}
-
-// Timeout bounds one run: at most reports.MaxSubdomainLookups lookups of
-// a few seconds each.
-func (w *SubdomainLookupWorker) Timeout(*river.Job[reports.SubdomainLookupArgs]) time.Duration {
-	return 2 * time.Minute
-}
-
-// Work looks up the domain's subdomains due for it. A domain deleted
-// meanwhile has none left.
-func (w *SubdomainLookupWorker) Work(ctx context.Context, job *river.Job[reports.SubdomainLookupArgs]) error {
-	looked, missing, err := reportService(w.deps).LookUpSubdomains(ctx, job.Args.DomainID, job.Args.Domain)
-	if err != nil {
-		return err
-	}
-	return river.RecordOutput(ctx, map[string]int{"looked_up": looked, "nonexistent": missing})
 }
 
 // reportService is the reports capability over the workers'
