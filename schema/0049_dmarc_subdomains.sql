@@ -42,8 +42,9 @@ CREATE TABLE dmarc_subdomains (
 CREATE INDEX dmarc_subdomains_dns_checked ON dmarc_subdomains (domain_id, dns_checked_at NULLS FIRST);
 
 -- The data API: one's own rows under RLS through the domain, as
--- dmarc_source_days (0012). The view adds the last 30 days' messages and
--- passing messages of each name from the daily counters, read as the caller.
+-- dmarc_source_days (0012). The view adds the messages and passing messages
+-- of each name over the last 30 UTC days (today included, as the REST
+-- listing sums them) from the daily counters, read as the caller.
 ALTER TABLE dmarc_header_from_days ENABLE ROW LEVEL SECURITY;
 CREATE POLICY dmarc_header_from_days_tenant_read ON dmarc_header_from_days FOR SELECT TO authenticated
     USING (EXISTS (SELECT 1 FROM domains d WHERE d.id = domain_id AND d.account_id = mailwatch_jwt_account_id()));
@@ -63,6 +64,6 @@ CREATE VIEW data_api.dmarc_subdomains WITH (security_invoker = true) AS
     LEFT JOIN LATERAL (
         SELECT sum(h.messages) AS messages, sum(h.passing) AS passing
         FROM public.dmarc_header_from_days h
-        WHERE h.domain_id = s.domain_id AND h.header_from = s.name AND h.day > current_date - 30
+        WHERE h.domain_id = s.domain_id AND h.header_from = s.name AND h.day > (now() AT TIME ZONE 'UTC')::date - 30
     ) w ON true;
 GRANT SELECT ON data_api.dmarc_subdomains TO authenticated;
