@@ -51,6 +51,7 @@ var restObjects = map[string]struct {
 	"reputation_targets":   {[]any{api.WatchedTarget{}}, []string{"listings"}},                               // reputation_listings
 	"reputation_listings":  {[]any{api.BlocklistListing{}}, []string{"list", "informational", "delist_url"}}, // from the catalog
 	"reputation_pins":      {[]any{api.ReputationPin{}}, []string{"addresses"}},                              // from cidr
+	"dmarc_subdomains":     {[]any{reports.Subdomain{}}, []string{"subdomain", "pass_rate"}},                 // pass_rate from messages and passing
 }
 
 // TestRESTNamesMatchRESTTypes holds dataapi.RESTNames to the REST API's

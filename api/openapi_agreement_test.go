@@ -832,6 +832,7 @@ var agreementFixtures = map[string]agreementFixture{
 	"listDMARCReports": domainFixture, "listDMARCFailureReports": domainFixture, "listTLSReports": domainFixture,
 	"getReportingAddress": domainFixture, "signReportingAddress": domainFixture, "uploadReport": domainFixture,
 	"setupMX": domainFixture, "getDomainTransport": domainFixture, "checkDomainTransport": domainFixture,
+	"listDMARCSubdomains": domainFixture,
 	// Blocklists (reputation.go).
 	"getDomainReputation": domainFixture, "checkDomainReputation": domainFixture, "addReputationPin": domainFixture,
 	"removeReputationPin": func(t *testing.T, e *agreementEnv, st *agreementState) {

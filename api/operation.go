@@ -70,6 +70,7 @@ type Ops struct {
 	ListDNSRecommendations   Operation[DomainPath, []DNSRecommendation]
 	ApplyDNSRecommendation   Operation[ApplyRecommendationRequest, ApplyResult]
 	DismissDNSRecommendation Operation[DismissRecommendationRequest, DNSRecommendation]
+	ListDMARCSubdomains      Operation[DomainPath, reports.SubdomainList]
 	ListDMARCSources         Operation[SourcesRequest, Sources]
 	GetDMARCGuidance         Operation[DomainPath, reports.Guidance]
 	DMARCDailyVolume         Operation[DMARCDailyRequest, DMARCDaily]

@@ -202,6 +202,7 @@ func (s *Server) reportRoutes() {
 	s.parsedReportRoutes()
 	s.tlsReportIngressRoutes()
 	s.dmarcInsightRoutes(s.reportService())
+	s.dmarcSubdomainRoutes()
 }
 
 // reportingAddressRoutes registers where a domain's reports are to be sent.

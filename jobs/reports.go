@@ -16,6 +16,7 @@ import (
 
 // addReportWorkers registers this feature's workers.
 func addReportWorkers(w *river.Workers, deps Deps) {
+	river.AddWorker(w, &SubdomainLookupWorker{deps: deps})
 	river.AddWorker(w, &ReportParseWorker{deps: deps})
 	river.AddWorker(w, &ReportReparseWorker{deps: deps})
 	river.AddWorker(w, &ReportRawPruneWorker{deps: deps})

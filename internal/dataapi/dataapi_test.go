@@ -64,6 +64,8 @@ var newTables = []string{"providers", "provider_links", "message_events", "suppr
 	"reputation_targets", "reputation_listings",
 	// schema/0044_reputation_watch.sql
 	"reputation_pins",
+	// schema/0049_dmarc_subdomains.sql
+	"dmarc_subdomains",
 	// schema/0042_transport.sql
 	"mx_transport"}
 
@@ -121,6 +123,10 @@ func seedTenantTables(t testing.TB, db dbutil.Executor, account, domain uuid.UUI
 		{`INSERT INTO reputation_listings (account_id, domain_id, zone, target, listed_at)
 			VALUES ($1, $2, 'bl.test', '192.0.2.10', now())`, []any{account, domain}},
 		{`INSERT INTO reputation_pins (account_id, domain_id, cidr) VALUES ($1, $2, '192.0.2.8/30')`, []any{account, domain}},
+		{`INSERT INTO dmarc_subdomains (domain_id, name, first_seen, last_seen, first_messages, first_passing)
+			VALUES ($1, 'news.' || $2, current_date, current_date, 3, 2)`, []any{domain, name}},
+		{`INSERT INTO dmarc_header_from_days (domain_id, day, header_from, messages, passing)
+			VALUES ($1, current_date, 'news.' || $2, 3, 2)`, []any{domain, name}},
 		{`INSERT INTO preference_overrides (account_id, event_type, email) VALUES ($1, 'bounce_spike', true)`,
 			[]any{account}},
 		{`INSERT INTO notification_addresses (id, account_id, email, token_hash, token_expires_at)

@@ -153,6 +153,12 @@ var Tables = func() map[string]*Table {
 		{Name: "reputation_pins", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "domain_id", "uuid", "cidr", "text", "note", "text", "created_at", "timestamptz")},
 
+		// schema/0049_dmarc_subdomains.sql
+		{Name: "dmarc_subdomains", Owner: byDomain, Columns: cols(
+			"domain_id", "uuid", "name", "text", "first_seen", "date", "last_seen", "date", "first_messages", "bigint",
+			"first_passing", "bigint", "messages", "bigint", "passing", "bigint", "dns_exists", "boolean",
+			"dns_checked_at", "timestamptz")},
+
 		// schema/0013_preferences.sql
 		{Name: "preference_groups", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "group_name", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz",

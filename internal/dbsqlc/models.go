@@ -199,6 +199,19 @@ type DataApiDmarcSource struct {
 	DkimSelectors []string
 }
 
+type DataApiDmarcSubdomain struct {
+	DomainID      uuid.UUID
+	Name          string
+	FirstSeen     time.Time
+	LastSeen      time.Time
+	FirstMessages int64
+	FirstPassing  int64
+	Messages      int64
+	Passing       int64
+	DnsExists     *bool
+	DnsCheckedAt  *time.Time
+}
+
 type DataApiDnsConnection struct {
 	ID         uuid.UUID
 	AccountID  uuid.UUID
@@ -563,6 +576,14 @@ type DmarcDomainDaysBackfill struct {
 	DomainID uuid.UUID
 }
 
+type DmarcHeaderFromDay struct {
+	DomainID   uuid.UUID
+	Day        time.Time
+	HeaderFrom string
+	Messages   int64
+	Passing    int64
+}
+
 type DmarcRecord struct {
 	ReportID     uuid.UUID
 	Ordinal      int32
@@ -680,6 +701,18 @@ type DmarcSourceSummaryGroup struct {
 type DmarcSourceVersion struct {
 	DomainID uuid.UUID
 	Version  int64
+}
+
+type DmarcSubdomain struct {
+	DomainID      uuid.UUID
+	Name          string
+	FirstSeen     time.Time
+	LastSeen      time.Time
+	FirstMessages int64
+	FirstPassing  int64
+	DnsExists     *bool
+	DnsCheckedAt  *time.Time
+	CreatedAt     time.Time
 }
 
 type DnsConnection struct {

@@ -166,6 +166,10 @@ type Inputs struct {
 	// MTASTSSafeToEnforce is set when the MX transport probes say a
 	// testing MTA-STS policy can move to enforce (transport.View).
 	MTASTSSafeToEnforce bool
+	// NonexistentSubdomains are subdomains mail claimed while DNS says
+	// they do not exist, busiest first: the DMARC record then gains np
+	// (npProposal).
+	NonexistentSubdomains []NonexistentName
 }
 
 // Compute returns the recommendations for a domain's known check results,
@@ -272,7 +276,16 @@ func dmarcRec(domain string, k *dnscheck.Results, in Inputs) *Rec {
 		reasons = append(reasons, fmt.Sprintf("move to p=%s: %s", policy, in.Readiness.Reason))
 	}
 	merged, err := MergeDMARC(k.DMARC.Records[0], in.ReportAddress, policy)
-	if err != nil || merged == k.DMARC.Records[0] {
+	if err != nil {
+		return nil
+	}
+	if np, why := npProposal(k.DMARC.Parsed, in.NonexistentSubdomains); np != "" {
+		if withNonexistent, err := withNP(merged, np); err == nil {
+			merged = withNonexistent
+			reasons = append(reasons, why)
+		}
+	}
+	if merged == k.DMARC.Records[0] {
 		return nil
 	}
 	if k.DMARC.Parsed != nil && slices.Contains(k.DMARC.Parsed.Tags, "pct") {

@@ -109,6 +109,9 @@ func ReportInputs(keyring *secretbox.Keyring, inboundDomain string, logger *slog
 			logger.WarnContext(ctx, "reading the DMARC report inputs of DNS recommendations failed", slog.String("domain", d.Name), slog.Any("error", err))
 		}
 		in := dnsfix.Inputs{ReportAddress: ri.ReportAddress, TLSReportAddress: ri.TLSReportAddress}
+		for _, n := range ri.Nonexistent {
+			in.NonexistentSubdomains = append(in.NonexistentSubdomains, dnsfix.NonexistentName{Name: n.Name, Messages: n.Messages, Passing: n.Passing})
+		}
 		if r := ri.Readiness; r != nil {
 			in.Readiness = &dnsfix.Readiness{Ready: r.Ready, NextPolicy: r.NextPolicy, Reason: fmt.Sprintf(
 				"%.1f%% of %d legitimate messages reported over the last 30 days pass DMARC (%.0f%% of at least %d needed)",

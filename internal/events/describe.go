@@ -117,6 +117,10 @@ var descriptions = map[string]description{
 		s += ": " + plural(p.int("messages"), "message") + ", " + strconv.Itoa(p.int("failing")) + " failing DMARC"
 		return p.on(s)
 	}},
+	TypeDMARCNewSubdomain: {"New subdomain in DMARC reports", func(p fields) string {
+		return p.on("mail claims new subdomain " + p.str("subdomain") + ": " + plural(p.int("messages"), "message") +
+			", " + percent(p.num("pass_rate")) + " passing DMARC")
+	}},
 	TypeTLSReportReceived: {"TLS report received", func(p fields) string {
 		return p.on(p.tlsSessions())
 	}},

@@ -43,6 +43,8 @@ func TestSummaries(t *testing.T) {
 		{events.TypeAlertAcknowledged, `{"alert_id":"x","alert_type":"bounce_spike","acknowledged_by":"ops@example.com","key_identifier":"k"}`, "Bounce spike acknowledged by ops@example.com"},
 		{events.TypeTLSReportFailures, `{"domain":"example.com","org_name":"Google","report_id":"r","successful_sessions":97,"failed_sessions":3,"failures_by_type":{"starttls-not-supported":2,"certificate-expired":1}}`,
 			"example.com: Google: 3 of 100 TLS sessions failed (certificate-expired 1, starttls-not-supported 2)"},
+		{events.TypeDMARCNewSubdomain, `{"domain":"example.com","subdomain":"billing.example.com","first_seen":"2026-01-01","messages":212,"passing":53,"pass_rate":0.25}`,
+			"example.com: mail claims new subdomain billing.example.com: 212 messages, 25% passing DMARC"},
 	} {
 		require.Equal(t, c.want, events.Summary(c.typ, []byte(c.payload)))
 	}

@@ -47,6 +47,8 @@ var examples = map[string]json.RawMessage{
 		`"problems":["reports.example.com has no MX record pointing to mx.mailwatch.example"]}`),
 	TypeDMARCNewSource: json.RawMessage(`{"domain":"example.com","source_ip":"203.0.113.7","ptr":"",` +
 		`"base_domain":"","messages":412,"failing":412,"category":"threat_unknown","org_name":"google.com","report_id":"1234567890"}`),
+	TypeDMARCNewSubdomain: json.RawMessage(`{"domain":"example.com","subdomain":"billing.example.com","first_seen":"2026-01-01",` +
+		`"messages":212,"passing":0,"pass_rate":0,"org_name":"google.com","report_id":"1234567890"}`),
 	TypeBlocklistListed: json.RawMessage(`{"domain":"example.com","list":"Spamhaus ZEN","zone":"zen.spamhaus.org","kind":"ip",` +
 		`"target":"192.0.2.10","codes":[{"code":"127.0.0.2","name":"SBL","meaning":"Spamhaus SBL: a known spam source","informational":false}],` +
 		`"reason":"https://check.spamhaus.org/","share":0.4,"listed_share":0.4,"critical_share":0.1,"informational":false,` +

@@ -29,7 +29,7 @@ type GroupInfo struct {
 var groups = []GroupInfo{
 	{Name: GroupHealth, Title: "Domain health", Description: "Domain health: score changes, DNS record changes, lost MX verification, blocklist listings."},
 	{Name: GroupSending, Title: "Sending", Description: "Sending providers: bounce and complaint spikes."},
-	{Name: GroupReports, Title: "Reports", Description: "DMARC and TLS-RPT reports and new DMARC sources."},
+	{Name: GroupReports, Title: "Reports", Description: "DMARC and TLS-RPT reports, new DMARC sources and new subdomains."},
 	{Name: GroupDeliveries, Title: "Webhook deliveries", Description: "Webhook deliveries that failed and subscriptions that were disabled."},
 	{Name: GroupReceivers, Title: "Receivers", Description: "Messages arriving at receivers."},
 	{Name: GroupDNSFixes, Title: "DNS fixes", Description: "DNS recommendations applied or failed through a DNS connection."},

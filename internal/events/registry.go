@@ -44,6 +44,7 @@ const (
 	TypeDNSFixFailed            = "dns_fix_failed"
 	TypeMXVerificationLost      = "mx_verification_lost"
 	TypeDMARCNewSource          = "dmarc_new_source"
+	TypeDMARCNewSubdomain       = "dmarc_new_subdomain"
 	TypeTLSReportReceived       = "tls_report_received"
 	TypeTLSReportFailures       = "tls_report_failures"
 	// Blocklists (internal/reputation).
@@ -268,6 +269,16 @@ var types = map[string]Type{
 			"domain":{"type":"string"},"source_ip":{"type":"string"},"ptr":{"type":"string"},"base_domain":{"type":"string"},
 			"messages":{"type":"integer","minimum":0},"failing":{"type":"integer","minimum":0},
 			"category":{"type":"string","enum":["threat_unknown"]},"org_name":{"type":"string"},"report_id":{"type":"string"}}}`),
+	},
+	TypeDMARCNewSubdomain: {
+		Name:            TypeDMARCNewSubdomain,
+		Group:           GroupReports,
+		Description:     "An aggregate report showed mail claiming (header_from) a subdomain never seen for the domain: its first day, volume and DMARC pass rate. Warning when most of that mail failed DMARC.",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["domain","subdomain","first_seen","messages","pass_rate"],"properties":{
+			"domain":{"type":"string"},"subdomain":{"type":"string"},"first_seen":{"type":"string","format":"date"},
+			"messages":{"type":"integer","minimum":0},"passing":{"type":"integer","minimum":0},
+			"pass_rate":{"type":"number","minimum":0,"maximum":1},"org_name":{"type":"string"},"report_id":{"type":"string"}}}`),
 	},
 	TypeTLSReportReceived: {
 		Name:            TypeTLSReportReceived,

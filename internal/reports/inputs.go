@@ -20,7 +20,8 @@ func PolicyOf(rs *dnscheck.Results) Policy {
 	if rs == nil || rs.DMARC == nil || rs.DMARC.Parsed == nil {
 		return Policy{}
 	}
-	p := Policy{P: rs.DMARC.Policy, ADKIM: rs.DMARC.Parsed.ADKIM, ASPF: rs.DMARC.Parsed.ASPF}
+	p := Policy{P: rs.DMARC.Policy, ADKIM: rs.DMARC.Parsed.ADKIM, ASPF: rs.DMARC.Parsed.ASPF,
+		SP: rs.DMARC.Parsed.SubdomainPolicy, NP: rs.DMARC.Parsed.NonexistentPolicy}
 	if p.P == "" {
 		p.P = "none"
 	}
@@ -36,6 +37,9 @@ type DNSInputs struct {
 	TLSReportAddress string
 	// Readiness is nil at p=reject or without a DMARC record.
 	Readiness *Readiness
+	// Nonexistent are the subdomains mail claimed over the last 30 days
+	// that DNS says do not exist (NonexistentSubdomains), busiest first.
+	Nonexistent []dbsqlc.DMARCNonexistentSubdomainsRow
 }
 
 // DNSInputs reads a domain's reporting addresses and readiness as of now.
@@ -48,6 +52,10 @@ func (s *Service) DNSInputs(ctx context.Context, db dbsqlc.DBTX, domainID uuid.U
 		if in.ReportAddress, in.TLSReportAddress, err = s.SignedAddresses(ctx, db, domainID); err != nil {
 			return in, err
 		}
+	}
+	var err error
+	if in.Nonexistent, err = NonexistentSubdomains(ctx, db, domainID, now); err != nil {
+		return in, err
 	}
 	policy := PolicyOf(rs)
 	if policy.P != "none" && policy.P != "quarantine" {

@@ -199,6 +199,9 @@ type Policy struct {
 	P     string
 	ADKIM string
 	ASPF  string
+	// SP and NP are the sp and np tags; empty when absent.
+	SP string
+	NP string
 }
 
 // Guidance is the advice built from a domain's sources.
@@ -208,6 +211,7 @@ type Guidance struct {
 	Truncated bool      `json:"truncated" validate:"required" description:"The 30 days held more daily source rows than one read sums: only the newest days that fit were read, from since."`
 	Readiness Readiness `json:"readiness" validate:"required"`
 	Fixes     []Fix     `json:"fixes" validate:"required" description:"One per known sender failing DMARC, most failing volume first (at most 100)."`
+	NP        NPAdvice  `json:"np" validate:"required" description:"DMARCbis np= (the policy for non-existent subdomains), from the subdomains mail claimed that do not exist in DNS."`
 }
 
 // Readiness says whether the domain can move up the DMARC policy ladder
@@ -299,6 +303,9 @@ func (s *Service) Guidance(ctx context.Context, db dbsqlc.DBTX, domainID uuid.UU
 	}
 	r.Ready = policy.P != "" && r.NextPolicy != "" && len(r.Blockers) == 0
 	g.Readiness = r
+	if g.NP, err = npAdvice(ctx, db, domainID, policy, until); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 

@@ -287,6 +287,15 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 	if err := addAuthDomains(ctx, tx, msg.DomainID, days, AuthDomains(f.Records)); err != nil {
 		return Outcome{}, err
 	}
+	subdomains, err := addHeaderFroms(ctx, tx, msg.DomainID, msg.DomainName, days, HeaderFroms(f.Records, msg.DomainName))
+	if err != nil {
+		return Outcome{}, err
+	}
+	if subdomains.subdomains {
+		if err := s.queueSubdomainLookup(ctx, tx, msg.DomainID, msg.DomainName); err != nil {
+			return Outcome{}, err
+		}
+	}
 
 	if err := s.queueSummary(ctx, tx, msg.DomainID); err != nil {
 		return Outcome{}, err
@@ -315,6 +324,9 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 		return Outcome{}, err
 	}
 	if err := emitNewSources(ctx, tx, emitter, msg, p, candidates, seen); err != nil {
+		return Outcome{}, err
+	}
+	if err := emitNewSubdomains(ctx, tx, emitter, msg, f, days[0], subdomains); err != nil {
 		return Outcome{}, err
 	}
 	return Outcome{Status: StatusAccepted, ReportType: TypeAggregate, ReportID: id, Reason: note}, nil
