@@ -86,4 +86,6 @@ func TestDMARCDailyVolume(t *testing.T) {
 	require.Regexp(t, `(?s)id="dmarc-chart".*?<tr><td>`+day+`</td><td>30</td><td>0</td><td>0</td><td>10</td></tr>`, page)
 	require.Regexp(t, `(?s)id="dmarc-pass-chart".*?<tr><td>`+day+`</td><td>75%</td></tr>`, page)
 	require.Regexp(t, `(?s)id="dmarc-pass-chart".*?<tr><td>`+time.Now().UTC().Format("Jan 2")+`</td><td>—</td></tr>`, page)
+	// The names the From header claimed: the domain itself, 40 messages.
+	require.Regexp(t, `(?s)id="subdomains".*?<td>example.com</td><td>`+begin.Format(time.DateOnly)+`</td><td>40</td><td>75.0%</td><td>—</td>`, page)
 }

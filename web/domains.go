@@ -104,6 +104,9 @@ type domainData struct {
 	Recs                   []api.DNSRecommendation
 	Sources                *api.Sources
 	Guide                  *reports.Guidance
+	// Subdomains are the names mail claimed in the From header (nil where
+	// reports are not set up).
+	Subdomains *reports.SubdomainList
 	// Transport is the stored MX probes (Mail servers section).
 	Transport *api.Transport
 	// Reputation is the domain's blocklist state (nil when unreadable).
@@ -176,6 +179,10 @@ func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 	days := dmarcDays
 	if daily, err := h.ops.DMARCDailyVolume.Call(c.UserContext(), callerOf(c), &api.DMARCDailyRequest{DomainPath: api.DomainPath{Name: d.Domain.Domain}, Days: &days}); err == nil && data.Sources != nil {
 		data.DMARCVolume, data.DMARCRate = dmarcCharts(daily)
+	}
+	if sub, err := h.ops.ListDMARCSubdomains.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
+		sub.Subdomains = sub.Subdomains[:min(len(sub.Subdomains), domainPageSources)]
+		data.Subdomains = sub
 	}
 	if g, err := h.ops.GetDMARCGuidance.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
 		data.Guide = g
