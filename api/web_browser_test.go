@@ -372,6 +372,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	br.screenshots("domains")
 
 	// An alert acknowledged with a note; the audit event shows on the events page.
+	// A DNS change of the domain first: the alert names it as a likely cause.
+	srv.emit(t, acctID, events.Event{Type: events.TypeDNSRecordChanged, Domain: domain, Payload: map[string]any{"domain": domain, "check": "spf",
+		"before": map[string]any{"status": "pass", "records": []string{"v=spf1 -all"}},
+		"after":  map[string]any{"status": "warn", "records": []string{"v=spf1 ?all"}}}})
 	alert := srv.emit(t, acctID, events.Event{Type: events.TypeHealthScoreChanged, Severity: events.SeverityCritical, Domain: domain})
 	br.open("/")
 	require.Regexp(t, `1\s+open alerts`, br.text(".tiles"))
@@ -380,8 +384,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, br.text("main"), "Health score changed", "an open alert in words")
 	br.screenshots("overview")
 	br.open("/alerts")
-	br.screenshots("alerts")
 	sel := "#alert-" + alert.ID.String()
+	require.Contains(t, br.text(sel+" .causes"), "DNS record changed: "+domain+": SPF record changed: pass → warn", "the likely cause, in words")
+	br.screenshots("alerts")
 	br.do(chromedp.SendKeys(chromedp.CSS(sel+" input[name=acknowledged_by]"), "alice"),
 		chromedp.SendKeys(chromedp.CSS(sel+" input[name=note]"), "DNS provider outage"),
 		chromedp.Click(chromedp.CSS(sel+" button")), chromedp.WaitVisible(chromedp.CSS(".notice")))

@@ -147,3 +147,13 @@ WITH gone AS (
     DELETE FROM webhook_deliveries WHERE event_id IN (SELECT id FROM gone)
 )
 SELECT count(*) FROM gone;
+
+-- name: EventCauseCandidates :many
+-- The account's events of @types about one domain in [since, until),
+-- newest first: the likely causes of an event at until
+-- (internal/events/causes.go).
+SELECT id, event_type, payload, created_at FROM events
+WHERE account_id = @account_id::uuid AND event_type = ANY(@types::text[]) AND domain = @domain::text
+  AND created_at >= @since::timestamptz AND created_at < @until::timestamptz
+ORDER BY created_at DESC, id DESC
+LIMIT @max_rows::int;

@@ -41,6 +41,8 @@ var templateFuncs = template.FuncMap{
 	"summary": func(typ string, payload api.Payload) string {
 		return events.Summary(typ, payload)
 	},
+	// causes are an alert's likely causes (internal/events/causes.go).
+	"causes": func(payload api.Payload) []events.Cause { return events.CausesOf(payload) },
 	"when": func(v any) template.HTML { return when(v, false) },
 	// whenSec is when to the second (attempts, retries).
 	"whenSec": func(v any) template.HTML { return when(v, true) },

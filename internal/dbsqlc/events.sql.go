@@ -125,6 +125,65 @@ func (q *Queries) AlertUnacknowledge(ctx context.Context, db DBTX, arg AlertUnac
 	return i, err
 }
 
+const eventCauseCandidates = `-- name: EventCauseCandidates :many
+SELECT id, event_type, payload, created_at FROM events
+WHERE account_id = $1::uuid AND event_type = ANY($2::text[]) AND domain = $3::text
+  AND created_at >= $4::timestamptz AND created_at < $5::timestamptz
+ORDER BY created_at DESC, id DESC
+LIMIT $6::int
+`
+
+type EventCauseCandidatesParams struct {
+	AccountID uuid.UUID
+	Types     []string
+	Domain    string
+	Since     time.Time
+	Until     time.Time
+	MaxRows   int32
+}
+
+type EventCauseCandidatesRow struct {
+	ID        uuid.UUID
+	EventType string
+	Payload   json.RawMessage
+	CreatedAt time.Time
+}
+
+// The account's events of @types about one domain in [since, until),
+// newest first: the likely causes of an event at until
+// (internal/events/causes.go).
+func (q *Queries) EventCauseCandidates(ctx context.Context, db DBTX, arg EventCauseCandidatesParams) ([]EventCauseCandidatesRow, error) {
+	rows, err := db.Query(ctx, eventCauseCandidates,
+		arg.AccountID,
+		arg.Types,
+		arg.Domain,
+		arg.Since,
+		arg.Until,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []EventCauseCandidatesRow
+	for rows.Next() {
+		var i EventCauseCandidatesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.EventType,
+			&i.Payload,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const eventCountUnacknowledgedAlerts = `-- name: EventCountUnacknowledgedAlerts :one
 SELECT coalesce(sum(alerts), 0)::bigint FROM alert_open_counts WHERE account_id = $1::uuid
 `

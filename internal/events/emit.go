@@ -87,6 +87,16 @@ func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, ev Event) (dbsqlc.Event, 
 	if at.IsZero() {
 		at = time.Now()
 	}
+	// A critical event about a domain names its likely causes (causes.go).
+	if sev == SeverityCritical && ev.Domain != "" && HasCauses(ev.Type) {
+		causes, err := LikelyCauses(ctx, tx, ev.AccountID, ev.Domain, ev.Type, at)
+		if err != nil {
+			return dbsqlc.Event{}, err
+		}
+		if payload, err = withCauses(payload, causes); err != nil {
+			return dbsqlc.Event{}, fmt.Errorf("error adding likely causes to %s: %w", ev.Type, err)
+		}
+	}
 	tags := ev.Tags
 	if tags == nil {
 		tags = []string{}

@@ -121,6 +121,10 @@ const maxPayloadInMail = 4 << 10
 type alertData struct {
 	Type, Title, Summary, Description, Severity, Domain, Payload, Link string
 	At                                                                 string
+	// Causes are the event's likely causes, most likely first; HasCauses
+	// says whether it looked for some (an empty list: none found).
+	Causes    []events.Cause
+	HasCauses bool
 }
 
 var alertText = texttemplate.Must(texttemplate.New("alert").Parse(`mailwatch alert: {{.Title}}
@@ -133,7 +137,14 @@ Severity: {{.Severity}}
 {{- if .Domain}}
 Domain:   {{.Domain}}{{end}}
 At:       {{.At}}
-
+{{if .HasCauses}}
+Likely causes (the domain's signals of the 72 hours before, most likely first):
+{{- range .Causes}}
+- {{.Title}}: {{.Summary}} ({{.At.Format "2006-01-02 15:04"}} UTC, event {{.EventID}})
+{{- else}}
+none found: no signal of the domain in the 72 hours before explains it.
+{{- end}}
+{{end}}
 {{.Payload}}
 
 Acknowledge it in the dashboard: {{.Link}}
@@ -152,6 +163,18 @@ var alertHTML = htmltemplate.Must(htmltemplate.New("alert").Parse(`<!DOCTYPE htm
 <tr><th align="left">Domain</th><td>{{.Domain}}</td></tr>{{end}}
 <tr><th align="left">At</th><td>{{.At}}</td></tr>
 </table>
+{{- if .HasCauses}}
+<h3>Likely causes</h3>
+{{- if .Causes}}
+<ol>
+{{- range .Causes}}
+<li><strong>{{.Title}}</strong>: {{.Summary}} ({{.At.Format "2006-01-02 15:04"}} UTC)</li>
+{{- end}}
+</ol>
+{{- else}}
+<p>None found: no signal of the domain in the 72 hours before explains it.</p>
+{{- end}}
+{{- end}}
 <pre>{{.Payload}}</pre>
 <p><a href="{{.Link}}">Open the alert in the dashboard</a></p>
 </body></html>
@@ -168,6 +191,8 @@ func (ml *Mailer) AlertMessage(ev dbsqlc.Event, to []string) (Message, error) {
 	if ev.Domain != nil {
 		d.Domain = *ev.Domain
 	}
+	d.Causes = events.CausesOf(ev.Payload)
+	d.HasCauses = ev.Severity == string(events.SeverityCritical) && ev.Domain != nil && events.HasCauses(ev.EventType)
 	subject := "[mailwatch] Alert: " + d.Title
 	if d.Domain != "" {
 		subject += " on " + d.Domain

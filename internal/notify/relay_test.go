@@ -178,6 +178,21 @@ func TestAlertMessage(t *testing.T) {
 	require.NotContains(t, env.HTML, "<script>", "the HTML part escapes the payload")
 	require.Contains(t, env.HTML, "&lt;script&gt;")
 	require.True(t, strings.HasPrefix(env.Root.ContentType, "multipart/alternative"))
+	require.Contains(t, env.Text, "Likely causes")
+	require.Contains(t, env.Text, "none found", "a critical event without causes says none was found")
+
+	// With a cause: its title, summary and time, in both parts.
+	ev.Payload = []byte(`{"domain":"ex.com","previous_score":90,"score":45,"delta":-45,"likely_causes":[{"event_id":"0193a1d2-0000-7000-8000-000000000001",
+		"event_type":"dns_record_changed","at":"2026-11-24T06:00:00Z","title":"DNS record changed","summary":"SPF record changed: pass → permerror",
+		"score":98,"evidence":{"check":"spf"}}]}`)
+	m, err = ml.AlertMessage(ev, []string{"ops@example.com"})
+	require.NoError(t, err)
+	require.Contains(t, m.Text, "- DNS record changed: SPF record changed: pass → permerror (2026-11-24 06:00 UTC, event 0193a1d2-0000-7000-8000-000000000001)")
+	require.Contains(t, m.HTML, "<li><strong>DNS record changed</strong>: SPF record changed: pass → permerror (2026-11-24 06:00 UTC)</li>")
+	ev.Severity = "warning"
+	m, err = ml.AlertMessage(ev, []string{"ops@example.com"})
+	require.NoError(t, err)
+	require.NotContains(t, m.Text, "Likely causes", "only critical events look for causes")
 }
 
 // TestVerifyMessageStatesTheTokenLifetime: the mail promises the lifetime
