@@ -43,7 +43,7 @@ var templateFuncs = template.FuncMap{
 	},
 	// causes are an alert's likely causes (internal/events/causes.go).
 	"causes": func(payload api.Payload) []events.Cause { return events.CausesOf(payload) },
-	"when": func(v any) template.HTML { return when(v, false) },
+	"when":   func(v any) template.HTML { return when(v, false) },
 	// whenSec is when to the second (attempts, retries).
 	"whenSec": func(v any) template.HTML { return when(v, true) },
 	"str": func(v any) string {

@@ -102,7 +102,9 @@ func trendWord(t string) string {
 
 func domainWords(d Domain, link string) domainView {
 	v := domainView{Name: d.Name, Link: link + "/domains/" + url.PathEscape(d.Name)}
-	add := func(label, format string, args ...any) { v.Lines = append(v.Lines, line{label, fmt.Sprintf(format, args...)}) }
+	add := func(label, format string, args ...any) {
+		v.Lines = append(v.Lines, line{label, fmt.Sprintf(format, args...)})
+	}
 	if d.Messages == 0 {
 		before := ""
 		if d.PrevMessages > 0 {
