@@ -83,9 +83,12 @@ func TestDMARCDailyVolume(t *testing.T) {
 	require.Contains(t, page, `<title id="dmarc-chart-t">DMARC messages per day by source category, last 30 days</title>`)
 	require.Contains(t, page, "40 messages reported over 30 days, 75% passing DMARC, by the category of their source.")
 	day = begin.Format("Jan 2")
-	require.Regexp(t, `(?s)id="dmarc-chart".*?<tr><td>`+day+`</td><td>30</td><td>0</td><td>0</td><td>10</td></tr>`, page)
-	require.Regexp(t, `(?s)id="dmarc-pass-chart".*?<tr><td>`+day+`</td><td>75%</td></tr>`, page)
-	require.Regexp(t, `(?s)id="dmarc-pass-chart".*?<tr><td>`+time.Now().UTC().Format("Jan 2")+`</td><td>—</td></tr>`, page)
+	require.Regexp(t, `(?s)id="dmarc-chart".*?<tr><td>`+day+`</td><td>30</td><td>0</td><td>0</td><td>10</td><td></td></tr>`, page)
+	// The day the report arrived is marked with what it revealed: the new
+	// failing source.
+	require.Regexp(t, `(?s)id="dmarc-chart".*?<tr><td>`+time.Now().UTC().Format("Jan 2")+`</td><td>0</td><td>0</td><td>0</td><td>0</td><td>New DMARC source: example.com: new source 198.51.100.9`, page)
+	require.Regexp(t, `(?s)id="dmarc-pass-chart".*?<tr><td>`+day+`</td><td>75%</td><td></td></tr>`, page)
+	require.Regexp(t, `(?s)id="dmarc-pass-chart".*?<tr><td>`+time.Now().UTC().Format("Jan 2")+`</td><td>—</td><td>New DMARC source`, page)
 	// The names the From header claimed: the domain itself, 40 messages.
 	require.Regexp(t, `(?s)id="subdomains".*?<td>example.com</td><td>`+begin.Format(time.DateOnly)+`</td><td>40</td><td>75.0%</td><td>—</td>`, page)
 }

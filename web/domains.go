@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -178,7 +179,13 @@ func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 	}
 	days := dmarcDays
 	if daily, err := h.ops.DMARCDailyVolume.Call(c.UserContext(), callerOf(c), &api.DMARCDailyRequest{DomainPath: api.DomainPath{Name: d.Domain.Domain}, Days: &days}); err == nil && data.Sources != nil {
-		data.DMARCVolume, data.DMARCRate = dmarcCharts(daily)
+		since, _ := time.Parse(time.DateOnly, daily.From)
+		signals, err := events.Signals(c.UserContext(), h.deps.DB, callerOf(c).AccountID, d.Domain.Domain, events.DMARCTimelineTypes,
+			since, since.AddDate(0, 0, len(daily.Days)), events.MaxSignals)
+		if err != nil {
+			return h.pageError(c, err)
+		}
+		data.DMARCVolume, data.DMARCRate = dmarcCharts(daily, signals)
 	}
 	if sub, err := h.ops.ListDMARCSubdomains.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
 		sub.Subdomains = sub.Subdomains[:min(len(sub.Subdomains), domainPageSources)]
