@@ -109,6 +109,8 @@ type Ops struct {
 	GetAccountPlan                        Operation[emptyRequest, AccountPlan]
 	GetPreferences                        Operation[emptyRequest, notify.Preferences]
 	SetChannelMutes                       Operation[ChannelSwitches, notify.Preferences]
+	GetWeeklyDigest                       Operation[emptyRequest, WeeklyDigestSettings]
+	SetWeeklyDigest                       Operation[WeeklyDigestSettings, WeeklyDigestSettings]
 	SetPreferenceGroup                    Operation[PreferenceGroupRequest, notify.Preferences]
 	ListNotificationAddresses             Operation[emptyRequest, []notify.Address]
 	AddNotificationAddress                Operation[AddNotificationAddressRequest, notify.Address]

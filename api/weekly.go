@@ -18,7 +18,7 @@ type WeeklyDigestSettings struct {
 
 func (s *Server) weeklyRoutes() {
 	const path, tag = "/api/accounts/me/weekly-digest", "notifications"
-	Handle(s.router, Endpoint[emptyRequest, WeeklyDigestSettings]{
+	s.ops.GetWeeklyDigest = Handle(s.router, Endpoint[emptyRequest, WeeklyDigestSettings]{
 		Method: "GET", Path: path, OperationID: "getWeeklyDigest", Tag: tag,
 		Summary: "The weekly digest's settings",
 		Description: "Mailed on Mondays for the week before (Monday to Sunday, UTC), even when it was quiet: an overall table, then per " +
@@ -26,7 +26,7 @@ func (s *Server) weeklyRoutes() {
 			"and MX certificate state. At most 50 domains are listed.",
 		Call: s.getWeeklyDigest,
 	})
-	Handle(s.router, Endpoint[WeeklyDigestSettings, WeeklyDigestSettings]{
+	s.ops.SetWeeklyDigest = Handle(s.router, Endpoint[WeeklyDigestSettings, WeeklyDigestSettings]{
 		Method: "PUT", Path: path, OperationID: "setWeeklyDigest", Tag: tag,
 		Summary:     "Set the weekly digest's settings",
 		Description: "Every field is given. Domain names are normalised; a name that is not a domain, or a tag that is empty, is 422.",

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -43,4 +44,22 @@ func TestWeeklyDigestSettings(t *testing.T) {
 	resp = b.do(t, "PUT", path, acct.Key, `{"enabled":true,"domains":[],"tags":[]}`)
 	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "replace_daily is required: %s", resp.Body)
 	require.Equal(t, []string{"example.com"}, get(acct.Key).Domains, "a refused change changes nothing")
+
+	// The settings page's form sets the same settings.
+	w := newWebClient(t, b)
+	w.signIn(acct.Email, "correct horse battery")
+	_, page := w.req("GET", "/settings", nil)
+	require.Contains(t, page, `id="weekly-domains" name="domains" value="example.com"`)
+	tok := csrfAttr.FindStringSubmatch(page)[1]
+	r, _ := w.req("POST", "/settings/weekly-digest", url.Values{"csrf": {tok}, "enabled": {"on"}, "domains": {""}, "tags": {"prod, eu"}})
+	require.Equal(t, http.StatusSeeOther, r.StatusCode)
+	s = get(acct.Key)
+	require.True(t, *s.Enabled)
+	require.False(t, *s.ReplaceDaily, "an unticked box is off")
+	require.Equal(t, []string{}, s.Domains)
+	require.Equal(t, []string{"eu", "prod"}, s.Tags)
+	w.req("POST", "/settings/weekly-digest", url.Values{"csrf": {tok}, "domains": {"not a domain"}})
+	_, page = w.req("GET", "/settings", nil)
+	require.Contains(t, page, "not a domain", "the API's detail, shown on the next page")
+	require.Equal(t, []string{"eu", "prod"}, get(acct.Key).Tags, "a refused form changes nothing")
 }

@@ -18,6 +18,7 @@ type settingsData struct {
 	Addresses []notify.Address
 	Plan      *api.AccountPlan
 	PlanRows  []planRow
+	Weekly    *api.WeeklyDigestSettings
 }
 
 // planRow is one counted limit of the plan section.
@@ -45,6 +46,9 @@ func (h *Dashboard) settingsPage(c *fiber.Ctx, status int, created *api.NewAPIKe
 				data.Overrides = append(data.Overrides, t)
 			}
 		}
+	}
+	if data.Weekly, err = h.ops.GetWeeklyDigest.Call(c.UserContext(), callerOf(c), &api.EmptyRequest{}); err != nil {
+		return h.pageError(c, err)
 	}
 	addrs, err := h.ops.ListNotificationAddresses.Call(c.UserContext(), callerOf(c), &api.EmptyRequest{})
 	if err != nil {
@@ -153,4 +157,14 @@ func (h *Dashboard) webResendAddress(c *fiber.Ctx) error {
 		return h.done(c, "/settings#addresses", nil, a.Email+" is already verified")
 	}
 	return h.done(c, "/settings#addresses", nil, "a new verification mail is on its way to "+a.Email)
+}
+
+// webSetWeekly saves the weekly digest form: the two switches and the
+// comma-separated domains and tags (the API normalises and bounds them).
+func (h *Dashboard) webSetWeekly(c *fiber.Ctx) error {
+	_, err := h.ops.SetWeeklyDigest.Call(c.UserContext(), callerOf(c), &api.WeeklyDigestSettings{
+		Enabled: checked(c, "enabled"), ReplaceDaily: checked(c, "replace_daily"),
+		Domains: splitList(c.FormValue("domains")), Tags: splitList(c.FormValue("tags")),
+	})
+	return h.done(c, "/settings#weekly", err, "weekly digest saved")
 }

@@ -164,6 +164,7 @@ func (h *Dashboard) addRoutes() {
 	h.webAdd("POST", "/settings/api-keys/:id/revoke", action(h.webRevokeAPIKey)...)
 	h.webAdd("POST", "/settings/preferences/mutes", action(h.webSetMutes)...)
 	h.webAdd("POST", "/settings/preferences/groups", action(h.webSetGroups)...)
+	h.webAdd("POST", "/settings/weekly-digest", action(h.webSetWeekly)...)
 	h.webAdd("POST", "/settings/notification-addresses", action(h.webAddAddress)...)
 	h.webAdd("POST", "/settings/notification-addresses/:id/remove", action(h.webRemoveAddress)...)
 	h.webAdd("POST", "/settings/notification-addresses/:id/resend", action(h.webResendAddress)...)
