@@ -52,6 +52,7 @@ var restObjects = map[string]struct {
 	"reputation_listings":  {[]any{api.BlocklistListing{}}, []string{"list", "informational", "delist_url"}}, // from the catalog
 	"reputation_pins":      {[]any{api.ReputationPin{}}, []string{"addresses"}},                              // from cidr
 	"dmarc_subdomains":     {[]any{reports.Subdomain{}}, []string{"subdomain", "pass_rate"}},                 // pass_rate from messages and passing
+	"dmarc_reporters":      {[]any{reports.Reporter{}}, []string{"days_reported_7", "status"}},               // from recent_days and stopped_at
 }
 
 // TestRESTNamesMatchRESTTypes holds dataapi.RESTNames to the REST API's

@@ -74,6 +74,7 @@ type Ops struct {
 	ListDMARCSources         Operation[SourcesRequest, Sources]
 	GetDMARCGuidance         Operation[DomainPath, reports.Guidance]
 	DMARCDailyVolume         Operation[DMARCDailyRequest, DMARCDaily]
+	ListDMARCReporters       Operation[DomainPath, []reports.Reporter]
 	GetDomainTransport       Operation[DomainPath, Transport]
 	GetDomainReputation      Operation[DomainPath, Reputation]
 	AddReputationPin         Operation[AddReputationPinRequest, ReputationPin]

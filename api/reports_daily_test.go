@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/reports"
 )
 
 // dmarcReportFor is an aggregate report for domain over the UTC day from
@@ -73,6 +74,17 @@ func TestDMARCDailyVolume(t *testing.T) {
 	other := b.createAccount(t)
 	require.Equal(t, http.StatusNotFound, b.do(t, "GET", base+"/dmarc/daily", other.Key, nil).Status)
 
+	// The report's sender is a reporter of the domain.
+	resp = b.do(t, "GET", base+"/dmarc/reporters", acct.Key, nil)
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var reporters []reports.Reporter
+	resp.JSON(t, &reporters)
+	require.Len(t, reporters, 1)
+	require.Equal(t, "example.net", reporters[0].Name)
+	require.Equal(t, reports.ReporterOccasional, reporters[0].Status)
+	require.Equal(t, 1, reporters[0].DaysReported7)
+	require.Equal(t, http.StatusNotFound, b.do(t, "GET", base+"/dmarc/reporters", other.Key, nil).Status)
+
 	// The domain page charts the same days: volume by category (compliant,
 	// forwarded, non-compliant, threat or unknown) and the pass rate, each
 	// titled, described and with its table; a day without reports has no
@@ -89,6 +101,7 @@ func TestDMARCDailyVolume(t *testing.T) {
 	require.Regexp(t, `(?s)id="dmarc-chart".*?<tr><td>`+time.Now().UTC().Format("Jan 2")+`</td><td>0</td><td>0</td><td>0</td><td>0</td><td>New DMARC source: example.com: new source 198.51.100.9`, page)
 	require.Regexp(t, `(?s)id="dmarc-pass-chart".*?<tr><td>`+day+`</td><td>75%</td><td></td></tr>`, page)
 	require.Regexp(t, `(?s)id="dmarc-pass-chart".*?<tr><td>`+time.Now().UTC().Format("Jan 2")+`</td><td>—</td><td>New DMARC source`, page)
+	require.Regexp(t, `(?s)id="reporters".*?<td>example.net</td><td>occasional</td>`, page)
 	// The names the From header claimed: the domain itself, 40 messages.
 	require.Regexp(t, `(?s)id="subdomains".*?<td>example.com</td><td>`+begin.Format(time.DateOnly)+`</td><td>40</td><td>75.0%</td><td>—</td>`, page)
 }

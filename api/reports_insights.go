@@ -83,6 +83,16 @@ func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
 			return s.listDMARCSources(ctx, svc, req)
 		},
 	})
+	s.ops.ListDMARCReporters = Handle(s.router, Endpoint[DomainPath, []reports.Reporter]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/reporters", OperationID: "listDMARCReporters", Tag: tag,
+		Summary: "Who sends the domain's aggregate reports, and whether they still do",
+		Description: fmt.Sprintf("Each reporter (a report's org_name), most recently seen first, at most %d per domain: its first and "+
+			"last report, the days it reported among the last 7, and its status. A reporter that sent daily (%d of 7 days) and has been "+
+			"silent for 3 days is stopped, with a dmarc_reports_stopped event; its next report raises dmarc_reports_resumed.",
+			reports.MaxReporters, reports.DailyMinDays),
+		Errors: []int{404},
+		Call:   s.listDMARCReporters,
+	})
 	s.ops.GetDMARCGuidance = Handle(s.router, Endpoint[DomainPath, reports.Guidance]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/guidance", OperationID: "getDMARCGuidance", Tag: tag,
 		Summary: "How to fix failing senders and when to enforce DMARC",
@@ -164,4 +174,18 @@ func (s *Server) dmarcDailyVolume(ctx context.Context, req *DMARCDailyRequest) (
 		}
 	}
 	return out, nil
+}
+
+// listDMARCReporters serves GET /api/accounts/me/domains/{domain}/dmarc/reporters.
+func (s *Server) listDMARCReporters(ctx context.Context, req *DomainPath) (*[]reports.Reporter, error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	list, err := reports.Reporters(ctx, s.reads, d.ID, s.now())
+	if err != nil {
+		return nil, err
+	}
+	list = nonNilSlice(list)
+	return &list, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/dbutil"
+	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/queues"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
@@ -23,6 +24,7 @@ func addReportWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &ReportAddressMintWorker{deps: deps})
 	river.AddWorker(w, &ReportSummaryWorker{deps: deps})
 	river.AddWorker(w, &DMARCDaysBackfillWorker{deps: deps})
+	river.AddWorker(w, &DMARCReportersWatchWorker{deps: deps})
 }
 
 // reportPeriodicJobs returns this feature's schedules: the kept raw bytes
@@ -40,6 +42,9 @@ func reportPeriodicJobs(Deps) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 			return DMARCDaysBackfillArgs{}, nil
 		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "dmarc_days_backfill"}),
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+			return DMARCReportersWatchArgs{}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "dmarc_reporters_watch"}),
 	}
 }
 
@@ -208,6 +213,36 @@ func (w *DMARCDaysBackfillWorker) Work(ctx context.Context, _ *river.Job[DMARCDa
 		return river.JobSnooze(0)
 	}
 	return nil
+}
+
+// DMARCReportersWatchArgs raises dmarc_reports_stopped for the daily
+// reporters fallen silent (reports.WatchReporters).
+type DMARCReportersWatchArgs struct{}
+
+// Kind implements river.JobArgs.
+func (DMARCReportersWatchArgs) Kind() string { return "dmarc_reporters_watch" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (DMARCReportersWatchArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+}
+
+// DMARCReportersWatchWorker works DMARCReportersWatchArgs.
+type DMARCReportersWatchWorker struct {
+	river.WorkerDefaults[DMARCReportersWatchArgs]
+	deps Deps
+}
+
+// Work watches in batches of 500 reporters per transaction.
+func (w *DMARCReportersWatchWorker) Work(ctx context.Context, _ *river.Job[DMARCReportersWatchArgs]) error {
+	n, err := reports.WatchReporters(ctx, w.deps.Pool, &events.Emitter{}, w.deps.Now(), 500)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		w.deps.Logger.InfoContext(ctx, "DMARC reporters fell silent", slog.Int("reporters", n))
+	}
+	return river.RecordOutput(ctx, map[string]int{"stopped": n})
 }
 
 // ReportSummaryWorker works reports.SummaryArgs.

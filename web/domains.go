@@ -108,6 +108,8 @@ type domainData struct {
 	// Subdomains are the names mail claimed in the From header (nil where
 	// reports are not set up).
 	Subdomains *reports.SubdomainList
+	// Reporters send the domain's aggregate reports.
+	Reporters []reports.Reporter
 	// Transport is the stored MX probes (Mail servers section).
 	Transport *api.Transport
 	// Reputation is the domain's blocklist state (nil when unreadable).
@@ -190,6 +192,9 @@ func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 	if sub, err := h.ops.ListDMARCSubdomains.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
 		sub.Subdomains = sub.Subdomains[:min(len(sub.Subdomains), domainPageSources)]
 		data.Subdomains = sub
+	}
+	if rep, err := h.ops.ListDMARCReporters.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
+		data.Reporters = *rep
 	}
 	if g, err := h.ops.GetDMARCGuidance.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
 		data.Guide = g

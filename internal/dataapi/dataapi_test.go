@@ -66,6 +66,8 @@ var newTables = []string{"providers", "provider_links", "message_events", "suppr
 	"reputation_pins",
 	// schema/0049_dmarc_subdomains.sql
 	"dmarc_subdomains",
+	// schema/0057_dmarc_reporters.sql
+	"dmarc_reporters",
 	// schema/0042_transport.sql
 	"mx_transport"}
 
@@ -125,6 +127,8 @@ func seedTenantTables(t testing.TB, db dbutil.Executor, account, domain uuid.UUI
 		{`INSERT INTO reputation_pins (account_id, domain_id, cidr) VALUES ($1, $2, '192.0.2.8/30')`, []any{account, domain}},
 		{`INSERT INTO dmarc_subdomains (domain_id, name, first_seen, last_seen, first_messages, first_passing)
 			VALUES ($1, 'news.' || $2, current_date, current_date, 3, 2)`, []any{domain, name}},
+		{`INSERT INTO dmarc_reporters (domain_id, reporter, first_seen_at, last_seen_at, recent_days, reports)
+			VALUES ($1, 'reporter.' || $2, now(), now(), ARRAY[current_date], 1)`, []any{domain, name}},
 		{`INSERT INTO dmarc_header_from_days (domain_id, day, header_from, messages, passing)
 			VALUES ($1, current_date, 'news.' || $2, 3, 2)`, []any{domain, name}},
 		{`INSERT INTO preference_overrides (account_id, event_type, email) VALUES ($1, 'bounce_spike', true)`,

@@ -159,6 +159,11 @@ var Tables = func() map[string]*Table {
 			"first_passing", "bigint", "messages", "bigint", "passing", "bigint", "dns_exists", "boolean",
 			"dns_checked_at", "timestamptz")},
 
+		// schema/0057_dmarc_reporters.sql
+		{Name: "dmarc_reporters", Owner: byDomain, Columns: cols(
+			"domain_id", "uuid", "reporter", "text", "first_seen_at", "timestamptz", "last_seen_at", "timestamptz",
+			"recent_days", "date[]", "reports", "bigint", "stopped_at", "timestamptz")},
+
 		// schema/0013_preferences.sql
 		{Name: "preference_groups", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "group_name", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz",

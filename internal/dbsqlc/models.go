@@ -186,6 +186,16 @@ type DataApiDmarcReport struct {
 	Passing      int64
 }
 
+type DataApiDmarcReporter struct {
+	DomainID    uuid.UUID
+	Reporter    string
+	FirstSeenAt time.Time
+	LastSeenAt  time.Time
+	RecentDays  []time.Time
+	Reports     int64
+	StoppedAt   *time.Time
+}
+
 type DataApiDmarcSource struct {
 	DomainID      uuid.UUID
 	Day           time.Time
@@ -576,6 +586,12 @@ type DmarcDomainDaysBackfill struct {
 	DomainID uuid.UUID
 }
 
+type DmarcFailureNotice struct {
+	DomainID      uuid.UUID
+	LastEmittedAt time.Time
+	Suppressed    int32
+}
+
 type DmarcHeaderFromDay struct {
 	DomainID   uuid.UUID
 	Day        time.Time
@@ -648,6 +664,16 @@ type DmarcReport struct {
 	MessageCount int64
 	PassCount    int64
 	CreatedAt    time.Time
+}
+
+type DmarcReporter struct {
+	DomainID    uuid.UUID
+	Reporter    string
+	FirstSeenAt time.Time
+	LastSeenAt  time.Time
+	RecentDays  []time.Time
+	Reports     int64
+	StoppedAt   *time.Time
 }
 
 type DmarcSourceDay struct {

@@ -121,6 +121,26 @@ var descriptions = map[string]description{
 		return p.on("mail claims new subdomain " + p.str("subdomain") + ": " + plural(p.int("messages"), "message") +
 			", " + percent(p.num("pass_rate")) + " passing DMARC")
 	}},
+	TypeDMARCReportsStopped: {"DMARC reports stopped", func(p fields) string {
+		return p.on(p.str("reporter") + " sent daily reports and has been silent for " + plural(p.int("silent_hours"), "hour"))
+	}},
+	TypeDMARCReportsResumed: {"DMARC reports resumed", func(p fields) string {
+		return p.on(p.str("reporter") + " sends reports again")
+	}},
+	TypeDMARCFailureReport: {"DMARC failure report", func(p fields) string {
+		s := "a message"
+		if ip := p.str("source_ip"); ip != "" {
+			s += " from " + ip
+		}
+		s += " failed DMARC"
+		if f := p.str("auth_failure"); f != "" {
+			s += " (" + f + ")"
+		}
+		if n := p.int("suppressed"); n > 0 {
+			s += "; " + plural(n, "more report") + " since the last event"
+		}
+		return p.on(s)
+	}},
 	TypeTLSReportReceived: {"TLS report received", func(p fields) string {
 		return p.on(p.tlsSessions())
 	}},

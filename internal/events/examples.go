@@ -47,6 +47,11 @@ var examples = map[string]json.RawMessage{
 		`"problems":["reports.example.com has no MX record pointing to mx.mailwatch.example"]}`),
 	TypeDMARCNewSource: json.RawMessage(`{"domain":"example.com","source_ip":"203.0.113.7","ptr":"",` +
 		`"base_domain":"","messages":412,"failing":412,"category":"threat_unknown","org_name":"google.com","report_id":"1234567890"}`),
+	TypeDMARCReportsStopped: json.RawMessage(`{"domain":"example.com","reporter":"google.com",` +
+		`"last_report_at":"2026-01-01T04:12:00Z","silent_hours":74,"days_reported":7}`),
+	TypeDMARCReportsResumed: json.RawMessage(`{"domain":"example.com","reporter":"google.com","stopped_at":"2026-01-04T06:00:00Z"}`),
+	TypeDMARCFailureReport: json.RawMessage(`{"domain":"example.com","reporter":"Yahoo! Mail AFRF Report Generator",` +
+		`"source_ip":"203.0.113.7","from":"billing@example.com","auth_failure":"dmarc","arrival_date":"2026-01-01T10:00:00Z","suppressed":0}`),
 	TypeDMARCNewSubdomain: json.RawMessage(`{"domain":"example.com","subdomain":"billing.example.com","first_seen":"2026-01-01",` +
 		`"messages":212,"passing":0,"pass_rate":0,"org_name":"google.com","report_id":"1234567890"}`),
 	TypeBlocklistListed: json.RawMessage(`{"domain":"example.com","list":"Spamhaus ZEN","zone":"zen.spamhaus.org","kind":"ip",` +

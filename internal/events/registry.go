@@ -45,6 +45,9 @@ const (
 	TypeMXVerificationLost      = "mx_verification_lost"
 	TypeDMARCNewSource          = "dmarc_new_source"
 	TypeDMARCNewSubdomain       = "dmarc_new_subdomain"
+	TypeDMARCReportsStopped     = "dmarc_reports_stopped"
+	TypeDMARCReportsResumed     = "dmarc_reports_resumed"
+	TypeDMARCFailureReport      = "dmarc_failure_report"
 	TypeTLSReportReceived       = "tls_report_received"
 	TypeTLSReportFailures       = "tls_report_failures"
 	// Blocklists (internal/reputation).
@@ -279,6 +282,33 @@ var types = map[string]Type{
 			"domain":{"type":"string"},"subdomain":{"type":"string"},"first_seen":{"type":"string","format":"date"},
 			"messages":{"type":"integer","minimum":0},"passing":{"type":"integer","minimum":0},
 			"pass_rate":{"type":"number","minimum":0,"maximum":1},"org_name":{"type":"string"},"report_id":{"type":"string"}}}`),
+	},
+	TypeDMARCReportsStopped: {
+		Name:            TypeDMARCReportsStopped,
+		Group:           GroupReports,
+		Description:     "A reporter that sent the domain aggregate reports daily (on 5 of the 7 days up to its last) has been silent for 3 days: a removed rua, a lost authorisation record or a broken MX look like this. Once per silence.",
+		DefaultSeverity: SeverityWarning,
+		PayloadSchema: schema(`{"type":"object","required":["domain","reporter","last_report_at","silent_hours","days_reported"],"properties":{
+			"domain":{"type":"string"},"reporter":{"type":"string"},"last_report_at":{"type":"string","format":"date-time"},
+			"silent_hours":{"type":"integer","minimum":0},"days_reported":{"type":"integer","minimum":0,"maximum":7}}}`),
+	},
+	TypeDMARCReportsResumed: {
+		Name:            TypeDMARCReportsResumed,
+		Group:           GroupReports,
+		Description:     "A reporter whose silence raised dmarc_reports_stopped sent the domain a report again.",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["domain","reporter","stopped_at"],"properties":{
+			"domain":{"type":"string"},"reporter":{"type":"string"},"stopped_at":{"type":"string","format":"date-time"}}}`),
+	},
+	TypeDMARCFailureReport: {
+		Name:            TypeDMARCFailureReport,
+		Group:           GroupReports,
+		Description:     "A DMARC failure report (ruf, RFC 6591) arrived for the domain: the failing message's source and why it failed. At most one event per domain and hour; suppressed counts the reports that arrived since the last event without one.",
+		DefaultSeverity: SeverityWarning,
+		PayloadSchema: schema(`{"type":"object","required":["domain","suppressed"],"properties":{
+			"domain":{"type":"string"},"reporter":{"type":"string"},"source_ip":{"type":"string"},"from":{"type":"string"},
+			"auth_failure":{"type":"string"},"dkim_domain":{"type":"string"},"arrival_date":{"type":"string","format":"date-time"},
+			"suppressed":{"type":"integer","minimum":0}}}`),
 	},
 	TypeTLSReportReceived: {
 		Name:            TypeTLSReportReceived,

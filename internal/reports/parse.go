@@ -238,6 +238,9 @@ func (s *Service) store(ctx context.Context, tx pgx.Tx, msg *dbsqlc.ReportMessag
 	case p.tls != nil:
 		return s.storeTLS(ctx, tx, msg, p.tls)
 	case p.failure != nil:
+		if err := s.noteFailure(ctx, tx, s.emitter(), msg, p.failure); err != nil {
+			return Outcome{}, err
+		}
 		return Outcome{Status: StatusAccepted, ReportType: TypeFailure}, nil
 	}
 	return Outcome{}, failed(errors.New("no report found"))
@@ -305,10 +308,7 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 			return Outcome{}, err
 		}
 	}
-	emitter := s.Emitter
-	if emitter == nil {
-		emitter = &events.Emitter{}
-	}
+	emitter := s.emitter()
 	var rate float64
 	if n := f.MessageCount(); n > 0 {
 		rate = float64(pass) / float64(n)
@@ -324,6 +324,9 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 		return Outcome{}, err
 	}
 	if err := emitNewSources(ctx, tx, emitter, msg, p, candidates, seen); err != nil {
+		return Outcome{}, err
+	}
+	if err := s.noteReporter(ctx, tx, emitter, msg, f.ReportMetadata.OrgName); err != nil {
 		return Outcome{}, err
 	}
 	if err := emitNewSubdomains(ctx, tx, emitter, msg, f, days[0], subdomains); err != nil {
@@ -442,10 +445,7 @@ func (s *Service) storeTLS(ctx context.Context, tx pgx.Tx, msg *dbsqlc.ReportMes
 	if err != nil {
 		return Outcome{}, fmt.Errorf("error storing TLS report: %w", err)
 	}
-	emitter := s.Emitter
-	if emitter == nil {
-		emitter = &events.Emitter{}
-	}
+	emitter := s.emitter()
 	payload := map[string]any{
 		"domain": msg.DomainName, "org_name": r.OrganizationName, "report_id": r.ReportID,
 		"begin": r.DateRange.Start, "end": r.DateRange.End, "successful_sessions": ok, "failed_sessions": failedSessions,
@@ -492,4 +492,13 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// emitter is the Service's Emitter, or one that takes its River client
+// from the context (inside a worker).
+func (s *Service) emitter() *events.Emitter {
+	if s.Emitter != nil {
+		return s.Emitter
+	}
+	return &events.Emitter{}
 }
