@@ -13,6 +13,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dataapi"
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/selectors"
 )
 
 // restObjects are, per data-API table, the REST API's objects for the same
@@ -53,6 +54,7 @@ var restObjects = map[string]struct {
 	"reputation_pins":      {[]any{api.ReputationPin{}}, []string{"addresses"}},                              // from cidr
 	"dmarc_subdomains":     {[]any{reports.Subdomain{}}, []string{"subdomain", "pass_rate"}},                 // pass_rate from messages and passing
 	"dmarc_reporters":      {[]any{reports.Reporter{}}, []string{"days_reported_7", "status"}},               // from recent_days and stopped_at
+	"dkim_selectors":       {[]any{selectors.Selector{}}, []string{"status", "weak", "suggested_action"}},    // from the other columns
 }
 
 // TestRESTNamesMatchRESTTypes holds dataapi.RESTNames to the REST API's

@@ -828,7 +828,7 @@ var agreementFixtures = map[string]agreementFixture{
 	"listDomains": nil, "createDomain": nil,
 	"getDomain": domainFixture, "updateDomain": domainFixture, "deleteDomain": domainFixture,
 	"lookupDomainDNS": domainFixture, "listDomainHealth": domainFixture, "recomputeDomainHealth": domainFixture,
-	"listDNSRecommendations": domainFixture, "getDMARCGuidance": domainFixture, "listDMARCSources": domainFixture, "dmarcDailyVolume": domainFixture, "listDMARCReporters": domainFixture,
+	"listDNSRecommendations": domainFixture, "getDMARCGuidance": domainFixture, "listDMARCSources": domainFixture, "dmarcDailyVolume": domainFixture, "listDMARCReporters": domainFixture, "listDKIMSelectors": domainFixture,
 	"listDMARCReports": domainFixture, "listDMARCFailureReports": domainFixture, "listTLSReports": domainFixture,
 	"getReportingAddress": domainFixture, "signReportingAddress": domainFixture, "uploadReport": domainFixture,
 	"setupMX": domainFixture, "getDomainTransport": domainFixture, "checkDomainTransport": domainFixture,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/selectors"
 )
 
 // Operation is one registered endpoint's function as its HTTP route runs it
@@ -75,6 +76,7 @@ type Ops struct {
 	GetDMARCGuidance         Operation[DomainPath, reports.Guidance]
 	DMARCDailyVolume         Operation[DMARCDailyRequest, DMARCDaily]
 	ListDMARCReporters       Operation[DomainPath, []reports.Reporter]
+	ListDKIMSelectors        Operation[DomainPath, []selectors.Selector]
 	GetDomainTransport       Operation[DomainPath, Transport]
 	GetDomainReputation      Operation[DomainPath, Reputation]
 	AddReputationPin         Operation[AddReputationPinRequest, ReputationPin]

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/selectors"
 )
 
 // maxSourcesPeriod bounds the period of a sources listing.
@@ -92,6 +93,16 @@ func (s *Server) dmarcInsightRoutes(svc *reports.Service) {
 			reports.MaxReporters, reports.DailyMinDays),
 		Errors: []int{404},
 		Call:   s.listDMARCReporters,
+	})
+	s.ops.ListDKIMSelectors = Handle(s.router, Endpoint[DomainPath, []selectors.Selector]{
+		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dkim/selectors", OperationID: "listDKIMSelectors", Tag: tag,
+		Summary: "The domain's DKIM selector inventory",
+		Description: fmt.Sprintf("Every selector seen signing the domain's mail in aggregate reports or found published by its DNS "+
+			"checks (at most %d), by name: when it was first and last seen in each, the source IPs signing with it, its key type and "+
+			"size, and its status. A new selector raises dkim_selector_new, a published one unseen in reports for 90 days "+
+			"dkim_selector_idle, an RSA key under 2048 bits dkim_key_weak.", selectors.MaxPerDomain),
+		Errors: []int{404},
+		Call:   s.listDKIMSelectors,
 	})
 	s.ops.GetDMARCGuidance = Handle(s.router, Endpoint[DomainPath, reports.Guidance]{
 		Method: "GET", Path: "/api/accounts/me/domains/{domain}/dmarc/guidance", OperationID: "getDMARCGuidance", Tag: tag,
@@ -183,6 +194,20 @@ func (s *Server) listDMARCReporters(ctx context.Context, req *DomainPath) (*[]re
 		return nil, err
 	}
 	list, err := reports.Reporters(ctx, s.reads, d.ID, s.now())
+	if err != nil {
+		return nil, err
+	}
+	list = nonNilSlice(list)
+	return &list, nil
+}
+
+// listDKIMSelectors serves GET /api/accounts/me/domains/{domain}/dkim/selectors.
+func (s *Server) listDKIMSelectors(ctx context.Context, req *DomainPath) (*[]selectors.Selector, error) {
+	d, err := s.getDomain(ctx, s.db, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	list, err := selectors.List(ctx, s.reads, d.ID, s.now())
 	if err != nil {
 		return nil, err
 	}

@@ -316,6 +316,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 	require.Equal(t, "pass", br.eval(`document.querySelector("details.check .st").textContent`), "spf passes")
 	require.Contains(t, br.eval(`document.querySelector("details.check").textContent`), "v=spf1", "the spf check's records")
+	// The DKIM selector inventory: the check found selector1's key.
+	require.Contains(t, br.text("#selectors"), "selector1")
+	require.Contains(t, br.text("#selectors"), "ed25519 256")
 	// The health chart: titled and described for a screen reader, with its numbers as a table.
 	require.Contains(t, br.eval(`document.querySelector("#health-chart svg title").textContent`), "Health score of "+domain)
 	require.NotEmpty(t, br.eval(`document.querySelector("#health-chart svg desc").textContent`))

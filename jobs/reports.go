@@ -12,6 +12,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/queues"
+	"github.com/mailwatch/mailwatch/internal/selectors"
 	"github.com/mailwatch/mailwatch/internal/reports"
 )
 
@@ -25,6 +26,7 @@ func addReportWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, &ReportSummaryWorker{deps: deps})
 	river.AddWorker(w, &DMARCDaysBackfillWorker{deps: deps})
 	river.AddWorker(w, &DMARCReportersWatchWorker{deps: deps})
+	river.AddWorker(w, &DKIMSelectorsIdleWorker{deps: deps})
 }
 
 // reportPeriodicJobs returns this feature's schedules: the kept raw bytes
@@ -45,6 +47,9 @@ func reportPeriodicJobs(Deps) []*river.PeriodicJob {
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour), func() (river.JobArgs, *river.InsertOpts) {
 			return DMARCReportersWatchArgs{}, nil
 		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "dmarc_reporters_watch"}),
+		river.NewPeriodicJob(river.PeriodicInterval(24*time.Hour), func() (river.JobArgs, *river.InsertOpts) {
+			return DKIMSelectorsIdleArgs{}, nil
+		}, &river.PeriodicJobOpts{RunOnStart: true, ID: "dkim_selectors_idle"}),
 	}
 }
 
@@ -243,6 +248,33 @@ func (w *DMARCReportersWatchWorker) Work(ctx context.Context, _ *river.Job[DMARC
 		w.deps.Logger.InfoContext(ctx, "DMARC reporters fell silent", slog.Int("reporters", n))
 	}
 	return river.RecordOutput(ctx, map[string]int{"stopped": n})
+}
+
+// DKIMSelectorsIdleArgs raises dkim_selector_idle for the published
+// selectors unseen in reports for 90 days (selectors.WatchIdle).
+type DKIMSelectorsIdleArgs struct{}
+
+// Kind implements river.JobArgs.
+func (DKIMSelectorsIdleArgs) Kind() string { return "dkim_selectors_idle" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (DKIMSelectorsIdleArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queues.Maintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+}
+
+// DKIMSelectorsIdleWorker works DKIMSelectorsIdleArgs.
+type DKIMSelectorsIdleWorker struct {
+	river.WorkerDefaults[DKIMSelectorsIdleArgs]
+	deps Deps
+}
+
+// Work watches in batches of 500 selectors per transaction.
+func (w *DKIMSelectorsIdleWorker) Work(ctx context.Context, _ *river.Job[DKIMSelectorsIdleArgs]) error {
+	n, err := selectors.WatchIdle(ctx, w.deps.Pool, &events.Emitter{}, w.deps.Now(), 500)
+	if err != nil {
+		return err
+	}
+	return river.RecordOutput(ctx, map[string]int{"idle": n})
 }
 
 // ReportSummaryWorker works reports.SummaryArgs.

@@ -17,6 +17,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/health"
 	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/selectors"
 )
 
 func (h *Dashboard) webDomains(c *fiber.Ctx) error {
@@ -110,6 +111,8 @@ type domainData struct {
 	Subdomains *reports.SubdomainList
 	// Reporters send the domain's aggregate reports.
 	Reporters []reports.Reporter
+	// Selectors are the DKIM selector inventory.
+	Selectors []selectors.Selector
 	// Transport is the stored MX probes (Mail servers section).
 	Transport *api.Transport
 	// Reputation is the domain's blocklist state (nil when unreadable).
@@ -192,6 +195,9 @@ func (h *Dashboard) webDomain(c *fiber.Ctx) error {
 	if sub, err := h.ops.ListDMARCSubdomains.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
 		sub.Subdomains = sub.Subdomains[:min(len(sub.Subdomains), domainPageSources)]
 		data.Subdomains = sub
+	}
+	if sel, err := h.ops.ListDKIMSelectors.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
+		data.Selectors = *sel
 	}
 	if rep, err := h.ops.ListDMARCReporters.Call(c.UserContext(), callerOf(c), &api.DomainPath{Name: d.Domain.Domain}); err == nil {
 		data.Reporters = *rep

@@ -68,6 +68,8 @@ var newTables = []string{"providers", "provider_links", "message_events", "suppr
 	"dmarc_subdomains",
 	// schema/0057_dmarc_reporters.sql
 	"dmarc_reporters",
+	// schema/0058_dkim_selectors.sql
+	"dkim_selectors",
 	// schema/0042_transport.sql
 	"mx_transport"}
 
@@ -129,6 +131,8 @@ func seedTenantTables(t testing.TB, db dbutil.Executor, account, domain uuid.UUI
 			VALUES ($1, 'news.' || $2, current_date, current_date, 3, 2)`, []any{domain, name}},
 		{`INSERT INTO dmarc_reporters (domain_id, reporter, first_seen_at, last_seen_at, recent_days, reports)
 			VALUES ($1, 'reporter.' || $2, now(), now(), ARRAY[current_date], 1)`, []any{domain, name}},
+		{`INSERT INTO dkim_selectors (domain_id, selector, first_seen_at, sources) VALUES ($1, 's' || left(md5($2), 8), now(), '{192.0.2.1}')`,
+			[]any{domain, name}},
 		{`INSERT INTO dmarc_header_from_days (domain_id, day, header_from, messages, passing)
 			VALUES ($1, current_date, 'news.' || $2, 3, 2)`, []any{domain, name}},
 		{`INSERT INTO preference_overrides (account_id, event_type, email) VALUES ($1, 'bounce_spike', true)`,

@@ -164,6 +164,12 @@ var Tables = func() map[string]*Table {
 			"domain_id", "uuid", "reporter", "text", "first_seen_at", "timestamptz", "last_seen_at", "timestamptz",
 			"recent_days", "date[]", "reports", "bigint", "stopped_at", "timestamptz")},
 
+		// schema/0058_dkim_selectors.sql
+		{Name: "dkim_selectors", Owner: byDomain, Columns: cols(
+			"domain_id", "uuid", "selector", "text", "first_seen_at", "timestamptz", "report_first_at", "timestamptz",
+			"report_last_at", "timestamptz", "dns_first_at", "timestamptz", "dns_last_at", "timestamptz", "published", "boolean",
+			"key_type", "text", "key_bits", "integer", "sources", "text[]", "idle_since", "timestamptz")},
+
 		// schema/0013_preferences.sql
 		{Name: "preference_groups", Owner: byAccount, Columns: cols(
 			"account_id", "uuid", "group_name", "text", "email", "boolean", "webhook", "boolean", "updated_at", "timestamptz",

@@ -147,6 +147,21 @@ type DataApiDelivery struct {
 	FailedAt       *time.Time
 }
 
+type DataApiDkimSelector struct {
+	DomainID      uuid.UUID
+	Selector      string
+	FirstSeenAt   time.Time
+	ReportFirstAt *time.Time
+	ReportLastAt  *time.Time
+	DnsFirstAt    *time.Time
+	DnsLastAt     *time.Time
+	Published     bool
+	KeyType       string
+	KeyBits       int32
+	Sources       []string
+	IdleSince     *time.Time
+}
+
 type DataApiDmarcRecord struct {
 	ReportID     uuid.UUID
 	Ordinal      int32
@@ -563,6 +578,22 @@ type DeliveryOpenCount struct {
 	Status     string
 	Slot       int16
 	Deliveries int64
+}
+
+type DkimSelector struct {
+	DomainID      uuid.UUID
+	Selector      string
+	FirstSeenAt   time.Time
+	ReportFirstAt *time.Time
+	ReportLastAt  *time.Time
+	DnsFirstAt    *time.Time
+	DnsLastAt     *time.Time
+	Published     bool
+	KeyType       string
+	KeyBits       int32
+	Sources       []string
+	IdleSince     *time.Time
+	WeakRecord    *string
 }
 
 type DmarcAuthDomainDay struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/selectors"
 	"github.com/mailwatch/mailwatch/internal/health"
 	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/reports"
@@ -104,11 +105,13 @@ type Outcome struct {
 // began; a check older than the stored one is discarded. Both the live
 // lookup of the API and the check job call it.
 //
-// selectors are the DKIM selectors the check used: when the domain's
+// usedSelectors are the DKIM selectors the check used: when the domain's
 // selectors changed while it ran, its DKIM answer describes selectors the
 // domain no longer has and is treated as unknown (temperror) rather than
-// compared or learned; the change itself queued a fresh check.
-func Apply(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uuid.UUID, selectors []string, startedAt time.Time, rs *dnscheck.Results, now time.Time) (*Outcome, error) {
+// compared or learned; the change itself queued a fresh check. What the
+// check found of each selector goes to the selector inventory
+// (selectors.SeenInDNS).
+func Apply(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uuid.UUID, usedSelectors []string, startedAt time.Time, rs *dnscheck.Results, now time.Time) (*Outcome, error) {
 	row, err := dbsqlc.New().DomainGetByIDForUpdate(ctx, tx, domainID)
 	if dbutil.IsNotFound(err) {
 		return nil, ErrDomainGone
@@ -121,7 +124,7 @@ func Apply(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uuid.UUI
 		return out, nil
 	}
 	out.Applied = true
-	if rs.DKIM != nil && !slices.Equal(selectors, row.DkimSelectors) {
+	if rs.DKIM != nil && !slices.Equal(usedSelectors, row.DkimSelectors) {
 		rs.DKIM.Status = dnscheck.StatusTemperror
 		rs.DKIM.Errors = append(rs.DKIM.Errors, "the domain's DKIM selectors changed while this check ran; a new check is queued")
 	}
@@ -137,6 +140,10 @@ func Apply(ctx context.Context, tx pgx.Tx, em *events.Emitter, domainID uuid.UUI
 	}
 	mergeKnown(known, rs)
 	if err := storeCheck(ctx, tx, &row, known, rs, startedAt); err != nil {
+		return nil, err
+	}
+	if err := selectors.SeenInDNS(ctx, tx, em, selectors.Domain{ID: row.ID, AccountID: row.AccountID, Name: row.Name, Tags: row.Tags},
+		rs.DKIM, now); err != nil {
 		return nil, err
 	}
 	rep, change, err := scoreLocked(ctx, tx, em, &row, known, rs, now)

@@ -141,6 +141,18 @@ var descriptions = map[string]description{
 		}
 		return p.on(s)
 	}},
+	TypeDKIMSelectorNew: {"New DKIM selector", func(p fields) string {
+		if p.str("origin") == "dns" {
+			return p.on("selector " + p.str("selector") + " found published in DNS")
+		}
+		return p.on("selector " + p.str("selector") + " signs mail in reports")
+	}},
+	TypeDKIMSelectorIdle: {"Idle DKIM selector", func(p fields) string {
+		return p.on("selector " + p.str("selector") + " is published but unseen in reports for " + plural(p.int("idle_days"), "day"))
+	}},
+	TypeDKIMKeyWeak: {"Weak DKIM key", func(p fields) string {
+		return p.on("selector " + p.str("selector") + " has a " + strconv.Itoa(p.int("key_bits")) + "-bit " + strings.ToUpper(p.str("key_type")) + " key")
+	}},
 	TypeTLSReportReceived: {"TLS report received", func(p fields) string {
 		return p.on(p.tlsSessions())
 	}},

@@ -52,6 +52,9 @@ var examples = map[string]json.RawMessage{
 	TypeDMARCReportsResumed: json.RawMessage(`{"domain":"example.com","reporter":"google.com","stopped_at":"2026-01-04T06:00:00Z"}`),
 	TypeDMARCFailureReport: json.RawMessage(`{"domain":"example.com","reporter":"Yahoo! Mail AFRF Report Generator",` +
 		`"source_ip":"203.0.113.7","from":"billing@example.com","auth_failure":"dmarc","arrival_date":"2026-01-01T10:00:00Z","suppressed":0}`),
+	TypeDKIMSelectorNew:  json.RawMessage(`{"domain":"example.com","selector":"s2","origin":"report","sources":["192.0.2.10"]}`),
+	TypeDKIMSelectorIdle: json.RawMessage(`{"domain":"example.com","selector":"old2019","last_seen_in_reports":"2025-09-01T06:00:00Z","idle_days":122}`),
+	TypeDKIMKeyWeak:      json.RawMessage(`{"domain":"example.com","selector":"s1","key_type":"rsa","key_bits":1024}`),
 	TypeDMARCNewSubdomain: json.RawMessage(`{"domain":"example.com","subdomain":"billing.example.com","first_seen":"2026-01-01",` +
 		`"messages":212,"passing":0,"pass_rate":0,"org_name":"google.com","report_id":"1234567890"}`),
 	TypeBlocklistListed: json.RawMessage(`{"domain":"example.com","list":"Spamhaus ZEN","zone":"zen.spamhaus.org","kind":"ip",` +

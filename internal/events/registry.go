@@ -48,6 +48,9 @@ const (
 	TypeDMARCReportsStopped     = "dmarc_reports_stopped"
 	TypeDMARCReportsResumed     = "dmarc_reports_resumed"
 	TypeDMARCFailureReport      = "dmarc_failure_report"
+	TypeDKIMSelectorNew         = "dkim_selector_new"
+	TypeDKIMSelectorIdle        = "dkim_selector_idle"
+	TypeDKIMKeyWeak             = "dkim_key_weak"
 	TypeTLSReportReceived       = "tls_report_received"
 	TypeTLSReportFailures       = "tls_report_failures"
 	// Blocklists (internal/reputation).
@@ -309,6 +312,32 @@ var types = map[string]Type{
 			"domain":{"type":"string"},"reporter":{"type":"string"},"source_ip":{"type":"string"},"from":{"type":"string"},
 			"auth_failure":{"type":"string"},"dkim_domain":{"type":"string"},"arrival_date":{"type":"string","format":"date-time"},
 			"suppressed":{"type":"integer","minimum":0}}}`),
+	},
+	TypeDKIMSelectorNew: {
+		Name:            TypeDKIMSelectorNew,
+		Group:           GroupReports,
+		Description:     "A DKIM selector never seen for the domain signed its mail in an aggregate report (origin report, with the sources using it) or was found published in DNS (origin dns, with its key).",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["domain","selector","origin"],"properties":{
+			"domain":{"type":"string"},"selector":{"type":"string"},"origin":{"type":"string","enum":["report","dns"]},
+			"sources":{"type":"array","items":{"type":"string"}},"key_type":{"type":"string"},"key_bits":{"type":"integer","minimum":0}}}`),
+	},
+	TypeDKIMSelectorIdle: {
+		Name:            TypeDKIMSelectorIdle,
+		Group:           GroupReports,
+		Description:     "A DKIM selector is published in DNS but no aggregate report has shown it signing the domain's mail for 90 days: if nothing signs with it any more, remove its record. Once per idle period.",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["domain","selector","idle_days"],"properties":{
+			"domain":{"type":"string"},"selector":{"type":"string"},"last_seen_in_reports":{"type":["string","null"],"format":"date-time"},
+			"idle_days":{"type":"integer","minimum":0}}}`),
+	},
+	TypeDKIMKeyWeak: {
+		Name:            TypeDKIMKeyWeak,
+		Group:           GroupReports,
+		Description:     "A DKIM selector of the domain publishes an RSA key shorter than 2048 bits: rotate to a 2048-bit RSA or an Ed25519 key. Once per key.",
+		DefaultSeverity: SeverityWarning,
+		PayloadSchema: schema(`{"type":"object","required":["domain","selector","key_type","key_bits"],"properties":{
+			"domain":{"type":"string"},"selector":{"type":"string"},"key_type":{"type":"string"},"key_bits":{"type":"integer","minimum":0}}}`),
 	},
 	TypeTLSReportReceived: {
 		Name:            TypeTLSReportReceived,

@@ -20,7 +20,8 @@ type Signal struct {
 
 // DMARCTimelineTypes are the events marked on a domain's DMARC chart: what
 // changed in who sends as the domain.
-var DMARCTimelineTypes = []string{TypeDMARCNewSource, TypeDMARCNewSubdomain, TypeDMARCReportsStopped, TypeDMARCReportsResumed}
+var DMARCTimelineTypes = []string{TypeDMARCNewSource, TypeDMARCNewSubdomain, TypeDMARCReportsStopped, TypeDMARCReportsResumed,
+	TypeDKIMSelectorNew, TypeDKIMSelectorIdle, TypeDKIMKeyWeak}
 
 // MaxSignals bounds the events one Signals read returns.
 const MaxSignals = 200

@@ -18,6 +18,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dmarcrpt"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/reports/sendermap"
+	"github.com/mailwatch/mailwatch/internal/selectors"
 )
 
 // Source categories (dmarcian and EasyDMARC semantics), decided per record
@@ -370,3 +371,28 @@ func (s *Service) resolvePTRs(ctx context.Context, ips []string) map[string]stri
 }
 
 func isNotFound(err error) bool { return dnscheck.IsNotFound(err) }
+
+// selectorUses lists the domain's DKIM selectors a report shows signing,
+// each with its source IPs (busiest first) and their messages.
+func selectorUses(p *parsedReport) []selectors.Use {
+	bySelector := map[string]*selectors.Use{}
+	for _, ip := range p.bySeverity {
+		g := p.groups[ip]
+		for sel := range g.selectors {
+			u := bySelector[sel]
+			if u == nil {
+				u = &selectors.Use{Selector: sel}
+				bySelector[sel] = u
+			}
+			u.Sources = append(u.Sources, ip)
+			u.Messages += g.messages
+		}
+	}
+	out := make([]selectors.Use, 0, len(bySelector))
+	for _, u := range bySelector {
+		sort.SliceStable(u.Sources, func(i, j int) bool { return p.groups[u.Sources[i]].messages > p.groups[u.Sources[j]].messages })
+		out = append(out, *u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Selector < out[j].Selector })
+	return out
+}

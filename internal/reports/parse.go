@@ -16,6 +16,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dmarcrpt"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/selectors"
 	"github.com/mailwatch/mailwatch/internal/tlsrpt"
 )
 
@@ -327,6 +328,10 @@ func (s *Service) storeAggregate(ctx context.Context, tx pgx.Tx, msg *dbsqlc.Rep
 		return Outcome{}, err
 	}
 	if err := s.noteReporter(ctx, tx, emitter, msg, f.ReportMetadata.OrgName); err != nil {
+		return Outcome{}, err
+	}
+	if err := selectors.SeenInReport(ctx, tx, emitter, selectors.Domain{ID: msg.DomainID, AccountID: msg.AccountID,
+		Name: msg.DomainName, Tags: msg.DomainTags}, selectorUses(p), s.now()); err != nil {
 		return Outcome{}, err
 	}
 	if err := emitNewSubdomains(ctx, tx, emitter, msg, f, days[0], subdomains); err != nil {
