@@ -12,8 +12,8 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/queues"
-	"github.com/mailwatch/mailwatch/internal/selectors"
 	"github.com/mailwatch/mailwatch/internal/reports"
+	"github.com/mailwatch/mailwatch/internal/selectors"
 )
 
 // addReportWorkers registers this feature's workers.

@@ -16,11 +16,11 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/events"
-	"github.com/mailwatch/mailwatch/internal/selectors"
 	"github.com/mailwatch/mailwatch/internal/health"
 	"github.com/mailwatch/mailwatch/internal/providers"
 	"github.com/mailwatch/mailwatch/internal/reports"
 	"github.com/mailwatch/mailwatch/internal/reputation"
+	"github.com/mailwatch/mailwatch/internal/selectors"
 	"github.com/mailwatch/mailwatch/internal/transport"
 )
 
