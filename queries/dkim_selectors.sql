@@ -41,12 +41,16 @@ UPDATE dkim_selectors SET weak_record = @record::text WHERE domain_id = @domain_
 
 -- name: DKIMSelectorsIdle :many
 -- Published selectors unseen in reports since @before (never seen: since
--- they were first seen), not marked idle yet, the oldest first, locked for
--- this run.
+-- they were first seen), not marked idle yet, of domains whose reports
+-- cover that time (a reporter seen since before @before and again since
+-- @reported_since: without reports, unseen says nothing), the oldest
+-- first, locked for this run.
 SELECT s.domain_id, s.selector, s.report_last_at, s.first_seen_at, d.account_id, d.name AS domain_name, d.tags AS domain_tags
 FROM dkim_selectors s
 JOIN domains d ON d.id = s.domain_id
 WHERE s.published AND s.idle_since IS NULL AND coalesce(s.report_last_at, s.first_seen_at) < @before::timestamptz
+  AND EXISTS (SELECT 1 FROM dmarc_reporters r WHERE r.domain_id = s.domain_id
+              AND r.first_seen_at < @before::timestamptz AND r.last_seen_at >= @reported_since::timestamptz)
 ORDER BY coalesce(s.report_last_at, s.first_seen_at), s.domain_id, s.selector
 LIMIT @max_rows::int
 FOR UPDATE OF s SKIP LOCKED;

@@ -124,9 +124,8 @@ type DKIMSelectorSeenInDNSRow struct {
 
 // Records the key a DNS check found for the selector at seen_at (its type
 // and size); past max_selectors a new one is not recorded (no row).
-// inserted says whether the
-// selector is new; previous_weak_record is the record dkim_key_weak was
-// last raised for.
+// inserted says whether the selector is new; previous_weak_record is the
+// record dkim_key_weak was last raised for.
 func (q *Queries) DKIMSelectorSeenInDNS(ctx context.Context, db DBTX, arg DKIMSelectorSeenInDNSParams) (DKIMSelectorSeenInDNSRow, error) {
 	row := db.QueryRow(ctx, dKIMSelectorSeenInDNS,
 		arg.DomainID,
@@ -202,14 +201,17 @@ SELECT s.domain_id, s.selector, s.report_last_at, s.first_seen_at, d.account_id,
 FROM dkim_selectors s
 JOIN domains d ON d.id = s.domain_id
 WHERE s.published AND s.idle_since IS NULL AND coalesce(s.report_last_at, s.first_seen_at) < $1::timestamptz
+  AND EXISTS (SELECT 1 FROM dmarc_reporters r WHERE r.domain_id = s.domain_id
+              AND r.first_seen_at < $1::timestamptz AND r.last_seen_at >= $2::timestamptz)
 ORDER BY coalesce(s.report_last_at, s.first_seen_at), s.domain_id, s.selector
-LIMIT $2::int
+LIMIT $3::int
 FOR UPDATE OF s SKIP LOCKED
 `
 
 type DKIMSelectorsIdleParams struct {
-	Before  time.Time
-	MaxRows int32
+	Before        time.Time
+	ReportedSince time.Time
+	MaxRows       int32
 }
 
 type DKIMSelectorsIdleRow struct {
@@ -223,10 +225,12 @@ type DKIMSelectorsIdleRow struct {
 }
 
 // Published selectors unseen in reports since @before (never seen: since
-// they were first seen), not marked idle yet, the oldest first, locked for
-// this run.
+// they were first seen), not marked idle yet, of domains whose reports
+// cover that time (a reporter seen since before @before and again since
+// @reported_since: without reports, unseen says nothing), the oldest
+// first, locked for this run.
 func (q *Queries) DKIMSelectorsIdle(ctx context.Context, db DBTX, arg DKIMSelectorsIdleParams) ([]DKIMSelectorsIdleRow, error) {
-	rows, err := db.Query(ctx, dKIMSelectorsIdle, arg.Before, arg.MaxRows)
+	rows, err := db.Query(ctx, dKIMSelectorsIdle, arg.Before, arg.ReportedSince, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}

@@ -55,8 +55,10 @@ const (
 type group struct {
 	messages, dkimAligned, spfAligned int64
 	compliant, forwarded, failing     int64
-	// selectors is nil until the group has one.
-	selectors map[string]bool
+	// selectors is nil until the group has one; signing are those of them
+	// whose signature passed (the selector inventory takes only these, so
+	// a spoofer's invented selectors never fill it).
+	selectors, signing map[string]bool
 }
 
 // maxGroupSelectors bounds the DKIM selectors kept per source IP and report.
@@ -98,6 +100,12 @@ func classify(f *dmarcrpt.Feedback, domain string) map[string]*group {
 					g.selectors = map[string]bool{}
 				}
 				g.selectors[strings.ToLower(d.Selector)] = true
+				if strings.EqualFold(d.Result, "pass") {
+					if g.signing == nil {
+						g.signing = map[string]bool{}
+					}
+					g.signing[strings.ToLower(d.Selector)] = true
+				}
 			}
 		}
 	}
@@ -372,13 +380,14 @@ func (s *Service) resolvePTRs(ctx context.Context, ips []string) map[string]stri
 
 func isNotFound(err error) bool { return dnscheck.IsNotFound(err) }
 
-// selectorUses lists the domain's DKIM selectors a report shows signing,
-// each with its source IPs (busiest first) and their messages.
+// selectorUses lists the domain's DKIM selectors a report shows signing
+// (a passing signature of the domain itself), each with its source IPs
+// (busiest first) and their messages.
 func selectorUses(p *parsedReport) []selectors.Use {
 	bySelector := map[string]*selectors.Use{}
 	for _, ip := range p.bySeverity {
 		g := p.groups[ip]
-		for sel := range g.selectors {
+		for sel := range g.signing {
 			u := bySelector[sel]
 			if u == nil {
 				u = &selectors.Use{Selector: sel}

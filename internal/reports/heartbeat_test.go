@@ -153,3 +153,20 @@ func FuzzReporterName(f *testing.F) {
 		require.Equal(t, name, reports.ReporterName(name))
 	})
 }
+
+// TestSelectorInventoryFromReports: a report's passing signatures of the
+// domain enter its DKIM selector inventory with their sources; a failing
+// signature's selector (anyone can invent one) does not.
+func TestSelectorInventoryFromReports(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	d := b.domain(t, "example.com")
+	forged := `<record><row><source_ip>203.0.113.66</source_ip><count>9</count><policy_evaluated><disposition>none</disposition>
+<dkim>fail</dkim><spf>fail</spf></policy_evaluated></row><identifiers><header_from>example.com</header_from></identifiers>
+<auth_results><dkim><domain>example.com</domain><selector>forged</selector><result>fail</result></dkim></auth_results></record>`
+	raw := []byte(strings.Replace(string(fromOrg("google.com", "sel-1", b.svc.Now())), "</feedback>", forged+"</feedback>", 1))
+	require.Equal(t, reports.StatusAccepted, b.receive(t, d, reports.KindDMARC, raw).Status)
+	require.Equal(t, int64(1), b.count(t, "SELECT count(*) FROM dkim_selectors WHERE domain_id = $1 AND selector = 's1' AND sources = '{192.0.2.1}'", d))
+	require.Zero(t, b.count(t, "SELECT count(*) FROM dkim_selectors WHERE domain_id = $1 AND selector = 'forged'", d))
+	require.Equal(t, int64(1), b.count(t, "SELECT count(*) FROM events WHERE account_id = $1 AND event_type = 'dkim_selector_new'", b.account))
+}

@@ -36,6 +36,9 @@ const (
 	IdleAfter = 90 * 24 * time.Hour
 	// WeakBits: an RSA key shorter than this is weak.
 	WeakBits = 2048
+	// reportsCurrent: a domain's reports cover the idle period only when a
+	// reporter that sent before it also sent this recently.
+	reportsCurrent = 7 * 24 * time.Hour
 )
 
 // Statuses.
@@ -147,11 +150,14 @@ func Weak(keyType string, bits int) bool {
 // WatchIdle raises dkim_selector_idle for every published selector unseen
 // in reports for IdleAfter at now, batch per transaction, once per idle
 // period (a report showing it again clears the mark), and returns how many.
+// Only domains whose reports cover the period count: a reporter of the
+// domain sent before it and within the last 7 days.
 func WatchIdle(ctx context.Context, db dbutil.Executor, em *events.Emitter, now time.Time, batch int) (int, error) {
 	total := 0
 	for {
 		n, err := dbutil.WithTxV(ctx, db, func(ctx context.Context, tx pgx.Tx) (int, error) {
-			rows, err := q.DKIMSelectorsIdle(ctx, tx, dbsqlc.DKIMSelectorsIdleParams{Before: now.Add(-IdleAfter), MaxRows: int32(batch)})
+			rows, err := q.DKIMSelectorsIdle(ctx, tx, dbsqlc.DKIMSelectorsIdleParams{
+				Before: now.Add(-IdleAfter), ReportedSince: now.Add(-reportsCurrent), MaxRows: int32(batch)})
 			if err != nil {
 				return 0, fmt.Errorf("error reading idle DKIM selectors: %w", err)
 			}

@@ -100,12 +100,13 @@ func TestInventory(t *testing.T) {
 	require.Equal(t, int64(2), f.events(events.TypeDKIMKeyWeak))
 
 	// 90 days on: both are published; only "old" was never in a report
-	// since, but s1's last report is as old.
-	watch := func(at time.Time) int {
-		n, err := selectors.WatchIdle(context.Background(), f.tx, f.em, at, 10)
-		require.NoError(t, err)
-		return n
-	}
+	// since, but s1's last report is as old. Without reports that cover the
+	// period, unseen says nothing: none is idle.
+	require.Zero(t, watchAt(t, f, now.Add(selectors.IdleAfter+5*time.Hour)), "no reporter covers the period")
+	_, err := f.tx.Exec(context.Background(), `INSERT INTO dmarc_reporters (domain_id, reporter, first_seen_at, last_seen_at, recent_days, reports)
+		VALUES ($1, 'google.com', $2, $3, '{}', 90)`, f.d.ID, now.Add(-time.Hour), now.Add(selectors.IdleAfter))
+	require.NoError(t, err)
+	watch := func(at time.Time) int { return watchAt(t, f, at) }
 	require.Zero(t, watch(now.Add(selectors.IdleAfter-time.Hour)))
 	require.Equal(t, 2, watch(now.Add(selectors.IdleAfter+5*time.Hour)))
 	require.Zero(t, watch(now.Add(selectors.IdleAfter+6*time.Hour)), "once per idle period")
@@ -143,4 +144,11 @@ func TestInventoryBounded(t *testing.T) {
 	require.False(t, f.list(now)["k1"].Published)
 	require.False(t, selectors.Weak("ed25519", 256))
 	require.True(t, selectors.Weak("rsa", 1024))
+}
+
+func watchAt(t *testing.T, f *fixture, at time.Time) int {
+	t.Helper()
+	n, err := selectors.WatchIdle(context.Background(), f.tx, f.em, at, 10)
+	require.NoError(t, err)
+	return n
 }
