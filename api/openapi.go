@@ -218,6 +218,8 @@ func validatedKind(t reflect.Type) reflect.Kind {
 		return reflect.String
 	case reflect.TypeFor[OptionalStrings]():
 		return reflect.Slice
+	case reflect.TypeFor[OptionalInt]():
+		return reflect.Int32
 	}
 	return reflect.Invalid
 }

@@ -29,8 +29,14 @@ type Subscription struct {
 	DisabledAt     *time.Time `json:"disabled_at" validate:"required"`
 	LastSuccessAt  *time.Time `json:"last_success_at" validate:"required" description:"Last successful push (updated at most once a minute)."`
 	FailingSince   *time.Time `json:"failing_since" validate:"required" description:"First failed push since the last success; null while healthy. After 5 days the subscription is disabled."`
-	CreatedAt      time.Time  `json:"created_at" validate:"required"`
-	UpdatedAt      time.Time  `json:"updated_at" validate:"required"`
+	MaxPerSecond   *int32     `json:"max_per_second" validate:"required" description:"Pushes started per second at most, across every worker; null means no bound."`
+	MaxInFlight    *int32     `json:"max_in_flight" validate:"required" description:"Pushes in flight at once at most, across every worker; null means no bound."`
+	// SecretRotatedAt and PreviousSecretExpiresAt describe the last
+	// rotation of the signing secret.
+	SecretRotatedAt         *time.Time `json:"secret_rotated_at" validate:"required" description:"When the signing secret was last rotated; null if never."`
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at" validate:"required" description:"Until then pushes carry a second signature, under the secret the last rotation replaced; null when only the current secret signs."`
+	CreatedAt               time.Time  `json:"created_at" validate:"required"`
+	UpdatedAt               time.Time  `json:"updated_at" validate:"required"`
 }
 
 // NewSubscription is a subscription as returned once, at creation.
@@ -44,6 +50,8 @@ func subscriptionFromRow(r dbsqlc.EventSubscription) Subscription {
 		ID: r.ID, URL: r.URL, EventTypes: r.EventTypes, DomainFilter: r.DomainFilter, TagFilter: r.TagFilter,
 		Enabled: r.Enabled, DisabledReason: r.DisabledReason, DisabledAt: whUTC(r.DisabledAt),
 		LastSuccessAt: whUTC(r.LastSuccessAt), FailingSince: whUTC(r.FailingSince),
+		MaxPerSecond: r.MaxPerSecond, MaxInFlight: r.MaxInFlight,
+		SecretRotatedAt: whUTC(r.SecretRotatedAt), PreviousSecretExpiresAt: whUTC(r.PreviousSecretExpiresAt),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }
@@ -64,6 +72,8 @@ type CreateSubscriptionRequest struct {
 	DomainFilter  *string  `json:"domain_filter,omitempty" validate:"omitempty,max=253,domain_name" example:"example.com" description:"Only events about this domain."`
 	TagFilter     *string  `json:"tag_filter,omitempty" validate:"omitempty,min=1,max=64,not_blank" description:"Only events carrying this tag."`
 	SigningSecret *string  `json:"signing_secret,omitempty" validate:"omitempty,max=128" description:"whsec_ followed by standard base64 of 24 to 64 bytes. Omitted: one is generated and returned once."`
+	MaxPerSecond  *int32   `json:"max_per_second,omitempty" nullable:"true" validate:"omitempty,min=1,max=1000" description:"Bound on pushes started per second, across every worker; a push over it waits without using an attempt. Omitted or null: no bound."`
+	MaxInFlight   *int32   `json:"max_in_flight,omitempty" nullable:"true" validate:"omitempty,min=1,max=100" description:"Bound on pushes in flight at once, across every worker; a push over it waits without using an attempt. Omitted or null: no bound."`
 }
 
 // OptionalString is a PATCH field: absent (unchanged), null (cleared) or
@@ -93,6 +103,48 @@ func (OptionalString) JSONSchema() (jsonschema.Schema, error) {
 	s.AddType(jsonschema.String)
 	s.AddType(jsonschema.Null)
 	return s, nil
+}
+
+// OptionalInt is a PATCH integer field: absent (unchanged), null
+// (cleared) or a 32-bit integer.
+type OptionalInt struct {
+	Set   bool
+	Null  bool
+	Value int32
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (o *OptionalInt) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	if bytes.Equal(b, []byte("null")) {
+		o.Null = true
+		return nil
+	}
+	if err := json.Unmarshal(b, &o.Value); err != nil {
+		return errors.New("expected an integer or null")
+	}
+	return nil
+}
+
+// JSONSchema implements jsonschema.Exposer.
+func (OptionalInt) JSONSchema() (jsonschema.Schema, error) {
+	var s jsonschema.Schema
+	s.AddType(jsonschema.Integer)
+	s.AddType(jsonschema.Null)
+	return s, nil
+}
+
+// change is the field as a subscriptions.Change field: nil when absent, a
+// nil inner pointer when null.
+func (o OptionalInt) change() **int32 {
+	if !o.Set {
+		return nil
+	}
+	var v *int32
+	if !o.Null {
+		v = &o.Value
+	}
+	return &v
 }
 
 // OptionalStrings is a PATCH list field: absent, null or a list.
@@ -135,6 +187,8 @@ type UpdateSubscriptionRequest struct {
 	DomainFilter OptionalString  `json:"domain_filter,omitempty" validate:"omitempty,max=253,domain_name" example:"example.com" description:"New domain filter; null clears it."`
 	TagFilter    OptionalString  `json:"tag_filter,omitempty" validate:"omitempty,min=1,max=64,not_blank" description:"New tag filter; null clears it."`
 	Enabled      *bool           `json:"enabled,omitempty" description:"false stops deliveries (queued ones end failed); true resumes and clears the failure clock."`
+	MaxPerSecond OptionalInt     `json:"max_per_second,omitempty" validate:"omitempty,min=1,max=1000" description:"New bound on pushes started per second; null removes it."`
+	MaxInFlight  OptionalInt     `json:"max_in_flight,omitempty" validate:"omitempty,min=1,max=100" description:"New bound on pushes in flight at once; null removes it."`
 }
 
 // SubscriptionPath names one subscription.
@@ -190,6 +244,7 @@ func (s *Server) subscriptionRoutes() {
 			"and reports the outcome. Nothing is stored and nothing is retried; works on a disabled subscription too.",
 		Call: s.testSubscription,
 	})
+	s.secretRoutes(base)
 }
 
 // subscriptionError maps internal/subscriptions' errors to the API's
@@ -253,6 +308,7 @@ func (s *Server) deleteSubscription(ctx context.Context, req *SubscriptionPath) 
 func (s *Server) createSubscription(ctx context.Context, req *CreateSubscriptionRequest) (*NewSubscription, error) {
 	row, secret, err := s.subscriptionService().Create(ctx, s.db, mustCaller(ctx).AccountID, subscriptions.New{
 		URL: req.URL, EventTypes: req.EventTypes, DomainFilter: req.DomainFilter, TagFilter: req.TagFilter, SigningSecret: req.SigningSecret,
+		MaxPerSecond: req.MaxPerSecond, MaxInFlight: req.MaxInFlight,
 	}, s.now())
 	if err != nil {
 		return nil, subscriptionError(err)
@@ -262,7 +318,7 @@ func (s *Server) createSubscription(ctx context.Context, req *CreateSubscription
 
 // updateSubscription serves PATCH /api/accounts/me/event-subscriptions/{id}: change an event subscription.
 func (s *Server) updateSubscription(ctx context.Context, req *UpdateSubscriptionRequest) (*Subscription, error) {
-	c := subscriptions.Change{URL: req.URL, Enabled: req.Enabled}
+	c := subscriptions.Change{URL: req.URL, Enabled: req.Enabled, MaxPerSecond: req.MaxPerSecond.change(), MaxInFlight: req.MaxInFlight.change()}
 	if req.EventTypes.Set {
 		types := req.EventTypes.Value
 		if req.EventTypes.Null {

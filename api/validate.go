@@ -38,6 +38,13 @@ func newValidator() *validator.Validate {
 		}
 		return o.Value
 	}, OptionalStrings{})
+	v.RegisterCustomTypeFunc(func(f reflect.Value) any {
+		o := f.Interface().(OptionalInt)
+		if !o.Set || o.Null {
+			return nil
+		}
+		return o.Value
+	}, OptionalInt{})
 	for name, rule := range textRules {
 		check := rule.check
 		if err := v.RegisterValidation(name, func(fl validator.FieldLevel) bool {

@@ -14,6 +14,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/events"
+	"github.com/mailwatch/mailwatch/internal/subscriptions"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
@@ -21,10 +22,12 @@ import (
 // job's context ended (shutdown, remote cancel).
 const finishTimeout = 10 * time.Second
 
-// addWebhookWorkers registers the push worker and the reconciler.
+// addWebhookWorkers registers the push worker, the reconciler and the
+// retirement of rotated secrets.
 func addWebhookWorkers(w *river.Workers, deps Deps) {
 	river.AddWorker(w, NewDeliveryWorker(deps))
 	river.AddWorker(w, &DeliveryReconcileWorker{deps: deps})
+	river.AddWorker(w, &RetireSecretWorker{deps: deps})
 }
 
 // webhookPeriodicJobs schedules the reconciler.
@@ -119,32 +122,60 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.Deliver
 		return err
 	}
 	var a webhook.Attempt
-	secret, err := w.deps.Keyring.Open(st.Sub.SecretKeyID, st.Sub.SecretCiphertext, st.Sub.ID[:])
+	secret, previous, err := subscriptions.OpenSecrets(w.deps.Keyring, st.Sub, w.deps.Now())
 	if err != nil {
 		// The key ring lost the key (MAILWATCH_SECRET_KEY changed without
 		// MAILWATCH_SECRET_KEY_PREVIOUS): an operator can fix it, so retry.
 		a = webhook.Attempt{ErrorClass: deliveries.ErrorClassSecret, Error: "the signing secret cannot be decrypted with the configured keys"}
 	} else {
-		client := w.deps.WebhookClient
-		if client == nil {
-			// Never fall back to http.DefaultClient: it has no SSRF guard and
-			// follows redirects.
-			return errors.New("webhook worker has no WebhookClient configured")
-		}
-		// Admitted only now, so that the bounds count requests in flight,
-		// not the bookkeeping around them. A push over a bound waits a
-		// moment for a slot, then is put back.
-		release, busy := w.gate.Acquire(ctx, st.Delivery.AccountID, st.Sub.URL, webhook.AdmitWait)
-		if busy != nil {
+		var busy error
+		if a, busy, err = w.push(ctx, st, secret, previous); err != nil {
+			return err
+		} else if busy != nil {
 			return w.wait(ctx, job, st, busy)
 		}
-		defer release() // should Send panic; releasing twice is harmless
-		a = webhook.Send(ctx, client, webhook.Request{
-			URL: st.Sub.URL, MsgID: st.Delivery.ID.String(), Body: st.Delivery.Body, Secret: string(secret),
-		})
-		release()
 	}
 	return w.finish(ctx, job, st, a)
+}
+
+// push sends the delivery under its subscription's own bounds
+// (subscriptions.Admit, shared by the fleet), then its account's and its
+// host's (webhook.Gate, in this process). A push over a bound is not sent:
+// the bound is returned as busy, for wait.
+func (w *DeliveryWorker) push(ctx context.Context, st *deliveries.Started, secret, previous string) (a webhook.Attempt, busy, err error) {
+	client := w.deps.WebhookClient
+	if client == nil {
+		// Never fall back to http.DefaultClient: it has no SSRF guard and
+		// follows redirects.
+		return a, nil, errors.New("webhook worker has no WebhookClient configured")
+	}
+	if subscriptions.Bounded(st.Sub) {
+		lease, over, err := subscriptions.Admit(ctx, w.deps.Pool, st.Sub, st.Delivery.ID, w.deps.Now())
+		if err != nil {
+			return a, nil, err
+		}
+		if over != nil {
+			return a, over, nil
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+			defer cancel()
+			if err := lease.Release(ctx, w.deps.Pool); err != nil {
+				w.deps.Logger.WarnContext(ctx, "push slot not freed; it frees itself when its lease expires", "error", err)
+			}
+		}()
+	}
+	// Admitted only now, so that the bounds count requests in flight,
+	// not the bookkeeping around them. A push over a bound waits a
+	// moment for a slot, then is put back.
+	release, gateBusy := w.gate.Acquire(ctx, st.Delivery.AccountID, st.Sub.URL, webhook.AdmitWait)
+	if gateBusy != nil {
+		return a, gateBusy, nil
+	}
+	defer release()
+	return webhook.Send(ctx, client, webhook.Request{
+		URL: st.Sub.URL, MsgID: st.Delivery.ID.String(), Body: st.Delivery.Body, Secret: secret, PreviousSecret: previous,
+	}), nil, nil
 }
 
 // wait puts back a push that is over its account's or host's bound: its
@@ -154,6 +185,10 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[events.Deliver
 func (w *DeliveryWorker) wait(ctx context.Context, job *river.Job[events.DeliveryArgs], st *deliveries.Started, busy error) error {
 	waits := deliveries.FairWaits(job.Metadata)
 	d := webhook.FairWait(waits, nil)
+	var sb *subscriptions.Busy
+	if errors.As(busy, &sb) && sb.Wait > 0 {
+		d = sb.Wait // the rate's next share, exactly
+	}
 	if st != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
@@ -163,7 +198,10 @@ func (w *DeliveryWorker) wait(ctx context.Context, job *river.Job[events.Deliver
 	}
 	reason := deliveries.SkipAccountBusy
 	var be *webhook.BusyError
-	if errors.As(busy, &be) && be.Scope == webhook.ScopeHost {
+	switch {
+	case sb != nil:
+		reason = deliveries.SkipSubscriptionBusy
+	case errors.As(busy, &be) && be.Scope == webhook.ScopeHost:
 		reason = deliveries.SkipHostBusy
 	}
 	if err := river.MetadataSet(ctx, deliveries.MetadataFairWaits, waits+1); err != nil {

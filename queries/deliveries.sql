@@ -159,7 +159,8 @@ WITH input AS (
            unnest(@started_at::timestamptz[])    AS started_at
 ), owned AS (
     SELECT d.id, i.job_id, i.attempt_id, i.job_attempt, i.job_attempts_left, i.started_at,
-           s.url, s.secret_ciphertext, s.secret_key_id
+           s.url, s.secret_ciphertext, s.secret_key_id, s.previous_secret_ciphertext, s.previous_secret_key_id,
+           s.previous_secret_expires_at, s.max_per_second, s.max_in_flight
     FROM input i
     JOIN webhook_deliveries d ON d.id = i.id AND d.job_id = i.job_id
     JOIN event_subscriptions s ON s.id = d.subscription_id
@@ -182,7 +183,9 @@ SET attempts = w.attempts + 1, max_attempts = w.attempts + 1 + owned.job_attempt
 FROM owned
 WHERE w.id = owned.id
 RETURNING w.id, w.account_id, w.subscription_id, w.event_id, w.event_type, w.body, w.status, w.attempts,
-          owned.job_id::bigint AS job_id, owned.url, owned.secret_ciphertext, owned.secret_key_id;
+          owned.job_id::bigint AS job_id, owned.url, owned.secret_ciphertext, owned.secret_key_id,
+          owned.previous_secret_ciphertext, owned.previous_secret_key_id, owned.previous_secret_expires_at,
+          owned.max_per_second, owned.max_in_flight;
 
 -- name: DeliveryFinishDeliveredMany :many
 -- DeliveryFinishAttempt for many accepted pushes at once (the push worker

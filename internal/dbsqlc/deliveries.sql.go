@@ -368,7 +368,7 @@ func (q *Queries) DeliveryGetByIDForUpdate(ctx context.Context, db DBTX, arg Del
 }
 
 const deliveryGetForWork = `-- name: DeliveryGetForWork :one
-SELECT d.id, d.account_id, d.subscription_id, d.event_id, d.event_type, d.body, d.status, d.attempts, d.max_attempts, d.last_status_code, d.last_error_class, d.last_error, d.next_retry_at, d.job_id, d.created_at, d.updated_at, d.delivered_at, d.failed_at, s.id, s.account_id, s.url, s.event_types, s.domain_filter, s.tag_filter, s.secret_ciphertext, s.secret_key_id, s.enabled, s.disabled_reason, s.disabled_at, s.failing_since, s.last_success_at, s.created_at, s.updated_at
+SELECT d.id, d.account_id, d.subscription_id, d.event_id, d.event_type, d.body, d.status, d.attempts, d.max_attempts, d.last_status_code, d.last_error_class, d.last_error, d.next_retry_at, d.job_id, d.created_at, d.updated_at, d.delivered_at, d.failed_at, s.id, s.account_id, s.url, s.event_types, s.domain_filter, s.tag_filter, s.secret_ciphertext, s.secret_key_id, s.enabled, s.disabled_reason, s.disabled_at, s.failing_since, s.last_success_at, s.created_at, s.updated_at, s.previous_secret_ciphertext, s.previous_secret_key_id, s.previous_secret_expires_at, s.secret_rotated_at, s.max_per_second, s.max_in_flight
 FROM webhook_deliveries d
 JOIN event_subscriptions s ON s.id = d.subscription_id
 WHERE d.id = $1::uuid
@@ -418,6 +418,12 @@ func (q *Queries) DeliveryGetForWork(ctx context.Context, db DBTX, id uuid.UUID)
 		&i.EventSubscription.LastSuccessAt,
 		&i.EventSubscription.CreatedAt,
 		&i.EventSubscription.UpdatedAt,
+		&i.EventSubscription.PreviousSecretCiphertext,
+		&i.EventSubscription.PreviousSecretKeyID,
+		&i.EventSubscription.PreviousSecretExpiresAt,
+		&i.EventSubscription.SecretRotatedAt,
+		&i.EventSubscription.MaxPerSecond,
+		&i.EventSubscription.MaxInFlight,
 	)
 	return i, err
 }
@@ -711,7 +717,8 @@ WITH input AS (
            unnest($6::timestamptz[])    AS started_at
 ), owned AS (
     SELECT d.id, i.job_id, i.attempt_id, i.job_attempt, i.job_attempts_left, i.started_at,
-           s.url, s.secret_ciphertext, s.secret_key_id
+           s.url, s.secret_ciphertext, s.secret_key_id, s.previous_secret_ciphertext, s.previous_secret_key_id,
+           s.previous_secret_expires_at, s.max_per_second, s.max_in_flight
     FROM input i
     JOIN webhook_deliveries d ON d.id = i.id AND d.job_id = i.job_id
     JOIN event_subscriptions s ON s.id = d.subscription_id
@@ -734,7 +741,9 @@ SET attempts = w.attempts + 1, max_attempts = w.attempts + 1 + owned.job_attempt
 FROM owned
 WHERE w.id = owned.id
 RETURNING w.id, w.account_id, w.subscription_id, w.event_id, w.event_type, w.body, w.status, w.attempts,
-          owned.job_id::bigint AS job_id, owned.url, owned.secret_ciphertext, owned.secret_key_id
+          owned.job_id::bigint AS job_id, owned.url, owned.secret_ciphertext, owned.secret_key_id,
+          owned.previous_secret_ciphertext, owned.previous_secret_key_id, owned.previous_secret_expires_at,
+          owned.max_per_second, owned.max_in_flight
 `
 
 type DeliveryStartOwnedManyParams struct {
@@ -747,18 +756,23 @@ type DeliveryStartOwnedManyParams struct {
 }
 
 type DeliveryStartOwnedManyRow struct {
-	ID               uuid.UUID
-	AccountID        uuid.UUID
-	SubscriptionID   uuid.UUID
-	EventID          uuid.UUID
-	EventType        string
-	Body             []byte
-	Status           string
-	Attempts         int32
-	JobID            int64
-	URL              string
-	SecretCiphertext []byte
-	SecretKeyID      string
+	ID                       uuid.UUID
+	AccountID                uuid.UUID
+	SubscriptionID           uuid.UUID
+	EventID                  uuid.UUID
+	EventType                string
+	Body                     []byte
+	Status                   string
+	Attempts                 int32
+	JobID                    int64
+	URL                      string
+	SecretCiphertext         []byte
+	SecretKeyID              string
+	PreviousSecretCiphertext []byte
+	PreviousSecretKeyID      *string
+	PreviousSecretExpiresAt  *time.Time
+	MaxPerSecond             *int32
+	MaxInFlight              *int32
 }
 
 // The worker's fast path, for many runs at once (the push worker coalesces
@@ -799,6 +813,11 @@ func (q *Queries) DeliveryStartOwnedMany(ctx context.Context, db DBTX, arg Deliv
 			&i.URL,
 			&i.SecretCiphertext,
 			&i.SecretKeyID,
+			&i.PreviousSecretCiphertext,
+			&i.PreviousSecretKeyID,
+			&i.PreviousSecretExpiresAt,
+			&i.MaxPerSecond,
+			&i.MaxInFlight,
 		); err != nil {
 			return nil, err
 		}

@@ -878,21 +878,27 @@ type EventCountsHourly struct {
 }
 
 type EventSubscription struct {
-	ID               uuid.UUID
-	AccountID        uuid.UUID
-	URL              string
-	EventTypes       []string
-	DomainFilter     *string
-	TagFilter        *string
-	SecretCiphertext []byte
-	SecretKeyID      string
-	Enabled          bool
-	DisabledReason   *string
-	DisabledAt       *time.Time
-	FailingSince     *time.Time
-	LastSuccessAt    *time.Time
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	ID                       uuid.UUID
+	AccountID                uuid.UUID
+	URL                      string
+	EventTypes               []string
+	DomainFilter             *string
+	TagFilter                *string
+	SecretCiphertext         []byte
+	SecretKeyID              string
+	Enabled                  bool
+	DisabledReason           *string
+	DisabledAt               *time.Time
+	FailingSince             *time.Time
+	LastSuccessAt            *time.Time
+	CreatedAt                time.Time
+	UpdatedAt                time.Time
+	PreviousSecretCiphertext []byte
+	PreviousSecretKeyID      *string
+	PreviousSecretExpiresAt  *time.Time
+	SecretRotatedAt          *time.Time
+	MaxPerSecond             *int32
+	MaxInFlight              *int32
 }
 
 type EventsDefault struct {
@@ -1373,6 +1379,18 @@ type StripeSubscription struct {
 	EventID      string
 	EventCreated time.Time
 	UpdatedAt    time.Time
+}
+
+type SubscriptionPushLease struct {
+	SubscriptionID uuid.UUID
+	Slot           int32
+	DeliveryID     uuid.UUID
+	ExpiresAt      time.Time
+}
+
+type SubscriptionRateCell struct {
+	SubscriptionID uuid.UUID
+	Tat            time.Time
 }
 
 type Suppression struct {

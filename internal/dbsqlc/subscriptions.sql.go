@@ -34,7 +34,7 @@ UPDATE event_subscriptions
 SET enabled = false, disabled_reason = $1::text, disabled_at = $2::timestamptz, updated_at = $2::timestamptz
 WHERE id = $3::uuid AND enabled
   AND ($4::timestamptz IS NULL OR failing_since <= $4::timestamptz)
-RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at
+RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight
 `
 
 type SubscriptionDisableParams struct {
@@ -70,12 +70,18 @@ func (q *Queries) SubscriptionDisable(ctx context.Context, db DBTX, arg Subscrip
 		&i.LastSuccessAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PreviousSecretCiphertext,
+		&i.PreviousSecretKeyID,
+		&i.PreviousSecretExpiresAt,
+		&i.SecretRotatedAt,
+		&i.MaxPerSecond,
+		&i.MaxInFlight,
 	)
 	return i, err
 }
 
 const subscriptionGetByID = `-- name: SubscriptionGetByID :one
-SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at FROM event_subscriptions WHERE id = $1::uuid AND account_id = $2::uuid
+SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight FROM event_subscriptions WHERE id = $1::uuid AND account_id = $2::uuid
 `
 
 type SubscriptionGetByIDParams struct {
@@ -102,12 +108,18 @@ func (q *Queries) SubscriptionGetByID(ctx context.Context, db DBTX, arg Subscrip
 		&i.LastSuccessAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PreviousSecretCiphertext,
+		&i.PreviousSecretKeyID,
+		&i.PreviousSecretExpiresAt,
+		&i.SecretRotatedAt,
+		&i.MaxPerSecond,
+		&i.MaxInFlight,
 	)
 	return i, err
 }
 
 const subscriptionGetForDelivery = `-- name: SubscriptionGetForDelivery :one
-SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at FROM event_subscriptions WHERE id = $1::uuid
+SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight FROM event_subscriptions WHERE id = $1::uuid
 `
 
 func (q *Queries) SubscriptionGetForDelivery(ctx context.Context, db DBTX, id uuid.UUID) (EventSubscription, error) {
@@ -129,15 +141,22 @@ func (q *Queries) SubscriptionGetForDelivery(ctx context.Context, db DBTX, id uu
 		&i.LastSuccessAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PreviousSecretCiphertext,
+		&i.PreviousSecretKeyID,
+		&i.PreviousSecretExpiresAt,
+		&i.SecretRotatedAt,
+		&i.MaxPerSecond,
+		&i.MaxInFlight,
 	)
 	return i, err
 }
 
 const subscriptionInsert = `-- name: SubscriptionInsert :one
-INSERT INTO event_subscriptions (id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id)
+INSERT INTO event_subscriptions (id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, max_per_second, max_in_flight)
 VALUES ($1::uuid, $2::uuid, $3::text, $4::text[], $5::text,
-        $6::text, $7::bytea, $8::text)
-RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at
+        $6::text, $7::bytea, $8::text, $9::integer,
+        $10::integer)
+RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight
 `
 
 type SubscriptionInsertParams struct {
@@ -149,6 +168,8 @@ type SubscriptionInsertParams struct {
 	TagFilter        *string
 	SecretCiphertext []byte
 	SecretKeyID      string
+	MaxPerSecond     *int32
+	MaxInFlight      *int32
 }
 
 func (q *Queries) SubscriptionInsert(ctx context.Context, db DBTX, arg SubscriptionInsertParams) (EventSubscription, error) {
@@ -161,6 +182,8 @@ func (q *Queries) SubscriptionInsert(ctx context.Context, db DBTX, arg Subscript
 		arg.TagFilter,
 		arg.SecretCiphertext,
 		arg.SecretKeyID,
+		arg.MaxPerSecond,
+		arg.MaxInFlight,
 	)
 	var i EventSubscription
 	err := row.Scan(
@@ -179,12 +202,90 @@ func (q *Queries) SubscriptionInsert(ctx context.Context, db DBTX, arg Subscript
 		&i.LastSuccessAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PreviousSecretCiphertext,
+		&i.PreviousSecretKeyID,
+		&i.PreviousSecretExpiresAt,
+		&i.SecretRotatedAt,
+		&i.MaxPerSecond,
+		&i.MaxInFlight,
 	)
 	return i, err
 }
 
+const subscriptionLeaseRelease = `-- name: SubscriptionLeaseRelease :exec
+DELETE FROM subscription_push_leases
+WHERE subscription_id = $1::uuid AND slot = $2::int AND delivery_id = $3::uuid
+`
+
+type SubscriptionLeaseReleaseParams struct {
+	ID         uuid.UUID
+	Slot       int32
+	DeliveryID uuid.UUID
+}
+
+func (q *Queries) SubscriptionLeaseRelease(ctx context.Context, db DBTX, arg SubscriptionLeaseReleaseParams) error {
+	_, err := db.Exec(ctx, subscriptionLeaseRelease, arg.ID, arg.Slot, arg.DeliveryID)
+	return err
+}
+
+const subscriptionLeaseTake = `-- name: SubscriptionLeaseTake :one
+INSERT INTO subscription_push_leases AS l (subscription_id, slot, delivery_id, expires_at)
+SELECT $1::uuid, g, $2::uuid, $3::timestamptz
+FROM generate_series(0, $4::int) AS g
+WHERE NOT EXISTS (SELECT 1 FROM subscription_push_leases x
+                  WHERE x.subscription_id = $1::uuid AND x.slot = g AND x.expires_at > $5::timestamptz)
+ORDER BY g
+LIMIT 1
+ON CONFLICT (subscription_id, slot) DO UPDATE
+SET delivery_id = excluded.delivery_id, expires_at = excluded.expires_at
+WHERE l.expires_at <= $5::timestamptz
+RETURNING slot
+`
+
+type SubscriptionLeaseTakeParams struct {
+	ID         uuid.UUID
+	DeliveryID uuid.UUID
+	ExpiresAt  time.Time
+	LastSlot   int32
+	Now        time.Time
+}
+
+// Leases the lowest free push slot, 0 to last_slot, of a subscription
+// with max_in_flight (a slot is free when it has no lease or its lease expired). No row when
+// every slot is taken, or when a concurrent push took the same slot first.
+func (q *Queries) SubscriptionLeaseTake(ctx context.Context, db DBTX, arg SubscriptionLeaseTakeParams) (int32, error) {
+	row := db.QueryRow(ctx, subscriptionLeaseTake,
+		arg.ID,
+		arg.DeliveryID,
+		arg.ExpiresAt,
+		arg.LastSlot,
+		arg.Now,
+	)
+	var slot int32
+	err := row.Scan(&slot)
+	return slot, err
+}
+
+const subscriptionLeasesInFlight = `-- name: SubscriptionLeasesInFlight :one
+SELECT count(*)::int FROM subscription_push_leases
+WHERE subscription_id = $1::uuid AND expires_at > $2::timestamptz
+`
+
+type SubscriptionLeasesInFlightParams struct {
+	ID  uuid.UUID
+	Now time.Time
+}
+
+// The pushes of a subscription in flight now (leases not expired).
+func (q *Queries) SubscriptionLeasesInFlight(ctx context.Context, db DBTX, arg SubscriptionLeasesInFlightParams) (int32, error) {
+	row := db.QueryRow(ctx, subscriptionLeasesInFlight, arg.ID, arg.Now)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const subscriptionListByAccount = `-- name: SubscriptionListByAccount :many
-SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at FROM event_subscriptions WHERE account_id = $1::uuid ORDER BY id LIMIT $2::int
+SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight FROM event_subscriptions WHERE account_id = $1::uuid ORDER BY id LIMIT $2::int
 `
 
 type SubscriptionListByAccountParams struct {
@@ -217,6 +318,12 @@ func (q *Queries) SubscriptionListByAccount(ctx context.Context, db DBTX, arg Su
 			&i.LastSuccessAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.PreviousSecretCiphertext,
+			&i.PreviousSecretKeyID,
+			&i.PreviousSecretExpiresAt,
+			&i.SecretRotatedAt,
+			&i.MaxPerSecond,
+			&i.MaxInFlight,
 		); err != nil {
 			return nil, err
 		}
@@ -288,6 +395,130 @@ func (q *Queries) SubscriptionMarkFailing(ctx context.Context, db DBTX, arg Subs
 	return err
 }
 
+const subscriptionRateGet = `-- name: SubscriptionRateGet :one
+SELECT tat FROM subscription_rate_cells WHERE subscription_id = $1::uuid
+`
+
+func (q *Queries) SubscriptionRateGet(ctx context.Context, db DBTX, id uuid.UUID) (time.Time, error) {
+	row := db.QueryRow(ctx, subscriptionRateGet, id)
+	var tat time.Time
+	err := row.Scan(&tat)
+	return tat, err
+}
+
+const subscriptionRateTake = `-- name: SubscriptionRateTake :one
+INSERT INTO subscription_rate_cells AS c (subscription_id, tat)
+VALUES ($1::uuid, $2::timestamptz)
+ON CONFLICT (subscription_id) DO UPDATE
+SET tat = greatest(c.tat, $3::timestamptz) + (excluded.tat - $3::timestamptz)
+WHERE c.tat <= $4::timestamptz
+RETURNING tat
+`
+
+type SubscriptionRateTakeParams struct {
+	ID      uuid.UUID
+	NextTat time.Time
+	Now     time.Time
+	Horizon time.Time
+}
+
+// Admits one push of a subscription with max_per_second (a GCRA cell):
+// admitted while the theoretical arrival time is not past horizon (now
+// plus the burst's tolerance); it then moves on by one emission interval
+// (next_tat is now plus that interval). No row when the push must wait.
+func (q *Queries) SubscriptionRateTake(ctx context.Context, db DBTX, arg SubscriptionRateTakeParams) (time.Time, error) {
+	row := db.QueryRow(ctx, subscriptionRateTake,
+		arg.ID,
+		arg.NextTat,
+		arg.Now,
+		arg.Horizon,
+	)
+	var tat time.Time
+	err := row.Scan(&tat)
+	return tat, err
+}
+
+const subscriptionRetirePreviousSecret = `-- name: SubscriptionRetirePreviousSecret :execrows
+UPDATE event_subscriptions
+SET previous_secret_ciphertext = NULL, previous_secret_key_id = NULL, previous_secret_expires_at = NULL
+WHERE id = $1::uuid AND previous_secret_expires_at <= $2::timestamptz
+`
+
+type SubscriptionRetirePreviousSecretParams struct {
+	ID  uuid.UUID
+	Now time.Time
+}
+
+// Drops a replaced secret whose grace period has ended.
+func (q *Queries) SubscriptionRetirePreviousSecret(ctx context.Context, db DBTX, arg SubscriptionRetirePreviousSecretParams) (int64, error) {
+	result, err := db.Exec(ctx, subscriptionRetirePreviousSecret, arg.ID, arg.Now)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const subscriptionRotateSecret = `-- name: SubscriptionRotateSecret :one
+UPDATE event_subscriptions
+SET previous_secret_ciphertext = CASE WHEN $1::timestamptz IS NULL THEN NULL ELSE secret_ciphertext END,
+    previous_secret_key_id     = CASE WHEN $1::timestamptz IS NULL THEN NULL ELSE secret_key_id END,
+    previous_secret_expires_at = $1::timestamptz,
+    secret_ciphertext          = $2::bytea,
+    secret_key_id              = $3::text,
+    secret_rotated_at          = $4::timestamptz,
+    updated_at                 = $4::timestamptz
+WHERE id = $5::uuid AND account_id = $6::uuid
+RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight
+`
+
+type SubscriptionRotateSecretParams struct {
+	PreviousExpiresAt *time.Time
+	SecretCiphertext  []byte
+	SecretKeyID       string
+	Now               time.Time
+	ID                uuid.UUID
+	AccountID         uuid.UUID
+}
+
+// Seals a new signing secret in; the one it replaces signs beside it until
+// previous_expires_at, or is dropped at once when that is NULL. A secret
+// still in the grace of an earlier rotation is dropped: at most two sign.
+func (q *Queries) SubscriptionRotateSecret(ctx context.Context, db DBTX, arg SubscriptionRotateSecretParams) (EventSubscription, error) {
+	row := db.QueryRow(ctx, subscriptionRotateSecret,
+		arg.PreviousExpiresAt,
+		arg.SecretCiphertext,
+		arg.SecretKeyID,
+		arg.Now,
+		arg.ID,
+		arg.AccountID,
+	)
+	var i EventSubscription
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.URL,
+		&i.EventTypes,
+		&i.DomainFilter,
+		&i.TagFilter,
+		&i.SecretCiphertext,
+		&i.SecretKeyID,
+		&i.Enabled,
+		&i.DisabledReason,
+		&i.DisabledAt,
+		&i.FailingSince,
+		&i.LastSuccessAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.PreviousSecretCiphertext,
+		&i.PreviousSecretKeyID,
+		&i.PreviousSecretExpiresAt,
+		&i.SecretRotatedAt,
+		&i.MaxPerSecond,
+		&i.MaxInFlight,
+	)
+	return i, err
+}
+
 const subscriptionUpdate = `-- name: SubscriptionUpdate :one
 UPDATE event_subscriptions
 SET url             = $1::text,
@@ -295,12 +526,14 @@ SET url             = $1::text,
     domain_filter   = $3::text,
     tag_filter      = $4::text,
     enabled         = $5::boolean,
-    disabled_reason = CASE WHEN $5::boolean THEN NULL ELSE coalesce(disabled_reason, $6::text) END,
+    max_per_second  = $6::integer,
+    max_in_flight   = $7::integer,
+    disabled_reason = CASE WHEN $5::boolean THEN NULL ELSE coalesce(disabled_reason, $8::text) END,
     disabled_at     = CASE WHEN $5::boolean THEN NULL ELSE coalesce(disabled_at, now()) END,
     failing_since   = CASE WHEN $5::boolean AND NOT enabled THEN NULL ELSE failing_since END,
     updated_at      = now()
-WHERE id = $7::uuid AND account_id = $8::uuid
-RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at
+WHERE id = $9::uuid AND account_id = $10::uuid
+RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight
 `
 
 type SubscriptionUpdateParams struct {
@@ -309,6 +542,8 @@ type SubscriptionUpdateParams struct {
 	DomainFilter   *string
 	TagFilter      *string
 	Enabled        bool
+	MaxPerSecond   *int32
+	MaxInFlight    *int32
 	DisabledReason *string
 	ID             uuid.UUID
 	AccountID      uuid.UUID
@@ -321,6 +556,8 @@ func (q *Queries) SubscriptionUpdate(ctx context.Context, db DBTX, arg Subscript
 		arg.DomainFilter,
 		arg.TagFilter,
 		arg.Enabled,
+		arg.MaxPerSecond,
+		arg.MaxInFlight,
 		arg.DisabledReason,
 		arg.ID,
 		arg.AccountID,
@@ -342,6 +579,12 @@ func (q *Queries) SubscriptionUpdate(ctx context.Context, db DBTX, arg Subscript
 		&i.LastSuccessAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.PreviousSecretCiphertext,
+		&i.PreviousSecretKeyID,
+		&i.PreviousSecretExpiresAt,
+		&i.SecretRotatedAt,
+		&i.MaxPerSecond,
+		&i.MaxInFlight,
 	)
 	return i, err
 }

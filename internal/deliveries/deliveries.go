@@ -71,6 +71,9 @@ const (
 	// account's or its host's pushes in flight being at their bound.
 	SkipAccountBusy = "account_busy"
 	SkipHostBusy    = "host_busy"
+	// SkipSubscriptionBusy: the push waits for its subscription's own
+	// bound (max_per_second, max_in_flight).
+	SkipSubscriptionBusy = "subscription_busy"
 )
 
 // SkipOutput is the River job output of a delivery run that sent nothing:

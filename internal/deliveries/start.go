@@ -191,6 +191,8 @@ func StartOwned(ctx context.Context, db dbutil.Executor, ins []StartIn) ([]*Star
 			Sub: dbsqlc.EventSubscription{
 				ID: r.SubscriptionID, AccountID: r.AccountID, URL: r.URL, Enabled: true,
 				SecretCiphertext: r.SecretCiphertext, SecretKeyID: r.SecretKeyID,
+				PreviousSecretCiphertext: r.PreviousSecretCiphertext, PreviousSecretKeyID: r.PreviousSecretKeyID,
+				PreviousSecretExpiresAt: r.PreviousSecretExpiresAt, MaxPerSecond: r.MaxPerSecond, MaxInFlight: r.MaxInFlight,
 			},
 			AttemptID: ins[i].AttemptID,
 		}

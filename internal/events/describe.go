@@ -205,6 +205,12 @@ var descriptions = map[string]description{
 	TypePasswordChanged: {"Password changed", func(fields) string {
 		return "the account's password was changed"
 	}},
+	TypeSubscriptionSecretRotated: {"Signing secret rotated", func(p fields) string {
+		if until := p.str("previous_secret_expires_at"); until != "" {
+			return "a subscription's signing secret was rotated; the old one signs too until " + until
+		}
+		return "a subscription's signing secret was rotated; the old one was retired at once"
+	}},
 	TypeMXTLSFailing: {"MX TLS failing", func(p fields) string {
 		return p.on(p.str("mx_host") + ": " + firstOf(p.first("problems"), p.str("verdict")))
 	}},

@@ -82,4 +82,6 @@ var examples = map[string]json.RawMessage{
 		`"already_queued":false,"admin_key_identifier":"mw_AbCd"}`),
 	TypeSMSPoolChanged:  json.RawMessage(`{"action":"added","phone_number":"+14155550100","admin_key_identifier":"mw_AbCd"}`),
 	TypePasswordChanged: json.RawMessage(`{"key_identifier":"mw_AbCd","changed_at":"2026-03-01T12:00:00Z"}`),
+	TypeSubscriptionSecretRotated: json.RawMessage(`{"subscription_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f71",` +
+		`"rotated_at":"2026-03-01T12:00:00Z","previous_secret_expires_at":"2026-03-02T12:00:00Z","key_identifier":"mw_AbCd"}`),
 }

@@ -65,6 +65,8 @@ const (
 	TypeMaintenanceTaskRun = "maintenance_task_run"
 	TypePasswordChanged    = "password_changed"
 	TypeSMSPoolChanged     = "sms_pool_changed"
+	// Webhook subscriptions (internal/subscriptions).
+	TypeSubscriptionSecretRotated = "subscription_secret_rotated"
 )
 
 // Type describes one kind of event.
@@ -453,6 +455,15 @@ var types = map[string]Type{
 		DefaultSeverity: SeverityWarning,
 		PayloadSchema: schema(`{"type":"object","required":["key_identifier","changed_at"],"properties":{
 			"key_identifier":{"type":"string"},"changed_at":{"type":"string","format":"date-time"}}}`),
+	},
+	TypeSubscriptionSecretRotated: {
+		Name:            TypeSubscriptionSecretRotated,
+		Group:           GroupSecurity,
+		Description:     "An event subscription's signing secret was rotated. Until previous_secret_expires_at every push carries a signature under the new secret and one under the secret it replaced; null means the old secret was retired at once.",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["subscription_id","rotated_at","previous_secret_expires_at","key_identifier"],"properties":{
+			"subscription_id":{"type":"string","format":"uuid"},"rotated_at":{"type":"string","format":"date-time"},
+			"previous_secret_expires_at":{"type":["string","null"],"format":"date-time"},"key_identifier":{"type":"string"}}}`),
 	},
 }
 

@@ -25,6 +25,9 @@ type New struct {
 	// SigningSecret, when set, is the whsec_ secret to sign with; one is
 	// generated otherwise.
 	SigningSecret *string
+	// MaxPerSecond and MaxInFlight, when set, bound the subscription's
+	// pushes (Admit).
+	MaxPerSecond, MaxInFlight *int32
 }
 
 // Create checks n and subscribes it for the account; it returns the row
@@ -74,7 +77,11 @@ func (s *Service) Create(ctx context.Context, db dbutil.Executor, accountID uuid
 
 // insertParams checks n's destination and filters.
 func (s *Service) insertParams(ctx context.Context, accountID uuid.UUID, n New) (dbsqlc.SubscriptionInsertParams, error) {
-	params := dbsqlc.SubscriptionInsertParams{ID: uuid.Must(uuid.NewV7()), AccountID: accountID, URL: n.URL}
+	params := dbsqlc.SubscriptionInsertParams{ID: uuid.Must(uuid.NewV7()), AccountID: accountID, URL: n.URL,
+		MaxPerSecond: n.MaxPerSecond, MaxInFlight: n.MaxInFlight}
+	if err := CheckBounds(n.MaxPerSecond, n.MaxInFlight); err != nil {
+		return params, err
+	}
 	if err := s.CheckURL(ctx, n.URL); err != nil {
 		return params, err
 	}
@@ -112,6 +119,9 @@ type Change struct {
 	DomainFilter **string
 	TagFilter    **string
 	Enabled      *bool
+	// MaxPerSecond and MaxInFlight, when set, replace the bound; a nil
+	// inner pointer removes it.
+	MaxPerSecond, MaxInFlight **int32
 }
 
 // Update checks c and applies it to the account's subscription id.
@@ -127,6 +137,13 @@ func (s *Service) Update(ctx context.Context, db dbutil.Executor, accountID, id 
 		p := dbsqlc.SubscriptionUpdateParams{
 			ID: cur.ID, AccountID: accountID, URL: cur.URL, EventTypes: cur.EventTypes,
 			DomainFilter: cur.DomainFilter, TagFilter: cur.TagFilter, Enabled: cur.Enabled,
+			MaxPerSecond: cur.MaxPerSecond, MaxInFlight: cur.MaxInFlight,
+		}
+		if c.MaxPerSecond != nil {
+			p.MaxPerSecond = *c.MaxPerSecond
+		}
+		if c.MaxInFlight != nil {
+			p.MaxInFlight = *c.MaxInFlight
 		}
 		if c.URL != nil {
 			p.URL = *c.URL
@@ -156,6 +173,16 @@ func (s *Service) Update(ctx context.Context, db dbutil.Executor, accountID, id 
 
 // checkChange checks c's fields and normalises its filters in place.
 func (s *Service) checkChange(ctx context.Context, c *Change) error {
+	var perSecond, inFlight *int32
+	if c.MaxPerSecond != nil {
+		perSecond = *c.MaxPerSecond
+	}
+	if c.MaxInFlight != nil {
+		inFlight = *c.MaxInFlight
+	}
+	if err := CheckBounds(perSecond, inFlight); err != nil {
+		return err
+	}
 	if c.URL != nil {
 		if err := s.CheckURL(ctx, *c.URL); err != nil {
 			return err
@@ -185,8 +212,20 @@ func (s *Service) checkChange(ctx context.Context, c *Change) error {
 
 func ptr[T any](v T) *T { return &v }
 
+// CheckBounds checks throughput bounds that are set.
+func CheckBounds(perSecond, inFlight *int32) error {
+	if perSecond != nil && (*perSecond < 1 || *perSecond > MaxPerSecondLimit) {
+		return &FieldError{Field: "max_per_second", Message: fmt.Sprintf("must be 1 to %d, or null for no bound", MaxPerSecondLimit)}
+	}
+	if inFlight != nil && (*inFlight < 1 || *inFlight > MaxInFlightLimit) {
+		return &FieldError{Field: "max_in_flight", Message: fmt.Sprintf("must be 1 to %d, or null for no bound", MaxInFlightLimit)}
+	}
+	return nil
+}
+
 // Test pushes a signed synthetic event of type test to the account's
-// subscription id now (disabled or not) and returns the outcome; nothing
+// subscription id now (disabled or not), signed as its pushes are (both
+// secrets during a rotation's grace), and returns the outcome; nothing
 // is stored or retried. ErrSecretUnreadable when the secret cannot be
 // opened.
 func (s *Service) Test(ctx context.Context, db dbsqlc.DBTX, accountID, id uuid.UUID, now time.Time) (webhook.Attempt, error) {
@@ -194,11 +233,11 @@ func (s *Service) Test(ctx context.Context, db dbsqlc.DBTX, accountID, id uuid.U
 	if err != nil {
 		return webhook.Attempt{}, err
 	}
-	secret, err := s.Keyring.Open(sub.SecretKeyID, sub.SecretCiphertext, sub.ID[:])
-	if err != nil {
-		return webhook.Attempt{}, fmt.Errorf("%w: %w", ErrSecretUnreadable, err)
-	}
 	now = now.UTC()
+	secret, previous, err := OpenSecrets(s.Keyring, sub, now)
+	if err != nil {
+		return webhook.Attempt{}, err
+	}
 	msgID := uuid.Must(uuid.NewV7())
 	body, err := webhook.Payload("test", now, map[string]any{
 		"id": msgID, "event_type": "test", "subscription_id": sub.ID,
@@ -207,5 +246,5 @@ func (s *Service) Test(ctx context.Context, db dbsqlc.DBTX, accountID, id uuid.U
 	if err != nil {
 		return webhook.Attempt{}, fmt.Errorf("building test payload: %w", err)
 	}
-	return webhook.Send(ctx, s.Client, webhook.Request{URL: sub.URL, MsgID: msgID.String(), Body: body, Secret: string(secret)}), nil
+	return webhook.Send(ctx, s.Client, webhook.Request{URL: sub.URL, MsgID: msgID.String(), Body: body, Secret: secret, PreviousSecret: previous}), nil
 }

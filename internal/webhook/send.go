@@ -86,6 +86,10 @@ type Request struct {
 	Body []byte
 	// Secret is the subscription's signing secret, "whsec_...", decrypted.
 	Secret string
+	// PreviousSecret, when set, is the secret a rotation replaced, still in
+	// its grace period: the push then carries a signature under each
+	// secret (SignAll), the new one first.
+	PreviousSecret string
 	// UserAgent defaults to DefaultUserAgent.
 	UserAgent string
 }
@@ -171,7 +175,11 @@ func newRequest(ctx context.Context, req Request) (*http.Request, error) {
 	if timestamp.IsZero() {
 		timestamp = time.Now()
 	}
-	signature, err := Sign(req.Secret, req.MsgID, timestamp, req.Body)
+	secrets := []string{req.Secret}
+	if req.PreviousSecret != "" {
+		secrets = append(secrets, req.PreviousSecret)
+	}
+	signature, err := SignAll(secrets, req.MsgID, timestamp, req.Body)
 	if err != nil {
 		return nil, fmt.Errorf("error signing: %w", err)
 	}

@@ -624,3 +624,30 @@ func BenchmarkSend(b *testing.B) {
 	b.ReportMetric(float64(conns.Load()), "conns")
 	require.Zero(b, failed.Load())
 }
+
+// TestSendDuringRotation: a push signed under a new secret and the one it
+// replaces verifies, with the official Standard Webhooks library, under
+// either secret alone, and under neither a third.
+func TestSendDuringRotation(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t)
+	recv := startReceiver(t, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	previous := GenerateSecret()
+	req := bundle.request(recv.URL)
+	req.PreviousSecret = previous
+	require.True(t, Send(context.Background(), bundle.client, req).Delivered)
+
+	got := recv.received()
+	require.Len(t, got, 1)
+	sigs := strings.Fields(got[0].header.Get("webhook-signature"))
+	require.Len(t, sigs, 2, "one signature per secret")
+	verify(t, bundle.secret, got[0])
+	verify(t, previous, got[0])
+	other, err := standardwebhooks.NewWebhook(GenerateSecret())
+	require.NoError(t, err)
+	require.Error(t, other.Verify(got[0].body, got[0].header), "a third secret verifies nothing")
+
+	want, err := Sign(bundle.secret, req.MsgID, req.Timestamp, req.Body)
+	require.NoError(t, err)
+	require.Equal(t, want, sigs[0], "the new secret's signature comes first")
+}

@@ -92,6 +92,26 @@ func Sign(secret, msgID string, timestamp time.Time, body []byte) (string, error
 	return sign(key, msgID, timestamp.Unix(), body), nil
 }
 
+// SignAll returns the webhook-signature header value signed under each of
+// secrets, space-separated in their order ("v1,<a> v1,<b>"): Standard
+// Webhooks receivers accept a message when any one signature verifies, so
+// during a rotation's grace period a receiver holding either secret
+// accepts every push.
+func SignAll(secrets []string, msgID string, timestamp time.Time, body []byte) (string, error) {
+	if len(secrets) == 1 {
+		return Sign(secrets[0], msgID, timestamp, body)
+	}
+	sigs := make([]string, len(secrets))
+	for i, secret := range secrets {
+		sig, err := Sign(secret, msgID, timestamp, body)
+		if err != nil {
+			return "", err
+		}
+		sigs[i] = sig
+	}
+	return strings.Join(sigs, " "), nil
+}
+
 func sign(key []byte, msgID string, unix int64, body []byte) string {
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(msgID))
