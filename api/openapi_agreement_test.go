@@ -777,10 +777,11 @@ var agreementFixtures = map[string]agreementFixture{
 
 	// Event subscriptions and deliveries.
 	"listEventSubscriptions": nil, "createEventSubscription": nil, "listDeliveries": nil,
-	"getEventSubscription":    subscriptionFixture,
-	"updateEventSubscription": subscriptionFixture,
-	"deleteEventSubscription": subscriptionFixture,
-	"testEventSubscription":   subscriptionFixture,
+	"getEventSubscription":          subscriptionFixture,
+	"updateEventSubscription":       subscriptionFixture,
+	"deleteEventSubscription":       subscriptionFixture,
+	"testEventSubscription":         subscriptionFixture,
+	"rotateEventSubscriptionSecret": subscriptionFixture,
 	"getDelivery": func(t *testing.T, e *agreementEnv, st *agreementState) {
 		st.params["id"] = e.delivery(t, st)
 	},

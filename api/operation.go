@@ -92,6 +92,7 @@ type Ops struct {
 	TestEventSubscription   Operation[SubscriptionPath, SubscriptionTestResult]
 	UpdateEventSubscription Operation[UpdateSubscriptionRequest, Subscription]
 	DeleteEventSubscription Operation[SubscriptionPath, NoContent]
+	RotateSecret            Operation[RotateSecretRequest, RotatedSecret]
 	ListDeliveries          Operation[ListDeliveriesRequest, DeliveryPage]
 	GetDelivery             Operation[DeliveryPath, DeliveryDetail]
 	RetryDelivery           Operation[DeliveryPath, Delivery]

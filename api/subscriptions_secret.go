@@ -23,7 +23,7 @@ type RotatedSecret struct {
 }
 
 func (s *Server) secretRoutes(base string) {
-	Handle(s.router, Endpoint[RotateSecretRequest, RotatedSecret]{
+	s.ops.RotateSecret = Handle(s.router, Endpoint[RotateSecretRequest, RotatedSecret]{
 		Method: "POST", Path: base + "/{id}/secret/rotate", OperationID: "rotateEventSubscriptionSecret", Tag: "event subscriptions",
 		Errors:  []int{404},
 		Summary: "Rotate the signing secret, with an overlap",

@@ -531,6 +531,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, br.eval(`document.querySelector("#secret").value`), "whsec_")
 	br.do(chromedp.Click(chromedp.CSS("article form button")), chromedp.WaitVisible(chromedp.CSS("#test-result")))
 	require.Contains(t, br.text("#test-result"), "delivered")
+	// The secret rotated with an overlap: the new one is shown once, and the
+	// card says the old one still signs.
+	oldSecret := br.eval(`document.querySelector("#secret") ? document.querySelector("#secret").value : ""`)
+	br.do(chromedp.Click(chromedp.CSS("details.rotate summary")), chromedp.Click(chromedp.CSS("details.rotate button")),
+		chromedp.WaitVisible(chromedp.CSS("#rotated")))
+	newSecret := br.eval(`document.querySelector("#new-secret").value`)
+	require.Contains(t, newSecret, "whsec_")
+	require.NotEqual(t, oldSecret, newSecret)
+	require.Contains(t, br.text("#rotated"), "signature under the old secret too")
+	require.Contains(t, br.text("main article"), "rotating")
 	br.screenshots("subscriptions")
 	srv.emit(t, acctID, events.Event{Type: events.TypeDMARCReportReceived, Domain: domain})
 	br.eventuallyPage("/deliveries?status=delivered", "the delivery", func() bool {
@@ -549,7 +559,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	br.screenshots("delivery")
 	// The subscription deleted, after a confirmation.
 	br.open("/subscriptions")
-	br.do(chromedp.Click(chromedp.CSS("details.confirm summary")), chromedp.Click(chromedp.CSS("details.confirm button")),
+	br.do(chromedp.Click(chromedp.CSS("details.delete summary")), chromedp.Click(chromedp.CSS("details.delete button")),
 		chromedp.WaitVisible(chromedp.CSS(".notice")))
 	require.Equal(t, "subscription deleted", br.text(".notice"))
 	require.Contains(t, br.text("main"), "No subscriptions yet.")

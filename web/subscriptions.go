@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -14,6 +15,7 @@ import (
 type subscriptionsData struct {
 	Subscriptions []api.Subscription
 	Created       *api.NewSubscription
+	Rotated       *api.RotatedSecret
 	Test          *api.SubscriptionTestResult
 	Groups        []typeGroup
 	// Form is what was typed into a refused create form, shown again.
@@ -23,7 +25,24 @@ type subscriptionsData struct {
 // subscriptionForm is the create form's values.
 type subscriptionForm struct {
 	URL, DomainFilter, TagFilter string
+	MaxPerSecond, MaxInFlight    string
 	EventTypes                   map[string]bool
+}
+
+// formInt32 reads an optional whole-number field: nil when blank; a value
+// that is not a number is passed on as 0, which the API refuses with the
+// field's name.
+func formInt32(v string) *int32 {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		n = 0
+	}
+	i := int32(n)
+	return &i
 }
 
 // typeGroup is one preference group's event types, for the checkboxes.
@@ -74,7 +93,8 @@ func optional(v string) *string {
 
 func (h *Dashboard) webCreateSubscription(c *fiber.Ctx) error {
 	req := &api.CreateSubscriptionRequest{URL: c.FormValue("url"), DomainFilter: optional(c.FormValue("domain_filter")),
-		TagFilter: optional(c.FormValue("tag_filter"))}
+		TagFilter: optional(c.FormValue("tag_filter")), MaxPerSecond: formInt32(c.FormValue("max_per_second")),
+		MaxInFlight: formInt32(c.FormValue("max_in_flight"))}
 	if args := c.Context().PostArgs(); args != nil {
 		for _, v := range args.PeekMulti("event_types") {
 			req.EventTypes = append(req.EventTypes, string(v))
@@ -84,7 +104,7 @@ func (h *Dashboard) webCreateSubscription(c *fiber.Ctx) error {
 	if err != nil {
 		status, msg := h.problemText(c, err)
 		form := subscriptionForm{URL: req.URL, DomainFilter: c.FormValue("domain_filter"), TagFilter: c.FormValue("tag_filter"),
-			EventTypes: map[string]bool{}}
+			MaxPerSecond: c.FormValue("max_per_second"), MaxInFlight: c.FormValue("max_in_flight"), EventTypes: map[string]bool{}}
 		for _, t := range req.EventTypes {
 			form.EventTypes[t] = true
 		}
@@ -104,6 +124,29 @@ func (h *Dashboard) webTestSubscription(c *fiber.Ctx) error {
 		return h.done(c, "/subscriptions", err, "")
 	}
 	return h.subscriptionsPage(c, http.StatusOK, subscriptionsData{Test: res}, "")
+}
+
+// webRotateSecret rotates a subscription's signing secret with the grace
+// chosen in the form (hours) and shows the new secret, once.
+func (h *Dashboard) webRotateSecret(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return h.done(c, "/subscriptions", api.NotFound("subscription"), "")
+	}
+	req := &api.RotateSecretRequest{ID: id}
+	if v := strings.TrimSpace(c.FormValue("grace_hours")); v != "" {
+		hours, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			hours = -1 // refused by the API with the field's name
+		}
+		secs := hours * 3600
+		req.GracePeriodSeconds = &secs
+	}
+	res, err := h.ops.RotateSecret.Call(c.UserContext(), callerOf(c), req)
+	if err != nil {
+		return h.done(c, "/subscriptions", err, "")
+	}
+	return h.subscriptionsPage(c, http.StatusOK, subscriptionsData{Rotated: res}, "")
 }
 
 func (h *Dashboard) webEnableSubscription(c *fiber.Ctx) error {
