@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,11 @@ func benchWebhooks(ctx context.Context, env *benchEnv) error {
 	if err != nil {
 		return err
 	}
+	// The subscription is mid-rotation, as after POST .../secret/rotate:
+	// every push is signed under two secrets.
+	if err := benchRotate(ctx, env, account); err != nil {
+		return err
+	}
 	workerPool, err := dbutil.NewPool(ctx, env.URL+os.Getenv("BENCH_WORKER_URL_SUFFIX"), 20)
 	if err != nil {
 		return err
@@ -103,6 +109,7 @@ func benchWebhooks(ctx context.Context, env *benchEnv) error {
 		return err
 	}
 	res.print()
+	fmt.Printf("  pushes carrying two signatures (a rotation in grace): %d\n", rc.twoSignatures.Load())
 	return nil
 }
 
@@ -239,6 +246,31 @@ func (res *webhookResults) print() {
 	fmt.Printf("  rows not delivered at the end: %d\n", res.notDelivered)
 }
 
+// benchRotate puts the account's subscriptions in a rotation's grace: a
+// second secret, sealed as a rotation leaves it, signs beside the first
+// for a day.
+func benchRotate(ctx context.Context, env *benchEnv, account uuid.UUID) error {
+	keyring, err := secretbox.NewKeyring(make([]byte, 32))
+	if err != nil {
+		return err
+	}
+	rows, err := dbsqlc.New().SubscriptionListByAccount(ctx, env.Pool, dbsqlc.SubscriptionListByAccountParams{AccountID: account, Max: 100})
+	if err != nil {
+		return err
+	}
+	for _, sub := range rows {
+		ct, keyID, err := keyring.Seal([]byte(webhook.GenerateSecret()), sub.ID[:])
+		if err != nil {
+			return err
+		}
+		if _, err := env.Pool.Exec(ctx, `UPDATE event_subscriptions SET previous_secret_ciphertext = $2,
+			previous_secret_key_id = $3, previous_secret_expires_at = now() + interval '1 day' WHERE id = $1`, sub.ID, ct, keyID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // benchSubscription creates an account subscribed to every event at url.
 func benchSubscription(ctx context.Context, env *benchEnv, url string) (uuid.UUID, error) {
 	return benchSubscriptionFor(ctx, env, url, "bench-webhooks@example.com")
@@ -269,6 +301,8 @@ type benchReceiver struct {
 	mu      sync.Mutex
 	waiting map[uuid.UUID]chan time.Time
 	pool    *pgxpool.Pool // for settle
+	// twoSignatures counts the pushes signed under two secrets.
+	twoSignatures atomic.Int64
 }
 
 func startBenchReceiver() (*benchReceiver, error) {
@@ -290,6 +324,9 @@ func (rc *benchReceiver) serve(w http.ResponseWriter, r *http.Request) {
 		Data struct {
 			ID uuid.UUID `json:"id"`
 		} `json:"data"`
+	}
+	if strings.Count(r.Header.Get("webhook-signature"), "v1,") == 2 {
+		rc.twoSignatures.Add(1)
 	}
 	b, _ := io.ReadAll(r.Body)
 	if err := json.Unmarshal(b, &body); err != nil {
