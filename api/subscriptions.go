@@ -190,6 +190,7 @@ func (s *Server) subscriptionRoutes() {
 			"and reports the outcome. Nothing is stored and nothing is retried; works on a disabled subscription too.",
 		Call: s.testSubscription,
 	})
+	s.subscriptionRecoverRoutes(base) // subscriptions_recover.go
 }
 
 // subscriptionError maps internal/subscriptions' errors to the API's

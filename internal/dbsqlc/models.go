@@ -878,21 +878,22 @@ type EventCountsHourly struct {
 }
 
 type EventSubscription struct {
-	ID               uuid.UUID
-	AccountID        uuid.UUID
-	URL              string
-	EventTypes       []string
-	DomainFilter     *string
-	TagFilter        *string
-	SecretCiphertext []byte
-	SecretKeyID      string
-	Enabled          bool
-	DisabledReason   *string
-	DisabledAt       *time.Time
-	FailingSince     *time.Time
-	LastSuccessAt    *time.Time
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	ID                uuid.UUID
+	AccountID         uuid.UUID
+	URL               string
+	EventTypes        []string
+	DomainFilter      *string
+	TagFilter         *string
+	SecretCiphertext  []byte
+	SecretKeyID       string
+	Enabled           bool
+	DisabledReason    *string
+	DisabledAt        *time.Time
+	FailingSince      *time.Time
+	LastSuccessAt     *time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	FailingNotifiedAt *time.Time
 }
 
 type EventsDefault struct {
