@@ -29,6 +29,9 @@ const (
 	RecoverMaxPerRun = 10_000
 )
 
+// recoverMaxPerRun is RecoverMaxPerRun, lowered by tests.
+var recoverMaxPerRun = RecoverMaxPerRun
+
 // Why a recovery is refused.
 var (
 	// ErrSubscriptionNotFound: the account has no such subscription.
@@ -184,8 +187,8 @@ func Recover(ctx context.Context, db dbutil.Executor, q ManyInserter, a RecoverA
 	p := dbsqlc.DeliveryRecoverBatchParams{
 		SubscriptionID: a.SubscriptionID, AccountID: a.AccountID, FromID: uuidv7Floor(a.Since), ToID: uuidv7Floor(a.Until),
 	}
-	for out.Requeued < RecoverMaxPerRun {
-		p.Max = int32(min(RecoverBatch, RecoverMaxPerRun-out.Requeued))
+	for out.Requeued < recoverMaxPerRun {
+		p.Max = int32(min(RecoverBatch, recoverMaxPerRun-out.Requeued))
 		var n int
 		err := dbutil.WithTx(ctx, db, func(ctx context.Context, tx pgx.Tx) error {
 			var err error
