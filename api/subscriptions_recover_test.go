@@ -94,8 +94,26 @@ func TestSubscriptionRecover(t *testing.T) {
 	for range 2 {
 		after = append(after, b.deliveryOf(t, acct.Key, b.emitMessage(t, acct.ID)).ID)
 	}
+	// The same range twice while its job waits is one job; the range
+	// holds none of these deliveries.
+	path := subsPath + "/" + sub.ID + "/recover"
+	early := map[string]any{"since": since.Add(-time.Hour).Format(time.RFC3339Nano), "until": since.Format(time.RFC3339Nano)}
+	var first, second recoveryJSON
+	resp := b.do(t, "POST", path, acct.Key, early)
+	require.Equal(t, 202, resp.Status, "%s", resp.Body)
+	resp.JSON(t, &first)
+	resp = b.do(t, "POST", path, acct.Key, early)
+	require.Equal(t, 202, resp.Status, "%s", resp.Body)
+	resp.JSON(t, &second)
+	require.False(t, first.AlreadyQueued)
+	require.True(t, second.AlreadyQueued)
+	require.Equal(t, first.JobID, second.JobID)
+	job, err := b.worker.JobGet(ctx, first.JobID)
+	require.NoError(t, err)
+	require.Contains(t, job.Tags, "subscription-"+sub.ID, "River UI's tag filter finds it with the subscription's pushes")
+
 	// One attempt each, so that the 500 ends them failed at once.
-	_, err := b.db.Exec(ctx, `UPDATE river_job SET max_attempts = 1
+	_, err = b.db.Exec(ctx, `UPDATE river_job SET max_attempts = 1
 		WHERE id IN (SELECT job_id FROM webhook_deliveries WHERE account_id = $1)`, acct.ID)
 	require.NoError(t, err)
 	b.start(t)
@@ -111,9 +129,9 @@ func TestSubscriptionRecover(t *testing.T) {
 	b.jobSettled(t, inRange[0])
 	pushed := rc.count()
 
-	path := subsPath + "/" + sub.ID + "/recover"
+	require.Zero(t, b.recoverDone(t, first.JobID).Requeued)
 	body := map[string]any{"since": since.Format(time.RFC3339Nano), "until": boundary.Format(time.RFC3339Nano)}
-	resp := b.do(t, "POST", path, acct.Key, body)
+	resp = b.do(t, "POST", path, acct.Key, body)
 	require.Equal(t, 202, resp.Status, "%s", resp.Body)
 	var rec recoveryJSON
 	resp.JSON(t, &rec)
@@ -137,9 +155,14 @@ func TestSubscriptionRecover(t *testing.T) {
 
 	// The audit trail names the job.
 	var payload deliveries.RecoveryRequestedPayload
-	require.NoError(t, b.db.QueryRow(ctx, "SELECT payload FROM events WHERE account_id = $1 AND event_type = $2",
+	require.NoError(t, b.db.QueryRow(ctx, "SELECT payload FROM events WHERE account_id = $1 AND event_type = $2 ORDER BY id DESC LIMIT 1",
 		acct.ID, events.TypeSubscriptionRecoveryRequested).Scan(&payload))
 	require.Equal(t, rec.JobID, payload.JobID)
+	require.False(t, payload.AlreadyQueued)
+	var audits int
+	require.NoError(t, b.db.QueryRow(ctx, "SELECT count(*) FROM events WHERE account_id = $1 AND event_type = $2",
+		acct.ID, events.TypeSubscriptionRecoveryRequested).Scan(&audits))
+	require.Equal(t, 3, audits, "one per request, the one answered by a queued job too")
 	require.Equal(t, sub.ID, payload.SubscriptionID.String())
 	require.NotEmpty(t, payload.KeyIdentifier)
 

@@ -87,7 +87,7 @@ func (RecoverArgs) Kind() string { return "webhook_recover" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (RecoverArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queues.Maintenance, MaxAttempts: 5, Tags: []string{"webhook_recover"},
+	return river.InsertOpts{Queue: queues.Maintenance, MaxAttempts: 5,
 		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: queues.ActiveStates}}
 }
 
@@ -137,7 +137,10 @@ func RequestRecovery(ctx context.Context, db dbutil.Executor, em *events.Emitter
 		if !sub.Enabled {
 			return Recovery{}, ErrRecoverDisabled
 		}
-		res, err := q.InsertTx(ctx, tx, RecoverArgs{AccountID: accountID, SubscriptionID: subID, Since: from, Until: to}, nil)
+		// Tagged as the subscription's delivery jobs are (events.DeliveryTags),
+		// so that River UI's tag filter shows them together.
+		res, err := q.InsertTx(ctx, tx, RecoverArgs{AccountID: accountID, SubscriptionID: subID, Since: from, Until: to},
+			&river.InsertOpts{Tags: []string{"account-" + accountID.String(), "subscription-" + subID.String()}})
 		if err != nil {
 			return Recovery{}, fmt.Errorf("error queueing recovery: %w", err)
 		}
