@@ -159,7 +159,7 @@ func requeue(ctx context.Context, tx pgx.Tx, id uuid.UUID, job int64, now time.T
 		return dbsqlc.WebhookDelivery{}, fmt.Errorf("error requeueing delivery: %w", err)
 	}
 	if len(rows) == 0 {
-		return dbsqlc.WebhookDelivery{}, pgx.ErrNoRows
+		return dbsqlc.WebhookDelivery{}, fmt.Errorf("error requeueing delivery: %w", pgx.ErrNoRows)
 	}
 	return rows[0], nil
 }
