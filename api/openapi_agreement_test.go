@@ -782,6 +782,11 @@ var agreementFixtures = map[string]agreementFixture{
 	"deleteEventSubscription":       subscriptionFixture,
 	"testEventSubscription":         subscriptionFixture,
 	"rotateEventSubscriptionSecret": subscriptionFixture,
+	"recoverEventSubscription": func(t *testing.T, e *agreementEnv, st *agreementState) {
+		st.params["id"] = e.subscription(t, st)
+		// The schema's example is a fixed date; a recovery starts at most 14 days ago.
+		st.body["since"] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	},
 	"getDelivery": func(t *testing.T, e *agreementEnv, st *agreementState) {
 		st.params["id"] = e.delivery(t, st)
 	},

@@ -245,6 +245,7 @@ func (s *Server) subscriptionRoutes() {
 		Call: s.testSubscription,
 	})
 	s.secretRoutes(base)
+	s.subscriptionRecoverRoutes(base) // subscriptions_recover.go
 }
 
 // subscriptionError maps internal/subscriptions' errors to the API's

@@ -199,6 +199,7 @@ func Workers(deps Deps) *river.Workers {
 	river.AddWorker(w, &UsagePruneWorker{deps: deps})
 	addEventWorkers(w, deps)      // events.go
 	addWebhookWorkers(w, deps)    // webhooks.go
+	addRecoverWorkers(w, deps)    // webhooks_recover.go
 	addReceiverWorkers(w, deps)   // receivers.go
 	addDomainWorkers(w, deps)     // domains.go
 	addDNSFixWorkers(w, deps)     // dnsfix.go

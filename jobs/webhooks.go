@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,7 +61,7 @@ type DeliveryWorker struct {
 	// runs (a run starting on a delivery it owns; a push accepted) into
 	// one statement per batch.
 	starts    *coalescer[deliveries.StartIn, *deliveries.Started]
-	delivered *coalescer[deliveries.Delivered, struct{}]
+	delivered *coalescer[deliveries.Delivered, bool]
 	// gate bounds the pushes in flight per account and per destination
 	// host (webhook.Gate): a push over a bound waits, snoozed, and the
 	// worker takes another account's push.
@@ -87,7 +88,7 @@ func NewDeliveryWorker(deps Deps) *DeliveryWorker {
 	w.starts = &coalescer[deliveries.StartIn, *deliveries.Started]{
 		maxBatch: coalesceMaxBatch, maxFlushers: coalesceMaxFlushers, timeout: finishTimeout, run: w.startMany,
 	}
-	w.delivered = &coalescer[deliveries.Delivered, struct{}]{
+	w.delivered = &coalescer[deliveries.Delivered, bool]{
 		maxBatch: coalesceMaxBatch, maxFlushers: coalesceMaxFlushers, timeout: finishTimeout, run: w.deliveredMany,
 	}
 	return w
@@ -282,16 +283,21 @@ func (w *DeliveryWorker) startMany(ctx context.Context, ins []deliveries.StartIn
 }
 
 // deliveredMany records many accepted pushes in one statement; if it
-// fails, each is recorded alone.
-func (w *DeliveryWorker) deliveredMany(ctx context.Context, ins []deliveries.Delivered, _ []struct{}, errs []error) {
+// fails, each is recorded alone. outs[i] says that the push's subscription
+// had raised subscription_failing (finish raises subscription_recovered).
+func (w *DeliveryWorker) deliveredMany(ctx context.Context, ins []deliveries.Delivered, outs []bool, errs []error) {
 	now := w.deps.Now().UTC()
 	if len(ins) > 1 {
-		if err := deliveries.RecordDelivered(ctx, w.deps.Pool, ins, now); err == nil {
+		if recovering, err := deliveries.RecordDelivered(ctx, w.deps.Pool, ins, now); err == nil {
+			for i := range ins {
+				outs[i] = slices.Contains(recovering, ins[i].SubscriptionID)
+			}
 			return
 		}
 	}
 	for i := range ins {
-		errs[i] = deliveries.RecordDelivered(ctx, w.deps.Pool, ins[i:i+1], now)
+		recovering, err := deliveries.RecordDelivered(ctx, w.deps.Pool, ins[i:i+1], now)
+		outs[i], errs[i] = len(recovering) > 0, err
 	}
 }
 
@@ -311,10 +317,23 @@ func (w *DeliveryWorker) finish(ctx context.Context, job *river.Job[events.Deliv
 		// River's own batched completion: should the process die before
 		// that, the job runs again, finds its delivery delivered and
 		// completes without a push.
-		if _, err := w.delivered.do(deliveries.Delivered{
+		recovering, err := w.delivered.do(deliveries.Delivered{
 			DeliveryID: st.Delivery.ID, AttemptID: st.AttemptID, SubscriptionID: st.Sub.ID, FinishedAt: now, Attempt: a,
-		}); err != nil {
+		})
+		if err != nil {
 			return err
+		}
+		if recovering {
+			// Rare (the end of a notified failing period): in a transaction
+			// of its own, with the job's River client to fan the event out.
+			// The push stands whatever happens here; left undone, the next
+			// accepted push ends the period.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+			err := deliveries.NotifyRecovered(rctx, w.deps.Pool, &events.Emitter{}, st.Sub.ID, now)
+			cancel()
+			if err != nil {
+				w.deps.Logger.WarnContext(ctx, "subscription recovery not recorded", "subscription_id", st.Sub.ID, "error", err)
+			}
 		}
 		w.metrics.observe(oc.Label, a.Duration)
 		return nil

@@ -62,18 +62,31 @@ SET status = 'failed', last_error = @last_error::text, last_error_class = @last_
 WHERE id = @id::uuid AND status IN ('pending', 'retrying', 'failed')
 RETURNING *;
 
--- name: DeliveryRequeue :one
--- A manual retry: the delivery is queued again on job_id, for one more
--- attempt at least.
-UPDATE webhook_deliveries
-SET status        = CASE WHEN attempts = 0 THEN 'pending' ELSE 'retrying' END,
-    job_id        = @job_id::bigint,
-    max_attempts  = greatest(max_attempts, attempts + 1),
+-- name: DeliveryRequeue :many
+-- A manual retry, or a recovery's batch: each delivery (ids[i]) is queued
+-- again on its job (job_ids[i]), for one more attempt at least.
+UPDATE webhook_deliveries d
+SET status        = CASE WHEN d.attempts = 0 THEN 'pending' ELSE 'retrying' END,
+    job_id        = i.job_id,
+    max_attempts  = greatest(d.max_attempts, d.attempts + 1),
     next_retry_at = @next_retry_at::timestamptz,
     failed_at     = NULL,
     updated_at    = now()
-WHERE id = @id::uuid
-RETURNING *;
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@job_ids::bigint[]) AS job_id) i
+WHERE d.id = i.id AND d.id = ANY (@ids::uuid[])
+RETURNING d.*;
+
+-- name: DeliveryRecoverBatch :many
+-- The next failed deliveries of a subscription created in [from_id, to_id)
+-- (UUIDv7 floors of a time range), after the keyset cursor, locked; rows
+-- another transaction holds (a concurrent recovery, a push starting) are
+-- skipped, so two recoveries never queue one delivery twice.
+SELECT * FROM webhook_deliveries
+WHERE subscription_id = @subscription_id::uuid AND account_id = @account_id::uuid AND status = 'failed'
+  AND id >= @from_id::uuid AND id < @to_id::uuid AND id > @after::uuid
+ORDER BY id
+LIMIT @max::int
+FOR UPDATE SKIP LOCKED;
 
 -- name: DeliverySetNextRetry :exec
 UPDATE webhook_deliveries SET next_retry_at = @next_retry_at::timestamptz, updated_at = now()
@@ -108,7 +121,7 @@ WITH attempt AS (
 ), healthy AS (
     UPDATE event_subscriptions
     SET failing_since = NULL, last_success_at = @finished_at::timestamptz
-    WHERE id = @subscription_id::uuid AND @status::text = 'delivered'
+    WHERE id = @subscription_id::uuid AND @status::text = 'delivered' AND failing_notified_at IS NULL
       AND (failing_since IS NOT NULL OR last_success_at IS NULL OR last_success_at < @stale_before::timestamptz)
 )
 UPDATE webhook_deliveries
@@ -191,7 +204,10 @@ RETURNING w.id, w.account_id, w.subscription_id, w.event_id, w.event_type, w.bod
 -- DeliveryFinishAttempt for many accepted pushes at once (the push worker
 -- coalesces the outcomes that arrive while a statement is in flight). A
 -- subscription's health is written once per batch, and only when it
--- changes. Deliveries deleted meanwhile are left out of the result.
+-- changes, except that of a subscription notified failing
+-- (subscription_failing): that one is left for SubscriptionRecover, which
+-- raises subscription_recovered. The result is the subscriptions of the
+-- batch in that state (as they were before this statement).
 WITH input AS (
     SELECT unnest(@ids::uuid[])                     AS id,
            unnest(@attempt_ids::uuid[])             AS attempt_id,
@@ -212,12 +228,14 @@ WITH input AS (
     UPDATE event_subscriptions s
     SET failing_since = NULL, last_success_at = h.finished_at
     FROM (SELECT subscription_id, max(finished_at) AS finished_at FROM input GROUP BY subscription_id) h
-    WHERE s.id = h.subscription_id
+    WHERE s.id = h.subscription_id AND s.failing_notified_at IS NULL
       AND (s.failing_since IS NOT NULL OR s.last_success_at IS NULL OR s.last_success_at < @stale_before::timestamptz)
+), delivered AS (
+    UPDATE webhook_deliveries d
+    SET status = 'delivered', last_status_code = i.status_code, last_error_class = NULL, last_error = NULL,
+        next_retry_at = NULL, delivered_at = now(), failed_at = NULL, updated_at = now()
+    FROM input i
+    WHERE d.id = i.id
 )
-UPDATE webhook_deliveries d
-SET status = 'delivered', last_status_code = i.status_code, last_error_class = NULL, last_error = NULL,
-    next_retry_at = NULL, delivered_at = now(), failed_at = NULL, updated_at = now()
-FROM input i
-WHERE d.id = i.id
-RETURNING d.id;
+SELECT s.id FROM event_subscriptions s
+WHERE s.id IN (SELECT subscription_id FROM input) AND s.failing_notified_at IS NOT NULL;

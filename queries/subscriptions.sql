@@ -23,6 +23,7 @@ SET url             = @url::text,
     disabled_reason = CASE WHEN @enabled::boolean THEN NULL ELSE coalesce(disabled_reason, sqlc.narg('disabled_reason')::text) END,
     disabled_at     = CASE WHEN @enabled::boolean THEN NULL ELSE coalesce(disabled_at, now()) END,
     failing_since   = CASE WHEN @enabled::boolean AND NOT enabled THEN NULL ELSE failing_since END,
+    failing_notified_at = CASE WHEN @enabled::boolean AND NOT enabled THEN NULL ELSE failing_notified_at END,
     updated_at      = now()
 WHERE id = @id::uuid AND account_id = @account_id::uuid
 RETURNING *;
@@ -118,3 +119,27 @@ WHERE subscription_id = @id::uuid AND slot = @slot::int AND delivery_id = @deliv
 -- The pushes of a subscription in flight now (leases not expired).
 SELECT count(*)::int FROM subscription_push_leases
 WHERE subscription_id = @id::uuid AND expires_at > @now::timestamptz;
+
+-- name: SubscriptionMarkFailingNotified :one
+-- Marks an enabled subscription failing since before the cutoff as
+-- notified (subscription_failing), once per failing period: no row when it
+-- is healthy, failing for less long, disabled or already notified.
+UPDATE event_subscriptions
+SET failing_notified_at = @now::timestamptz
+WHERE id = @id::uuid AND enabled AND failing_notified_at IS NULL
+  AND failing_since <= @failing_before::timestamptz
+RETURNING *;
+
+-- name: SubscriptionRecover :one
+-- Ends the notified failing period of a subscription whose push was just
+-- accepted (DeliveryFinishDeliveredMany leaves those to this statement):
+-- failing_since and failing_notified_at are cleared and the period's start
+-- returned. No row when another run ended it first, or it is not notified.
+UPDATE event_subscriptions s
+SET failing_since = NULL, failing_notified_at = NULL,
+    last_success_at = greatest(s.last_success_at, @succeeded_at::timestamptz)
+FROM (SELECT id, failing_since FROM event_subscriptions
+      WHERE id = @id::uuid AND failing_notified_at IS NOT NULL
+      FOR UPDATE) old
+WHERE s.id = old.id
+RETURNING s.id, s.account_id, s.url, old.failing_since AS previous_failing_since;

@@ -353,7 +353,7 @@ func TestRiverUIOperatorActions(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			_, err = dbsqlc.New().DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{ID: id, JobID: res.Job.ID, NextRetryAt: res.Job.ScheduledAt})
+			_, err = dbsqlc.New().DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{Ids: []uuid.UUID{id}, JobIds: []int64{res.Job.ID}, NextRetryAt: res.Job.ScheduledAt})
 			return err
 		}))
 		owner := read(t, id).jobID

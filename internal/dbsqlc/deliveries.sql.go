@@ -140,7 +140,7 @@ WITH attempt AS (
 ), healthy AS (
     UPDATE event_subscriptions
     SET failing_since = NULL, last_success_at = $8::timestamptz
-    WHERE id = $13::uuid AND $1::text = 'delivered'
+    WHERE id = $13::uuid AND $1::text = 'delivered' AND failing_notified_at IS NULL
       AND (failing_since IS NOT NULL OR last_success_at IS NULL OR last_success_at < $14::timestamptz)
 )
 UPDATE webhook_deliveries
@@ -240,15 +240,17 @@ WITH input AS (
     UPDATE event_subscriptions s
     SET failing_since = NULL, last_success_at = h.finished_at
     FROM (SELECT subscription_id, max(finished_at) AS finished_at FROM input GROUP BY subscription_id) h
-    WHERE s.id = h.subscription_id
+    WHERE s.id = h.subscription_id AND s.failing_notified_at IS NULL
       AND (s.failing_since IS NOT NULL OR s.last_success_at IS NULL OR s.last_success_at < $9::timestamptz)
+), delivered AS (
+    UPDATE webhook_deliveries d
+    SET status = 'delivered', last_status_code = i.status_code, last_error_class = NULL, last_error = NULL,
+        next_retry_at = NULL, delivered_at = now(), failed_at = NULL, updated_at = now()
+    FROM input i
+    WHERE d.id = i.id
 )
-UPDATE webhook_deliveries d
-SET status = 'delivered', last_status_code = i.status_code, last_error_class = NULL, last_error = NULL,
-    next_retry_at = NULL, delivered_at = now(), failed_at = NULL, updated_at = now()
-FROM input i
-WHERE d.id = i.id
-RETURNING d.id
+SELECT s.id FROM event_subscriptions s
+WHERE s.id IN (SELECT subscription_id FROM input) AND s.failing_notified_at IS NOT NULL
 `
 
 type DeliveryFinishDeliveredManyParams struct {
@@ -266,7 +268,10 @@ type DeliveryFinishDeliveredManyParams struct {
 // DeliveryFinishAttempt for many accepted pushes at once (the push worker
 // coalesces the outcomes that arrive while a statement is in flight). A
 // subscription's health is written once per batch, and only when it
-// changes. Deliveries deleted meanwhile are left out of the result.
+// changes, except that of a subscription notified failing
+// (subscription_failing): that one is left for SubscriptionRecover, which
+// raises subscription_recovered. The result is the subscriptions of the
+// batch in that state (as they were before this statement).
 func (q *Queries) DeliveryFinishDeliveredMany(ctx context.Context, db DBTX, arg DeliveryFinishDeliveredManyParams) ([]uuid.UUID, error) {
 	rows, err := db.Query(ctx, deliveryFinishDeliveredMany,
 		arg.Ids,
@@ -368,7 +373,7 @@ func (q *Queries) DeliveryGetByIDForUpdate(ctx context.Context, db DBTX, arg Del
 }
 
 const deliveryGetForWork = `-- name: DeliveryGetForWork :one
-SELECT d.id, d.account_id, d.subscription_id, d.event_id, d.event_type, d.body, d.status, d.attempts, d.max_attempts, d.last_status_code, d.last_error_class, d.last_error, d.next_retry_at, d.job_id, d.created_at, d.updated_at, d.delivered_at, d.failed_at, s.id, s.account_id, s.url, s.event_types, s.domain_filter, s.tag_filter, s.secret_ciphertext, s.secret_key_id, s.enabled, s.disabled_reason, s.disabled_at, s.failing_since, s.last_success_at, s.created_at, s.updated_at, s.previous_secret_ciphertext, s.previous_secret_key_id, s.previous_secret_expires_at, s.secret_rotated_at, s.max_per_second, s.max_in_flight
+SELECT d.id, d.account_id, d.subscription_id, d.event_id, d.event_type, d.body, d.status, d.attempts, d.max_attempts, d.last_status_code, d.last_error_class, d.last_error, d.next_retry_at, d.job_id, d.created_at, d.updated_at, d.delivered_at, d.failed_at, s.id, s.account_id, s.url, s.event_types, s.domain_filter, s.tag_filter, s.secret_ciphertext, s.secret_key_id, s.enabled, s.disabled_reason, s.disabled_at, s.failing_since, s.last_success_at, s.created_at, s.updated_at, s.previous_secret_ciphertext, s.previous_secret_key_id, s.previous_secret_expires_at, s.secret_rotated_at, s.max_per_second, s.max_in_flight, s.failing_notified_at
 FROM webhook_deliveries d
 JOIN event_subscriptions s ON s.id = d.subscription_id
 WHERE d.id = $1::uuid
@@ -424,6 +429,7 @@ func (q *Queries) DeliveryGetForWork(ctx context.Context, db DBTX, id uuid.UUID)
 		&i.EventSubscription.SecretRotatedAt,
 		&i.EventSubscription.MaxPerSecond,
 		&i.EventSubscription.MaxInFlight,
+		&i.EventSubscription.FailingNotifiedAt,
 	)
 	return i, err
 }
@@ -569,50 +575,132 @@ func (q *Queries) DeliveryMarkFailed(ctx context.Context, db DBTX, arg DeliveryM
 	return i, err
 }
 
-const deliveryRequeue = `-- name: DeliveryRequeue :one
-UPDATE webhook_deliveries
-SET status        = CASE WHEN attempts = 0 THEN 'pending' ELSE 'retrying' END,
-    job_id        = $1::bigint,
-    max_attempts  = greatest(max_attempts, attempts + 1),
-    next_retry_at = $2::timestamptz,
+const deliveryRecoverBatch = `-- name: DeliveryRecoverBatch :many
+SELECT id, account_id, subscription_id, event_id, event_type, body, status, attempts, max_attempts, last_status_code, last_error_class, last_error, next_retry_at, job_id, created_at, updated_at, delivered_at, failed_at FROM webhook_deliveries
+WHERE subscription_id = $1::uuid AND account_id = $2::uuid AND status = 'failed'
+  AND id >= $3::uuid AND id < $4::uuid AND id > $5::uuid
+ORDER BY id
+LIMIT $6::int
+FOR UPDATE SKIP LOCKED
+`
+
+type DeliveryRecoverBatchParams struct {
+	SubscriptionID uuid.UUID
+	AccountID      uuid.UUID
+	FromID         uuid.UUID
+	ToID           uuid.UUID
+	After          uuid.UUID
+	Max            int32
+}
+
+// The next failed deliveries of a subscription created in [from_id, to_id)
+// (UUIDv7 floors of a time range), after the keyset cursor, locked; rows
+// another transaction holds (a concurrent recovery, a push starting) are
+// skipped, so two recoveries never queue one delivery twice.
+func (q *Queries) DeliveryRecoverBatch(ctx context.Context, db DBTX, arg DeliveryRecoverBatchParams) ([]WebhookDelivery, error) {
+	rows, err := db.Query(ctx, deliveryRecoverBatch,
+		arg.SubscriptionID,
+		arg.AccountID,
+		arg.FromID,
+		arg.ToID,
+		arg.After,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebhookDelivery
+	for rows.Next() {
+		var i WebhookDelivery
+		if err := rows.Scan(
+			&i.ID,
+			&i.AccountID,
+			&i.SubscriptionID,
+			&i.EventID,
+			&i.EventType,
+			&i.Body,
+			&i.Status,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LastStatusCode,
+			&i.LastErrorClass,
+			&i.LastError,
+			&i.NextRetryAt,
+			&i.JobID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.DeliveredAt,
+			&i.FailedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deliveryRequeue = `-- name: DeliveryRequeue :many
+UPDATE webhook_deliveries d
+SET status        = CASE WHEN d.attempts = 0 THEN 'pending' ELSE 'retrying' END,
+    job_id        = i.job_id,
+    max_attempts  = greatest(d.max_attempts, d.attempts + 1),
+    next_retry_at = $1::timestamptz,
     failed_at     = NULL,
     updated_at    = now()
-WHERE id = $3::uuid
-RETURNING id, account_id, subscription_id, event_id, event_type, body, status, attempts, max_attempts, last_status_code, last_error_class, last_error, next_retry_at, job_id, created_at, updated_at, delivered_at, failed_at
+FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::bigint[]) AS job_id) i
+WHERE d.id = i.id AND d.id = ANY ($2::uuid[])
+RETURNING d.id, d.account_id, d.subscription_id, d.event_id, d.event_type, d.body, d.status, d.attempts, d.max_attempts, d.last_status_code, d.last_error_class, d.last_error, d.next_retry_at, d.job_id, d.created_at, d.updated_at, d.delivered_at, d.failed_at
 `
 
 type DeliveryRequeueParams struct {
-	JobID       int64
 	NextRetryAt time.Time
-	ID          uuid.UUID
+	Ids         []uuid.UUID
+	JobIds      []int64
 }
 
-// A manual retry: the delivery is queued again on job_id, for one more
-// attempt at least.
-func (q *Queries) DeliveryRequeue(ctx context.Context, db DBTX, arg DeliveryRequeueParams) (WebhookDelivery, error) {
-	row := db.QueryRow(ctx, deliveryRequeue, arg.JobID, arg.NextRetryAt, arg.ID)
-	var i WebhookDelivery
-	err := row.Scan(
-		&i.ID,
-		&i.AccountID,
-		&i.SubscriptionID,
-		&i.EventID,
-		&i.EventType,
-		&i.Body,
-		&i.Status,
-		&i.Attempts,
-		&i.MaxAttempts,
-		&i.LastStatusCode,
-		&i.LastErrorClass,
-		&i.LastError,
-		&i.NextRetryAt,
-		&i.JobID,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DeliveredAt,
-		&i.FailedAt,
-	)
-	return i, err
+// A manual retry, or a recovery's batch: each delivery (ids[i]) is queued
+// again on its job (job_ids[i]), for one more attempt at least.
+func (q *Queries) DeliveryRequeue(ctx context.Context, db DBTX, arg DeliveryRequeueParams) ([]WebhookDelivery, error) {
+	rows, err := db.Query(ctx, deliveryRequeue, arg.NextRetryAt, arg.Ids, arg.JobIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WebhookDelivery
+	for rows.Next() {
+		var i WebhookDelivery
+		if err := rows.Scan(
+			&i.ID,
+			&i.AccountID,
+			&i.SubscriptionID,
+			&i.EventID,
+			&i.EventType,
+			&i.Body,
+			&i.Status,
+			&i.Attempts,
+			&i.MaxAttempts,
+			&i.LastStatusCode,
+			&i.LastErrorClass,
+			&i.LastError,
+			&i.NextRetryAt,
+			&i.JobID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.DeliveredAt,
+			&i.FailedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const deliveryRetractAttempt = `-- name: DeliveryRetractAttempt :execrows

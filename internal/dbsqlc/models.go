@@ -899,6 +899,7 @@ type EventSubscription struct {
 	SecretRotatedAt          *time.Time
 	MaxPerSecond             *int32
 	MaxInFlight              *int32
+	FailingNotifiedAt        *time.Time
 }
 
 type EventsDefault struct {

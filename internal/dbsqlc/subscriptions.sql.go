@@ -34,7 +34,7 @@ UPDATE event_subscriptions
 SET enabled = false, disabled_reason = $1::text, disabled_at = $2::timestamptz, updated_at = $2::timestamptz
 WHERE id = $3::uuid AND enabled
   AND ($4::timestamptz IS NULL OR failing_since <= $4::timestamptz)
-RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight
+RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight, failing_notified_at
 `
 
 type SubscriptionDisableParams struct {
@@ -76,12 +76,13 @@ func (q *Queries) SubscriptionDisable(ctx context.Context, db DBTX, arg Subscrip
 		&i.SecretRotatedAt,
 		&i.MaxPerSecond,
 		&i.MaxInFlight,
+		&i.FailingNotifiedAt,
 	)
 	return i, err
 }
 
 const subscriptionGetByID = `-- name: SubscriptionGetByID :one
-SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight FROM event_subscriptions WHERE id = $1::uuid AND account_id = $2::uuid
+SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight, failing_notified_at FROM event_subscriptions WHERE id = $1::uuid AND account_id = $2::uuid
 `
 
 type SubscriptionGetByIDParams struct {
@@ -114,12 +115,13 @@ func (q *Queries) SubscriptionGetByID(ctx context.Context, db DBTX, arg Subscrip
 		&i.SecretRotatedAt,
 		&i.MaxPerSecond,
 		&i.MaxInFlight,
+		&i.FailingNotifiedAt,
 	)
 	return i, err
 }
 
 const subscriptionGetForDelivery = `-- name: SubscriptionGetForDelivery :one
-SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight FROM event_subscriptions WHERE id = $1::uuid
+SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight, failing_notified_at FROM event_subscriptions WHERE id = $1::uuid
 `
 
 func (q *Queries) SubscriptionGetForDelivery(ctx context.Context, db DBTX, id uuid.UUID) (EventSubscription, error) {
@@ -147,6 +149,7 @@ func (q *Queries) SubscriptionGetForDelivery(ctx context.Context, db DBTX, id uu
 		&i.SecretRotatedAt,
 		&i.MaxPerSecond,
 		&i.MaxInFlight,
+		&i.FailingNotifiedAt,
 	)
 	return i, err
 }
@@ -156,7 +159,7 @@ INSERT INTO event_subscriptions (id, account_id, url, event_types, domain_filter
 VALUES ($1::uuid, $2::uuid, $3::text, $4::text[], $5::text,
         $6::text, $7::bytea, $8::text, $9::integer,
         $10::integer)
-RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight
+RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight, failing_notified_at
 `
 
 type SubscriptionInsertParams struct {
@@ -208,6 +211,7 @@ func (q *Queries) SubscriptionInsert(ctx context.Context, db DBTX, arg Subscript
 		&i.SecretRotatedAt,
 		&i.MaxPerSecond,
 		&i.MaxInFlight,
+		&i.FailingNotifiedAt,
 	)
 	return i, err
 }
@@ -285,7 +289,7 @@ func (q *Queries) SubscriptionLeasesInFlight(ctx context.Context, db DBTX, arg S
 }
 
 const subscriptionListByAccount = `-- name: SubscriptionListByAccount :many
-SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight FROM event_subscriptions WHERE account_id = $1::uuid ORDER BY id LIMIT $2::int
+SELECT id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight, failing_notified_at FROM event_subscriptions WHERE account_id = $1::uuid ORDER BY id LIMIT $2::int
 `
 
 type SubscriptionListByAccountParams struct {
@@ -324,6 +328,7 @@ func (q *Queries) SubscriptionListByAccount(ctx context.Context, db DBTX, arg Su
 			&i.SecretRotatedAt,
 			&i.MaxPerSecond,
 			&i.MaxInFlight,
+			&i.FailingNotifiedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -395,6 +400,53 @@ func (q *Queries) SubscriptionMarkFailing(ctx context.Context, db DBTX, arg Subs
 	return err
 }
 
+const subscriptionMarkFailingNotified = `-- name: SubscriptionMarkFailingNotified :one
+UPDATE event_subscriptions
+SET failing_notified_at = $1::timestamptz
+WHERE id = $2::uuid AND enabled AND failing_notified_at IS NULL
+  AND failing_since <= $3::timestamptz
+RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight, failing_notified_at
+`
+
+type SubscriptionMarkFailingNotifiedParams struct {
+	Now           time.Time
+	ID            uuid.UUID
+	FailingBefore time.Time
+}
+
+// Marks an enabled subscription failing since before the cutoff as
+// notified (subscription_failing), once per failing period: no row when it
+// is healthy, failing for less long, disabled or already notified.
+func (q *Queries) SubscriptionMarkFailingNotified(ctx context.Context, db DBTX, arg SubscriptionMarkFailingNotifiedParams) (EventSubscription, error) {
+	row := db.QueryRow(ctx, subscriptionMarkFailingNotified, arg.Now, arg.ID, arg.FailingBefore)
+	var i EventSubscription
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.URL,
+		&i.EventTypes,
+		&i.DomainFilter,
+		&i.TagFilter,
+		&i.SecretCiphertext,
+		&i.SecretKeyID,
+		&i.Enabled,
+		&i.DisabledReason,
+		&i.DisabledAt,
+		&i.FailingSince,
+		&i.LastSuccessAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.PreviousSecretCiphertext,
+		&i.PreviousSecretKeyID,
+		&i.PreviousSecretExpiresAt,
+		&i.SecretRotatedAt,
+		&i.MaxPerSecond,
+		&i.MaxInFlight,
+		&i.FailingNotifiedAt,
+	)
+	return i, err
+}
+
 const subscriptionRateGet = `-- name: SubscriptionRateGet :one
 SELECT tat FROM subscription_rate_cells WHERE subscription_id = $1::uuid
 `
@@ -438,6 +490,45 @@ func (q *Queries) SubscriptionRateTake(ctx context.Context, db DBTX, arg Subscri
 	return tat, err
 }
 
+const subscriptionRecover = `-- name: SubscriptionRecover :one
+UPDATE event_subscriptions s
+SET failing_since = NULL, failing_notified_at = NULL,
+    last_success_at = greatest(s.last_success_at, $1::timestamptz)
+FROM (SELECT id, failing_since FROM event_subscriptions
+      WHERE id = $2::uuid AND failing_notified_at IS NOT NULL
+      FOR UPDATE) old
+WHERE s.id = old.id
+RETURNING s.id, s.account_id, s.url, old.failing_since AS previous_failing_since
+`
+
+type SubscriptionRecoverParams struct {
+	SucceededAt time.Time
+	ID          uuid.UUID
+}
+
+type SubscriptionRecoverRow struct {
+	ID                   uuid.UUID
+	AccountID            uuid.UUID
+	URL                  string
+	PreviousFailingSince *time.Time
+}
+
+// Ends the notified failing period of a subscription whose push was just
+// accepted (DeliveryFinishDeliveredMany leaves those to this statement):
+// failing_since and failing_notified_at are cleared and the period's start
+// returned. No row when another run ended it first, or it is not notified.
+func (q *Queries) SubscriptionRecover(ctx context.Context, db DBTX, arg SubscriptionRecoverParams) (SubscriptionRecoverRow, error) {
+	row := db.QueryRow(ctx, subscriptionRecover, arg.SucceededAt, arg.ID)
+	var i SubscriptionRecoverRow
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.URL,
+		&i.PreviousFailingSince,
+	)
+	return i, err
+}
+
 const subscriptionRetirePreviousSecret = `-- name: SubscriptionRetirePreviousSecret :execrows
 UPDATE event_subscriptions
 SET previous_secret_ciphertext = NULL, previous_secret_key_id = NULL, previous_secret_expires_at = NULL
@@ -468,7 +559,7 @@ SET previous_secret_ciphertext = CASE WHEN $1::timestamptz IS NULL THEN NULL ELS
     secret_rotated_at          = $4::timestamptz,
     updated_at                 = $4::timestamptz
 WHERE id = $5::uuid AND account_id = $6::uuid
-RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight
+RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight, failing_notified_at
 `
 
 type SubscriptionRotateSecretParams struct {
@@ -515,6 +606,7 @@ func (q *Queries) SubscriptionRotateSecret(ctx context.Context, db DBTX, arg Sub
 		&i.SecretRotatedAt,
 		&i.MaxPerSecond,
 		&i.MaxInFlight,
+		&i.FailingNotifiedAt,
 	)
 	return i, err
 }
@@ -531,9 +623,10 @@ SET url             = $1::text,
     disabled_reason = CASE WHEN $5::boolean THEN NULL ELSE coalesce(disabled_reason, $8::text) END,
     disabled_at     = CASE WHEN $5::boolean THEN NULL ELSE coalesce(disabled_at, now()) END,
     failing_since   = CASE WHEN $5::boolean AND NOT enabled THEN NULL ELSE failing_since END,
+    failing_notified_at = CASE WHEN $5::boolean AND NOT enabled THEN NULL ELSE failing_notified_at END,
     updated_at      = now()
 WHERE id = $9::uuid AND account_id = $10::uuid
-RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight
+RETURNING id, account_id, url, event_types, domain_filter, tag_filter, secret_ciphertext, secret_key_id, enabled, disabled_reason, disabled_at, failing_since, last_success_at, created_at, updated_at, previous_secret_ciphertext, previous_secret_key_id, previous_secret_expires_at, secret_rotated_at, max_per_second, max_in_flight, failing_notified_at
 `
 
 type SubscriptionUpdateParams struct {
@@ -585,6 +678,7 @@ func (q *Queries) SubscriptionUpdate(ctx context.Context, db DBTX, arg Subscript
 		&i.SecretRotatedAt,
 		&i.MaxPerSecond,
 		&i.MaxInFlight,
+		&i.FailingNotifiedAt,
 	)
 	return i, err
 }

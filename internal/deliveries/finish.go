@@ -27,8 +27,10 @@ type Delivered struct {
 
 // RecordDelivered records accepted pushes in one statement: the common
 // outcome. A delivery deleted meanwhile (with its subscription) has
-// nothing left to record and is skipped.
-func RecordDelivered(ctx context.Context, db dbutil.Executor, ins []Delivered, now time.Time) error {
+// nothing left to record and is skipped. It returns the subscriptions of
+// ins that had raised subscription_failing: their failing period is left
+// for NotifyRecovered to end.
+func RecordDelivered(ctx context.Context, db dbutil.Executor, ins []Delivered, now time.Time) ([]uuid.UUID, error) {
 	n := len(ins)
 	p := dbsqlc.DeliveryFinishDeliveredManyParams{
 		Ids: make([]uuid.UUID, n), AttemptIds: make([]uuid.UUID, n), SubscriptionIds: make([]uuid.UUID, n),
@@ -41,10 +43,11 @@ func RecordDelivered(ctx context.Context, db dbutil.Executor, ins []Delivered, n
 		p.StatusCodes[i], p.DurationsMs[i] = int32(in.Attempt.StatusCode), int32(in.Attempt.Duration.Milliseconds())
 		p.ResponseBodies[i], p.ResponseTruncated[i] = in.Attempt.ResponseBody, in.Attempt.ResponseTruncated
 	}
-	if _, err := dbsqlc.New().DeliveryFinishDeliveredMany(ctx, db, p); err != nil {
-		return fmt.Errorf("error recording delivery: %w", err)
+	recovering, err := dbsqlc.New().DeliveryFinishDeliveredMany(ctx, db, p)
+	if err != nil {
+		return nil, fmt.Errorf("error recording delivery: %w", err)
 	}
-	return nil
+	return recovering, nil
 }
 
 // JobCanceller cancels a River job in the caller's transaction
@@ -120,8 +123,9 @@ func Finish(ctx context.Context, tx pgx.Tx, p FinishParams) error {
 }
 
 // recordFailing disables the subscription when the outcome says so, or
-// marks it failing after a failed push and disables it when every push
-// failed for FailingDisableAfter.
+// marks it failing after a failed push, disables it when every push
+// failed for FailingDisableAfter, and raises subscription_failing once
+// they all failed for FailingNotifyAfter (notifyFailing).
 func recordFailing(ctx context.Context, tx pgx.Tx, log *slog.Logger, sub dbsqlc.EventSubscription, a webhook.Attempt, oc Outcome, now time.Time) error {
 	if oc.Disable != "" {
 		return DisableSubscription(ctx, tx, log, sub, oc.Disable, now, nil)
@@ -133,7 +137,10 @@ func recordFailing(ctx context.Context, tx pgx.Tx, log *slog.Logger, sub dbsqlc.
 		return fmt.Errorf("error recording failure: %w", err)
 	}
 	cutoff := now.Add(-FailingDisableAfter)
-	return DisableSubscription(ctx, tx, log, sub, "every delivery failed for 5 days", now, &cutoff)
+	if err := DisableSubscription(ctx, tx, log, sub, "every delivery failed for 5 days", now, &cutoff); err != nil {
+		return err
+	}
+	return notifyFailing(ctx, tx, sub, now)
 }
 
 // DisableSubscription disables sub (when still enabled and, with

@@ -152,7 +152,7 @@ func reconcileOne(ctx context.Context, tx pgx.Tx, em *events.Emitter, id uuid.UU
 	switch {
 	case r.status == StatusFailed:
 		// Retried outside the API: queued again.
-		if _, err := q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{ID: id, JobID: *r.jobID, NextRetryAt: *r.scheduledAt}); err != nil {
+		if _, err := q.DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{Ids: []uuid.UUID{id}, JobIds: []int64{*r.jobID}, NextRetryAt: *r.scheduledAt}); err != nil {
 			return false, fmt.Errorf("error requeueing delivery: %w", err)
 		}
 		return true, nil

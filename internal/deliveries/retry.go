@@ -137,20 +137,29 @@ func RetryOnce(ctx context.Context, tx pgx.Tx, q Queue, accountID, deliveryID uu
 			return requeue(ctx, tx, d.ID, *d.JobID, now)
 		}
 	}
-	res, err := q.InsertTx(ctx, tx, events.DeliveryArgs{DeliveryID: d.ID}, &river.InsertOpts{
-		MaxAttempts: 1, Tags: events.DeliveryTags(d.AccountID, d.EventType, d.SubscriptionID),
-	})
+	res, err := q.InsertTx(ctx, tx, events.DeliveryArgs{DeliveryID: d.ID}, extraAttemptOpts(d))
 	if err != nil {
 		return d, fmt.Errorf("error inserting delivery job: %w", err)
 	}
 	return requeue(ctx, tx, d.ID, res.Job.ID, now)
 }
 
+// extraAttemptOpts are the options of the job that gives a failed or
+// delivered delivery one extra attempt (a manual retry, a recovery): a
+// single attempt, so that a push that fails again ends failed again;
+// requeue raises the delivery's max_attempts to match.
+func extraAttemptOpts(d dbsqlc.WebhookDelivery) *river.InsertOpts {
+	return &river.InsertOpts{MaxAttempts: 1, Tags: events.DeliveryTags(d.AccountID, d.EventType, d.SubscriptionID)}
+}
+
 // requeue makes job the delivery's job, due at now.
 func requeue(ctx context.Context, tx pgx.Tx, id uuid.UUID, job int64, now time.Time) (dbsqlc.WebhookDelivery, error) {
-	d, err := dbsqlc.New().DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{ID: id, JobID: job, NextRetryAt: now})
+	rows, err := dbsqlc.New().DeliveryRequeue(ctx, tx, dbsqlc.DeliveryRequeueParams{Ids: []uuid.UUID{id}, JobIds: []int64{job}, NextRetryAt: now})
 	if err != nil {
-		return d, fmt.Errorf("error requeueing delivery: %w", err)
+		return dbsqlc.WebhookDelivery{}, fmt.Errorf("error requeueing delivery: %w", err)
 	}
-	return d, nil
+	if len(rows) == 0 {
+		return dbsqlc.WebhookDelivery{}, fmt.Errorf("error requeueing delivery: %w", pgx.ErrNoRows)
+	}
+	return rows[0], nil
 }

@@ -56,6 +56,15 @@ var descriptions = map[string]description{
 	TypeSubscriptionDisabled: {"Subscription disabled", func(p fields) string {
 		return orDash(p.str("url")) + " was disabled: " + p.str("reason")
 	}},
+	TypeSubscriptionFailing: {"Subscription failing", func(p fields) string {
+		return "every push to " + orDash(p.str("url")) + " has failed since " + p.str("failing_since")
+	}},
+	TypeSubscriptionRecovered: {"Subscription recovered", func(p fields) string {
+		return orDash(p.str("url")) + " accepts pushes again (failing since " + p.str("failing_since") + ")"
+	}},
+	TypeSubscriptionRecoveryRequested: {"Subscription recovery requested", func(p fields) string {
+		return "failed deliveries from " + p.str("since") + " to " + p.str("until") + " queued again"
+	}},
 	TypeDMARCReportReceived: {"DMARC report received", func(p fields) string {
 		s := "report from " + p.str("org_name")
 		if p.has("messages") {

@@ -23,6 +23,12 @@ var examples = map[string]json.RawMessage{
 		`"last_status_code":500,"last_error":"HTTP 500"}`),
 	TypeSubscriptionDisabled: json.RawMessage(`{"subscription_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f71",` +
 		`"url":"https://hooks.example.com/mailwatch","reason":"endpoint answered 410 Gone"}`),
+	TypeSubscriptionFailing: json.RawMessage(`{"subscription_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f71",` +
+		`"url":"https://hooks.example.com/mailwatch","failing_since":"2026-01-01T08:00:00Z","disables_at":"2026-01-06T08:00:00Z"}`),
+	TypeSubscriptionRecovered: json.RawMessage(`{"subscription_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f71",` +
+		`"url":"https://hooks.example.com/mailwatch","failing_since":"2026-01-01T08:00:00Z","recovered_at":"2026-01-02T14:30:00Z"}`),
+	TypeSubscriptionRecoveryRequested: json.RawMessage(`{"subscription_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f71",` +
+		`"since":"2026-01-01T08:00:00Z","until":"2026-01-02T14:30:00Z","job_id":4212,"already_queued":false,"key_identifier":"mw_AbCd"}`),
 	TypeDMARCReportReceived: json.RawMessage(`{"domain":"example.com","org_name":"google.com","report_id":"1234567890",` +
 		`"begin":"2026-01-01T00:00:00Z","end":"2026-01-02T00:00:00Z","messages":1520,"pass_rate":0.98}`),
 	TypeReceiverMessageReceived: json.RawMessage(`{"receiver_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f73",` +

@@ -67,6 +67,10 @@ const (
 	TypeSMSPoolChanged     = "sms_pool_changed"
 	// Webhook subscriptions (internal/subscriptions).
 	TypeSubscriptionSecretRotated = "subscription_secret_rotated"
+	// Webhook subscriptions that fail and recover (internal/deliveries).
+	TypeSubscriptionFailing           = "subscription_failing"
+	TypeSubscriptionRecovered         = "subscription_recovered"
+	TypeSubscriptionRecoveryRequested = "subscription_recovery_requested"
 )
 
 // Type describes one kind of event.
@@ -181,6 +185,35 @@ var types = map[string]Type{
 		DefaultSeverity: SeverityCritical,
 		PayloadSchema: schema(`{"type":"object","required":["subscription_id","url","reason"],"properties":{
 			"subscription_id":{"type":"string","format":"uuid"},"url":{"type":"string"},"reason":{"type":"string"}}}`),
+	},
+	TypeSubscriptionFailing: {
+		Name:            TypeSubscriptionFailing,
+		Group:           GroupDeliveries,
+		Description:     "Every push to an event subscription has failed for a day (no success since failing_since). Raised once per failing period; the subscription is disabled if it keeps failing until disables_at.",
+		DefaultSeverity: SeverityWarning,
+		PayloadSchema: schema(`{"type":"object","required":["subscription_id","url","failing_since"],"properties":{
+			"subscription_id":{"type":"string","format":"uuid"},"url":{"type":"string"},
+			"failing_since":{"type":"string","format":"date-time"},"disables_at":{"type":"string","format":"date-time"}}}`),
+	},
+	TypeSubscriptionRecovered: {
+		Name:            TypeSubscriptionRecovered,
+		Group:           GroupDeliveries,
+		Description:     "An event subscription that raised subscription_failing accepted a push again. Failed deliveries of the period can be pushed again with POST .../event-subscriptions/{id}/recover.",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["subscription_id","url","failing_since","recovered_at"],"properties":{
+			"subscription_id":{"type":"string","format":"uuid"},"url":{"type":"string"},
+			"failing_since":{"type":"string","format":"date-time"},"recovered_at":{"type":"string","format":"date-time"}}}`),
+	},
+	TypeSubscriptionRecoveryRequested: {
+		Name:            TypeSubscriptionRecoveryRequested,
+		Group:           GroupAudit,
+		Description:     "Audit: the failed deliveries of an event subscription created in a time range were queued again (POST .../event-subscriptions/{id}/recover); job_id is the River job that does it.",
+		DefaultSeverity: SeverityInfo,
+		Audit:           true,
+		PayloadSchema: schema(`{"type":"object","required":["subscription_id","since","until","job_id","already_queued","key_identifier"],"properties":{
+			"subscription_id":{"type":"string","format":"uuid"},"since":{"type":"string","format":"date-time"},
+			"until":{"type":"string","format":"date-time"},"job_id":{"type":"integer"},"already_queued":{"type":"boolean"},
+			"key_identifier":{"type":"string"}}}`),
 	},
 	TypeDMARCReportReceived: {
 		Name:            TypeDMARCReportReceived,
