@@ -93,6 +93,7 @@ type Ops struct {
 	UpdateEventSubscription Operation[UpdateSubscriptionRequest, Subscription]
 	DeleteEventSubscription Operation[SubscriptionPath, NoContent]
 	RotateSecret            Operation[RotateSecretRequest, RotatedSecret]
+	RecoverSubscription     Operation[RecoverSubscriptionRequest, SubscriptionRecovery]
 	ListDeliveries          Operation[ListDeliveriesRequest, DeliveryPage]
 	GetDelivery             Operation[DeliveryPath, DeliveryDetail]
 	RetryDelivery           Operation[DeliveryPath, Delivery]

@@ -31,7 +31,7 @@ type SubscriptionRecovery struct {
 // subscriptionRecoverRoutes registers the recovery of a time range
 // (called from subscriptionRoutes).
 func (s *Server) subscriptionRecoverRoutes(base string) {
-	Handle(s.router, Endpoint[RecoverSubscriptionRequest, SubscriptionRecovery]{
+	s.ops.RecoverSubscription = Handle(s.router, Endpoint[RecoverSubscriptionRequest, SubscriptionRecovery]{
 		Method: "POST", Path: base + "/{id}/recover", Status: 202, OperationID: "recoverEventSubscription", Tag: "event subscriptions",
 		Errors:  []int{404, 409},
 		Summary: "Push again the failed deliveries of a time range",

@@ -542,6 +542,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	require.Contains(t, br.text("#rotated"), "signature under the old secret too")
 	require.Contains(t, br.text("main article"), "rotating")
 	br.screenshots("subscriptions")
+	// Failed deliveries of a range pushed again: the recovery is queued,
+	// and asking again while it is queued says so.
+	br.do(chromedp.Click(chromedp.CSS("details.recover summary")), chromedp.Click(chromedp.CSS("details.recover button")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	require.Contains(t, br.text(".notice"), "recovery queued (job ")
+	var recoverJobs int
+	require.NoError(t, srv.db.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE kind = 'webhook_recover'`).Scan(&recoverJobs))
+	require.Equal(t, 1, recoverJobs)
 	srv.emit(t, acctID, events.Event{Type: events.TypeDMARCReportReceived, Domain: domain})
 	br.eventuallyPage("/deliveries?status=delivered", "the delivery", func() bool {
 		return br.eval(`document.querySelector("table.list a") ? "y" : ""`) == "y"

@@ -1,9 +1,11 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -147,6 +149,38 @@ func (h *Dashboard) webRotateSecret(c *fiber.Ctx) error {
 		return h.done(c, "/subscriptions", err, "")
 	}
 	return h.subscriptionsPage(c, http.StatusOK, subscriptionsData{Rotated: res}, "")
+}
+
+// recoverWindows are the ranges the dashboard offers to push again, by
+// form value: the last hour to the last 14 days (a minute short, so that
+// the range is still within the API's 14 days when it checks).
+var recoverWindows = map[string]time.Duration{
+	"1h": time.Hour, "6h": 6 * time.Hour, "24h": 24 * time.Hour, "3d": 3 * 24 * time.Hour,
+	"7d": 7 * 24 * time.Hour, "14d": 14*24*time.Hour - time.Minute,
+}
+
+// webRecoverSubscription pushes again the subscription's failed
+// deliveries of the window chosen, up to now.
+func (h *Dashboard) webRecoverSubscription(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return h.done(c, "/subscriptions", api.NotFound("subscription"), "")
+	}
+	window, ok := recoverWindows[c.FormValue("window")]
+	if !ok {
+		return h.done(c, "/subscriptions", api.InvalidField("window", "must be one of the ranges offered"), "")
+	}
+	res, err := h.ops.RecoverSubscription.Call(c.UserContext(), callerOf(c),
+		&api.RecoverSubscriptionRequest{ID: id, Since: h.deps.Now().Add(-window)})
+	if err != nil {
+		return h.done(c, "/subscriptions", err, "")
+	}
+	msg := fmt.Sprintf("recovery queued (job %d): the failed deliveries since %s are pushed again",
+		res.JobID, res.Since.UTC().Format("2006-01-02 15:04 UTC"))
+	if res.AlreadyQueued {
+		msg = fmt.Sprintf("this range is already being recovered (job %d)", res.JobID)
+	}
+	return h.done(c, "/subscriptions", nil, msg)
 }
 
 func (h *Dashboard) webEnableSubscription(c *fiber.Ctx) error {

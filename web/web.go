@@ -140,6 +140,7 @@ func (h *Dashboard) addRoutes() {
 	h.webAdd("POST", "/subscriptions/:id/enabled", action(h.webEnableSubscription)...)
 	h.webAdd("POST", "/subscriptions/:id/delete", action(h.webDeleteSubscription)...)
 	h.webAdd("POST", "/subscriptions/:id/rotate", action(h.webRotateSecret)...)
+	h.webAdd("POST", "/subscriptions/:id/recover", action(h.webRecoverSubscription)...)
 	h.webAdd("GET", "/deliveries", page(h.webDeliveries)...)
 	h.webAdd("GET", "/deliveries/:id", page(h.webDelivery)...)
 	h.webAdd("POST", "/deliveries/:id/retry", action(h.webRetryDelivery)...)
