@@ -212,3 +212,45 @@ func TestSubscriptionRecover(t *testing.T) {
 		require.Contains(t, resp.Detail(t), "enable")
 	})
 }
+
+// TestRecoverWhileStillFailing: recovering a range while the endpoint is
+// still down pushes each failed delivery once more, and a delivery that
+// fails again raises no second webhook_delivery_failed: it reported its
+// failure when it first ended failed.
+func TestRecoverWhileStillFailing(t *testing.T) {
+	t.Parallel()
+	b := setupRecover(t)
+	acct := b.createAccount(t)
+	rc := newHookReceiver(t, func(int) int { return 500 })
+	sub := createSub(t, b.testBundle, acct.Key, map[string]any{"url": rc.URL, "event_types": []string{"receiver_message_received"}})
+	ctx := context.Background()
+	since := time.Now().Add(-time.Minute)
+	ids := []string{b.deliveryOf(t, acct.Key, b.emitMessage(t, acct.ID)).ID, b.deliveryOf(t, acct.Key, b.emitMessage(t, acct.ID)).ID}
+	_, err := b.db.Exec(ctx, `UPDATE river_job SET max_attempts = 1
+		WHERE id IN (SELECT job_id FROM webhook_deliveries WHERE account_id = $1)`, acct.ID)
+	require.NoError(t, err)
+	b.start(t)
+	failedEvents := func() int {
+		var n int
+		require.NoError(t, b.db.QueryRow(ctx, "SELECT count(*) FROM events WHERE account_id = $1 AND event_type = $2",
+			acct.ID, events.TypeWebhookDeliveryFailed).Scan(&n))
+		return n
+	}
+	for _, id := range ids {
+		b.waitDelivery(t, acct.Key, id, is("failed", 1))
+		b.jobSettled(t, id)
+	}
+	require.Equal(t, 2, failedEvents(), "each delivery reports its failure once")
+
+	resp := b.do(t, "POST", subsPath+"/"+sub.ID+"/recover", acct.Key, map[string]any{"since": since.Format(time.RFC3339Nano)})
+	require.Equal(t, 202, resp.Status, "%s", resp.Body)
+	var rec recoveryJSON
+	resp.JSON(t, &rec)
+	require.Equal(t, 2, b.recoverDone(t, rec.JobID).Requeued)
+	for _, id := range ids {
+		b.waitDelivery(t, acct.Key, id, is("failed", 2))
+		b.jobSettled(t, id)
+	}
+	require.Equal(t, 4, rc.count(), "each delivery pushed once more")
+	require.Equal(t, 2, failedEvents(), "failing again after a recovery raises nothing more")
+}

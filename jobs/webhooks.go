@@ -342,7 +342,8 @@ func (w *DeliveryWorker) finish(ctx context.Context, job *river.Job[events.Deliv
 	// context.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
-	p := deliveries.FinishParams{Started: st, Attempt: a, Outcome: oc, JobID: job.ID, Now: now, Logger: w.deps.Logger}
+	p := deliveries.FinishParams{Started: st, Attempt: a, Outcome: oc, JobID: job.ID, Now: now, Logger: w.deps.Logger,
+		Recovered: deliveries.Recovered(job.Tags)}
 	if oc.CancelJob {
 		client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
 		if err != nil {

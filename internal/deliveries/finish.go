@@ -67,6 +67,9 @@ type FinishParams struct {
 	Cancel JobCanceller
 	Now    time.Time
 	Logger *slog.Logger
+	// Recovered: the job was queued by a recovery (Recovered); a delivery
+	// ending failed again emits nothing, having reported it before.
+	Recovered bool
 }
 
 // Finish records in tx the outcome of an attempt that was not accepted
@@ -116,7 +119,7 @@ func Finish(ctx context.Context, tx pgx.Tx, p FinishParams) error {
 			return fmt.Errorf("error cancelling job: %w", err)
 		}
 	}
-	if oc.Status == StatusFailed {
+	if oc.Status == StatusFailed && !p.Recovered {
 		return EmitFailed(ctx, tx, &events.Emitter{}, d, st.Sub)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -162,6 +163,16 @@ type ManyInserter interface {
 	InsertManyTx(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error)
 }
 
+// TagRecovery marks the delivery jobs a recovery queued. Each of their
+// deliveries already reported its failure (webhook_delivery_failed) when
+// it first ended failed, so failing again reports nothing more: recovering
+// a range while the endpoint is still down must not raise one event per
+// delivery (up to RecoverMaxPerRun).
+const TagRecovery = "recovery"
+
+// Recovered reports whether a delivery job was queued by a recovery.
+func Recovered(tags []string) bool { return slices.Contains(tags, TagRecovery) }
+
 // RecoverOutput is a recovery run's River output.
 type RecoverOutput struct {
 	SubscriptionID uuid.UUID `json:"subscription_id"`
@@ -237,7 +248,9 @@ func recoverBatch(ctx context.Context, tx pgx.Tx, q ManyInserter, p *dbsqlc.Deli
 	}
 	params := make([]river.InsertManyParams, len(rows))
 	for i, d := range rows {
-		params[i] = river.InsertManyParams{Args: events.DeliveryArgs{DeliveryID: d.ID}, InsertOpts: extraAttemptOpts(d)}
+		opts := extraAttemptOpts(d)
+		opts.Tags = append(opts.Tags, TagRecovery)
+		params[i] = river.InsertManyParams{Args: events.DeliveryArgs{DeliveryID: d.ID}, InsertOpts: opts}
 	}
 	res, err := q.InsertManyTx(ctx, tx, params)
 	if err != nil {
