@@ -65,6 +65,9 @@ const (
 	TypeMaintenanceTaskRun = "maintenance_task_run"
 	TypePasswordChanged    = "password_changed"
 	TypeSMSPoolChanged     = "sms_pool_changed"
+	// Notification channels (internal/channels).
+	TypeNotificationChannelFailing   = "notification_channel_failing"
+	TypeNotificationChannelRecovered = "notification_channel_recovered"
 )
 
 // Type describes one kind of event.
@@ -453,6 +456,26 @@ var types = map[string]Type{
 		DefaultSeverity: SeverityWarning,
 		PayloadSchema: schema(`{"type":"object","required":["key_identifier","changed_at"],"properties":{
 			"key_identifier":{"type":"string"},"changed_at":{"type":"string","format":"date-time"}}}`),
+	},
+	// Notification channels (internal/channels).
+	TypeNotificationChannelFailing: {
+		Name:            TypeNotificationChannelFailing,
+		Group:           GroupDeliveries,
+		Description:     "A notification channel (Slack, Microsoft Teams or PagerDuty) has failed every send for a day; raised once per failing period. It is never sent to notification channels.",
+		DefaultSeverity: SeverityCritical,
+		PayloadSchema: schema(`{"type":"object","required":["channel_id","kind","destination","failing_since","last_error"],"properties":{
+			"channel_id":{"type":"string","format":"uuid"},"kind":{"type":"string","enum":["slack","teams","pagerduty"]},
+			"label":{"type":"string"},"destination":{"type":"string"},"failing_since":{"type":"string","format":"date-time"},
+			"last_error":{"type":"string"}}}`),
+	},
+	TypeNotificationChannelRecovered: {
+		Name:            TypeNotificationChannelRecovered,
+		Group:           GroupDeliveries,
+		Description:     "A notification channel that had raised notification_channel_failing sent successfully again. It is never sent to notification channels.",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["channel_id","kind","destination"],"properties":{
+			"channel_id":{"type":"string","format":"uuid"},"kind":{"type":"string","enum":["slack","teams","pagerduty"]},
+			"label":{"type":"string"},"destination":{"type":"string"},"failing_since":{"type":"string","format":"date-time"}}}`),
 	},
 }
 
