@@ -75,11 +75,31 @@ func parsePattern(raw string) (hostPattern, error) {
 	if rest, ok := strings.CutPrefix(host, "*."); ok {
 		host, p.suffix = rest, true
 	}
-	if host == "" || strings.ContainsAny(host, "/*@ ") {
+	if !hostChars(host) || (p.port != "" && !digits(p.port)) {
 		return p, errors.New("want host[:port] or *.suffix[:port]")
 	}
 	p.host = host
 	return p, nil
+}
+
+// hostChars reports whether s is a host name or an IP address: letters,
+// digits, dots, hyphens and (IPv6) colons, at least one.
+func hostChars(s string) bool {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == ':') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func digits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func mustPatterns(list []string) []hostPattern {

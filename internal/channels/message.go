@@ -62,7 +62,9 @@ func (m Message) headline() string {
 		s += " on " + m.Domain
 	}
 	if m.Summary != "" {
-		s += ": " + m.Summary
+		// Summaries of a domain's events start with the domain, named
+		// already.
+		s += ": " + strings.TrimPrefix(m.Summary, m.Domain+": ")
 	}
 	return s
 }
