@@ -84,4 +84,4 @@ SET failing_since = coalesce(failing_since, @now::timestamptz),
         THEN @now::timestamptz ELSE failing_notified_at END
 WHERE id = @id::uuid
 RETURNING failing_since::timestamptz AS failing_since,
-    (failing_notified_at = @now::timestamptz)::boolean AS notify;
+    coalesce(failing_notified_at = @now::timestamptz, false)::boolean AS notify;

@@ -321,7 +321,7 @@ SET failing_since = coalesce(failing_since, $1::timestamptz),
         THEN $1::timestamptz ELSE failing_notified_at END
 WHERE id = $4::uuid
 RETURNING failing_since::timestamptz AS failing_since,
-    (failing_notified_at = $1::timestamptz)::boolean AS notify
+    coalesce(failing_notified_at = $1::timestamptz, false)::boolean AS notify
 `
 
 type ChannelRecordFailureParams struct {
