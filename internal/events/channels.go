@@ -55,8 +55,10 @@ const channelEventPrefix = "notification_channel_"
 // emitting transaction (query ChannelEmitTargets). An alert's
 // acknowledgement events name the alert, so that the PagerDuty channels
 // that were sent it get a resolve or a re-trigger.
-func channelTargets(ctx context.Context, tx pgx.Tx, ev dbsqlc.Event, group string, required bool) ([]uuid.UUID, error) {
-	if strings.HasPrefix(ev.EventType, channelEventPrefix) {
+// An account without channels (hasChannels false, from
+// PreferenceEmitInputs) costs no query.
+func channelTargets(ctx context.Context, tx pgx.Tx, ev dbsqlc.Event, group string, required, hasChannels bool) ([]uuid.UUID, error) {
+	if !hasChannels || strings.HasPrefix(ev.EventType, channelEventPrefix) {
 		return nil, nil
 	}
 	var alertID *uuid.UUID

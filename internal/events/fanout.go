@@ -111,7 +111,7 @@ func (e *Emitter) fanOut(ctx context.Context, tx pgx.Tx, ev dbsqlc.Event) error 
 	}
 	mail := ev.Severity == string(SeverityCritical) && in.HasVerifiedAddress &&
 		Resolve(required, ChannelPrefs{Muted: in.MuteEmail, Override: in.OverrideEmail, Group: in.GroupEmail}).Send
-	chans, err := channelTargets(ctx, tx, ev, t.Group, required)
+	chans, err := channelTargets(ctx, tx, ev, t.Group, required, in.HasChannels)
 	if err != nil {
 		return err
 	}
