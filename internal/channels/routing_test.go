@@ -3,6 +3,7 @@ package channels_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -193,4 +194,37 @@ func TestCreateChecks(t *testing.T) {
 	_, err = e.svc.Create(ctx, e.tx, e.account, channels.New{Kind: "slack", URL: ptr("https://hooks.slack.com/services/x")})
 	var le *channels.LimitError
 	require.ErrorAs(t, err, &le)
+}
+
+// TestDeliverChecksHostsAgain: a destination the allow-list no longer
+// admits is refused at send time, for good, and the channel says why.
+func TestDeliverChecksHostsAgain(t *testing.T) {
+	t.Parallel()
+	e := newRoutingEnv(t)
+	ctx := context.Background()
+	hosts, err := channels.ParseAllowedHosts("127.0.0.1:9")
+	require.NoError(t, err)
+	e.svc.Hosts = hosts
+	id := e.channel(t, channels.New{Kind: "slack", URL: ptr("http://127.0.0.1:9/hook")})
+	ev := healthEvent("example.com", 90, 40)
+	ev.AccountID = e.account
+	row, err := e.em.Emit(ctx, e.tx, ev)
+	require.NoError(t, err)
+
+	builtin := &channels.Service{Keyring: e.svc.Keyring} // CHANNEL_ALLOWED_HOSTS unset since
+	res, err := builtin.Deliver(ctx, e.tx, e.em, id, row.ID, time.Now())
+	require.NoError(t, err)
+	require.False(t, res.Delivered)
+	require.False(t, res.Retryable)
+	require.Contains(t, res.Error, "destination refused: must be an https URL")
+	ch, err := channels.Get(ctx, e.tx, e.account, id)
+	require.NoError(t, err)
+	require.NotNil(t, ch.FailingSince)
+	require.Equal(t, res.Error, *ch.LastError)
+
+	// A deleted channel's queued send sends nothing.
+	require.NoError(t, channels.Delete(ctx, e.tx, e.account, id))
+	res, err = builtin.Deliver(ctx, e.tx, e.em, id, row.ID, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "the channel was deleted", res.Skipped)
 }
