@@ -486,6 +486,9 @@ func logStart(logger *slog.Logger, cfg *config.Config, role string) {
 	if cfg.WebhookAllowedCIDRs != "" {
 		attrs = append(attrs, slog.String("webhook_allowed_cidrs", cfg.WebhookAllowedCIDRs))
 	}
+	if cfg.ChannelAllowedHosts != "" {
+		attrs = append(attrs, slog.String("channel_allowed_hosts", cfg.ChannelAllowedHosts))
+	}
 	attrs = append(attrs, slog.String("log_level", cfg.LogLevel.String()))
 	logger.Info("starting mailwatch", attrs...)
 	if logger.Enabled(context.Background(), slog.LevelDebug) {
