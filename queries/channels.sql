@@ -85,3 +85,14 @@ SET failing_since = coalesce(failing_since, @now::timestamptz),
 WHERE id = @id::uuid
 RETURNING failing_since::timestamptz AS failing_since,
     coalesce(failing_notified_at = @now::timestamptz, false)::boolean AS notify;
+
+-- name: ChannelAlertPrune :execrows
+-- Deletes up to batch_size records of alerts that are gone (pruned with
+-- their events), recorded before @before.
+DELETE FROM notification_channel_alerts a
+WHERE (a.channel_id, a.alert_id) IN (
+    SELECT x.channel_id, x.alert_id FROM notification_channel_alerts x
+    WHERE x.created_at < @before::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = x.alert_id)
+    LIMIT @batch_size::int
+);

@@ -208,3 +208,27 @@ func (s *Service) Test(ctx context.Context, db dbsqlc.DBTX, accountID, id uuid.U
 	}
 	return a, nil
 }
+
+// alertPruneBatch is how many records one DELETE of PruneAlerts removes.
+const alertPruneBatch = 5000
+
+// PruneAlerts deletes the records of PagerDuty sends (which channels get
+// an alert's resolve) whose alert is gone, recorded before before, batch
+// by batch; it returns how many it deleted. The event prune job calls it
+// after pruning events.
+func PruneAlerts(ctx context.Context, db dbsqlc.DBTX, before time.Time) (int64, error) {
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		n, err := dbsqlc.New().ChannelAlertPrune(ctx, db, dbsqlc.ChannelAlertPruneParams{Before: before, BatchSize: alertPruneBatch})
+		if err != nil {
+			return total, fmt.Errorf("pruning notification channel alert records: %w", err)
+		}
+		total += n
+		if n < alertPruneBatch {
+			return total, nil
+		}
+	}
+}

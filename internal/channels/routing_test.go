@@ -228,3 +228,31 @@ func TestDeliverChecksHostsAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "the channel was deleted", res.Skipped)
 }
+
+// TestPruneAlerts: records of alerts that are gone are deleted once old
+// enough; those of alerts still there are kept.
+func TestPruneAlerts(t *testing.T) {
+	t.Parallel()
+	e := newRoutingEnv(t)
+	ctx := context.Background()
+	pd := e.channel(t, channels.New{Kind: "pagerduty"})
+	ev := healthEvent("example.com", 90, 40)
+	ev.AccountID = e.account
+	alert, err := e.em.Emit(ctx, e.tx, ev)
+	require.NoError(t, err)
+	gone, recent := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+	_, err = e.tx.Exec(ctx, `INSERT INTO notification_channel_alerts (channel_id, alert_id, account_id, created_at)
+		VALUES ($1, $2, $4, now() - interval '2 days'), ($1, $3, $4, now())`, pd, gone, recent, e.account)
+	require.NoError(t, err)
+	_, err = e.tx.Exec(ctx, `UPDATE notification_channel_alerts SET created_at = now() - interval '2 days' WHERE alert_id = $1`, alert.ID)
+	require.NoError(t, err)
+
+	n, err := channels.PruneAlerts(ctx, e.tx, time.Now().Add(-24*time.Hour))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, int64(1))
+	rows, err := e.tx.Query(ctx, `SELECT alert_id FROM notification_channel_alerts WHERE channel_id = $1 ORDER BY alert_id`, pd)
+	require.NoError(t, err)
+	left, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	require.ElementsMatch(t, []uuid.UUID{alert.ID, recent}, left)
+}

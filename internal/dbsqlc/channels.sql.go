@@ -29,6 +29,31 @@ func (q *Queries) ChannelAlertExists(ctx context.Context, db DBTX, arg ChannelAl
 	return column_1, err
 }
 
+const channelAlertPrune = `-- name: ChannelAlertPrune :execrows
+DELETE FROM notification_channel_alerts a
+WHERE (a.channel_id, a.alert_id) IN (
+    SELECT x.channel_id, x.alert_id FROM notification_channel_alerts x
+    WHERE x.created_at < $1::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = x.alert_id)
+    LIMIT $2::int
+)
+`
+
+type ChannelAlertPruneParams struct {
+	Before    time.Time
+	BatchSize int32
+}
+
+// Deletes up to batch_size records of alerts that are gone (pruned with
+// their events), recorded before @before.
+func (q *Queries) ChannelAlertPrune(ctx context.Context, db DBTX, arg ChannelAlertPruneParams) (int64, error) {
+	result, err := db.Exec(ctx, channelAlertPrune, arg.Before, arg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const channelCount = `-- name: ChannelCount :one
 SELECT count(*)::int FROM notification_channels WHERE account_id = $1::uuid
 `
