@@ -59,10 +59,6 @@ recorded AS (
 )
 SELECT m.id FROM matched m ORDER BY m.id;
 
--- name: ChannelAlertExists :one
-SELECT EXISTS (SELECT 1 FROM notification_channel_alerts
-               WHERE channel_id = @channel_id::uuid AND alert_id = @alert_id::uuid)::boolean;
-
 -- name: ChannelRecordSuccess :one
 -- A send succeeded: the failure clock stops. Returns whether the channel
 -- was failing long enough to have raised notification_channel_failing.

@@ -54,6 +54,9 @@ func (s *Service) Deliver(ctx context.Context, db dbutil.Executor, em *events.Em
 	if err != nil {
 		return Result{}, fmt.Errorf("reading event: %w", err)
 	}
+	if ev.AccountID != ch.AccountID {
+		return Result{Skipped: "the event is another account's"}, nil
+	}
 	dest, err := s.open(ch)
 	if err != nil {
 		// The key ring lost the key: an operator can fix it, so retry.

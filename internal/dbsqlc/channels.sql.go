@@ -12,23 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const channelAlertExists = `-- name: ChannelAlertExists :one
-SELECT EXISTS (SELECT 1 FROM notification_channel_alerts
-               WHERE channel_id = $1::uuid AND alert_id = $2::uuid)::boolean
-`
-
-type ChannelAlertExistsParams struct {
-	ChannelID uuid.UUID
-	AlertID   uuid.UUID
-}
-
-func (q *Queries) ChannelAlertExists(ctx context.Context, db DBTX, arg ChannelAlertExistsParams) (bool, error) {
-	row := db.QueryRow(ctx, channelAlertExists, arg.ChannelID, arg.AlertID)
-	var column_1 bool
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
 const channelAlertPrune = `-- name: ChannelAlertPrune :execrows
 DELETE FROM notification_channel_alerts a
 WHERE (a.channel_id, a.alert_id) IN (
