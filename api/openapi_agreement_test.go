@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailwatch/mailwatch/api"
+	"github.com/mailwatch/mailwatch/internal/channels"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
@@ -157,6 +158,8 @@ _dmarc.example.com. IN TXT "v=DMARC1; p=none"
 			d.Resolver = dnscheck.NewClient(e.dns.Addr(), 500*time.Millisecond)
 			d.SMTPProbe = true
 			d.StripeWebhookSecret = testStripeSecret
+			// Notification channels send to the loopback hook only.
+			d.ChannelHosts, _ = channels.ParseAllowedHosts(strings.TrimPrefix(e.hook.URL, "http://"))
 			d.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			d.DNSFix = &domains.FixDeps{
 				Env: &dnsfix.Env{Keyring: keyring, Guard: testGuard(t), CloudflareURL: cf.URL + "/client/v4"},
@@ -806,6 +809,16 @@ var agreementFixtures = map[string]agreementFixture{
 		st.params["id"] = id
 	},
 
+	// Notification channels (channels.go), sending to the loopback hook
+	// (the env's CHANNEL_ALLOWED_HOSTS).
+	"listNotificationChannels": nil,
+	"createNotificationChannel": func(t *testing.T, e *agreementEnv, st *agreementState) {
+		st.body["url"] = e.hook.URL + "/services/T0/B0/x"
+	},
+	"getNotificationChannel":    channelFixture,
+	"deleteNotificationChannel": channelFixture,
+	"testNotificationChannel":   channelFixture,
+
 	// Receivers and their messages.
 	"listReceivers": nil, "createReceiver": nil, "receiverDailyVolume": nil,
 	"getReceiver":          receiverFixture,
@@ -1003,6 +1016,12 @@ func domainFixture(t *testing.T, e *agreementEnv, st *agreementState) { e.domain
 
 func subscriptionFixture(t *testing.T, e *agreementEnv, st *agreementState) {
 	st.params["id"] = e.subscription(t, st)
+}
+
+func channelFixture(t *testing.T, e *agreementEnv, st *agreementState) {
+	t.Helper()
+	st.params["id"] = e.call(t, st, "POST", "/api/accounts/me/notification-channels",
+		map[string]any{"kind": "slack", "url": e.hook.URL + "/services/T0/B0/x"})["id"].(string)
 }
 
 func receiverFixture(t *testing.T, e *agreementEnv, st *agreementState) {

@@ -98,6 +98,11 @@ type Ops struct {
 	GetDelivery             Operation[DeliveryPath, DeliveryDetail]
 	RetryDelivery           Operation[DeliveryPath, Delivery]
 
+	ListNotificationChannels  Operation[emptyRequest, []NotificationChannel]
+	CreateNotificationChannel Operation[CreateChannelRequest, NotificationChannel]
+	DeleteNotificationChannel Operation[ChannelPath, NoContent]
+	TestNotificationChannel   Operation[ChannelPath, ChannelTestResult]
+
 	ListReceivers        Operation[ListReceiversRequest, Page[Receiver]]
 	ReceiverDailyVolume  Operation[ReceiverDailyRequest, ReceiverDaily]
 	CreateReceiver       Operation[CreateReceiverRequest, Receiver]

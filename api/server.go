@@ -21,6 +21,7 @@ import (
 	"github.com/ulule/limiter/v3"
 
 	"github.com/mailwatch/mailwatch/internal/accounts"
+	"github.com/mailwatch/mailwatch/internal/channels"
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
@@ -138,6 +139,12 @@ type WebhookDeps struct {
 	WebhookGuard *netguard.Guard
 	// WebhookClient sends subscription test pushes.
 	WebhookClient *http.Client
+	// ChannelHosts is where notification channels may send
+	// (CHANNEL_ALLOWED_HOSTS); nil means each kind's built-in hosts.
+	ChannelHosts *channels.AllowList
+	// DashboardURL is the dashboard's base URL, for links in channel
+	// test messages.
+	DashboardURL string
 }
 
 // DNSDeps answers live domain checks and DNS fixes.
@@ -364,6 +371,7 @@ func (s *Server) routes() {
 	s.alertRoutes()        // alerts.go
 	s.adminEventRoutes()   // admin_events.go
 	s.subscriptionRoutes() // subscriptions.go
+	s.channelRoutes()      // channels.go
 	s.deliveryRoutes()     // deliveries.go
 	s.receiverRoutes()     // receivers.go
 	s.inboundRoutes()      // inbound.go

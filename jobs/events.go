@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/mailwatch/mailwatch/internal/channels"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/partitions"
 	"github.com/mailwatch/mailwatch/internal/plans"
@@ -69,6 +70,12 @@ func (w *EventPruneWorker) Work(ctx context.Context, job *river.Job[events.Prune
 		if err != nil {
 			return err
 		}
+	}
+	// Notification channels' records of alerts that are gone now.
+	if n, err := channels.PruneAlerts(ctx, w.deps.Pool, now().Add(-24*time.Hour)); err != nil {
+		return err
+	} else if n > 0 {
+		w.deps.Logger.InfoContext(ctx, "pruned notification channel alert records", slog.Int64("records", n))
 	}
 	return w.pruneMessageEvents(ctx, days)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/mailwatch/mailwatch/internal/channels"
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/domains"
@@ -110,6 +111,10 @@ type Deps struct {
 	// Spam scores received messages in their deliverability analysis
 	// (SPAMD_ADDR or RSPAMD_URL); nil skips the analysis's spam section.
 	Spam spamcheck.Checker
+
+	// ChannelHosts is where notification channels may send
+	// (CHANNEL_ALLOWED_HOSTS); nil means each kind's built-in hosts.
+	ChannelHosts *channels.AllowList
 
 	// observeProviderGate, when set, sees each admission of a
 	// provider_payload job by its account's bound (tests).
@@ -213,6 +218,7 @@ func Workers(deps Deps) *river.Workers {
 	addAdminWorkers(w, deps)      // admin.go
 	addPartitionWorkers(w, deps)  // partitions.go
 	addReputationWorkers(w, deps) // reputation.go
+	addChannelWorkers(w, deps)    // channels.go
 	return w
 }
 

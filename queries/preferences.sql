@@ -2,9 +2,10 @@
 -- Everything one emitted event's delivery decision needs, in one query
 -- (internal/events fanOut): the account's channel mutes, the type's
 -- override, the group's switches, whether the account has a verified
--- notification address, and the matching enabled subscriptions (type in
--- event_types or event_types NULL, domain equals domain_filter, one of the
--- tags equals tag_filter, when those are set).
+-- notification address, whether it has notification channels (then
+-- ChannelEmitTargets chooses them), and the matching enabled subscriptions
+-- (type in event_types or event_types NULL, domain equals domain_filter,
+-- one of the tags equals tag_filter, when those are set).
 SELECT
     coalesce(s.mute_email, false)::boolean   AS mute_email,
     coalesce(s.mute_webhook, false)::boolean AS mute_webhook,
@@ -14,6 +15,7 @@ SELECT
     g.webhook AS group_webhook,
     EXISTS (SELECT 1 FROM notification_addresses a
             WHERE a.account_id = me.account_id AND a.verified_at IS NOT NULL)::boolean AS has_verified_address,
+    EXISTS (SELECT 1 FROM notification_channels c WHERE c.account_id = me.account_id)::boolean AS has_channels,
     ARRAY(SELECT es.id FROM event_subscriptions es
           WHERE es.account_id = me.account_id
             AND es.enabled

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mailwatch/mailwatch/internal/blocklist"
+	"github.com/mailwatch/mailwatch/internal/channels"
 	"github.com/mailwatch/mailwatch/internal/config"
 	"github.com/mailwatch/mailwatch/internal/dnscheck"
 	"github.com/mailwatch/mailwatch/internal/dnsfix"
@@ -32,6 +33,9 @@ type shared struct {
 	// aws reaches AWS hosts only (SNS certificates and subscription
 	// confirmations), through the SSRF guard: one client for the process.
 	aws *http.Client
+	// channelHosts is where notification channels may send
+	// (CHANNEL_ALLOWED_HOSTS).
+	channelHosts *channels.AllowList
 }
 
 func buildShared(cfg *config.Config) (*shared, error) {
@@ -46,6 +50,10 @@ func buildShared(cfg *config.Config) (*shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("WEBHOOK_ALLOWED_CIDRS: %w", err)
 	}
+	channelHosts, err := channels.ParseAllowedHosts(cfg.ChannelAllowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("CHANNEL_ALLOWED_HOSTS: %w", err)
+	}
 	resolverAddr, err := dnscheck.ResolverAddress(cfg.DNSResolver)
 	if err != nil {
 		return nil, fmt.Errorf("DNS_RESOLVER: %w", err)
@@ -55,7 +63,7 @@ func buildShared(cfg *config.Config) (*shared, error) {
 		mxHost = cfg.InboundDomain
 	}
 	return &shared{
-		keyring: keyring, guard: guard, resolver: dnscheck.NewClient(resolverAddr, 3*time.Second),
+		keyring: keyring, guard: guard, resolver: dnscheck.NewClient(resolverAddr, 3*time.Second), channelHosts: channelHosts,
 		aws: ses.AWSOnlyClient(webhook.NewClient(guard, webhook.ClientOptions{})),
 		dnsFix: &domains.FixDeps{
 			Env: &dnsfix.Env{Keyring: keyring, Guard: guard}, MX: dnsfix.MXConfig{Host: mxHost},
@@ -96,9 +104,10 @@ func workerDeps(cfg *config.Config, logger *slog.Logger, pool *pgxpool.Pool, reg
 		WebhookClient: webhook.NewClient(sh.guard, webhook.ClientOptions{
 			MaxIdleConnsPerHost: cfg.WebhookConcurrency,
 		}),
-		SNSClient:  sh.aws,
-		Reputation: checker,
-		Spam:       spamChecker(cfg),
+		SNSClient:    sh.aws,
+		Reputation:   checker,
+		Spam:         spamChecker(cfg),
+		ChannelHosts: sh.channelHosts,
 	}, nil
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/identity"
 	"github.com/mailwatch/mailwatch/internal/migrate"
+	"github.com/mailwatch/mailwatch/internal/notify"
 	"github.com/mailwatch/mailwatch/internal/readreplica"
 	"github.com/mailwatch/mailwatch/internal/receivers"
 	"github.com/mailwatch/mailwatch/internal/webhook"
@@ -168,9 +169,10 @@ func newAPIRole(ctx context.Context, cfg *config.Config, logger *slog.Logger, po
 			ProviderWebhookMaxAge: cfg.ProviderWebhookMaxAge,
 			StripeWebhookSecret:   cfg.StripeWebhookSecret,
 		},
-		WebhookDeps: api.WebhookDeps{WebhookGuard: sh.guard, WebhookClient: webhook.NewClient(sh.guard, webhook.ClientOptions{})},
-		DNSDeps:     api.DNSDeps{Resolver: sh.resolver, DNSFix: sh.dnsFix, SMTPProbe: cfg.SMTPProbe},
-		PlanDeps:    api.PlanDeps{EventRetentionDays: cfg.EventRetentionDays, DefaultPlan: cfg.DefaultPlan},
+		WebhookDeps: api.WebhookDeps{WebhookGuard: sh.guard, WebhookClient: webhook.NewClient(sh.guard, webhook.ClientOptions{}),
+			ChannelHosts: sh.channelHosts, DashboardURL: notify.BaseURL(cfg.PublicBaseURL, cfg.ListenAddr)},
+		DNSDeps:  api.DNSDeps{Resolver: sh.resolver, DNSFix: sh.dnsFix, SMTPProbe: cfg.SMTPProbe},
+		PlanDeps: api.PlanDeps{EventRetentionDays: cfg.EventRetentionDays, DefaultPlan: cfg.DefaultPlan},
 		AuthDeps: api.AuthDeps{Identity: issuer, DataAPIOnly: dataAPIOnly,
 			DataAPI: api.DataAPIOptions{MaxRows: cfg.DataAPIMaxRows, StatementTimeout: cfg.DataAPIStatementTimeout,
 				Pages: dataapi.NewPages(cfg.EventsPageCacheTTL, cfg.EventsPageCacheBytes)}},
@@ -483,6 +485,9 @@ func logStart(logger *slog.Logger, cfg *config.Config, role string) {
 	}
 	if cfg.WebhookAllowedCIDRs != "" {
 		attrs = append(attrs, slog.String("webhook_allowed_cidrs", cfg.WebhookAllowedCIDRs))
+	}
+	if cfg.ChannelAllowedHosts != "" {
+		attrs = append(attrs, slog.String("channel_allowed_hosts", cfg.ChannelAllowedHosts))
 	}
 	attrs = append(attrs, slog.String("log_level", cfg.LogLevel.String()))
 	logger.Info("starting mailwatch", attrs...)

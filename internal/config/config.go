@@ -66,6 +66,7 @@ var Vars = []Var{
 	{Name: "RSPAMD_PASSWORD", Default: "", Secret: true, Meaning: "Password sent to rspamd in its Password header, when its worker requires one."},
 	{Name: "HEALTH_HISTORY_DAYS", Default: "90", Meaning: "Health-score history older than this is deleted by a periodic job."},
 	{Name: "WEBHOOK_ALLOWED_CIDRS", Default: "", Meaning: "Comma-separated CIDRs that webhook destinations may resolve to even though they are private, loopback or otherwise reserved."},
+	{Name: "CHANNEL_ALLOWED_HOSTS", Default: "", Meaning: "Comma-separated hosts (host[:port], or *.suffix[:port]) that notification channels may send to; when set it replaces every kind's built-in list (Slack hooks.slack.com; Teams *.logic.azure.com, *.powerplatform.com, *.webhook.office.com; PagerDuty events.pagerduty.com, events.eu.pagerduty.com) and admits http as well as https. Destinations still pass the SSRF guard (WEBHOOK_ALLOWED_CIDRS). See docs/features/notifications.md."},
 	{Name: "INBOUND_WEBHOOK_SECRET", Default: "", Secret: true, Meaning: "Standard Webhooks secret (whsec_...) that signs requests to the email ingress webhook."},
 	{Name: "PROVIDER_WEBHOOK_MAX_AGE", Default: "72h", Meaning: "How far a sending provider's signed webhook timestamp (SendGrid, Mailgun, Resend/Svix, SNS) may be from the server's clock, at most 84h (half the 7-day retention of replay keys, so a captured webhook cannot be replayed once its key is pruned). Providers retry with the original timestamp for hours (SendGrid 24 h, Svix about 1.5 days). 0 turns the window off, which lets a capture be replayed after 7 days: only for old test vectors."},
 	{Name: "TWILIO_AUTH_TOKEN", Default: "", Secret: true, Meaning: "Twilio auth token used to verify X-Twilio-Signature on the SMS ingress webhook."},
@@ -143,6 +144,7 @@ type Config struct {
 	RspamdPassword          string
 	HealthHistoryDays       int
 	WebhookAllowedCIDRs     string
+	ChannelAllowedHosts     string
 	InboundWebhookSecret    string
 	TwilioAuthToken         string
 	EventRetentionDays      int
@@ -244,6 +246,7 @@ func Parse(lookup Lookup) (*Config, error) {
 		DNSCheckInterval:        duration("DNS_CHECK_INTERVAL"),
 		HealthHistoryDays:       atoi("HEALTH_HISTORY_DAYS", 1, 3650),
 		WebhookAllowedCIDRs:     get("WEBHOOK_ALLOWED_CIDRS"),
+		ChannelAllowedHosts:     get("CHANNEL_ALLOWED_HOSTS"),
 		InboundWebhookSecret:    get("INBOUND_WEBHOOK_SECRET"),
 		TwilioAuthToken:         get("TWILIO_AUTH_TOKEN"),
 		EventRetentionDays:      atoi("EVENT_RETENTION_DAYS", 7, 3650),

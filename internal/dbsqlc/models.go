@@ -1121,6 +1121,33 @@ type NotificationAddress struct {
 	CreatedAt          time.Time
 }
 
+type NotificationChannel struct {
+	ID                uuid.UUID
+	AccountID         uuid.UUID
+	Kind              string
+	Label             string
+	SecretCiphertext  []byte
+	SecretKeyID       string
+	Destination       string
+	Groups            []string
+	MinSeverity       string
+	DomainFilter      *string
+	TagFilter         *string
+	LastSuccessAt     *time.Time
+	FailingSince      *time.Time
+	LastError         *string
+	FailingNotifiedAt *time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+type NotificationChannelAlert struct {
+	ChannelID uuid.UUID
+	AlertID   uuid.UUID
+	AccountID uuid.UUID
+	CreatedAt time.Time
+}
+
 type NotificationDigest struct {
 	AccountID uuid.UUID
 	Day       time.Time

@@ -63,6 +63,7 @@ SELECT
     g.webhook AS group_webhook,
     EXISTS (SELECT 1 FROM notification_addresses a
             WHERE a.account_id = me.account_id AND a.verified_at IS NOT NULL)::boolean AS has_verified_address,
+    EXISTS (SELECT 1 FROM notification_channels c WHERE c.account_id = me.account_id)::boolean AS has_channels,
     ARRAY(SELECT es.id FROM event_subscriptions es
           WHERE es.account_id = me.account_id
             AND es.enabled
@@ -92,15 +93,17 @@ type PreferenceEmitInputsRow struct {
 	GroupEmail         *bool
 	GroupWebhook       *bool
 	HasVerifiedAddress bool
+	HasChannels        bool
 	SubscriptionIds    []uuid.UUID
 }
 
 // Everything one emitted event's delivery decision needs, in one query
 // (internal/events fanOut): the account's channel mutes, the type's
 // override, the group's switches, whether the account has a verified
-// notification address, and the matching enabled subscriptions (type in
-// event_types or event_types NULL, domain equals domain_filter, one of the
-// tags equals tag_filter, when those are set).
+// notification address, whether it has notification channels (then
+// ChannelEmitTargets chooses them), and the matching enabled subscriptions
+// (type in event_types or event_types NULL, domain equals domain_filter,
+// one of the tags equals tag_filter, when those are set).
 func (q *Queries) PreferenceEmitInputs(ctx context.Context, db DBTX, arg PreferenceEmitInputsParams) (PreferenceEmitInputsRow, error) {
 	row := db.QueryRow(ctx, preferenceEmitInputs,
 		arg.EventType,
@@ -118,6 +121,7 @@ func (q *Queries) PreferenceEmitInputs(ctx context.Context, db DBTX, arg Prefere
 		&i.GroupEmail,
 		&i.GroupWebhook,
 		&i.HasVerifiedAddress,
+		&i.HasChannels,
 		&i.SubscriptionIds,
 	)
 	return i, err

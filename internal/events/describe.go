@@ -229,6 +229,23 @@ var descriptions = map[string]description{
 	TypeDANEMismatch: {"DANE mismatch", func(p fields) string {
 		return p.on(p.str("mx_host") + ": its TLSA records match no certificate it presents")
 	}},
+	// Notification channels (internal/channels).
+	TypeNotificationChannelFailing: {"Notification channel failing", func(p fields) string {
+		return channelName(p) + " has failed since " + p.str("failing_since") + ": " + p.str("last_error")
+	}},
+	TypeNotificationChannelRecovered: {"Notification channel recovered", func(p fields) string {
+		return channelName(p) + " sends again"
+	}},
+}
+
+// channelName names a notification channel in a summary: its kind, its
+// label when it has one, and its redacted destination.
+func channelName(p fields) string {
+	name := p.str("kind") + " channel"
+	if l := p.str("label"); l != "" {
+		name += " " + strconv.Quote(l)
+	}
+	return name + " (" + p.str("destination") + ")"
 }
 
 // titles are the descriptions' titles, filled at init.

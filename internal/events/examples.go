@@ -90,4 +90,10 @@ var examples = map[string]json.RawMessage{
 	TypePasswordChanged: json.RawMessage(`{"key_identifier":"mw_AbCd","changed_at":"2026-03-01T12:00:00Z"}`),
 	TypeSubscriptionSecretRotated: json.RawMessage(`{"subscription_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f71",` +
 		`"rotated_at":"2026-03-01T12:00:00Z","previous_secret_expires_at":"2026-03-02T12:00:00Z","key_identifier":"mw_AbCd"}`),
+	// Notification channels (internal/channels).
+	TypeNotificationChannelFailing: json.RawMessage(`{"channel_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f75","kind":"slack",` +
+		`"label":"#ops","destination":"https://hooks.slack.com/…","failing_since":"2026-01-01T08:00:00Z",` +
+		`"last_error":"Slack answered 404 Not Found: no_service"}`),
+	TypeNotificationChannelRecovered: json.RawMessage(`{"channel_id":"0195a3b4-7c1d-7e2f-9a10-2b3c4d5e6f75","kind":"slack",` +
+		`"label":"#ops","destination":"https://hooks.slack.com/…","failing_since":"2026-01-01T08:00:00Z"}`),
 }

@@ -92,7 +92,9 @@ func PushBody(ev dbsqlc.Event) ([]byte, error) {
 // account's preferences for the type (Resolve decides each channel): a
 // webhook channel that resolves off creates no delivery, and an alert
 // whose email channel resolves on is mailed by an AlertEmailArgs job,
-// inserted here too, when the account has a verified address.
+// inserted here too, when the account has a verified address. The
+// account's matching notification channels (channels.go) get one
+// ChannelSendArgs job each.
 func (e *Emitter) fanOut(ctx context.Context, tx pgx.Tx, ev dbsqlc.Event) error {
 	q := dbsqlc.New()
 	t, _ := Lookup(ev.EventType)
@@ -109,11 +111,18 @@ func (e *Emitter) fanOut(ctx context.Context, tx pgx.Tx, ev dbsqlc.Event) error 
 	}
 	mail := ev.Severity == string(SeverityCritical) && in.HasVerifiedAddress &&
 		Resolve(required, ChannelPrefs{Muted: in.MuteEmail, Override: in.OverrideEmail, Group: in.GroupEmail}).Send
-	if len(subs) == 0 && !mail {
+	chans, err := channelTargets(ctx, tx, ev, t.Group, required, in.HasChannels)
+	if err != nil {
+		return err
+	}
+	if len(subs) == 0 && !mail && len(chans) == 0 {
 		return nil
 	}
 	client, err := e.client(ctx)
 	if err != nil {
+		return err
+	}
+	if err := insertChannelSends(ctx, client, tx, ev, chans); err != nil {
 		return err
 	}
 	if mail {

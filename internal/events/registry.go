@@ -71,6 +71,9 @@ const (
 	TypeSubscriptionFailing           = "subscription_failing"
 	TypeSubscriptionRecovered         = "subscription_recovered"
 	TypeSubscriptionRecoveryRequested = "subscription_recovery_requested"
+	// Notification channels (internal/channels).
+	TypeNotificationChannelFailing   = "notification_channel_failing"
+	TypeNotificationChannelRecovered = "notification_channel_recovered"
 )
 
 // Type describes one kind of event.
@@ -497,6 +500,26 @@ var types = map[string]Type{
 		PayloadSchema: schema(`{"type":"object","required":["subscription_id","rotated_at","previous_secret_expires_at","key_identifier"],"properties":{
 			"subscription_id":{"type":"string","format":"uuid"},"rotated_at":{"type":"string","format":"date-time"},
 			"previous_secret_expires_at":{"type":["string","null"],"format":"date-time"},"key_identifier":{"type":"string"}}}`),
+	},
+	// Notification channels (internal/channels).
+	TypeNotificationChannelFailing: {
+		Name:            TypeNotificationChannelFailing,
+		Group:           GroupDeliveries,
+		Description:     "A notification channel (Slack, Microsoft Teams or PagerDuty) has failed every send for a day; raised once per failing period. It is never sent to notification channels.",
+		DefaultSeverity: SeverityCritical,
+		PayloadSchema: schema(`{"type":"object","required":["channel_id","kind","destination","failing_since","last_error"],"properties":{
+			"channel_id":{"type":"string","format":"uuid"},"kind":{"type":"string","enum":["slack","teams","pagerduty"]},
+			"label":{"type":"string"},"destination":{"type":"string"},"failing_since":{"type":"string","format":"date-time"},
+			"last_error":{"type":"string"}}}`),
+	},
+	TypeNotificationChannelRecovered: {
+		Name:            TypeNotificationChannelRecovered,
+		Group:           GroupDeliveries,
+		Description:     "A notification channel that had raised notification_channel_failing sent successfully again. It is never sent to notification channels.",
+		DefaultSeverity: SeverityInfo,
+		PayloadSchema: schema(`{"type":"object","required":["channel_id","kind","destination"],"properties":{
+			"channel_id":{"type":"string","format":"uuid"},"kind":{"type":"string","enum":["slack","teams","pagerduty"]},
+			"label":{"type":"string"},"destination":{"type":"string"},"failing_since":{"type":"string","format":"date-time"}}}`),
 	},
 }
 

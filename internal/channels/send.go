@@ -1,0 +1,134 @@
+package channels
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mailwatch/mailwatch/internal/webhook"
+)
+
+// MaxRetryAfter caps the wait a destination's Retry-After asks for.
+const MaxRetryAfter = time.Hour
+
+// maxErrorBody is how much of an error answer's body goes into last_error.
+const maxErrorBody = 200
+
+// Attempt is the outcome of one send.
+type Attempt struct {
+	// StatusCode is the HTTP status answered; 0 when there was no answer.
+	StatusCode int
+	Delivered  bool
+	// Retryable: a 429, a 5xx, a network error or a key ring missing the
+	// destination's key; anything else is final.
+	Retryable bool
+	// RetryAfter is the destination's Retry-After (capped at
+	// MaxRetryAfter); 0 when it gave none.
+	RetryAfter time.Duration
+	// Error says what went wrong; "" when delivered.
+	Error string
+}
+
+// post sends body to rawURL for a channel of kind, through the SSRF-guarded
+// client, after checking the kind's hosts again (the allow-list may have
+// changed since the channel was created).
+func (s *Service) post(ctx context.Context, kind, rawURL string, body []byte, now time.Time) Attempt {
+	if err := s.Hosts.Check(kind, rawURL); err != nil {
+		return Attempt{Error: "destination refused: " + err.Error()}
+	}
+	if s.Client == nil {
+		// Never a client without the SSRF guard.
+		return Attempt{Retryable: true, Error: "no HTTP client is configured for notification channels"}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
+	if err != nil {
+		return Attempt{Error: "invalid destination URL"}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", webhook.DefaultUserAgent)
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		return Attempt{Retryable: true, Error: "request failed: " + redactURL(err, rawURL)}
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	a := Attempt{StatusCode: resp.StatusCode}
+	code := resp.StatusCode
+	if code >= 200 && code < 300 {
+		a.Delivered = true
+		return a
+	}
+	a.Error = kindTitles[kind] + " answered " + strconv.Itoa(code) + " " + http.StatusText(code)
+	if text := cleanBody(answer); text != "" {
+		a.Error += ": " + text
+	}
+	if code == http.StatusTooManyRequests || code >= 500 {
+		a.Retryable = true
+		a.RetryAfter, _ = ParseRetryAfter(resp.Header.Get("Retry-After"), now)
+	}
+	return a
+}
+
+// redactURL keeps the destination URL (a secret) out of an error message.
+func redactURL(err error, rawURL string) string {
+	return strings.ReplaceAll(err.Error(), rawURL, "the destination")
+}
+
+// cleanBody makes the start of an answer storable and readable: valid
+// UTF-8, no NUL, one line, at most maxErrorBody bytes.
+func cleanBody(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "")
+	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "\x00", "")), " ")
+	if len(s) > maxErrorBody {
+		cut := maxErrorBody
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// ParseRetryAfter reads a Retry-After value (RFC 9110 section 10.2.3):
+// delay seconds or an HTTP date, relative to now. The wait is capped at
+// MaxRetryAfter; a past date is 0. ok is false for an absent or invalid
+// value.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		secs, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			var ne *strconv.NumError
+			if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+				return MaxRetryAfter, true
+			}
+			return 0, false
+		}
+		if secs >= uint64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now)
+	return min(max(d, 0), MaxRetryAfter), true
+}
+
+// errorf builds an Attempt error for a failure before any request.
+func errorf(retryable bool, format string, args ...any) Attempt {
+	return Attempt{Retryable: retryable, Error: fmt.Sprintf(format, args...)}
+}
