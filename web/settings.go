@@ -19,6 +19,7 @@ type settingsData struct {
 	Plan      *api.AccountPlan
 	PlanRows  []planRow
 	Weekly    *api.WeeklyDigestSettings
+	Channels  []api.NotificationChannel
 }
 
 // planRow is one counted limit of the plan section.
@@ -55,6 +56,11 @@ func (h *Dashboard) settingsPage(c *fiber.Ctx, status int, created *api.NewAPIKe
 		return h.pageError(c, err)
 	}
 	data.Addresses = *addrs
+	chans, err := h.ops.ListNotificationChannels.Call(c.UserContext(), callerOf(c), &api.EmptyRequest{})
+	if err != nil {
+		return h.pageError(c, err)
+	}
+	data.Channels = *chans
 	if data.Plan, err = h.ops.GetAccountPlan.Call(c.UserContext(), callerOf(c), &api.EmptyRequest{}); err != nil {
 		return h.pageError(c, err)
 	}

@@ -168,6 +168,9 @@ func (h *Dashboard) addRoutes() {
 	h.webAdd("POST", "/settings/preferences/groups", action(h.webSetGroups)...)
 	h.webAdd("POST", "/settings/weekly-digest", action(h.webSetWeekly)...)
 	h.webAdd("POST", "/settings/notification-addresses", action(h.webAddAddress)...)
+	h.webAdd("POST", "/settings/channels", action(h.webCreateChannel)...)
+	h.webAdd("POST", "/settings/channels/:id/test", action(h.webTestChannel)...)
+	h.webAdd("POST", "/settings/channels/:id/delete", action(h.webDeleteChannel)...)
 	h.webAdd("POST", "/settings/notification-addresses/:id/remove", action(h.webRemoveAddress)...)
 	h.webAdd("POST", "/settings/notification-addresses/:id/resend", action(h.webResendAddress)...)
 }
