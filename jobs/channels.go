@@ -10,13 +10,14 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/mailwatch/mailwatch/internal/channels"
+	"github.com/mailwatch/mailwatch/internal/deliveries"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/webhook"
 )
 
 // addChannelWorkers registers the notification channel sender.
 func addChannelWorkers(w *river.Workers, deps Deps) {
-	river.AddWorker(w, &ChannelSendWorker{deps: deps})
+	river.AddWorker(w, &ChannelSendWorker{deps: deps, gate: webhook.NewGate(deps.Settings.WebhookLimits)})
 }
 
 // ChannelSendWorker sends one event to one notification channel
@@ -30,6 +31,11 @@ type ChannelSendWorker struct {
 	// retryAt hands the destination's Retry-After to NextRetry, which
 	// River calls right after Work returns an error.
 	retryAt sync.Map // retryKey -> time.Time
+	// gate bounds the sends in flight per account and per destination
+	// host, as the webhook pushes' own gate does: one account's slow
+	// channels (a Teams workflow that takes its time) hold its own sends
+	// back, not the webhook workers of every account.
+	gate *webhook.Gate
 }
 
 // NextRetry implements river.Worker: the instant Work stored from
@@ -44,6 +50,9 @@ func (w *ChannelSendWorker) NextRetry(job *river.Job[events.ChannelSendArgs]) ti
 // service is the channels service over the worker's dependencies.
 func (w *ChannelSendWorker) service() *channels.Service {
 	s := &channels.Service{Keyring: w.deps.Keyring, Hosts: w.deps.ChannelHosts, Client: w.deps.WebhookClient}
+	if w.gate != nil {
+		s.Admit = w.gate.Admit
+	}
 	if w.deps.Mail != nil {
 		s.BaseURL = w.deps.Mail.BaseURL
 	}
@@ -65,6 +74,8 @@ func (w *ChannelSendWorker) Work(ctx context.Context, job *river.Job[events.Chan
 		return err
 	case res.Skipped != "":
 		return river.RecordOutput(ctx, map[string]string{"skipped": res.Skipped})
+	case res.Busy != nil:
+		return w.wait(ctx, job, res.Busy)
 	case res.Delivered:
 		return river.RecordOutput(ctx, map[string]any{"status_code": res.StatusCode, "action": res.Action})
 	case !res.Retryable:
@@ -76,4 +87,19 @@ func (w *ChannelSendWorker) Work(ctx context.Context, job *river.Job[events.Chan
 	w.deps.Logger.DebugContext(ctx, "channel send failed", slog.String("channel_id", job.Args.ChannelID.String()),
 		slog.Int("status_code", res.StatusCode))
 	return fmt.Errorf("channel send failed (status %d): %s", res.StatusCode, res.Error)
+}
+
+// wait puts back a send over its account's or host's bound: the job is
+// snoozed (no attempt used) for the growing fair wait of the webhook
+// pushes, and its metadata counts the waits.
+func (w *ChannelSendWorker) wait(ctx context.Context, job *river.Job[events.ChannelSendArgs], busy error) error {
+	waits := deliveries.FairWaits(job.Metadata)
+	d := webhook.FairWait(waits, nil)
+	if err := river.MetadataSet(ctx, deliveries.MetadataFairWaits, waits+1); err != nil {
+		return fmt.Errorf("error counting a wait: %w", err)
+	}
+	if err := river.RecordOutput(ctx, map[string]string{"waiting": fmt.Sprintf("%s; this send waits %s for its turn", busy, d)}); err != nil {
+		return fmt.Errorf("error recording job output: %w", err)
+	}
+	return river.JobSnooze(d)
 }

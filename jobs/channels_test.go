@@ -88,7 +88,7 @@ type channelEnv struct {
 	account uuid.UUID
 }
 
-func newChannelEnv(t *testing.T) *channelEnv {
+func newChannelEnv(t *testing.T, adjust ...func(*Deps)) *channelEnv {
 	t.Helper()
 	pool, _ := dbtest.NewDB(t)
 	chat := newFakeChat(t)
@@ -100,6 +100,9 @@ func newChannelEnv(t *testing.T) *channelEnv {
 		Pool: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Keyring: keyring,
 		WebhookClient: webhook.NewClient(loopbackGuard(t), webhook.ClientOptions{}), ChannelHosts: hosts,
 		Mail: &notify.Mailer{BaseURL: testDashboard},
+	}
+	for _, f := range adjust {
+		f(&deps)
 	}
 	client, err := NewClient(deps, Options{Concurrency: 4, Queues: []string{queues.Webhooks, queues.Default}})
 	require.NoError(t, err)
@@ -113,7 +116,7 @@ func newChannelEnv(t *testing.T) *channelEnv {
 	_, err = pool.Exec(context.Background(), "INSERT INTO accounts (id, email, password_hash) VALUES ($1, $2, 'x')", account, account.String()+"@example.com")
 	require.NoError(t, err)
 	return &channelEnv{pool: pool, client: client, chat: chat, account: account,
-		svc: &channels.Service{Keyring: keyring, Hosts: hosts}}
+		svc: &channels.Service{Keyring: keyring, Hosts: deps.ChannelHosts}}
 }
 
 func (e *channelEnv) channel(t *testing.T, kind string) dbsqlc.NotificationChannel {
@@ -341,3 +344,44 @@ func TestChannelPagerDutyAcknowledge(t *testing.T) {
 		events.ChannelSendKind, w.ID.String()).Scan(&n))
 	require.Zero(t, n)
 }
+
+// TestChannelSendsWaitTheirTurn: channel sends are bounded per account as
+// webhook pushes are: with a bound of one, an account's second send waits
+// (snoozed, no attempt used) while its first is held by a slow endpoint,
+// then goes out.
+func TestChannelSendsWaitTheirTurn(t *testing.T) {
+	t.Parallel()
+	tp := newTarpit(t)
+	e := newChannelEnv(t, func(d *Deps) {
+		hosts, err := channels.ParseAllowedHosts(strings.TrimPrefix(tp.URL, "http://"))
+		require.NoError(t, err)
+		d.ChannelHosts = hosts
+		d.Settings.WebhookLimits = webhook.Limits{PerAccount: 1}
+	})
+	var chans []dbsqlc.NotificationChannel
+	for range 2 {
+		row, err := e.svc.Create(context.Background(), e.pool, e.account, channels.New{Kind: channels.KindSlack, URL: &tp.URL})
+		require.NoError(t, err)
+		chans = append(chans, row)
+	}
+	ev := e.emit(t, criticalHealth())
+	tp.waitUntil(t, "one send held", func(c tarpitCounts) bool { return c.inFlight == 1 })
+	var waited int
+	require.Eventually(t, func() bool {
+		require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job
+			WHERE kind = $1 AND (metadata->>'fair_waits')::int > 0`, events.ChannelSendKind).Scan(&waited))
+		return waited > 0
+	}, 30*time.Second, 10*time.Millisecond, "the account's second send waits its turn")
+	tp.open()
+	for _, ch := range chans {
+		j := e.job(t, ch.ID, ev.ID, completed)
+		require.Equal(t, 1, j.Attempt-snoozes(j), "waiting used no attempt")
+	}
+	c := tp.counts()
+	require.Equal(t, 1, c.maxInFlight)
+	require.Equal(t, 2, c.answered)
+}
+
+// snoozes is how many times River snoozed a job (each snooze counts as an
+// attempt in River's own counter and is given back in max_attempts).
+func snoozes(j *rivertype.JobRow) int { return j.MaxAttempts - events.ChannelSendMaxAttempts }

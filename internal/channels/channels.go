@@ -93,6 +93,10 @@ type Service struct {
 	Client *http.Client
 	// BaseURL is the dashboard's base URL, for links in messages.
 	BaseURL string
+	// Admit, when set, counts a send of account to url in flight, or
+	// refuses it with the bound it is over (webhook.Gate.Admit): the
+	// send is then not made and Result.Busy says why.
+	Admit func(account uuid.UUID, url string) (release func(), busy error)
 }
 
 // New is a channel to create.

@@ -21,6 +21,10 @@ type Result struct {
 	Skipped string
 	// Action is the PagerDuty action sent (trigger or resolve).
 	Action string
+	// Busy is set when the send was not made because the account's or
+	// the destination host's sends in flight are at their bound
+	// (Service.Admit); nothing is recorded, the caller waits its turn.
+	Busy error
 }
 
 // request is one send: where, what, and for PagerDuty which action.
@@ -66,6 +70,13 @@ func (s *Service) Deliver(ctx context.Context, db dbutil.Executor, em *events.Em
 	req, skipped, err := s.build(ctx, db, ch, dest, ev)
 	if err != nil || skipped != "" {
 		return Result{Skipped: skipped}, err
+	}
+	if s.Admit != nil {
+		release, busy := s.Admit(ch.AccountID, req.url)
+		if busy != nil {
+			return Result{Busy: busy}, nil
+		}
+		defer release()
 	}
 	res := Result{Attempt: s.post(ctx, ch.Kind, req.url, req.body, now), Action: req.action}
 	return res, s.record(ctx, db, em, ch, res.Attempt, now)
