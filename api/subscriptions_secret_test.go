@@ -17,10 +17,12 @@ import (
 // accounts' ids are refused.
 func TestRotateSecretThroughTheAPI(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	wb := setupWebhooks(t)
+	wb.start(t)
+	b := wb.testBundle
 	acct := b.createAccount(t)
 	rc := newHookReceiver(t, nil)
-	sub := createSub(t, b, acct.Key, map[string]any{"url": rc.URL})
+	sub := createSub(t, b, acct.Key, map[string]any{"url": rc.URL, "event_types": []string{"receiver_message_received"}})
 	path := subsPath + "/" + sub.ID + "/secret/rotate"
 
 	resp := b.do(t, "POST", path, acct.Key, map[string]any{"grace_period_seconds": 3600})
@@ -54,6 +56,16 @@ func TestRotateSecretThroughTheAPI(t *testing.T) {
 		return out
 	}
 	require.Equal(t, []bool{true, true}, verifyAll(sub.SigningSecret, rotated.SigningSecret), "both verify during the grace")
+	// A push of an event, through River, is signed the same way.
+	d := wb.deliveryOf(t, acct.Key, wb.emitMessage(t, acct.ID))
+	wb.waitDelivery(t, acct.Key, d.ID, is("delivered", 1))
+	h, body := rc.last()
+	require.Equal(t, d.ID, h.Get("webhook-id"))
+	for _, secret := range []string{sub.SigningSecret, rotated.SigningSecret} {
+		wh, err := standardwebhooks.NewWebhook(secret)
+		require.NoError(t, err)
+		require.NoError(t, wh.Verify(body, h), "a pushed event verifies under each secret during the grace")
+	}
 
 	resp = b.do(t, "POST", path, acct.Key, map[string]any{"grace_period_seconds": 0})
 	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
