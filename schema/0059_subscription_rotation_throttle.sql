@@ -42,3 +42,12 @@ CREATE TABLE subscription_push_leases (
     expires_at      timestamptz NOT NULL,
     PRIMARY KEY (subscription_id, slot)
 );
+
+-- The data API shows the bounds and the rotation's state (never a secret).
+GRANT SELECT (max_per_second, max_in_flight, secret_rotated_at, previous_secret_expires_at)
+    ON event_subscriptions TO authenticated;
+CREATE OR REPLACE VIEW data_api.event_subscriptions WITH (security_invoker = true) AS
+    SELECT id, account_id, url, event_types, domain_filter, tag_filter, enabled, disabled_reason,
+           disabled_at, failing_since, last_success_at, created_at, updated_at,
+           max_per_second, max_in_flight, secret_rotated_at, previous_secret_expires_at
+    FROM public.event_subscriptions;

@@ -67,7 +67,10 @@ var Tables = func() map[string]*Table {
 		{Name: "event_subscriptions", Owner: byAccount, Columns: cols(
 			"id", "uuid", "account_id", "uuid", "url", "text", "event_types", "text[]", "domain_filter", "text",
 			"tag_filter", "text", "enabled", "boolean", "disabled_reason", "text", "disabled_at", "timestamptz",
-			"failing_since", "timestamptz", "last_success_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz")},
+			"failing_since", "timestamptz", "last_success_at", "timestamptz", "created_at", "timestamptz", "updated_at", "timestamptz",
+			// schema/0059_subscription_rotation_throttle.sql
+			"max_per_second", "integer", "max_in_flight", "integer", "secret_rotated_at", "timestamptz",
+			"previous_secret_expires_at", "timestamptz")},
 		{Name: "deliveries", Owner: byAccount, Columns: cols(
 			"id", "uuid", "account_id", "uuid", "subscription_id", "uuid", "event_id", "uuid", "event_type", "text",
 			"status", "text", "attempts", "integer", "max_attempts", "integer", "last_status_code", "integer",

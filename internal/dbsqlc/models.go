@@ -333,19 +333,23 @@ type DataApiEventDailyCount struct {
 }
 
 type DataApiEventSubscription struct {
-	ID             uuid.UUID
-	AccountID      uuid.UUID
-	URL            string
-	EventTypes     []string
-	DomainFilter   *string
-	TagFilter      *string
-	Enabled        bool
-	DisabledReason *string
-	DisabledAt     *time.Time
-	FailingSince   *time.Time
-	LastSuccessAt  *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	ID                      uuid.UUID
+	AccountID               uuid.UUID
+	URL                     string
+	EventTypes              []string
+	DomainFilter            *string
+	TagFilter               *string
+	Enabled                 bool
+	DisabledReason          *string
+	DisabledAt              *time.Time
+	FailingSince            *time.Time
+	LastSuccessAt           *time.Time
+	CreatedAt               time.Time
+	UpdatedAt               time.Time
+	MaxPerSecond            *int32
+	MaxInFlight             *int32
+	SecretRotatedAt         *time.Time
+	PreviousSecretExpiresAt *time.Time
 }
 
 type DataApiMessage struct {

@@ -44,6 +44,8 @@ var tenantKeysWithoutAccount = map[string]string{
 	"event_subscriptions_pkey":              idKey,
 	"message_events_pkey":                   parentKey, // (provider_id, event_id, occurred_at): the dedupe key
 	"notification_addresses_pkey":           idKey,
+	"notification_channel_alerts_pkey":      parentKey, // (channel_id, alert_id): one record per channel and alert
+	"notification_channels_pkey":            idKey,
 	"notification_addresses_token_hash_key": globalKey,
 	"provider_payloads_pkey":                idKey,
 	"receiver_messages_pkey":                idKey,
