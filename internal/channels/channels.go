@@ -25,7 +25,6 @@ import (
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
-	"github.com/mailwatch/mailwatch/internal/domainname"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
 )
@@ -48,8 +47,6 @@ const (
 	MaxPerAccount = 20
 	// MaxLabel bounds a channel's label.
 	MaxLabel = 100
-	// MaxTagLength bounds a tag filter, as for subscriptions.
-	MaxTagLength = 64
 	// RoutingKeyLength is the length of a PagerDuty integration key.
 	RoutingKeyLength = 32
 	// FailingAfter is how long a channel fails before
@@ -238,16 +235,16 @@ func checkFilters(p *dbsqlc.ChannelInsertParams, n New) error {
 		}
 	}
 	if n.DomainFilter != nil {
-		d, err := domainname.Normalize(*n.DomainFilter)
+		d, err := events.NormalizeDomainFilter(*n.DomainFilter)
 		if err != nil {
 			return &FieldError{Field: "domain_filter", Message: err.Error()}
 		}
 		p.DomainFilter = &d
 	}
 	if n.TagFilter != nil {
-		t := strings.TrimSpace(*n.TagFilter)
-		if t == "" || len(t) > MaxTagLength {
-			return &FieldError{Field: "tag_filter", Message: fmt.Sprintf("must be 1 to %d characters", MaxTagLength)}
+		t, err := events.NormalizeTagFilter(*n.TagFilter)
+		if err != nil {
+			return &FieldError{Field: "tag_filter", Message: err.Error()}
 		}
 		p.TagFilter = &t
 	}

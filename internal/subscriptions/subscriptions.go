@@ -11,14 +11,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/mailwatch/mailwatch/internal/dbsqlc"
 	"github.com/mailwatch/mailwatch/internal/dbutil"
-	"github.com/mailwatch/mailwatch/internal/domainname"
 	"github.com/mailwatch/mailwatch/internal/events"
 	"github.com/mailwatch/mailwatch/internal/netguard"
 	"github.com/mailwatch/mailwatch/internal/secretbox"
@@ -30,7 +28,6 @@ const (
 	// subscriptions, whatever its plan.
 	MaxPerAccount = 100
 	MaxEventTypes = 50
-	MaxTagLength  = 64
 	// urlCheckTimeout bounds the DNS resolution of a destination at create
 	// and update time.
 	urlCheckTimeout = 5 * time.Second
@@ -118,20 +115,21 @@ func CheckEventTypes(types []string) error {
 	return nil
 }
 
-// NormalizeDomainFilter normalises a domain filter.
+// NormalizeDomainFilter normalises a domain filter (events'
+// rule).
 func NormalizeDomainFilter(raw string) (string, error) {
-	d, err := domainname.Normalize(raw)
+	d, err := events.NormalizeDomainFilter(raw)
 	if err != nil {
 		return "", &FieldError{Field: "domain_filter", Message: err.Error()}
 	}
 	return d, nil
 }
 
-// CheckTag trims a tag filter and checks its length.
+// CheckTag trims a tag filter and checks its length (events' rule).
 func CheckTag(raw string) (string, error) {
-	t := strings.TrimSpace(raw)
-	if t == "" || len(t) > MaxTagLength {
-		return "", &FieldError{Field: "tag_filter", Message: fmt.Sprintf("must be 1 to %d characters", MaxTagLength)}
+	t, err := events.NormalizeTagFilter(raw)
+	if err != nil {
+		return "", &FieldError{Field: "tag_filter", Message: err.Error()}
 	}
 	return t, nil
 }
