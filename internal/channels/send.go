@@ -3,7 +3,6 @@ package channels
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -72,7 +71,7 @@ func (s *Service) post(ctx context.Context, kind, rawURL string, body []byte, no
 	}
 	if code == http.StatusTooManyRequests || code >= 500 {
 		a.Retryable = true
-		a.RetryAfter, _ = ParseRetryAfter(resp.Header.Get("Retry-After"), now)
+		a.RetryAfter = RetryAfter(resp.Header.Get("Retry-After"), now)
 	}
 	return a
 }
@@ -97,35 +96,11 @@ func cleanBody(b []byte) string {
 	return s
 }
 
-// ParseRetryAfter reads a Retry-After value (RFC 9110 section 10.2.3):
-// delay seconds or an HTTP date, relative to now. The wait is capped at
-// MaxRetryAfter; a past date is 0. ok is false for an absent or invalid
-// value.
-func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if v[0] >= '0' && v[0] <= '9' {
-		secs, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			var ne *strconv.NumError
-			if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
-				return MaxRetryAfter, true
-			}
-			return 0, false
-		}
-		if secs >= uint64(MaxRetryAfter/time.Second) {
-			return MaxRetryAfter, true
-		}
-		return time.Duration(secs) * time.Second, true
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	d := t.Sub(now)
-	return min(max(d, 0), MaxRetryAfter), true
+// RetryAfter is the wait a destination's Retry-After asks for
+// (webhook.ParseRetryAfter: 0 when absent or invalid, at least 1 s
+// otherwise), capped at MaxRetryAfter.
+func RetryAfter(v string, now time.Time) time.Duration {
+	return min(webhook.ParseRetryAfter(v, now), MaxRetryAfter)
 }
 
 // errorf builds an Attempt error for a failure before any request.

@@ -157,7 +157,7 @@ func Send(ctx context.Context, client *http.Client, req Request) Attempt {
 		attempt.ErrorClass = ErrorClassHTTPStatus
 		attempt.Error = "endpoint answered " + statusText(code)
 		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-			attempt.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			attempt.RetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
 	}
 	return attempt
@@ -249,10 +249,12 @@ func statusText(code int) string {
 	return strconv.Itoa(code)
 }
 
-// parseRetryAfter reads a Retry-After value (RFC 9110 section 10.2.3): delay
-// seconds or an HTTP date. It returns 0 when the value is absent or invalid
-// and at least 1 s otherwise.
-func parseRetryAfter(v string, now time.Time) time.Duration {
+// ParseRetryAfter reads a Retry-After value (RFC 9110 section 10.2.3): delay
+// seconds or an HTTP date, relative to now. It returns 0 when the value is
+// absent or invalid and at least 1 s otherwise (a past date, or 0, means
+// "now": one second). It is not capped; callers cap it to what they will
+// wait. Webhook pushes and notification channels both read it here.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0

@@ -581,7 +581,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Friday, 02-Jan-26 03:05:05 GMT", time.Minute}, // RFC 850
 		{"Fri Jan  2 03:06:05 2026", 2 * time.Minute},   // asctime
 	} {
-		require.Equal(t, tt.want, parseRetryAfter(tt.in, now), tt.in)
+		require.Equal(t, tt.want, ParseRetryAfter(tt.in, now), tt.in)
 	}
 }
 
