@@ -28,7 +28,7 @@ type Subscription struct {
 	DisabledReason *string    `json:"disabled_reason" validate:"required" description:"Why mailwatch disabled the subscription (410 Gone, 5 days of failures); null when enabled or disabled by the account."`
 	DisabledAt     *time.Time `json:"disabled_at" validate:"required"`
 	LastSuccessAt  *time.Time `json:"last_success_at" validate:"required" description:"Last successful push (updated at most once a minute)."`
-	FailingSince   *time.Time `json:"failing_since" validate:"required" description:"First failed push since the last success; null while healthy. After 5 days the subscription is disabled."`
+	FailingSince   *time.Time `json:"failing_since" validate:"required" description:"First failed push since the last success; null while healthy. After a day subscription_failing is raised (once), after 5 days the subscription is disabled; the next accepted push raises subscription_recovered."`
 	MaxPerSecond   *int32     `json:"max_per_second" validate:"required" description:"Pushes started per second at most, across every worker; null means no bound."`
 	MaxInFlight    *int32     `json:"max_in_flight" validate:"required" description:"Pushes in flight at once at most, across every worker; null means no bound."`
 	// SecretRotatedAt and PreviousSecretExpiresAt describe the last
