@@ -143,9 +143,13 @@ RETURNING *;
 -- delivery's count with it, so that waiting for a turn uses no attempt and
 -- leaves no trace in the attempt history; the delivery waits until
 -- next_retry_at, when its snoozed job runs again.
-WITH gone AS (
+-- The delivery's row is locked before the attempt's, the order in which a
+-- run starting on it (a rescued job) takes them, so the two never deadlock.
+WITH delivery AS (
+    SELECT id FROM webhook_deliveries WHERE id = @id::uuid FOR NO KEY UPDATE
+), gone AS (
     DELETE FROM webhook_delivery_attempts
-    WHERE id = @attempt_id::uuid AND delivery_id = @id::uuid AND finished_at IS NULL
+    WHERE id = @attempt_id::uuid AND delivery_id IN (SELECT id FROM delivery) AND finished_at IS NULL
     RETURNING delivery_id
 )
 UPDATE webhook_deliveries d
@@ -206,8 +210,12 @@ RETURNING w.id, w.account_id, w.subscription_id, w.event_id, w.event_type, w.bod
 -- subscription's health is written once per batch, and only when it
 -- changes, except that of a subscription notified failing
 -- (subscription_failing): that one is left for SubscriptionRecover, which
--- raises subscription_recovered. The result is the subscriptions of the
--- batch in that state (as they were before this statement).
+-- raises subscription_recovered. The result is each delivery's
+-- subscription and whether it was in that state (as it was before this
+-- statement). The deliveries are the main statement, so that their rows
+-- are locked before the attempts' and the subscriptions' (the secondary
+-- statements run after it), the order in which a run starting on the same
+-- delivery (a rescued job) takes them: the two wait, never deadlock.
 WITH input AS (
     SELECT unnest(@ids::uuid[])                     AS id,
            unnest(@attempt_ids::uuid[])             AS attempt_id,
@@ -230,12 +238,13 @@ WITH input AS (
     FROM (SELECT subscription_id, max(finished_at) AS finished_at FROM input GROUP BY subscription_id) h
     WHERE s.id = h.subscription_id AND s.failing_notified_at IS NULL
       AND (s.failing_since IS NOT NULL OR s.last_success_at IS NULL OR s.last_success_at < @stale_before::timestamptz)
-), delivered AS (
-    UPDATE webhook_deliveries d
-    SET status = 'delivered', last_status_code = i.status_code, last_error_class = NULL, last_error = NULL,
-        next_retry_at = NULL, delivered_at = now(), failed_at = NULL, updated_at = now()
-    FROM input i
-    WHERE d.id = i.id
+), notified AS (
+    SELECT s.id FROM event_subscriptions s
+    WHERE s.id IN (SELECT subscription_id FROM input) AND s.failing_notified_at IS NOT NULL
 )
-SELECT s.id FROM event_subscriptions s
-WHERE s.id IN (SELECT subscription_id FROM input) AND s.failing_notified_at IS NOT NULL;
+UPDATE webhook_deliveries d
+SET status = 'delivered', last_status_code = i.status_code, last_error_class = NULL, last_error = NULL,
+    next_retry_at = NULL, delivered_at = now(), failed_at = NULL, updated_at = now()
+FROM input i
+WHERE d.id = i.id
+RETURNING d.subscription_id, (d.subscription_id IN (SELECT id FROM notified))::boolean AS notified;

@@ -242,15 +242,16 @@ WITH input AS (
     FROM (SELECT subscription_id, max(finished_at) AS finished_at FROM input GROUP BY subscription_id) h
     WHERE s.id = h.subscription_id AND s.failing_notified_at IS NULL
       AND (s.failing_since IS NOT NULL OR s.last_success_at IS NULL OR s.last_success_at < $9::timestamptz)
-), delivered AS (
-    UPDATE webhook_deliveries d
-    SET status = 'delivered', last_status_code = i.status_code, last_error_class = NULL, last_error = NULL,
-        next_retry_at = NULL, delivered_at = now(), failed_at = NULL, updated_at = now()
-    FROM input i
-    WHERE d.id = i.id
+), notified AS (
+    SELECT s.id FROM event_subscriptions s
+    WHERE s.id IN (SELECT subscription_id FROM input) AND s.failing_notified_at IS NOT NULL
 )
-SELECT s.id FROM event_subscriptions s
-WHERE s.id IN (SELECT subscription_id FROM input) AND s.failing_notified_at IS NOT NULL
+UPDATE webhook_deliveries d
+SET status = 'delivered', last_status_code = i.status_code, last_error_class = NULL, last_error = NULL,
+    next_retry_at = NULL, delivered_at = now(), failed_at = NULL, updated_at = now()
+FROM input i
+WHERE d.id = i.id
+RETURNING d.subscription_id, (d.subscription_id IN (SELECT id FROM notified))::boolean AS notified
 `
 
 type DeliveryFinishDeliveredManyParams struct {
@@ -265,14 +266,23 @@ type DeliveryFinishDeliveredManyParams struct {
 	StaleBefore       time.Time
 }
 
+type DeliveryFinishDeliveredManyRow struct {
+	SubscriptionID uuid.UUID
+	Notified       bool
+}
+
 // DeliveryFinishAttempt for many accepted pushes at once (the push worker
 // coalesces the outcomes that arrive while a statement is in flight). A
 // subscription's health is written once per batch, and only when it
 // changes, except that of a subscription notified failing
 // (subscription_failing): that one is left for SubscriptionRecover, which
-// raises subscription_recovered. The result is the subscriptions of the
-// batch in that state (as they were before this statement).
-func (q *Queries) DeliveryFinishDeliveredMany(ctx context.Context, db DBTX, arg DeliveryFinishDeliveredManyParams) ([]uuid.UUID, error) {
+// raises subscription_recovered. The result is each delivery's
+// subscription and whether it was in that state (as it was before this
+// statement). The deliveries are the main statement, so that their rows
+// are locked before the attempts' and the subscriptions' (the secondary
+// statements run after it), the order in which a run starting on the same
+// delivery (a rescued job) takes them: the two wait, never deadlock.
+func (q *Queries) DeliveryFinishDeliveredMany(ctx context.Context, db DBTX, arg DeliveryFinishDeliveredManyParams) ([]DeliveryFinishDeliveredManyRow, error) {
 	rows, err := db.Query(ctx, deliveryFinishDeliveredMany,
 		arg.Ids,
 		arg.AttemptIds,
@@ -288,13 +298,13 @@ func (q *Queries) DeliveryFinishDeliveredMany(ctx context.Context, db DBTX, arg 
 		return nil, err
 	}
 	defer rows.Close()
-	var items []uuid.UUID
+	var items []DeliveryFinishDeliveredManyRow
 	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
+		var i DeliveryFinishDeliveredManyRow
+		if err := rows.Scan(&i.SubscriptionID, &i.Notified); err != nil {
 			return nil, err
 		}
-		items = append(items, id)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -704,9 +714,11 @@ func (q *Queries) DeliveryRequeue(ctx context.Context, db DBTX, arg DeliveryRequ
 }
 
 const deliveryRetractAttempt = `-- name: DeliveryRetractAttempt :execrows
-WITH gone AS (
+WITH delivery AS (
+    SELECT id FROM webhook_deliveries WHERE id = $2::uuid FOR NO KEY UPDATE
+), gone AS (
     DELETE FROM webhook_delivery_attempts
-    WHERE id = $2::uuid AND delivery_id = $3::uuid AND finished_at IS NULL
+    WHERE id = $3::uuid AND delivery_id IN (SELECT id FROM delivery) AND finished_at IS NULL
     RETURNING delivery_id
 )
 UPDATE webhook_deliveries d
@@ -717,8 +729,8 @@ WHERE d.id = gone.delivery_id
 
 type DeliveryRetractAttemptParams struct {
 	NextRetryAt time.Time
-	AttemptID   uuid.UUID
 	ID          uuid.UUID
+	AttemptID   uuid.UUID
 }
 
 // Undoes the start of an attempt that sent nothing because its push was
@@ -726,8 +738,10 @@ type DeliveryRetractAttemptParams struct {
 // delivery's count with it, so that waiting for a turn uses no attempt and
 // leaves no trace in the attempt history; the delivery waits until
 // next_retry_at, when its snoozed job runs again.
+// The delivery's row is locked before the attempt's, the order in which a
+// run starting on it (a rescued job) takes them, so the two never deadlock.
 func (q *Queries) DeliveryRetractAttempt(ctx context.Context, db DBTX, arg DeliveryRetractAttemptParams) (int64, error) {
-	result, err := db.Exec(ctx, deliveryRetractAttempt, arg.NextRetryAt, arg.AttemptID, arg.ID)
+	result, err := db.Exec(ctx, deliveryRetractAttempt, arg.NextRetryAt, arg.ID, arg.AttemptID)
 	if err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,9 +44,15 @@ func RecordDelivered(ctx context.Context, db dbutil.Executor, ins []Delivered, n
 		p.StatusCodes[i], p.DurationsMs[i] = int32(in.Attempt.StatusCode), int32(in.Attempt.Duration.Milliseconds())
 		p.ResponseBodies[i], p.ResponseTruncated[i] = in.Attempt.ResponseBody, in.Attempt.ResponseTruncated
 	}
-	recovering, err := dbsqlc.New().DeliveryFinishDeliveredMany(ctx, db, p)
+	rows, err := dbsqlc.New().DeliveryFinishDeliveredMany(ctx, db, p)
 	if err != nil {
 		return nil, fmt.Errorf("error recording delivery: %w", err)
+	}
+	var recovering []uuid.UUID
+	for _, r := range rows {
+		if r.Notified && !slices.Contains(recovering, r.SubscriptionID) {
+			recovering = append(recovering, r.SubscriptionID)
+		}
 	}
 	return recovering, nil
 }
