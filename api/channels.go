@@ -49,6 +49,17 @@ type CreateChannelRequest struct {
 	TagFilter    *string  `json:"tag_filter,omitempty" validate:"omitempty,min=1,max=64,not_blank" description:"Only events carrying this tag."`
 }
 
+// UpdateChannelRequest is the body of PATCH .../notification-channels/{id}.
+type UpdateChannelRequest struct {
+	_            atLeastOne
+	ID           uuid.UUID       `path:"id" format:"uuid"`
+	Label        *string         `json:"label,omitempty" validate:"omitempty,max=100" description:"New name for people."`
+	MinSeverity  *string         `json:"min_severity,omitempty" validate:"omitempty,oneof=info warning critical" description:"New least severity sent."`
+	Groups       OptionalStrings `json:"groups,omitempty" validate:"omitempty,max=20" description:"New preference groups; null means every group."`
+	DomainFilter OptionalString  `json:"domain_filter,omitempty" validate:"omitempty,max=253,domain_name" example:"example.com" description:"New domain filter; null clears it."`
+	TagFilter    OptionalString  `json:"tag_filter,omitempty" validate:"omitempty,min=1,max=64,not_blank" description:"New tag filter; null clears it."`
+}
+
 // ChannelPath names one notification channel.
 type ChannelPath struct {
 	ID uuid.UUID `path:"id" format:"uuid"`
@@ -80,6 +91,13 @@ func (s *Server) channelRoutes() {
 		Method: "GET", Path: base + "/{id}", OperationID: "getNotificationChannel", Tag: "notification channels", Errors: []int{404},
 		Summary: "One notification channel",
 		Call:    s.getChannel,
+	})
+	Handle(s.router, Endpoint[UpdateChannelRequest, NotificationChannel]{
+		Method: "PATCH", Path: base + "/{id}", OperationID: "updateNotificationChannel", Tag: "notification channels", Errors: []int{404},
+		Summary: "Change a notification channel's name or routing",
+		Description: "Only the fields present change, checked as at creation; null clears groups (every group), " +
+			"domain_filter or tag_filter. The kind and the destination never change: add another channel instead.",
+		Call: s.updateChannel,
 	})
 	s.ops.DeleteNotificationChannel = Handle(s.router, Endpoint[ChannelPath, NoContent]{
 		Method: "DELETE", Path: base + "/{id}", Status: 204, OperationID: "deleteNotificationChannel", Tag: "notification channels", Errors: []int{404},
@@ -150,6 +168,25 @@ func (s *Server) listChannels(ctx context.Context, _ *emptyRequest) (*[]Notifica
 // getChannel serves GET /api/accounts/me/notification-channels/{id}: one channel.
 func (s *Server) getChannel(ctx context.Context, req *ChannelPath) (*NotificationChannel, error) {
 	row, err := channels.Get(ctx, s.db, mustCaller(ctx).AccountID, req.ID)
+	if err != nil {
+		return nil, channelError(err)
+	}
+	out := channelFromRow(row)
+	return &out, nil
+}
+
+// updateChannel serves PATCH /api/accounts/me/notification-channels/{id}: change a channel's name or routing.
+func (s *Server) updateChannel(ctx context.Context, req *UpdateChannelRequest) (*NotificationChannel, error) {
+	c := channels.Change{Label: req.Label, MinSeverity: req.MinSeverity,
+		DomainFilter: req.DomainFilter.change(), TagFilter: req.TagFilter.change()}
+	if req.Groups.Set {
+		groups := req.Groups.Value
+		if req.Groups.Null {
+			groups = nil
+		}
+		c.Groups = &groups
+	}
+	row, err := s.channelService().Update(ctx, s.db, mustCaller(ctx).AccountID, req.ID, c)
 	if err != nil {
 		return nil, channelError(err)
 	}

@@ -210,3 +210,51 @@ func TestNotificationChannelHosts(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, resp.Status)
 	require.Contains(t, resp.Detail(t), "127.0.0.1:9")
 }
+
+// TestNotificationChannelUpdate: PATCH changes the name and the routing
+// filters, checked as at creation; null clears a filter; the destination
+// stays; another account's channel is 404.
+func TestNotificationChannelUpdate(t *testing.T) {
+	t.Parallel()
+	chat := newChatServer(t, http.StatusOK)
+	b := setup(t, withChannelHosts(t, strings.TrimPrefix(chat.URL, "http://")))
+	acct, other := b.createAccount(t), b.createAccount(t)
+	resp := b.do(t, "POST", channelsPath, acct.Key, map[string]any{"kind": "slack", "url": chat.URL + "/services/T0/B0/x",
+		"label": "#ops", "domain_filter": "example.com", "groups": []string{"health"}})
+	require.Equal(t, http.StatusCreated, resp.Status, "%s", resp.Body)
+	var ch channelJSON
+	resp.JSON(t, &ch)
+	path := channelsPath + "/" + ch.ID
+
+	resp = b.do(t, "PATCH", path, acct.Key, map[string]any{"label": "  #oncall ", "min_severity": "warning", "groups": nil})
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	var got struct {
+		channelJSON
+		DomainFilter *string `json:"domain_filter"`
+	}
+	resp.JSON(t, &got)
+	require.Equal(t, "#oncall", got.Label)
+	require.Equal(t, "warning", got.MinSeverity)
+	require.Nil(t, got.Groups, "null: every group")
+	require.Equal(t, "example.com", *got.DomainFilter, "absent fields stay")
+	require.Equal(t, ch.Destination, got.Destination)
+
+	resp = b.do(t, "PATCH", path, acct.Key, map[string]any{"domain_filter": nil})
+	require.Equal(t, http.StatusOK, resp.Status, "%s", resp.Body)
+	resp.JSON(t, &got)
+	require.Nil(t, got.DomainFilter)
+
+	for body, field := range map[string]string{
+		`{"groups": ["nosuchgroup"]}`: "groups",
+		`{"min_severity": "loud"}`:    "min_severity",
+		`{"tag_filter": "  "}`:        "tag_filter",
+	} {
+		resp = b.do(t, "PATCH", path, acct.Key, []byte(body))
+		require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "%s: %s", body, resp.Body)
+		require.Contains(t, resp.Detail(t), field)
+	}
+	resp = b.do(t, "PATCH", path, acct.Key, []byte(`{}`))
+	require.Equal(t, http.StatusUnprocessableEntity, resp.Status, "an empty change is refused: %s", resp.Body)
+	resp = b.do(t, "PATCH", path, other.Key, map[string]any{"label": "x"})
+	require.Equal(t, http.StatusNotFound, resp.Status)
+}

@@ -816,6 +816,7 @@ var agreementFixtures = map[string]agreementFixture{
 		st.body["url"] = e.hook.URL + "/services/T0/B0/x"
 	},
 	"getNotificationChannel":    channelFixture,
+	"updateNotificationChannel": channelFixture,
 	"deleteNotificationChannel": channelFixture,
 	"testNotificationChannel":   channelFixture,
 

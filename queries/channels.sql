@@ -24,6 +24,14 @@ SELECT count(*)::int FROM notification_channels WHERE account_id = @account_id::
 -- under concurrent requests.
 SELECT id FROM accounts WHERE id = @account_id::uuid FOR NO KEY UPDATE;
 
+-- name: ChannelUpdate :one
+-- Replaces a channel's label and routing filters (its destination stays).
+UPDATE notification_channels
+SET label = @label::text, groups = sqlc.narg('groups')::text[], min_severity = @min_severity::text,
+    domain_filter = sqlc.narg('domain_filter')::text, tag_filter = sqlc.narg('tag_filter')::text, updated_at = now()
+WHERE id = @id::uuid AND account_id = @account_id::uuid
+RETURNING *;
+
 -- name: ChannelDelete :execrows
 DELETE FROM notification_channels WHERE id = @id::uuid AND account_id = @account_id::uuid;
 

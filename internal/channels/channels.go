@@ -152,15 +152,80 @@ func (s *Service) Create(ctx context.Context, db dbutil.Executor, accountID uuid
 	})
 }
 
+// Change is a partial update of a channel's label and routing filters:
+// nil fields stay as they are. Its kind and destination never change
+// (delete the channel and add another).
+type Change struct {
+	Label       *string
+	MinSeverity *string
+	// Groups, when set, replaces the groups; a nil *Groups (pointer to a
+	// nil slice) means every group.
+	Groups *[]string
+	// DomainFilter and TagFilter, when set, replace the filter; a nil
+	// inner pointer clears it.
+	DomainFilter, TagFilter **string
+}
+
+// Update checks c, with the same rules as Create, and applies it to the
+// account's channel id.
+func (s *Service) Update(ctx context.Context, db dbutil.Executor, accountID, id uuid.UUID, c Change) (dbsqlc.NotificationChannel, error) {
+	return dbutil.WithTxV(ctx, db, func(ctx context.Context, tx dbutil.Tx) (dbsqlc.NotificationChannel, error) {
+		cur, err := Get(ctx, tx, accountID, id)
+		if err != nil {
+			return cur, err
+		}
+		n := New{Label: cur.Label, MinSeverity: cur.MinSeverity, Groups: cur.Groups, DomainFilter: cur.DomainFilter, TagFilter: cur.TagFilter}
+		if c.Label != nil {
+			n.Label = *c.Label
+		}
+		if c.MinSeverity != nil {
+			n.MinSeverity = *c.MinSeverity
+		}
+		if c.Groups != nil {
+			n.Groups = *c.Groups
+		}
+		if c.DomainFilter != nil {
+			n.DomainFilter = *c.DomainFilter
+		}
+		if c.TagFilter != nil {
+			n.TagFilter = *c.TagFilter
+		}
+		p := dbsqlc.ChannelInsertParams{MinSeverity: n.MinSeverity}
+		if p.Label, err = checkLabel(n.Label); err != nil {
+			return cur, err
+		}
+		if err := checkFilters(&p, n); err != nil {
+			return cur, err
+		}
+		row, err := dbsqlc.New().ChannelUpdate(ctx, tx, dbsqlc.ChannelUpdateParams{
+			ID: id, AccountID: accountID, Label: p.Label, Groups: p.Groups, MinSeverity: p.MinSeverity,
+			DomainFilter: p.DomainFilter, TagFilter: p.TagFilter,
+		})
+		if err != nil {
+			return row, fmt.Errorf("updating notification channel: %w", err)
+		}
+		return row, nil
+	})
+}
+
+// checkLabel trims a label and checks its length.
+func checkLabel(raw string) (string, error) {
+	l := strings.TrimSpace(raw)
+	if len([]rune(l)) > MaxLabel {
+		return l, &FieldError{Field: "label", Message: fmt.Sprintf("must be at most %d characters", MaxLabel)}
+	}
+	return l, nil
+}
+
 // insertParams checks n: its kind, destination and filters.
 func (s *Service) insertParams(accountID uuid.UUID, n New) (dbsqlc.ChannelInsertParams, destination, error) {
 	p := dbsqlc.ChannelInsertParams{ID: uuid.Must(uuid.NewV7()), AccountID: accountID, Kind: n.Kind, MinSeverity: n.MinSeverity}
 	if !slices.Contains(Kinds, n.Kind) {
 		return p, destination{}, &FieldError{Field: "kind", Message: "must be one of " + strings.Join(Kinds, ", ")}
 	}
-	p.Label = strings.TrimSpace(n.Label)
-	if len([]rune(p.Label)) > MaxLabel {
-		return p, destination{}, &FieldError{Field: "label", Message: fmt.Sprintf("must be at most %d characters", MaxLabel)}
+	var err error
+	if p.Label, err = checkLabel(n.Label); err != nil {
+		return p, destination{}, err
 	}
 	dest, err := s.checkDestination(n)
 	if err != nil {

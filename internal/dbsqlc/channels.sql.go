@@ -380,3 +380,55 @@ func (q *Queries) ChannelRecordSuccess(ctx context.Context, db DBTX, arg Channel
 	err := row.Scan(&was_notified)
 	return was_notified, err
 }
+
+const channelUpdate = `-- name: ChannelUpdate :one
+UPDATE notification_channels
+SET label = $1::text, groups = $2::text[], min_severity = $3::text,
+    domain_filter = $4::text, tag_filter = $5::text, updated_at = now()
+WHERE id = $6::uuid AND account_id = $7::uuid
+RETURNING id, account_id, kind, label, secret_ciphertext, secret_key_id, destination, groups, min_severity, domain_filter, tag_filter, last_success_at, failing_since, last_error, failing_notified_at, created_at, updated_at
+`
+
+type ChannelUpdateParams struct {
+	Label        string
+	Groups       []string
+	MinSeverity  string
+	DomainFilter *string
+	TagFilter    *string
+	ID           uuid.UUID
+	AccountID    uuid.UUID
+}
+
+// Replaces a channel's label and routing filters (its destination stays).
+func (q *Queries) ChannelUpdate(ctx context.Context, db DBTX, arg ChannelUpdateParams) (NotificationChannel, error) {
+	row := db.QueryRow(ctx, channelUpdate,
+		arg.Label,
+		arg.Groups,
+		arg.MinSeverity,
+		arg.DomainFilter,
+		arg.TagFilter,
+		arg.ID,
+		arg.AccountID,
+	)
+	var i NotificationChannel
+	err := row.Scan(
+		&i.ID,
+		&i.AccountID,
+		&i.Kind,
+		&i.Label,
+		&i.SecretCiphertext,
+		&i.SecretKeyID,
+		&i.Destination,
+		&i.Groups,
+		&i.MinSeverity,
+		&i.DomainFilter,
+		&i.TagFilter,
+		&i.LastSuccessAt,
+		&i.FailingSince,
+		&i.LastError,
+		&i.FailingNotifiedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
